@@ -1,0 +1,36 @@
+"""Did-you-mean suggestions for names (operators, chains, rules, arguments).
+
+rapidfuzz is imported lazily: only a miss pays for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _strip(name: str) -> str:
+    for prefix in ("torch_npu.", "torch.ops.npu.", "torch.npu.", "torch.ops.atb.", "torch."):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def suggest(name: str, choices: Sequence[str], limit: int = 3, cutoff: float = 70.0) -> list[str]:
+    """Closest ``choices`` to ``name``, best first; empty when nothing is close."""
+    if not name or not choices:
+        return []
+    from rapidfuzz import fuzz, process
+
+    query = _strip(name).lower()
+    bare = sorted({_strip(c) for c in choices})
+    scored = process.extract(query, bare, scorer=fuzz.WRatio, limit=limit * 3,
+                             processor=str.lower)  # fmt: skip
+    ranked: list[tuple[float, int, str]] = []
+    for choice, score, _ in scored:
+        if score < cutoff:
+            continue
+        # Prefer same-length neighbours: npu_mla_prolog_v4 → npu_mla_prolog_v3, not _v2's cousin.
+        ratio = fuzz.ratio(query, choice.lower())
+        ranked.append((-(score + ratio) / 2, abs(len(choice) - len(query)), choice))
+    ranked.sort()
+    return [c for _, _, c in ranked[:limit]]

@@ -1,0 +1,346 @@
+"""The record contract: pydantic models for operators, reference chains and trees.
+
+Every artefact of the project (index, site pages, checker knowledge, JSON Schema) is
+derived from records validated by these models.  ``extra="forbid"`` everywhere: a
+misspelt field is an error, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kb.vocab import Category, Dtype, Format, Phase, Product, QuantScheme, Status, Step
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$", max_length=120)]
+Scalar = Union[bool, int, float, str, None]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, populate_by_name=True)
+
+
+class Text(Strict):
+    """A short text in English with a Chinese counterpart (both written by us)."""
+
+    en: str = Field(min_length=1)
+    zh: str = Field(min_length=1)
+
+
+class Keywords(Strict):
+    en: list[str] = Field(default_factory=list)
+    zh: list[str] = Field(default_factory=list)
+
+
+class Shape(Strict):
+    """One admissible shape, optionally tied to a layout or mode (``when``)."""
+
+    dims: str = Field(description="e.g. '[T, He]' or '[B, S, N, D]'")
+    when: str | None = Field(default=None, description="layout or condition, e.g. 'TND'")
+
+
+class Range(Strict):
+    min: float | None = None
+    max: float | None = None
+    note: str | None = None
+
+
+class Parameter(Strict):
+    name: Name
+    type: str = Field(description="schema type exactly as upstream: Tensor, Tensor?, int[]?, …")
+    required: bool = True
+    default: str | None = Field(default=None, description="schema literal, e.g. '1e-05'")
+    keyword_only: bool = False
+    mutated: bool = False
+    description: str = ""
+    dtypes: list[Dtype] = Field(default_factory=list)
+    formats: list[Format] = Field(default_factory=list)
+    shapes: list[Shape] = Field(default_factory=list)
+    allowed: list[Scalar] | None = Field(default=None, description="closed set of values")
+    range: Range | None = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type.startswith("Tensor")
+
+
+class Return(Strict):
+    name: str
+    type: str = "Tensor"
+    description: str = ""
+    dtypes: list[Dtype] = Field(default_factory=list)
+    formats: list[Format] = Field(default_factory=list)
+    shapes: list[Shape] = Field(default_factory=list)
+
+
+class Condition(Strict):
+    """One clause of a rule's ``when``: all clauses must hold for the rule to apply.
+
+    Exactly one subject: ``arg`` (a scalar argument's value), ``tensor`` (a tensor
+    argument's dtype or format), ``product``, ``quantization`` or ``present`` (an
+    argument is given).  A clause whose subject the candidate does not state is
+    *unknown* and the rule does not fire.
+    """
+
+    arg: str | None = None
+    tensor: str | None = None
+    present: str | None = None
+    absent: str | None = None
+    product: list[Product] | None = None
+    quantization: list[QuantScheme] | None = None
+    equals: Scalar = None
+    in_: list[Scalar] | None = Field(default=None, alias="in")
+    not_in: list[Scalar] | None = None
+    dtype_in: list[Dtype] | None = None
+    format_in: list[Format] | None = None
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> Condition:
+        subjects = [
+            s
+            for s in ("arg", "tensor", "present", "absent", "product", "quantization")
+            if getattr(self, s) is not None
+        ]
+        if len(subjects) != 1:
+            raise ValueError(
+                "a condition names exactly one of arg, tensor, present, absent, product, "
+                f"quantization (got {subjects or 'none'})"
+            )
+        if self.arg is not None and self.equals is None and self.in_ is None and not self.not_in:
+            raise ValueError("an 'arg' condition needs equals, in or not_in")
+        if self.tensor is not None and not (self.dtype_in or self.format_in):
+            raise ValueError("a 'tensor' condition needs dtype_in or format_in")
+        return self
+
+
+class Rule(Strict):
+    """A declarative, checkable constraint: when all ``when`` clauses hold, then …"""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
+    when: list[Condition] = Field(default_factory=list)
+    require: list[str] = Field(default_factory=list, description="arguments that must be given")
+    forbid: list[str] = Field(default_factory=list, description="arguments that must be absent")
+    dtypes: dict[str, list[Dtype]] = Field(default_factory=dict, description="tensor → dtypes")
+    formats: dict[str, list[Format]] = Field(default_factory=dict, description="tensor → formats")
+    values: dict[str, list[Scalar]] = Field(default_factory=dict, description="arg → values")
+    products: list[Product] = Field(default_factory=list, description="only on these products")
+    message: str = Field(min_length=1, description="what to do, in English")
+
+    @model_validator(mode="after")
+    def _has_effect(self) -> Rule:
+        if not (self.require or self.forbid or self.dtypes or self.formats or self.values
+                or self.products):  # fmt: skip
+            raise ValueError("a rule needs an effect: require, forbid, dtypes, formats, values or products")
+        return self
+
+
+class Constraint(Strict):
+    """A constraint in prose for people; ``rule`` links it to a checkable rule id."""
+
+    text: str = Field(min_length=1)
+    rule: str | None = None
+
+
+class QuantMode(Strict):
+    scheme: QuantScheme
+    select: dict[str, Scalar] = Field(default_factory=dict, description="argument settings")
+    tensors: dict[str, list[Dtype]] = Field(default_factory=dict, description="tensor → dtypes")
+    products: list[Product] = Field(default_factory=list)
+    notes: str = ""
+
+
+class GraphMode(Strict):
+    aclgraph: Literal["supported", "unsupported", "unknown"] = "unknown"
+    torchair: Literal["supported", "unsupported", "unknown"] = "unknown"
+    notes: str = ""
+
+
+class SignatureChange(Strict):
+    release: str
+    schema_: str = Field(alias="schema")
+
+
+class Versions(Strict):
+    first: str | None = Field(default=None, description="first torch_npu release that has it")
+    last: str | None = Field(default=None, description="last release that has it, if removed")
+    releases: list[str] = Field(default_factory=list)
+    changes: list[SignatureChange] = Field(default_factory=list)
+    pytorch: list[str] = Field(default_factory=list, description="PyTorch lines upstream lists")
+
+
+class Example(Strict):
+    title: str
+    code: str = Field(min_length=1)
+    phase: Phase | None = None
+
+
+class Upstream(Strict):
+    path: str | None = None
+    commit: str | None = None
+    url: str | None = None
+    schema_source: str | None = Field(
+        default=None, description="where the schema string comes from (file name)"
+    )
+
+
+_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?(\.post\d+)?(rc\d+)?$")
+
+
+class Operator(Strict):
+    kind: Literal["operator"] = "operator"
+    name: Name
+    calls: list[str] = Field(min_length=1, description="torch_npu.x, torch.ops.npu.x, …")
+    aliases: list[str] = Field(default_factory=list)
+    status: Status
+    category: Category
+    summary: Text
+    description: str = Field(min_length=1)
+    description_zh: str = ""
+    keywords: Keywords = Field(default_factory=Keywords)
+    fuses: list[Step] = Field(default_factory=list)
+    signature: str | None = Field(default=None, description="exact upstream schema string")
+    parameters: list[Parameter] = Field(default_factory=list)
+    returns: list[Return] = Field(default_factory=list)
+    products: list[Product] = Field(default_factory=list)
+    phases: list[Phase] = Field(default_factory=list)
+    graph_mode: GraphMode = Field(default_factory=GraphMode)
+    versions: Versions = Field(default_factory=Versions)
+    quantization: list[QuantMode] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list)
+    rules: list[Rule] = Field(default_factory=list)
+    examples: list[Example] = Field(default_factory=list)
+    upstream: Upstream = Field(default_factory=Upstream)
+    superseded_by: str | None = None
+    supersedes: list[str] = Field(default_factory=list)
+    related: list[str] = Field(default_factory=list)
+    changes: str = Field(default="", description="what changed relative to the predecessor")
+    replacement_note: str = Field(default="", description="for deprecated: what to use instead")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Operator:
+        names = [p.name for p in self.parameters]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate parameters: {sorted(dup)}")
+        known = set(names)
+        for rule in self.rules:
+            mentioned = set(rule.require) | set(rule.forbid) | set(rule.dtypes)
+            mentioned |= set(rule.formats) | set(rule.values)
+            for cond in rule.when:
+                mentioned |= {x for x in (cond.arg, cond.tensor, cond.present, cond.absent) if x}
+            unknown = mentioned - known
+            if unknown:
+                raise ValueError(f"rule {rule.id!r} names unknown parameters {sorted(unknown)}")
+        ids = [r.id for r in self.rules]
+        if len(ids) != len(set(ids)):
+            raise ValueError("rule ids must be unique within a record")
+        for c in self.constraints:
+            if c.rule is not None and c.rule not in ids:
+                raise ValueError(f"constraint links to unknown rule {c.rule!r}")
+        for q in self.quantization:
+            bad = (set(q.select) | set(q.tensors)) - known
+            if bad:
+                raise ValueError(f"quantization {q.scheme!r} names unknown parameters {sorted(bad)}")
+        if self.status == "deprecated" and not (self.superseded_by or self.replacement_note):
+            raise ValueError("a deprecated operator names superseded_by or a replacement_note")
+        return self
+
+    @field_validator("versions")
+    @classmethod
+    def _release_format(cls, v: Versions) -> Versions:
+        for rel in [v.first, v.last, *v.releases, *(c.release for c in v.changes)]:
+            if rel is not None and not _RELEASE.match(rel):
+                raise ValueError(f"release {rel!r} is not like 2.7.1 or 2.1.0.post8")
+        return v
+
+
+PlainTorch = Literal["plain-torch"]
+
+
+class Stage(Strict):
+    stage: str = Field(description="norm, q_projection, rope, cache_write, attention, …")
+    operator: str = Field(description="an operator name, or 'plain-torch'")
+    phase: Literal["prefill", "decode", "both"] = "both"
+    args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    torch: str = Field(default="", description="the torch code when operator is plain-torch")
+    notes: str = ""
+
+
+class Prerequisite(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
+    text: str
+
+
+class ReferenceChain(Strict):
+    kind: Literal["chain"] = "chain"
+    name: Name
+    title: Text
+    summary: Text
+    description: str = ""
+    module: Literal["attention", "moe", "ffn", "norm", "rope", "kv-cache", "prefetch", "other"]
+    phases: list[Phase] = Field(min_length=1)
+    quantization: list[QuantScheme] = Field(default_factory=list)
+    products: list[Product] = Field(default_factory=list)
+    stages: list[Stage] = Field(min_length=1)
+    prerequisites: list[Prerequisite] = Field(default_factory=list)
+    differences: str = Field(default="", description="prefill vs decode")
+    models: list[str] = Field(default_factory=list)
+    keywords: Keywords = Field(default_factory=Keywords)
+    related: list[str] = Field(default_factory=list)
+    variant_of: str | None = None
+
+
+class Option(Strict):
+    value: str = Field(pattern=r"^[a-z0-9][a-z0-9\-_]*$", description="flag value for kb advise")
+    label: str
+    goto: str | None = Field(default=None, description="next node id")
+    chain: str | None = None
+    operators: list[str] = Field(default_factory=list)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _leads_somewhere(self) -> Option:
+        if not (self.goto or self.chain or self.operators or self.note):
+            raise ValueError("an option leads to a node, a chain, operators or a note")
+        return self
+
+
+class Node(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9\-_]*$")
+    key: str = Field(pattern=r"^[a-z0-9][a-z0-9\-_]*$", description="flag name for kb advise")
+    question: Text
+    options: list[Option] = Field(min_length=2)
+
+
+class DecisionTree(Strict):
+    kind: Literal["tree"] = "tree"
+    name: Name
+    title: Text
+    summary: Text
+    description: str = ""
+    root: str
+    nodes: list[Node] = Field(min_length=1)
+    keywords: Keywords = Field(default_factory=Keywords)
+
+    @model_validator(mode="after")
+    def _nodes_resolve(self) -> DecisionTree:
+        ids = [n.id for n in self.nodes]
+        if len(ids) != len(set(ids)):
+            raise ValueError("node ids must be unique")
+        if self.root not in ids:
+            raise ValueError(f"root {self.root!r} is not a node id")
+        for n in self.nodes:
+            for o in n.options:
+                if o.goto is not None and o.goto not in ids:
+                    raise ValueError(f"node {n.id!r} option {o.value!r} goes to unknown node {o.goto!r}")
+        return self
+
+
+Record = Union[Operator, ReferenceChain, DecisionTree]
+MODELS: dict[str, type[BaseModel]] = {
+    "operator": Operator,
+    "chain": ReferenceChain,
+    "tree": DecisionTree,
+}
