@@ -9,16 +9,19 @@ pydantic or PyYAML unless a rebuild is needed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kb.paths import PACKAGE_DIR, cache_dir, records_dir
+
+try:  # the builtin module avoids importing OpenSSL through hashlib (a few ms per call)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - every CPython has _blake2
+    from hashlib import blake2b
 
 FORMAT_VERSION = "3"
 #: Code whose change must invalidate the cache (it decides what a valid record is).
@@ -46,7 +49,7 @@ def _walk(root: Path) -> Iterator[os.DirEntry[str]]:
 
 def fingerprint(root: Path) -> str:
     """Cheap identity of the record tree and validating code: paths, sizes, mtimes."""
-    h = hashlib.blake2b(digest_size=16)
+    h = blake2b(digest_size=16)
     h.update(FORMAT_VERSION.encode())
     h.update(str(root).encode())
     entries = sorted(_walk(root), key=lambda e: e.path) if root.is_dir() else []
@@ -61,7 +64,7 @@ def fingerprint(root: Path) -> str:
 
 def content_hash(root: Path) -> str:
     """Identity of the records' *content* (keys the search index)."""
-    h = hashlib.blake2b(digest_size=16)
+    h = blake2b(digest_size=16)
     h.update(FORMAT_VERSION.encode())
     for path in sorted(root.rglob("*.y*ml")):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
@@ -71,7 +74,7 @@ def content_hash(root: Path) -> str:
 
 
 def db_path(root: Path) -> Path:
-    key = hashlib.blake2b(str(root).encode(), digest_size=8).hexdigest()
+    key = blake2b(str(root).encode(), digest_size=8).hexdigest()
     return cache_dir() / f"records-{key}.sqlite"
 
 
@@ -82,6 +85,8 @@ def build(root: Path, target: Path, fp: str) -> None:
     result = load_store(root)
     if result.problems:
         raise StoreInvalid(result.problems)
+    import tempfile
+
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".records-", suffix=".tmp", dir=target.parent)
     os.close(fd)

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kb import yamlpos
-from kb.models import MODELS, DecisionTree, Operator, ReferenceChain
+from kb.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,14 @@ def _describe(err: dict[str, Any]) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "literal_error":
-        ctx = err.get("ctx", {})
-        expected = ctx.get("expected", "")
-        return f"{err.get('input')!r} is not one of the allowed values ({expected})"
+        import difflib
+
+        expected = str(err.get("ctx", {}).get("expected", ""))
+        allowed = [x.strip(" '") for x in expected.replace(" or ", ", ").split(",")]
+        value = err.get("input")
+        close = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
+        return f"{value!r} is not an allowed value{hint}"
     msg = str(err.get("msg", "invalid"))
     return msg.removeprefix("Value error, ")
 
@@ -151,6 +156,9 @@ def _check_references(result: StoreResult) -> None:
                 need(loaded, ("related", i), name, ("operator", "chain", "tree"))
             if rec.variant_of:
                 need(loaded, ("variant_of",), rec.variant_of, ("chain",))
+        elif isinstance(rec, Playbook):
+            for i, name in enumerate(rec.related):
+                need(loaded, ("related", i), name, ("operator", "chain", "tree"))
         elif isinstance(rec, DecisionTree):
             for n_i, node in enumerate(rec.nodes):
                 for o_i, opt in enumerate(node.options):

@@ -22,19 +22,17 @@ Product = Literal[
     "atlas-200i-500-a2",
 ]
 
-#: Official product names (as written on the upstream pages, inside ``<term>``) → id.
-#: Pages sometimes name a sub-series ("Atlas A3 推理系列产品"); those map to the family.
+#: Official product names (the parts of an upstream ``<term>``, which joins several with
+#: "/") → id.  Sub-series ("Atlas A3 推理系列产品") map to their family.
 PRODUCT_OFFICIAL_NAMES: dict[str, Product] = {
-    "Ascend 950PR/Ascend 950DT": "ascend-950",
-    "Ascend 950DT": "ascend-950",
     "Ascend 950PR": "ascend-950",
-    "Atlas A3 训练系列产品/Atlas A3 推理系列产品": "atlas-a3",
+    "Ascend 950DT": "ascend-950",
     "Atlas A3 训练系列产品": "atlas-a3",
     "Atlas A3 推理系列产品": "atlas-a3",
-    "Atlas A2 训练系列产品/Atlas A2 推理系列产品": "atlas-a2",
-    "Atlas A2 训练系列产品/Atlas 800I A2 推理产品/A200I A2 Box 异构组件": "atlas-a2",
     "Atlas A2 训练系列产品": "atlas-a2",
     "Atlas A2 推理系列产品": "atlas-a2",
+    "Atlas 800I A2 推理产品": "atlas-a2",
+    "A200I A2 Box 异构组件": "atlas-a2",
     "Atlas 推理系列产品": "atlas-inference",
     "Atlas 推理系列加速卡产品": "atlas-inference",
     "Atlas 训练系列产品": "atlas-training",
@@ -326,7 +324,7 @@ Step = Literal[
     "copy",
 ]
 
-Kind = Literal["operator", "chain", "tree"]
+Kind = Literal["operator", "chain", "tree", "playbook"]
 
 ALIAS_TABLES: dict[str, dict[str, str]] = {
     "product": dict(PRODUCT_ALIASES),
@@ -366,8 +364,10 @@ def normalize(vocab: str, value: object) -> str | None:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         return None
     text = str(value)
-    if vocab == "product" and text in PRODUCT_OFFICIAL_NAMES:
-        return PRODUCT_OFFICIAL_NAMES[text]
+    if vocab == "product":
+        official = product_from_official(text)
+        if official is not None:
+            return official
     folded = _fold(text)
     canon = CANONICAL[vocab]
     for candidate in (folded, folded.replace("_", "-"), folded.replace("-", "_")):
@@ -382,8 +382,11 @@ def normalize(vocab: str, value: object) -> str | None:
 
 
 def product_from_official(name: str) -> Product | None:
-    """Map an upstream ``<term>`` product name to its id (whitespace-tolerant)."""
-    cleaned = name.strip()
+    """Map an upstream ``<term>`` text to its id; every "/"-joined part must agree."""
+    cleaned = " ".join(name.split())
     if cleaned in PRODUCT_OFFICIAL_NAMES:
         return PRODUCT_OFFICIAL_NAMES[cleaned]
+    found = {PRODUCT_OFFICIAL_NAMES.get(part.strip()) for part in cleaned.split("/")}
+    if len(found) == 1 and None not in found:
+        return found.pop()
     return None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -42,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"{root / problem.file}:{str(problem).split(':', 1)[1]}")
         summary = ", ".join(f"{n} {k}s" for k, n in sorted(counts.items())) or "no records"
         status = f"{len(result.problems)} problem(s)" if result.problems else "all valid"
-        print(f"{summary}; {status}", file=sys.stderr if result.problems else sys.stdout)
+        print(f"{summary}; {status}")
     return 1 if result.problems else 0

@@ -1,0 +1,29 @@
+"""Helpers shared by verbs: opening the catalog with a clean message on failure."""
+
+from __future__ import annotations
+
+import sys
+
+from kb.compiled import Catalog, StoreInvalid, open_catalog
+
+
+def catalog_or_exit(*, rebuild: bool = False) -> Catalog:
+    """The compiled catalog; invalid records end the command with exit 1, not a traceback."""
+    try:
+        return open_catalog(rebuild=rebuild)
+    except StoreInvalid as exc:
+        for problem in exc.problems[:20]:
+            print(problem, file=sys.stderr)
+        more = len(exc.problems) - 20
+        if more > 0:
+            print(f"... and {more} more", file=sys.stderr)
+        print("kb: the records do not validate; run 'kb validate' for the full list",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(1) from None
+
+
+def did_you_mean(catalog: Catalog, name: str) -> str:
+    from kb.fuzzy import suggest
+
+    hits = suggest(name, catalog.names())
+    return f" (did you mean: {', '.join(hits)}?)" if hits else ""

@@ -1,0 +1,32 @@
+"""``kb index``: show or rebuild the search index and the compiled record cache."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "index",
+        help="show or rebuild the search index",
+        description="Both the compiled record cache and the search index are rebuilt "
+        "automatically when records change; --rebuild forces it (e.g. after a crash).",
+    )
+    p.add_argument("--rebuild", action="store_true", help="rebuild cache and index now")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.commands._common import catalog_or_exit
+    from kb.search import index_dir, open_index
+
+    start = time.perf_counter()
+    catalog = catalog_or_exit(rebuild=args.rebuild)
+    ix = open_index(catalog, rebuild=args.rebuild)
+    took = time.perf_counter() - start
+    print(f"records: {len(catalog.names())} ({catalog.root})")
+    print(f"index:   {ix.doc_count()} documents in {index_dir(catalog.content)}")
+    if args.rebuild:
+        print(f"rebuilt in {took:.2f} s")
+    return 0

@@ -1,0 +1,66 @@
+"""``kb list``: records filtered by kind, category, product or status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "list",
+        help="list records, optionally filtered",
+        description="List records with their one-line summary. Filters combine (AND). "
+        "Products and other vocabularies accept aliases such as A3, 910b, bf16.",
+    )
+    p.add_argument("--kind", choices=("operator", "chain", "tree", "playbook"))
+    p.add_argument("--category", help="operator category, e.g. attention, moe, mla, norm")
+    p.add_argument("--product", help="supported on this product, e.g. atlas-a3 or A2")
+    p.add_argument("--status", help="stable, beta, deprecated or undocumented")
+    p.add_argument("--fuses", help="operators that fuse this step, e.g. rope or rms_norm")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.cli import UsageError
+    from kb.commands._common import catalog_or_exit
+    from kb.vocab import CANONICAL, normalize
+
+    def canon(vocab: str, value: str | None) -> str | None:
+        if value is None:
+            return None
+        got = normalize(vocab, value)
+        if got is None:
+            raise UsageError(f"unknown {vocab} {value!r}; one of: {', '.join(CANONICAL[vocab])}")
+        return got
+
+    product = canon("product", args.product)
+    status = canon("status", args.status)
+    category = canon("category", args.category)
+    step = canon("step", args.fuses.replace(" ", "_") if args.fuses else None)
+    catalog = catalog_or_exit()
+    rows = []
+    for rec in catalog.records(args.kind):
+        if category and rec.get("category") != category:
+            continue
+        if product and product not in rec.get("products", []):
+            continue
+        if status and rec.get("status") != status:
+            continue
+        if step and step not in rec.get("fuses", []):
+            continue
+        rows.append(rec)
+    if args.format == "json":
+        out = [{"kind": r["kind"], "name": r["name"], "category": r.get("category", r.get("module")),
+                "status": r.get("status"), "summary": r["summary"]["en"]} for r in rows]  # fmt: skip
+        print(json.dumps({"results": out}, ensure_ascii=False, indent=2))
+        return 0
+    for r in rows:
+        tag = r.get("status") or r["kind"]
+        head = f"{r['name']}  [{tag}]"
+        summary = r["summary"]["en"]
+        print(head)
+        print(f"    {summary[:75] + '…' if len(summary) > 76 else summary}")
+    print(f"{len(rows)} record(s)")
+    return 0

@@ -1,0 +1,56 @@
+"""``kb search QUERY``: names, keywords, task phrases and Chinese queries."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "search",
+        help="search operators, chains, trees and playbooks",
+        description="Search the records by exact or partial name, misspelt name, English "
+        "keywords and task phrases ('paged attention decode', 'rmsnorm rope cache') or "
+        "Chinese ('权重预取'). Results are best first.",
+    )
+    p.add_argument("query", nargs="+", help="words to search for")
+    p.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
+    p.add_argument("--kind", choices=("operator", "chain", "tree", "playbook"),
+                   help="only records of this kind")  # fmt: skip
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.cli import UsageError
+    from kb.commands._common import catalog_or_exit
+    from kb.render import WIDTH
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    query = " ".join(args.query)
+    catalog = catalog_or_exit()
+    from kb.search import search
+
+    try:
+        hits = search(catalog, query, limit=args.limit, kinds={args.kind} if args.kind else None)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        out = {"query": query, "results": [h.as_json() for h in hits]}
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+    else:
+        if not hits:
+            print(f"no results for {query!r}", file=sys.stderr)
+        for h in hits:
+            head = f"{h.name}  ({h.kind})"
+            summary = h.summary
+            room = WIDTH - 4
+            if len(summary) > room:
+                summary = summary[: room - 1] + "…"
+            print(head)
+            if summary:
+                print(f"    {summary}")
+    return 0 if hits else 1

@@ -1,0 +1,274 @@
+"""Full-text search over the records (whoosh-reloaded), plus exact/prefix/typo name hits.
+
+Ranking, best first:
+1. the exact name or call path (``torch_npu.npu_rms_norm``);
+2. names that start with the query (``npu_mla_prolog`` → v1, v2, v3, shortest first);
+3. close spellings of a name when the query looks like an identifier
+   (``npu_mla_prolog_v4`` → ``npu_mla_prolog_v3``);
+4. BM25F text matches: documents matching every query token before those matching
+   some, fields weighted by :data:`BOOSTS`.
+
+The index lives in the per-user cache under a directory named by the records'
+content hash; it is built into a temporary directory and renamed into place, and an
+index that fails to open or disagrees with the catalog is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kb.whoosh_import import import_whoosh
+
+import_whoosh()
+
+from whoosh import index as windex  # noqa: E402
+from whoosh import query as Q  # noqa: E402
+from whoosh.analysis import Token, Tokenizer  # noqa: E402
+from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
+from whoosh.scoring import BM25F  # noqa: E402
+
+from kb.compiled import Catalog  # noqa: E402
+from kb.paths import cache_dir  # noqa: E402
+from kb.textanalysis import tokens  # noqa: E402
+
+MAX_QUERY_CHARS = 500
+INDEX_VERSION = "2"
+
+#: Field weights, tuned on tests/data/search_queries.yaml.
+BOOSTS: dict[str, float] = {
+    "name": 6.0,
+    "keywords": 4.0,
+    "summary": 3.0,
+    "fuses": 2.5,
+    "zh": 3.0,
+    "params": 1.0,
+    "body": 1.0,
+}
+
+
+class KbTokenizer(Tokenizer):  # type: ignore[misc]
+    """whoosh adapter around :func:`kb.textanalysis.tokens` (module level: pickled)."""
+
+    def __call__(  # type: ignore[no-untyped-def]
+        self, value, positions=False, chars=False, keeporiginal=False, removestops=True,
+        start_pos=0, start_char=0, tokenize=True, mode="", **kwargs,
+    ):  # fmt: skip
+        t = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        for pos, text in enumerate(tokens(value, query=(mode == "query"))):
+            t.text = text
+            t.boost = 1.0
+            t.stopped = False
+            if positions:
+                t.pos = start_pos + pos
+            yield t
+
+
+def _schema() -> Schema:
+    an = KbTokenizer()
+    return Schema(
+        name=ID(stored=True, unique=True),
+        kind=ID(stored=True),
+        summary_en=STORED,
+        name_text=TEXT(analyzer=an, field_boost=BOOSTS["name"]),
+        keywords=TEXT(analyzer=an, field_boost=BOOSTS["keywords"]),
+        summary=TEXT(analyzer=an, field_boost=BOOSTS["summary"]),
+        fuses=TEXT(analyzer=an, field_boost=BOOSTS["fuses"]),
+        zh=TEXT(analyzer=an, field_boost=BOOSTS["zh"]),
+        params=TEXT(analyzer=an, field_boost=BOOSTS["params"]),
+        body=TEXT(analyzer=an, field_boost=BOOSTS["body"]),
+    )
+
+
+TEXT_FIELDS = ("name_text", "keywords", "summary", "fuses", "zh", "params", "body")
+
+
+def _join(*parts: Any) -> str:
+    out: list[str] = []
+    for p in parts:
+        if isinstance(p, str):
+            out.append(p)
+        elif isinstance(p, (list, tuple)):
+            out.append(" ".join(_join(x) for x in p))
+        elif isinstance(p, dict):
+            out.append(" ".join(_join(v) for v in p.values()))
+    return " ".join(x for x in out if x)
+
+
+def document(rec: dict[str, Any]) -> dict[str, str]:
+    """The searchable text of one record, split by field."""
+    kind = rec["kind"]
+    summary = rec.get("summary") or {}
+    keywords = rec.get("keywords") or {}
+    title = rec.get("title") or {}
+    name = rec["name"]
+    doc = {
+        "name": name,
+        "kind": kind,
+        "summary_en": summary.get("en", ""),
+        "name_text": _join(name, rec.get("calls", []), rec.get("aliases", []),
+                           name.replace("_", " ")),  # fmt: skip
+        "keywords": _join(keywords.get("en", []), title.get("en", "")),
+        "summary": summary.get("en", ""),
+        "fuses": _join([s.replace("_", " ") for s in rec.get("fuses", [])]),
+        "zh": _join(summary.get("zh", ""), keywords.get("zh", []), rec.get("description_zh", ""),
+                    title.get("zh", "")),  # fmt: skip
+        "params": "",
+        "body": rec.get("description", ""),
+    }
+    if kind == "operator":
+        doc["params"] = _join([p["name"] for p in rec.get("parameters", [])])
+        doc["body"] = _join(rec.get("description", ""), [c["text"] for c in rec.get("constraints", [])],
+                            [q["scheme"] for q in rec.get("quantization", [])], rec.get("category", ""),
+                            rec.get("changes", ""))  # fmt: skip
+    elif kind == "chain":
+        doc["fuses"] = _join([s["stage"].replace("_", " ") for s in rec.get("stages", [])])
+        doc["params"] = _join([s["operator"] for s in rec.get("stages", [])])
+        doc["body"] = _join(rec.get("description", ""), rec.get("differences", ""), rec.get("models", []),
+                            [p["text"] for p in rec.get("prerequisites", [])], rec.get("module", ""))  # fmt: skip
+    elif kind == "tree":
+        doc["body"] = _join(rec.get("description", ""),
+                            [[n["question"]["en"], [o["label"] for o in n["options"]]]
+                             for n in rec.get("nodes", [])])  # fmt: skip
+        doc["zh"] += " " + _join([n["question"]["zh"] for n in rec.get("nodes", [])])
+    elif kind == "playbook":
+        doc["body"] = _join(rec.get("description", ""), [c["why"] for c in rec.get("op_classes", [])],
+                            [f["explanation"] for f in rec.get("formulas", [])])  # fmt: skip
+    return doc
+
+
+def index_dir(content: str) -> Path:
+    return cache_dir() / f"index-{INDEX_VERSION}-{content}"
+
+
+def _stamp(catalog: Catalog) -> dict[str, Any]:
+    return {"content": catalog.content, "docs": len(catalog.names())}
+
+
+def build_index(catalog: Catalog) -> Path:
+    """Build the index for the catalog's content into place, atomically."""
+    target = index_dir(catalog.content)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".index-", dir=target.parent))
+    try:
+        ix = windex.create_in(str(tmp), _schema())
+        writer = ix.writer()
+        for rec in catalog.records():
+            writer.add_document(**document(rec))
+        writer.commit()
+        (tmp / "stamp.json").write_text(json.dumps(_stamp(catalog)))
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    for old in target.parent.glob("index-*"):
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
+    """Open the index for the catalog, rebuilding it when missing, stale or corrupt."""
+    target = index_dir(catalog.content)
+    if not rebuild:
+        try:
+            stamp = json.loads((target / "stamp.json").read_text())
+            if stamp == _stamp(catalog):
+                ix = windex.open_dir(str(target))
+                if ix.doc_count() == stamp["docs"]:
+                    return ix
+        except Exception:  # noqa: BLE001 - any failure to open means rebuild
+            pass
+    build_index(catalog)
+    return windex.open_dir(str(target))
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str
+    name: str
+    score: float
+    summary: str
+    why: str  # exact | prefix | spelling | text
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "score": round(self.score, 3),
+                "summary": self.summary}  # fmt: skip
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def _name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:
+    hits: list[Hit] = []
+    seen: set[str] = set()
+
+    def add(name: str, score: float, why: str) -> None:
+        if name in seen:
+            return
+        rec = catalog.get(name)
+        if rec is None or (kinds and rec["kind"] not in kinds):
+            return
+        seen.add(name)
+        summary = (rec.get("summary") or {}).get("en", "")
+        hits.append(Hit(rec["kind"], name, score, summary, why))
+
+    exact = catalog.resolve(text)
+    if exact:
+        add(exact, 1000.0, "exact")
+    if not _IDENT.match(text):
+        return hits
+    bare = text.lower()
+    for prefix in ("torch_npu.", "torch.ops.npu.", "torch.npu."):
+        bare = bare.removeprefix(prefix)
+    names = catalog.names()
+    prefixed = sorted((n for n in names if n.lower().startswith(bare) and n.lower() != bare),
+                      key=len)  # fmt: skip
+    for i, name in enumerate(prefixed[:20]):
+        add(name, 500.0 - i, "prefix")
+    if not exact and len(bare) >= 4:
+        import difflib
+
+        lowered = {n.lower(): n for n in names}
+        close = difflib.get_close_matches(bare, list(lowered), n=3, cutoff=0.85)
+        for i, low in enumerate(close):
+            add(lowered[low], 300.0 - i, "spelling")
+    return hits
+
+
+def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | None = None,
+           ix: Any = None) -> list[Hit]:  # fmt: skip
+    """Best-first hits for a query; raises ValueError for an empty or oversized query."""
+    text = text.strip()
+    if not text:
+        raise ValueError("the query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise ValueError(f"the query is {len(text)} characters; keep it under {MAX_QUERY_CHARS}")
+    hits = _name_hits(catalog, text, kinds)
+    toks = list(dict.fromkeys(tokens(text, query=True)))
+    if toks:
+        ix = ix or open_index(catalog)
+        per_token = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in toks]
+        kind_filter = Q.Or([Q.Term("kind", k) for k in kinds]) if kinds else None
+        seen = {h.name for h in hits}
+        with ix.searcher(weighting=BM25F()) as s:
+            scored: dict[str, tuple[float, str, str]] = {}
+            queries = [Q.And(per_token), Q.Or(per_token)] if len(toks) > 1 else [per_token[0]]
+            for tier, qry in enumerate(queries):
+                for r in s.search(qry, limit=limit + len(seen) + 5, filter=kind_filter):
+                    name = r["name"]
+                    if name in seen or name in scored:
+                        continue
+                    score = float(r.score) + (100.0 if tier == 0 and len(queries) > 1 else 0.0)
+                    scored[name] = (score, r["kind"], r["summary_en"])
+            for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):
+                hits.append(Hit(kind, name, score, summary, "text"))
+    return hits[:limit]

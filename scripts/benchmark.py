@@ -1,0 +1,90 @@
+"""Cold-process latency of the kb verbs: medians over several runs, ratios to `python -c pass`.
+
+usage: python scripts/benchmark.py [--runs N] [--json]
+
+Each measurement starts a fresh process (what a user or an agent pays per call). The
+compiled cache and index are warmed first, except for the rebuild measurement, which
+forces `kb index --rebuild` each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGETS_MS = {"show": 80, "search": 150, "check-500": 500, "index-rebuild": 3000}
+
+
+def kb_exe() -> list[str]:
+    exe = Path(sys.executable).parent / "kb"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kb"]
+
+
+def timed(cmd: list[str], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+        samples.append((time.perf_counter() - start) * 1000)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode()[-500:]}")
+    return statistics.median(samples)
+
+
+def candidates_file(directory: Path) -> Path | None:
+    """A 500-candidate list from the checker's own generator, when it exists."""
+    gen = ROOT / "scripts" / "bench_check.py"
+    if not gen.exists():
+        return None
+    out = directory / "candidates-500.yaml"
+    proc = subprocess.run([sys.executable, str(gen), "--write", str(out)], capture_output=True)
+    return out if proc.returncode == 0 and out.exists() else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--json", action="store_true")
+    ns = ap.parse_args()
+    kb = kb_exe()
+    subprocess.run(kb + ["index"], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    results: dict[str, float] = {}
+    results["python -c pass"] = timed([sys.executable, "-c", "pass"], ns.runs)
+    results["show"] = timed(kb + ["show", "npu_mla_prolog_v3"], ns.runs)
+    results["show-json"] = timed(kb + ["show", "npu_mla_prolog_v3", "--format", "json"], ns.runs)
+    results["search"] = timed(kb + ["search", "paged attention decode"], ns.runs)
+    results["search-zh"] = timed(kb + ["search", "权重预取"], ns.runs)
+    results["search-typo"] = timed(kb + ["search", "npu_mla_prolog_v4"], ns.runs)
+    results["validate"] = timed(kb + ["validate"], max(3, ns.runs // 2))
+    results["index-rebuild"] = timed(kb + ["index", "--rebuild"], max(3, ns.runs // 2))
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        cands = candidates_file(tmp)
+        if cands is not None:
+            results["check-500"] = timed(kb + ["check", str(cands)], ns.runs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = results["python -c pass"]
+    if ns.json:
+        print(json.dumps({k: round(v, 1) for k, v in results.items()}, indent=2))
+        return 0
+    print(f"{'measure':<16}{'median ms':>10}{'x pass':>9}{'budget':>9}")
+    for name, ms in results.items():
+        budget = BUDGETS_MS.get(name.split("-json")[0] if name != "index-rebuild" else name)
+        if name.startswith("search"):
+            budget = BUDGETS_MS["search"]
+        mark = "" if budget is None else ("  ok" if ms <= budget else "  OVER")
+        print(f"{name:<16}{ms:>10.1f}{ms / base:>9.1f}{budget if budget else '':>9}{mark}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

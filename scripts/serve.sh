@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up, build the documentation site from the records and serve it on localhost.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh site
+.venv/bin/kb validate
+exec .venv/bin/kb site serve "$@"

@@ -1,0 +1,67 @@
+"""Shared fixtures: an isolated cache per session, tiny record trees per test."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+# Never touch the user's ~/.cache/kb from tests; one cache for the whole session.
+os.environ.setdefault("KB_CACHE_DIR", tempfile.mkdtemp(prefix="kb-test-cache-"))
+os.environ.pop("KB_RECORDS_DIR", None)
+
+MINIMAL_OPERATOR = """\
+kind: operator
+name: {name}
+calls: [torch_npu.{name}]
+status: stable
+category: norm
+summary: {{en: Test operator {name}., zh: 测试算子。}}
+description: A small operator used by the tests.
+keywords: {{en: [{keyword}], zh: [测试]}}
+fuses: [rms_norm]
+signature: "{name}(Tensor x, float eps=1e-06, *, str mode=\\"a\\") -> Tensor"
+parameters:
+  - name: x
+    type: Tensor
+    dtypes: [bfloat16]
+    formats: [ND]
+  - name: eps
+    type: float
+    required: false
+    default: "1e-06"
+  - name: mode
+    type: str
+    required: false
+    default: '"a"'
+    keyword_only: true
+    allowed: [a, b]
+products: [atlas-a2]
+related: [{related}]
+"""
+
+
+def operator_yaml(name: str = "npu_test_op", keyword: str = "testing", related: str = "") -> str:
+    return MINIMAL_OPERATOR.format(name=name, keyword=keyword, related=related)
+
+
+@pytest.fixture
+def record_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Write records into a fresh tree, point KB at it, with a private cache."""
+    root = tmp_path / "records"
+    root.mkdir()
+    monkeypatch.setenv("KB_RECORDS_DIR", str(root))
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+
+    def write(files: dict[str, str]) -> Path:
+        for rel, text in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return root
+
+    return write
