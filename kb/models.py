@@ -8,14 +8,14 @@ misspelt field is an error, never silently ignored.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kb.vocab import Category, Dtype, Format, Phase, Product, QuantScheme, Status, Step
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$", max_length=120)]
-Scalar = Union[bool, int, float, str, None]
+Scalar = bool | int | float | str | None
 
 
 class Strict(BaseModel):
@@ -388,7 +388,7 @@ class Playbook(Strict):
         return self
 
 
-Record = Union[Operator, ReferenceChain, DecisionTree, Playbook]
+Record = Operator | ReferenceChain | DecisionTree | Playbook
 MODELS: dict[str, type[BaseModel]] = {
     "operator": Operator,
     "chain": ReferenceChain,

@@ -113,12 +113,12 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         "kind": kind,
         "summary_en": summary.get("en", ""),
         "name_text": _join(name, rec.get("calls", []), rec.get("aliases", []),
-                           name.replace("_", " ")),  # fmt: skip
+                           name.replace("_", " ")),
         "keywords": _join(keywords.get("en", []), title.get("en", "")),
         "summary": summary.get("en", ""),
         "fuses": _join([s.replace("_", " ") for s in rec.get("fuses", [])]),
         "zh": _join(summary.get("zh", ""), keywords.get("zh", []), rec.get("description_zh", ""),
-                    title.get("zh", "")),  # fmt: skip
+                    title.get("zh", "")),
         "params": "",
         "body": rec.get("description", ""),
     }
@@ -185,7 +185,7 @@ def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
                 ix = windex.open_dir(str(target))
                 if ix.doc_count() == stamp["docs"]:
                     return ix
-        except Exception:  # noqa: BLE001 - any failure to open means rebuild
+        except Exception:
             pass
     build_index(catalog)
     return windex.open_dir(str(target))

@@ -111,11 +111,10 @@ def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            path = _loc_to_path(err["loc"])
-            # pydantic appends the Literal/union member to loc; trim to what exists
+            loc = _loc_to_path(err["loc"])
             is_key = err.get("type") in ("extra_forbidden",)
-            line, col = located.where(path, key=is_key)
-            problems.append(Problem(rel, line, col, _format_field(path), _describe(err)))
+            line, col = located.where(loc, key=is_key)
+            problems.append(Problem(rel, line, col, _format_field(loc), _describe(dict(err))))
         return None, problems
     return Loaded(record, rel, located), []
 

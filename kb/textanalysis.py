@@ -18,9 +18,7 @@ _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 _PARTS = re.compile(r"[_.\-]+")
 
 STOP = frozenset(
-    """a an and are as at be by can do does for from how i in into is it its my of on or
-    our should the this that to use used using what when where which who why will with
-    want need me we you your there their op ops operator operators api""".split()
+    ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "into", "is", "it", "its", "my", "of", "on", "or", "our", "should", "the", "this", "that", "to", "use", "used", "using", "what", "when", "where", "which", "who", "why", "will", "with", "want", "need", "me", "we", "you", "your", "there", "their", "op", "ops", "operator", "operators", "api"]
 )
 
 def stem(word: str) -> str:

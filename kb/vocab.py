@@ -98,6 +98,7 @@ Dtype = Literal[
     "hifloat8",
     "float4_e2m1fn_x2",
     "float4_e1m2fn_x2",
+    "quint4x2",
 ]
 
 DTYPE_ALIASES: dict[str, Dtype] = {
@@ -134,6 +135,7 @@ DTYPE_BYTES: dict[str, float] = {
     "int64": 8, "uint64": 8, "int4": 0.5, "float16": 2, "bfloat16": 2, "float32": 4,
     "float64": 8, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1,
     "float8_e8m0fnu": 1, "hifloat8": 1, "float4_e2m1fn_x2": 1, "float4_e1m2fn_x2": 1,
+    "quint4x2": 0.5,
 }  # fmt: skip
 
 Format = Literal[
@@ -147,6 +149,10 @@ Format = Literal[
     "NDC1HWC0",
     "FRACTAL_Z",
     "FRACTAL_Z_3D",
+    "HWCN",
+    "NC",
+    "NCL",
+    "NC1HWC0_C04",
 ]
 
 FORMAT_ALIASES: dict[str, Format] = {
@@ -173,6 +179,8 @@ QuantScheme = Literal[
     "w4a8",
     "w4a4",
     "kv-int8",
+    "kv-fp8",
+    "kv-hif8",
     "fp8",
     "hif8",
     "mxfp8",
@@ -191,6 +199,8 @@ QUANT_LABELS: dict[QuantScheme, str] = {
     "w4a8": "int4 weights, int8 activations",
     "w4a4": "int4 weights and int4 activations",
     "kv-int8": "16-bit compute with an int8 KV cache",
+    "kv-fp8": "16-bit compute with a float8 KV cache",
+    "kv-hif8": "16-bit compute with a HiFloat8 KV cache",
     "fp8": "float8 (e4m3/e5m2) weights and activations",
     "hif8": "HiFloat8 weights and activations",
     "mxfp8": "microscaling float8 with e8m0 block scales",

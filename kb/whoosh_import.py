@@ -35,7 +35,7 @@ def import_whoosh() -> None:
         stand_ins["cached_property"] = fake
     sys.modules.update(stand_ins)
     try:
-        import whoosh.index  # noqa: F401
+        import whoosh.index
         import whoosh.query  # noqa: F401
     finally:
         for name, module in stand_ins.items():

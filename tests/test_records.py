@@ -1,0 +1,135 @@
+"""The shipped records: valid, examples honest, text fits 80 columns, key facts exact."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+import pytest
+
+from kb.cli import main
+from kb.compiled import open_catalog
+from kb.paths import PACKAGE_DIR, records_dir
+from kb.render import record_text
+from kb.schema_export import schemas
+from kb.store import load_store
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return open_catalog()
+
+
+def test_shipped_records_validate() -> None:
+    result = load_store(records_dir())
+    assert result.ok, "\n".join(map(str, result.problems[:20]))
+    assert len(result.records) >= 38
+
+
+def test_json_schemas_are_current() -> None:
+    for name, text in schemas().items():
+        path = PACKAGE_DIR.parent / "schema" / name
+        assert path.exists(), f"schema/{name} missing: run scripts/export_schema.py"
+        assert path.read_text(encoding="utf-8") == text, f"schema/{name} is stale: run scripts/export_schema.py"
+
+
+ISSUE_2_OPERATORS = ["npu_mla_prolog", "npu_mla_prolog_v2", "npu_mla_prolog_v3", "npu_kv_rmsnorm_rope_cache", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_incre_flash_attention", "npu_prompt_flash_attention", "npu_sparse_flash_attention", "npu_kv_quant_sparse_flash_attention", "npu_lightning_indexer", "npu_quant_lightning_indexer", "npu_scatter_pa_kv_cache", "npu_scatter_nd_update_", "scatter_update_", "npu_interleave_rope", "npu_apply_rotary_pos_emb", "npu_rotary_mul", "npu_rms_norm", "npu_add_rms_norm", "npu_transpose_batchmatmul", "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_grouped_matmul", "npu_moe_finalize_routing", "npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2", "npu_moe_distribute_combine_add_rms_norm", "npu_dynamic_quant", "npu_dequant_swiglu_quant", "npu_swiglu", "npu_quant_matmul", "npu_weight_quant_batchmatmul", "npu_prefetch", "npu_format_cast"]
+
+
+@pytest.mark.parametrize("name", ISSUE_2_OPERATORS)
+def test_workflow_operators_are_complete(catalog, name: str) -> None:
+    rec = catalog.get(name)
+    assert rec is not None, name
+    assert rec["signature"] and rec["products"] and rec["examples"] and rec["fuses"] is not None
+    assert rec["upstream"]["path"] and rec["upstream"]["url"]
+    for p in rec["parameters"]:
+        assert p["description"], f"{name}.{p['name']} has no description"
+        if p["type"].startswith("Tensor"):
+            assert p["dtypes"], f"{name}.{p['name']} lists no dtypes"
+
+
+def test_mla_prolog_v3_facts(catalog, capsys) -> None:
+    assert main(["show", "npu_mla_prolog_v3", "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["signature"].startswith(
+        "npu_mla_prolog_v3(Tensor token_x, Tensor weight_dq, Tensor weight_uq_qr, Tensor weight_uk, "
+        "Tensor weight_dkv_kr, Tensor rmsnorm_gamma_cq, Tensor rmsnorm_gamma_ckv, Tensor rope_sin, "
+        "Tensor rope_cos, Tensor(a!) kv_cache, Tensor(b!) kr_cache, *, Tensor? cache_index=None, "
+    )
+    assert rec["signature"].endswith("int? kv_cache_dtype=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
+    params = {p["name"]: p for p in rec["parameters"]}
+    assert params["weight_dq"]["formats"] == ["FRACTAL_NZ"]
+    assert sorted(rec["products"]) == ["ascend-950", "atlas-a2", "atlas-a3"]
+    assert params["kv_cache"]["mutated"] is True
+
+
+def _calls(tree: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+
+def _callee(call: ast.Call) -> str | None:
+    f = call.func
+    parts = []
+    while isinstance(f, ast.Attribute):
+        parts.append(f.attr)
+        f = f.value
+    if isinstance(f, ast.Name):
+        parts.append(f.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _records(kind: str | None) -> list[dict[str, Any]]:
+    return list(open_catalog().records(kind))
+
+
+@pytest.mark.parametrize("rec", _records("operator"), ids=lambda r: r["name"])
+def test_examples_parse_and_use_real_arguments(rec: dict[str, Any]) -> None:
+    """Every example is Python, and every call of a recorded op uses its real arguments."""
+    catalog = open_catalog()
+    for ex in rec["examples"]:
+        tree = ast.parse(ex["code"])
+        for call in _calls(tree):
+            callee = _callee(call)
+            if not callee or not callee.startswith(("torch_npu.", "torch.ops.npu.")):
+                continue
+            target = catalog.get(callee)
+            if target is None or not target.get("parameters"):
+                continue
+            params = {p["name"]: p for p in target["parameters"]}
+            for kw in call.keywords:
+                if kw.arg is None:
+                    continue
+                assert kw.arg in params, f"{callee}(... {kw.arg}=) in {rec['name']} example"
+                allowed = params[kw.arg].get("allowed")
+                if allowed is not None and isinstance(kw.value, ast.Constant):
+                    assert kw.value.value in allowed, (
+                        f"{callee}({kw.arg}={kw.value.value!r}) not in {allowed}"
+                    )
+            assert len(call.args) <= len(params), f"too many positional args to {callee}"
+
+
+@pytest.mark.parametrize("rec", _records(None), ids=lambda r: f"{r['kind']}:{r['name']}")
+def test_text_fits_80_columns(rec: dict[str, Any]) -> None:
+    too_long = [line for line in record_text(rec).splitlines() if len(line) > 80]
+    # example code is printed as written; everything else must wrap
+    code = {line.strip() for ex in rec.get("examples", []) for line in ex["code"].splitlines()}
+    assert [line for line in too_long if line.strip() not in code] == []
+
+
+@pytest.mark.parametrize("verb", ["search", "show", "list", "validate", "index"])
+def test_every_verb_has_help(verb: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([verb, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: kb {verb}") and len(out.splitlines()) > 4
+
+
+def test_top_level_help_lists_verbs(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for verb in ("search", "show", "list", "validate", "index"):
+        assert verb in out
