@@ -54,6 +54,7 @@ class Parameter(Strict):
     default: str | None = Field(default=None, description="schema literal, e.g. '1e-05'")
     keyword_only: bool = False
     mutated: bool = False
+    reserved: bool = Field(default=False, description="in the schema but reserved upstream: pass the default")
     description: str = ""
     dtypes: list[Dtype] = Field(default_factory=list)
     formats: list[Format] = Field(default_factory=list)

@@ -205,6 +205,18 @@ class Hit:
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_VERSION = re.compile(r"^v\d+$")
+#: How much a record whose own name the query spells out gains over close relatives
+#: ("lightning indexer" → npu_lightning_indexer before npu_quant_lightning_indexer).
+NAME_COVERAGE_WEIGHT = 0.5
+
+
+def _name_factor(name: str, query_tokens: set[str]) -> float:
+    parts = {p for p in re.split(r"[_.\-]+", name.lower()) if p and p != "npu" and not _VERSION.match(p)}
+    stems = {tokens(p)[0] for p in parts if tokens(p)}
+    if not stems:
+        return 1.0
+    return 1.0 + NAME_COVERAGE_WEIGHT * len(stems & query_tokens) / len(stems)
 
 
 def _name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:
@@ -262,12 +274,14 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
         with ix.searcher(weighting=BM25F()) as s:
             scored: dict[str, tuple[float, str, str]] = {}
             queries = [Q.And(per_token), Q.Or(per_token)] if len(toks) > 1 else [per_token[0]]
+            qset = set(toks)
             for tier, qry in enumerate(queries):
-                for r in s.search(qry, limit=limit + len(seen) + 5, filter=kind_filter):
+                for r in s.search(qry, limit=limit + len(seen) + 10, filter=kind_filter):
                     name = r["name"]
                     if name in seen or name in scored:
                         continue
-                    score = float(r.score) + (100.0 if tier == 0 and len(queries) > 1 else 0.0)
+                    score = float(r.score) * _name_factor(name, qset)
+                    score += 100.0 if tier == 0 and len(queries) > 1 else 0.0
                     scored[name] = (score, r["kind"], r["summary_en"])
             for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):
                 hits.append(Hit(kind, name, score, summary, "text"))
