@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
 
 FORMAT_VERSION = "3"
 #: Code whose change must invalidate the cache (it decides what a valid record is).
-_CODE_FILES = ("models.py", "vocab.py", "store.py", "compiled.py")
+_CODE_FILES = ("models.py", "vocab.py", "store.py", "compiled.py", "releases.py",
+               "data/releases.json")  # fmt: skip
 
 
 class StoreInvalid(Exception):
@@ -100,10 +101,13 @@ def build(root: Path, target: Path, fp: str) -> None:
             CREATE TABLE names (spelling TEXT PRIMARY KEY, name TEXT);
             """
         )
+        from kb.releases import enrich
+
         rows = []
         for name, loaded in sorted(result.records.items()):
             rec = loaded.record
             body = rec.model_dump(mode="json", by_alias=True)
+            enrich(body)  # torch_npu release facts, unless the record states its own
             rows.append((name, body["kind"], body.get("category") or body.get("module"),
                          body.get("status", ""), loaded.file,
                          json.dumps(body, ensure_ascii=False)))  # fmt: skip

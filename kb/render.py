@@ -104,6 +104,91 @@ def rule_line(r: dict[str, Any]) -> str:
     return f"when {when}: {'; '.join(effects)}"
 
 
+def _release_lines(releases: list[str]) -> str:
+    """``2.7.1.post2/4/6, 2.8.0+post2/4``: every release, one unbroken token per line."""
+    groups: list[tuple[str, bool, list[str]]] = []
+    for rel in releases:
+        line, _, post = rel.partition(".post")
+        if not groups or groups[-1][0] != line:
+            groups.append((line, not post, []))
+        if post:
+            groups[-1][2].append(post)
+    out = []
+    for line, base, posts in groups:
+        tail = "/".join(posts)
+        out.append(line + (f"+post{tail}" if base and posts else f".post{tail}" if posts else ""))
+    return ", ".join(out)
+
+
+def _versions(rec: dict[str, Any]) -> list[str]:
+    """Release range and the releases that ship the operator (filled at compile time)."""
+    versions = rec.get("versions") or {}
+    out: list[str] = []
+    if versions.get("first"):
+        span = versions["first"] + (f" .. {versions['last']}" if versions.get("last") else " ..")
+        releases = versions.get("releases") or []
+        if releases:
+            span += f"  ({len(releases)} harvested release{'s' if len(releases) != 1 else ''})"
+        out += field("torch_npu", span)
+        out += field("releases", _release_lines(releases))
+    out += field("pytorch", versions.get("pytorch"))
+    return out
+
+
+def _pack(phrases: list[str], first: str, rest: str, tail: str = "") -> list[str]:
+    """Lines of ``; ``-joined phrases, breaking between phrases rather than inside one.
+
+    A phrase too long for a line of its own is wrapped at spaces like any text.
+    """
+    pieces = [p + (";" if i < len(phrases) - 1 else "") for i, p in enumerate(phrases)]
+    pieces += [tail] if tail else []
+    lines = [first]
+    for piece in pieces:
+        if len(rest) + len(piece) > WIDTH:
+            words = textwrap.wrap(piece, width=WIDTH - len(rest), break_on_hyphens=False)
+        else:
+            words = [piece]
+        for word in words:
+            if lines[-1].strip() and len(lines[-1]) + 1 + len(word) > WIDTH:
+                lines.append(rest)
+            lines[-1] += ("" if lines[-1].endswith(" ") else " ") + word
+    return lines
+
+
+def _signature_history(rec: dict[str, Any]) -> list[str]:
+    """Each release from which a schema holds, as a change against the one before.
+
+    Release lines are maintained in parallel, so a later line may return to an
+    earlier schema ("as in …").  The entry equal to the record's signature is marked.
+    """
+    changes = (rec.get("versions") or {}).get("changes") or []
+    if not changes:
+        return []
+    from kb.releases import normalize_schema, schema_diff
+
+    current = normalize_schema(rec.get("signature") or "")
+    if len(changes) == 1 and normalize_schema(changes[0]["schema"]) == current:
+        return []
+    out = section("Signature history (torch_npu wheels)")
+    seen: dict[str, str] = {}
+    prev: str | None = None
+    for ch in changes:
+        schema = normalize_schema(ch["schema"])
+        if prev is None:
+            phrases = ["first schema"]
+        elif schema in seen:
+            phrases = [f"as in {seen[schema]}"]
+        else:
+            phrases = schema_diff(prev, schema) or ["unchanged"]
+        tail = "[= signature above]" if schema == current else ""
+        out += _pack(phrases, f"  {ch['release']:<13} ", " " * 16, tail)
+        seen.setdefault(schema, ch["release"])
+        prev = schema
+    if current and current not in seen:
+        out += wrap("The signature above is not in any harvested release (newer upstream?).")
+    return out
+
+
 def operator_text(rec: dict[str, Any]) -> list[str]:
     out = [f"{rec['name']}  [{rec['status']}, {rec['category']}]"]
     out += wrap(rec["summary"]["en"], "  ")
@@ -116,18 +201,14 @@ def operator_text(rec: dict[str, Any]) -> list[str]:
         out += field("superseded by", rec["superseded_by"])
     out += field("replacement", rec.get("replacement_note"))
     out += field("supersedes", rec.get("supersedes"))
-    versions = rec.get("versions") or {}
-    if versions.get("first"):
-        span = versions["first"] + (f" .. {versions['last']}" if versions.get("last") else " ..")
-        out += field("torch_npu", span)
-        for ch in versions.get("changes") or []:
-            out += field(f"signature changed in {ch['release']}", ch["schema"])
+    out += _versions(rec)
     out += section("Description")
     out += wrap(rec["description"])
     out += wrap(rec.get("description_zh", ""))
     if rec.get("signature"):
         out += section("Signature")
         out += _signature(rec["signature"])
+    out += _signature_history(rec)
     if rec.get("parameters"):
         out += section("Parameters")
         for p in rec["parameters"]:

@@ -19,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
     p.add_argument("--kind", choices=("operator", "chain", "tree", "playbook"),
                    help="only records of this kind")  # fmt: skip
+    p.add_argument("--torch-npu", metavar="VERSION",
+                   help="only operators shipped in this torch_npu release, e.g. 2.5.1")  # fmt: skip
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -31,15 +33,31 @@ def run(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     query = " ".join(args.query)
+    release = None
+    if args.torch_npu:
+        from kb.commands.list import torch_npu_release
+
+        release = torch_npu_release(args.torch_npu)
     catalog = catalog_or_exit()
     from kb.search import search
 
+    kinds = {args.kind} if args.kind else None
     try:
-        hits = search(catalog, query, limit=args.limit, kinds={args.kind} if args.kind else None)
+        if release is None:
+            hits = search(catalog, query, limit=args.limit, kinds=kinds)
+        else:  # rank everything, then keep what the release ships
+            from kb.commands.list import shipped_in
+
+            hits = search(catalog, query, limit=len(catalog.names()), kinds=kinds)
+            hits = [h for h in hits if shipped_in(catalog.get(h.name) or {}, release.release)]
+            hits = hits[: args.limit]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.format == "json":
-        out = {"query": query, "results": [h.as_json() for h in hits]}
+        out: dict[str, object] = {"query": query, "results": [h.as_json() for h in hits]}
+        if release:
+            out["torch_npu"] = {"asked": args.torch_npu, "release": release.release,
+                                "exact": release.exact}  # fmt: skip
         print(json.dumps(out, ensure_ascii=False, indent=2))
     else:
         if not hits:
