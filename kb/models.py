@@ -57,6 +57,7 @@ class Parameter(Strict):
     reserved: bool = Field(default=False, description="in the schema but reserved upstream: pass the default")
     description: str = ""
     dtypes: list[Dtype] = Field(default_factory=list)
+    any_dtype: bool = Field(default=False, description="upstream accepts every dtype (e.g. npu_prefetch)")
     formats: list[Format] = Field(default_factory=list)
     shapes: list[Shape] = Field(default_factory=list)
     allowed: list[Scalar] | None = Field(default=None, description="closed set of values")

@@ -28,7 +28,7 @@ def field(label: str, value: Any, indent: str = "  ") -> list[str]:
 
 
 def section(title: str) -> list[str]:
-    return ["", title]
+    return ["", *wrap(title, "")]
 
 
 def _signature(sig: str) -> list[str]:
@@ -54,7 +54,7 @@ def _param(p: dict[str, Any]) -> list[str]:
         head += "  [" + ", ".join(f.replace("_", "-") for f in flags) + "]"
     out = [head]
     out += wrap(p.get("description", ""), "      ")
-    out += field("dtypes", p.get("dtypes"), "      ")
+    out += field("dtypes", "any" if p.get("any_dtype") else p.get("dtypes"), "      ")
     out += field("formats", p.get("formats"), "      ")
     for shape in p.get("shapes") or []:
         when = f" when {shape['when']}" if shape.get("when") else ""
@@ -226,7 +226,7 @@ def operator_text(rec: dict[str, Any]) -> list[str]:
         out += section("Quantization")
         for q in rec["quantization"]:
             sel = ", ".join(f"{k}={v}" for k, v in (q.get("select") or {}).items())
-            out += [f"  {q['scheme']}" + (f"  ({sel})" if sel else "")]
+            out += wrap(f"{q['scheme']}" + (f"  ({sel})" if sel else ""), "  ")
             for t, d in (q.get("tensors") or {}).items():
                 out += field(t, d, "      ")
             out += field("products", q.get("products"), "      ")

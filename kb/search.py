@@ -206,6 +206,15 @@ class Hit:
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _VERSION = re.compile(r"^v\d+$")
+#: Operators answer most queries; a chain or tree must match clearly better to lead.
+KIND_PRIOR: dict[str, float] = {"operator": 1.0, "playbook": 1.0, "chain": 0.85, "tree": 0.85}
+#: Query words that ask for a kind ("… chain", "决策树") lift that kind above the rest.
+KIND_WORDS: dict[str, set[str]] = {
+    "chain": {"chain", "pipelin", "链路", "参考链"},
+    "tree": {"tree", "decis", "决策", "策树"},
+    "playbook": {"playbook", "手册"},
+}
+KIND_ASKED = 1.5
 #: How much a record whose own name the query spells out gains over close relatives
 #: ("lightning indexer" → npu_lightning_indexer before npu_quant_lightning_indexer).
 NAME_COVERAGE_WEIGHT = 0.5
@@ -275,12 +284,16 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
             scored: dict[str, tuple[float, str, str]] = {}
             queries = [Q.And(per_token), Q.Or(per_token)] if len(toks) > 1 else [per_token[0]]
             qset = set(toks)
+            prior = dict(KIND_PRIOR)
+            for kind, words in KIND_WORDS.items():
+                if qset & words:
+                    prior[kind] = KIND_ASKED
             for tier, qry in enumerate(queries):
                 for r in s.search(qry, limit=limit + len(seen) + 10, filter=kind_filter):
                     name = r["name"]
                     if name in seen or name in scored:
                         continue
-                    score = float(r.score) * _name_factor(name, qset)
+                    score = float(r.score) * _name_factor(name, qset) * prior.get(r["kind"], 1.0)
                     score += 100.0 if tier == 0 and len(queries) > 1 else 0.0
                     scored[name] = (score, r["kind"], r["summary_en"])
             for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):
