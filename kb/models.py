@@ -55,6 +55,7 @@ class Parameter(Strict):
     keyword_only: bool = False
     mutated: bool = False
     reserved: bool = Field(default=False, description="in the schema but reserved upstream: pass the default")
+    undocumented: bool = Field(default=False, description="in the schema, absent from the official page")
     description: str = ""
     dtypes: list[Dtype] = Field(default_factory=list)
     any_dtype: bool = Field(default=False, description="upstream accepts every dtype (e.g. npu_prefetch)")

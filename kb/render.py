@@ -49,7 +49,7 @@ def _param(p: dict[str, Any]) -> list[str]:
     head = f"  {p['name']}: {p['type']}"
     if not p.get("required", True):
         head += f" = {p.get('default')}"
-    flags = [f for f in ("keyword_only", "mutated") if p.get(f)]
+    flags = [f for f in ("keyword_only", "mutated", "reserved", "undocumented") if p.get(f)]
     if flags:
         head += "  [" + ", ".join(f.replace("_", "-") for f in flags) + "]"
     out = [head]
