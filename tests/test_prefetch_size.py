@@ -1,0 +1,139 @@
+"""`kb prefetch-size` evaluates the playbook's formulas; bad input is a clear exit 2."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.cli import main
+from kb.prefetch_size import SizeInputError, evaluate, human
+
+
+def sizes(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
+    assert main(["prefetch-size", *argv, "--format", "json"]) == 0, capsys.readouterr().err
+    results: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["results"]
+    return results
+
+
+def test_gate_up_weight_7168_by_18432_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prefetch-size", "--shape", "7168x18432", "--dtype", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "theoretical  264241152 bytes" in out
+    assert "max_size     132120576 bytes  (126 MiB" in out
+    assert "conservative factor 0.5" in out
+    (r,) = sizes(capsys, "--shape", "7168x18432", "--dtype", "bf16")
+    assert r["theoretical_bytes"] == 7168 * 18432 * 2 == 264241152
+    assert r["max_size"] == 132120576 and r["factor"] == 0.5
+    assert r["human"]["max_size"] == "126 MiB / 132.12 MB"
+
+
+def test_hidden_intermediate_gate_up_matches_the_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = sizes(capsys, "--hidden", "7168", "--intermediate", "9216", "--gate-up")
+    assert r["formula"]["id"] == "dense-gate-up"
+    assert r["theoretical_bytes"] == 264241152 and r["max_size"] == 132120576
+
+
+def test_hidden_only_is_a_square_projection(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = sizes(capsys, "--hidden", "4096", "--dtype", "int8")
+    assert r["theoretical_bytes"] == 4096 * 4096 and r["dtype"] == "int8"
+
+
+@pytest.mark.parametrize("dtype,nbytes", [("bf16", 2), ("int8", 1)])
+def test_moe_gmm_sizes_follow_the_formula(capsys: pytest.CaptureFixture[str], dtype: str,
+                                          nbytes: int) -> None:  # fmt: skip
+    hidden, inter, experts, tp = 7168, 2048, 16, 2
+    gmm1, gmm2 = sizes(capsys, "--moe", "--hidden", str(hidden), "--moe-intermediate", str(inter),
+                       "--experts-per-rank", str(experts), "--moe-tp", str(tp), "--dtype", dtype)  # fmt: skip
+    # by hand: each local expert holds gate+up (2 * I / tp) and down (I / tp) slices of width H
+    assert gmm1["theoretical_bytes"] == experts * hidden * (2 * inter // tp) * nbytes
+    assert gmm2["theoretical_bytes"] == experts * hidden * (inter // tp) * nbytes
+    assert gmm1["max_size"] == gmm1["theoretical_bytes"] // 2
+    (only2,) = sizes(capsys, "--moe", "--hidden", str(hidden), "--moe-intermediate", str(inter),
+                     "--experts-per-rank", str(experts), "--moe-tp", str(tp), "--dtype", dtype,
+                     "--gmm", "2")  # fmt: skip
+    assert only2 == gmm2
+
+
+def test_factor_override_and_ladder(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = sizes(capsys, "--shape", "1000x1000", "--factor", "70%")
+    assert r["factor"] == 0.7 and r["max_size"] == 1_400_000
+    assert [step["factor"] for step in r["ladder"]] == [0.1, 0.3, 0.5, 0.7, 1.0]
+
+
+def test_formulas_and_factor_come_from_the_playbook(record_tree: Callable[..., Path],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    record_tree({"playbooks/prefetch.yaml": """\
+        kind: playbook
+        name: prefetch
+        title: {en: Test playbook, zh: 测试}
+        summary: {en: Test., zh: 测试。}
+        op_classes:
+          - {id: large-matmul, names: [matmul], weight_heavy: true, window: output-only, why: test}
+        conservative_factor: 0.25
+        ladder: [0.25, 1.0]
+        formulas:
+          - {id: dense, applies_to: test, formula: elements * dtype_bytes * 3, explanation: test}
+        """})  # fmt: skip
+    (r,) = sizes(capsys, "--shape", "100x100", "--dtype", "fp32")
+    assert r["theoretical_bytes"] == 100 * 100 * 4 * 3 and r["max_size"] == 30_000
+    assert main(["prefetch-size", "--moe", "--hidden", "8", "--moe-intermediate", "8",
+                 "--experts-per-rank", "2"]) == 2  # fmt: skip
+    assert "has no formula 'moe-gmm1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], "say which weight to size"),
+        (["--shape", "7168xabc"], "'abc' is not a positive whole number"),
+        (["--shape", "7168x0"], "'0' is not a positive whole number"),
+        (["--shape", "10x10", "--dtype", "bf17"], "--dtype 'bf17' is not a known dtype"),
+        (["--shape", "10x10", "--hidden", "10"], "either --shape or --hidden"),
+        (["--moe", "--hidden", "7168"], "--moe needs --moe-intermediate, --experts-per-rank"),
+        (
+            [
+                "--moe",
+                "--hidden",
+                "8",
+                "--moe-intermediate",
+                "9",
+                "--experts-per-rank",
+                "2",
+                "--moe-tp",
+                "2",
+            ],
+            "not divisible by --moe-tp 2",
+        ),
+        (["--hidden", "7168", "--gmm", "1"], "--gmm only apply with --moe"),
+        (["--hidden", "7168", "--gate-up"], "--gate-up needs --intermediate"),
+        (["--hidden", "-5"], "--hidden '-5' must be a positive whole number"),
+        (["--shape", "10x10", "--factor", "1.5"], "must be above 0 and at most 1"),
+        (["--shape", "10x10", "--factor", "half"], "is not a number"),
+    ],
+)
+def test_bad_or_missing_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                      expected: str) -> None:  # fmt: skip
+    assert main(["prefetch-size", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("kb prefetch-size: ") and expected in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_formula_evaluator_refuses_code() -> None:
+    assert evaluate("a * (b + 1) // 2", {"a": 3, "b": 5}) == 9
+    for bad in ("__import__('os').system('true')", "a ** 2", "a.real"):
+        with pytest.raises(SizeInputError):
+            evaluate(bad, {"a": 3})
+    with pytest.raises(SizeInputError, match="needs 'b'"):
+        evaluate("a * b", {"a": 1})
+
+
+def test_human_units() -> None:
+    assert human(132120576) == "126 MiB / 132.12 MB"
+    assert human(18 * 1000**2) == "17.17 MiB / 18 MB"
+    assert human(512) == "512 B"
