@@ -156,8 +156,11 @@ class Upstream:
             products = doc.products or None
             unknown = doc.unknown_products
             status = "deprecated" if deprecated else "undocumented"
-        if schema is not None and f"torch.ops.npu.{name}" not in calls:
-            calls.append(f"torch.ops.npu.{name}")
+        if schema is not None:
+            # ATB kernels register in the torch.ops.atb namespace, the rest in torch.ops.npu
+            namespace = "atb" if schema.source == "atb_schemas.txt" else "npu"
+            if f"torch.ops.{namespace}.{name}" not in calls:
+                calls.append(f"torch.ops.{namespace}.{name}")
         versions = self.schemas.versions(name, schema.overload) if schema else []
         return OperatorFacts(
             name=name,
