@@ -1,0 +1,217 @@
+"""Evaluating an operator record's declarative ``rules`` against one candidate.
+
+Three-valued on purpose: a clause about something the candidate does not state is
+*unknown* (None), and a rule fires only when every clause is known to hold.  Records
+are plain dicts here (the catalog's JSON), so this module needs no pydantic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kb.check.model import Candidate, Path, Target
+
+Tri = bool | None
+_FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+
+
+def as_number(value: object) -> float | None:
+    """A number from an int, float or numeric text (YAML reads ``1e-6`` as text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and _FLOAT.match(value.strip()):
+        return float(value)
+    return None
+
+
+def same(a: object, b: object) -> bool:
+    """Value equality as a user means it: 2 == 2.0 == "2.0", but True is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, str) and isinstance(b, (int, float)):
+        return as_number(a) == b
+    return a == b
+
+
+def one_of(value: object, choices: Iterable[object]) -> bool:
+    return any(same(value, c) for c in choices)
+
+
+def _and(values: Iterable[Tri]) -> Tri:
+    result: Tri = True
+    for v in values:
+        if v is False:
+            return False
+        if v is None:
+            result = None
+    return result
+
+
+def stated(cand: Candidate, name: str) -> Tri:
+    """Is argument ``name`` passed?  True/False when the candidate says, else None."""
+    if name in cand.args:
+        return cand.args[name] is not None
+    if name in cand.tensors:
+        return cand.tensors[name] is not None
+    return None
+
+
+def scheme_of(cand: Candidate, target: Target) -> str | None:
+    return cand.quantization or target.quantization
+
+
+def holds(cond: dict[str, Any], cand: Candidate, target: Target) -> Tri:
+    """Truth of one ``when`` clause for this candidate (None = unknown)."""
+    if cond.get("arg") is not None:
+        value = cand.args.get(cond["arg"])
+        if value is None or isinstance(value, list):
+            return None
+        tests: list[Tri] = []
+        if cond.get("equals") is not None:
+            tests.append(same(value, cond["equals"]))
+        if cond.get("in") is not None:
+            tests.append(one_of(value, cond["in"]))
+        if cond.get("not_in"):
+            tests.append(not one_of(value, cond["not_in"]))
+        return _and(tests)
+    if cond.get("tensor") is not None:
+        name = cond["tensor"]
+        if name not in cand.tensors:
+            return None
+        spec = cand.tensors[name]
+        if spec is None:
+            return False  # not passed: it has no dtype or format
+        tests = []
+        if cond.get("dtype_in"):
+            tests.append(None if spec.dtype is None else spec.dtype in cond["dtype_in"])
+        if cond.get("format_in"):
+            tests.append(None if spec.format is None else spec.format in cond["format_in"])
+        return _and(tests)
+    if cond.get("present") is not None:
+        return stated(cand, cond["present"])
+    if cond.get("absent") is not None:
+        given = stated(cand, cond["absent"])
+        return None if given is None else not given
+    if cond.get("product") is not None:
+        return None if target.product is None else target.product in cond["product"]
+    if cond.get("quantization") is not None:
+        scheme = scheme_of(cand, target)
+        return None if scheme is None else scheme in cond["quantization"]
+    return None
+
+
+def fires(rule: dict[str, Any], cand: Candidate, target: Target) -> bool:
+    return _and(holds(c, cand, target) for c in rule.get("when") or []) is True
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One effect of a fired record rule that the candidate contradicts.
+
+    ``kind`` is ``dtype``, ``format``, ``value``, ``product``, ``forbid``,
+    ``require-null`` (required but stated as null) or ``require-unstated``.
+    """
+
+    kind: str
+    rule_id: str
+    path: Path  # relative to the candidate
+    detail: str
+    message: str
+    key: bool = False
+    subject: str = ""  # tensor or argument name
+
+
+def _describe_when(rule: dict[str, Any]) -> str:
+    parts = []
+    for c in rule.get("when") or []:
+        if c.get("arg") is not None:
+            if c.get("equals") is not None:
+                parts.append(f"{c['arg']}={c['equals']}")
+            elif c.get("in") is not None:
+                parts.append(f"{c['arg']} in {c['in']}")
+            else:
+                parts.append(f"{c['arg']} not in {c.get('not_in')}")
+        elif c.get("tensor") is not None:
+            what = c.get("dtype_in") or c.get("format_in")
+            parts.append(f"{c['tensor']} is {'/'.join(map(str, what or []))}")
+        elif c.get("product") is not None:
+            parts.append(f"product {'/'.join(c['product'])}")
+        elif c.get("quantization") is not None:
+            parts.append(f"quantization {'/'.join(c['quantization'])}")
+        elif c.get("present") is not None:
+            parts.append(f"{c['present']} given")
+        elif c.get("absent") is not None:
+            parts.append(f"{c['absent']} not given")
+    return " and ".join(parts)
+
+
+def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Iterator[Violation]:
+    """Every contradiction between the record's fired rules and what the candidate states."""
+    for rule in record.get("rules") or []:
+        if not fires(rule, cand, target):
+            continue
+        rid, msg = rule.get("id", "?"), rule.get("message", "")
+        when = _describe_when(rule)
+        ctx = f" (record rule {rid}" + (f", when {when})" if when else ")")
+        for name, allowed in (rule.get("dtypes") or {}).items():
+            spec = cand.tensors.get(name)
+            if spec is not None and spec.dtype is not None and spec.dtype not in allowed:
+                yield Violation("dtype", rid, ("tensors", name, "dtype"),
+                                f"{name} is {spec.dtype}, expected {'/'.join(allowed)}{ctx}", msg,
+                                subject=name)  # fmt: skip
+        for name, allowed in (rule.get("formats") or {}).items():
+            spec = cand.tensors.get(name)
+            if spec is not None and spec.format is not None and spec.format not in allowed:
+                yield Violation("format", rid, ("tensors", name, "format"),
+                                f"{name} is {spec.format}, expected {'/'.join(allowed)}{ctx}", msg,
+                                subject=name)  # fmt: skip
+        for name, allowed in (rule.get("values") or {}).items():
+            value = cand.args.get(name)
+            if value is not None and not isinstance(value, list) and not one_of(value, allowed):
+                shown = ", ".join(map(str, allowed))
+                yield Violation("value", rid, ("args", name),
+                                f"{name}={value} is not allowed here, use {shown}{ctx}", msg,
+                                subject=name)  # fmt: skip
+        products = rule.get("products") or []
+        if products and target.product is not None and target.product not in products:
+            yield Violation(
+                "product",
+                rid,
+                ("operator",),
+                f"not on {target.product}, only {', '.join(products)}{ctx}",
+                msg,
+            )
+        for name in rule.get("forbid") or []:
+            if stated(cand, name):
+                where = ("args", name) if name in cand.args else ("tensors", name)
+                yield Violation("forbid", rid, where, f"{name} must not be passed{ctx}", msg,
+                                key=True, subject=name)  # fmt: skip
+        missing = []
+        for name in rule.get("require") or []:
+            given = stated(cand, name)
+            if given is False:
+                where = ("args", name) if name in cand.args else ("tensors", name)
+                yield Violation("require-null", rid, where, f"{name} is required{ctx}", msg,
+                                subject=name)  # fmt: skip
+            elif given is None:
+                missing.append(name)
+        if missing and rule.get("when"):
+            yield Violation("require-unstated", rid, _trigger(rule),
+                            f"also pass {', '.join(missing)}{ctx}", msg)  # fmt: skip
+
+
+def _trigger(rule: dict[str, Any]) -> Path:
+    """Where the clause that made a rule fire is written (its first arg or tensor)."""
+    for c in rule.get("when") or []:
+        if c.get("arg") is not None:
+            return ("args", c["arg"])
+        if c.get("tensor") is not None:
+            return ("tensors", c["tensor"])
+    return ("operator",)

@@ -1,0 +1,49 @@
+"""Every checker rule, in code order.  The site, ``kb rules`` and the tests read this.
+
+Each entry has ``code``, ``name``, ``severity`` (error | warning | info), ``summary``,
+``why``, ``fail`` and ``fix`` (candidate-list YAML).  Codes are stable once published:
+retire a code rather than reuse it.
+"""
+
+from __future__ import annotations
+
+from kb.check.rules import operator, prefetch, structure, target, workflow
+from kb.check.rules.base import RuleUnit
+
+RULES: tuple[RuleUnit, ...] = tuple(
+    sorted(
+        (*structure.RULES, *operator.RULES, *target.RULES, *workflow.RULES, *prefetch.RULES),
+        key=lambda r: r.code,
+    )
+)
+BY_CODE: dict[str, RuleUnit] = {r.code: r for r in RULES}
+
+
+def get(code: str) -> RuleUnit | None:
+    """A rule by code (case-insensitive) or by name."""
+    wanted = code.strip()
+    hit = BY_CODE.get(wanted.upper())
+    if hit is not None:
+        return hit
+    return next((r for r in RULES if r.name == wanted.lower()), None)
+
+
+def expand(patterns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Normalise --select/--ignore values (codes, prefixes such as KB4, or rule names).
+
+    Raises ValueError naming a pattern that matches no rule.
+    """
+    out: list[str] = []
+    for raw in patterns:
+        for part in raw.split(","):
+            p = part.strip()
+            if not p:
+                continue
+            rule = next((r for r in RULES if r.name == p.lower()), None)
+            if rule is not None:
+                out.append(rule.code)
+                continue
+            if not any(r.code.startswith(p.upper()) for r in RULES):
+                raise ValueError(f"{p!r} matches no rule code or name ('kb rules' lists them)")
+            out.append(p.upper())
+    return tuple(out)

@@ -1,0 +1,456 @@
+"""KB1xx: is the operator real and current, and is it called with what it accepts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from kb.check.conditions import Violation, as_number, one_of, violations
+from kb.check.context import Context, Record
+from kb.check.findings import Finding
+from kb.check.model import Candidate, Document
+from kb.check.rules.base import CandidateRule
+
+_HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+
+
+def _params(rec: Record) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in rec.get("parameters") or []}
+
+
+def _is_tensor(param: dict[str, Any]) -> bool:
+    return str(param.get("type", "")).startswith("Tensor")
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    from kb.fuzzy import suggest
+
+    hits = suggest(name, choices, limit=3)
+    return f" (did you mean {', '.join(hits)}?)" if hits else ""
+
+
+def successor(ctx: Context, rec: Record) -> tuple[str | None, list[str]]:
+    """The first non-deprecated operator down the ``superseded_by`` line, and the path."""
+    seen = {rec["name"]}
+    path: list[str] = []
+    current = rec
+    while current.get("superseded_by"):
+        nxt_name = current["superseded_by"]
+        path.append(nxt_name)
+        nxt = ctx.operator(nxt_name)
+        if nxt is None or nxt["name"] in seen or nxt.get("status") != "deprecated":
+            return nxt_name, path
+        seen.add(nxt["name"])
+        current = nxt
+    return (path[-1] if path else None), path
+
+
+class UnknownOperator(CandidateRule):
+    code = "KB101"
+    name = "unknown-operator"
+    severity = "error"
+    kinds = ("fusion", "prefetch")
+    skip_not_applicable = False
+    summary = "The operator is not in the knowledge base (typo, or not a torch_npu operator)."
+    why = (
+        "Every other check of a candidate starts from its operator record. A misspelt name "
+        "(npu_mla_prolog_v4) would fail at import time on the NPU; kb suggests the closest "
+        "known names. If the operator is real but missing here, add a record for it."
+    )
+    fail = (
+        _HEAD
+        + "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v4\n"
+    )
+    fix = (
+        _HEAD
+        + "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
+    )
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        if not cand.operator:
+            return
+        rec = ctx.record(cand.operator)
+        if rec is not None and rec.get("kind") == "operator":
+            return
+        if rec is not None:
+            msg = (f"{cand.operator!r} names a {rec.get('kind')}, not an operator; put the "
+                   f"operator the candidate calls here")  # fmt: skip
+            if rec.get("kind") == "chain":
+                msg += f" and the chain under 'chain: {rec['name']}'"
+        else:
+            hint = _suggest(cand.operator, ctx.names("operator"))
+            msg = f"unknown operator {cand.operator!r}{hint}; check the spelling with 'kb search'"
+        yield self.on(doc, cand, ("operator",), msg)
+
+
+class DeprecatedOperator(CandidateRule):
+    code = "KB102"
+    name = "deprecated-operator"
+    severity = "warning"
+    kinds = ("fusion", "prefetch")
+    summary = "The operator is deprecated upstream; the message names its successor."
+    why = (
+        "Deprecated kernels stop receiving fixes and new product support, and may be removed "
+        "in a later torch_npu. A new replacement plan should start from the successor."
+    )
+    fail = (
+        _HEAD
+        + "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v2\n"
+    )
+    fix = (
+        _HEAD
+        + "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
+    )
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec, path = ctx.operator_of(cand)
+        if rec is None or rec.get("status") != "deprecated":
+            return
+        nxt, line = successor(ctx, rec)
+        if nxt:
+            via = f" (via {', '.join(line[:-1])})" if len(line) > 1 else ""
+            msg = f"{rec['name']} is deprecated: use {nxt}{via} instead"
+            if ctx.operator(nxt) is not None:
+                msg += f"; 'kb show {nxt}' lists what changed"
+        else:
+            note = rec.get("replacement_note") or "see 'kb show' for the replacement"
+            msg = f"{rec['name']} is deprecated: {note}"
+        yield self.at(doc, path, msg, candidate=cand.index)
+
+
+#: How well documented an operator is; KB103 suggests no successor that stands lower.
+_STANDING = {"stable": 3, "beta": 2, "undocumented": 1, "deprecated": 0}
+
+
+class SupersededOperator(CandidateRule):
+    code = "KB103"
+    name = "superseded-operator"
+    severity = "info"
+    kinds = ("fusion",)
+    summary = "A newer, equally documented version of the operator exists (the old one is not deprecated)."
+    why = (
+        "Successor versions usually add layouts, quantization modes or products. Keeping the "
+        "older one can be right (an older torch_npu, a proven path), but it should be a choice. "
+        "A successor with less documentation (beta or undocumented) is not suggested."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+            "    operator: npu_fused_infer_attention_score\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+           "    operator: npu_fused_infer_attention_score_v2\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        if rec is None or rec.get("status") == "deprecated" or not rec.get("superseded_by"):
+            return
+        nxt = rec["superseded_by"]
+        successor = ctx.operator(nxt)
+        if successor is not None and _STANDING.get(str(successor.get("status")), 0) < _STANDING.get(
+            str(rec.get("status")), 0
+        ):
+            return
+        yield self.on(doc, cand, ("operator",),
+                      f"{rec['name']} has a successor, {nxt}; prefer it unless your torch_npu "
+                      f"lacks it ('kb show {nxt}' lists what changed)")  # fmt: skip
+
+
+class UnknownArgument(CandidateRule):
+    code = "KB104"
+    name = "unknown-argument"
+    severity = "error"
+    summary = "An argument or tensor name is not a parameter of the operator's signature."
+    why = (
+        "torch_npu operators take keyword arguments by their schema names; an unknown name "
+        "raises a TypeError at the first call, and a near-miss (eps for epsilon) hides the "
+        "value you meant to set."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+            "    args: {eps: 1.0e-6}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+           "    args: {epsilon: 1.0e-6}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        params = _params(rec) if rec else {}
+        if not params:
+            return
+        outputs = {r.get("name") for r in rec.get("returns") or []} if rec else set()
+        for section, names in (("args", cand.args), ("tensors", cand.tensors)):
+            for name in names:
+                if name in params:
+                    continue
+                if name in outputs:
+                    msg = (f"{name!r} is an output of {rec['name']}, not a parameter; "  # type: ignore[index]
+                           "remove it from the candidate's inputs")  # fmt: skip
+                else:
+                    hint = _suggest(name, list(params))
+                    msg = f"{rec['name']} has no parameter {name!r}{hint}"  # type: ignore[index]
+                yield self.on(doc, cand, (section, name), msg, key=True)
+
+
+class ArgumentKind(CandidateRule):
+    code = "KB105"
+    name = "argument-kind"
+    severity = "warning"
+    summary = "A tensor parameter is listed under args, or a scalar parameter under tensors."
+    why = (
+        "args holds the scalar values kb checks against allowed values and ranges; tensors "
+        "holds dtype, format and shape. Swapping them means neither check can run."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+            "    args: {gamma: input_layernorm.weight}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+           "    tensors:\n      gamma: {dtype: bfloat16}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        params = _params(rec) if rec else {}
+        for name, value in cand.args.items():
+            p = params.get(name)
+            if p is not None and _is_tensor(p) and value is not None:
+                yield self.on(doc, cand, ("args", name),
+                              f"{name} is a tensor parameter ({p.get('type')}); describe it under "
+                              f"tensors: {{{name}: {{dtype: …, format: …}}}}", key=True)  # fmt: skip
+        for name, spec in cand.tensors.items():
+            p = params.get(name)
+            if p is not None and not _is_tensor(p) and spec is not None:
+                yield self.on(doc, cand, ("tensors", name),
+                              f"{name} is a {p.get('type')} argument, not a tensor; give its value "
+                              f"under args: {{{name}: …}}", key=True)  # fmt: skip
+
+
+_TYPE = re.compile(r"^([A-Za-z]+)(\[\d*\])?(\?)?$")
+
+
+def type_problem(param_type: str, value: object) -> str | None:
+    """Why ``value`` cannot be passed as ``param_type`` (schema spelling), or None."""
+    m = _TYPE.match(param_type.replace(" ", ""))
+    if not m or value is None:
+        return None
+    base, is_list = m.group(1), m.group(2) is not None
+    if isinstance(value, list):
+        if not is_list:
+            return f"expects one {base}, not a list"
+        problems = [type_problem(base, v) for v in value]
+        return next((p for p in problems if p), None)
+    if base in ("int", "SymInt"):
+        num = as_number(value)
+        if isinstance(value, float) and value.is_integer():
+            return None
+        if num is None or isinstance(value, float) or not float(num).is_integer():
+            return f"expects an integer, not {value!r}"
+    elif base in ("float", "double"):
+        if as_number(value) is None:
+            return f"expects a number, not {value!r}"
+    elif base == "bool":
+        if not isinstance(value, bool):
+            return f"expects true or false, not {value!r}"
+    elif base == "str" and not isinstance(value, str):
+        return f"expects text, not {value!r}"
+    return None
+
+
+class ValueNotAllowed(CandidateRule):
+    code = "KB106"
+    name = "value-not-allowed"
+    severity = "error"
+    summary = "A scalar argument has the wrong type, or a value outside its allowed set or range."
+    why = (
+        "Out-of-range scalars are rejected by the kernel's parameter check at run time (or, "
+        "worse, accepted and computed wrongly). The record lists the allowed values or range."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
+            "    args: {k: 0}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
+           "    args: {k: 8}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        if rec is None:
+            return
+        params = _params(rec)
+        for name, value in cand.args.items():
+            p = params.get(name)
+            if p is None or _is_tensor(p) or value is None:
+                continue
+            problem = type_problem(str(p.get("type", "")), value)
+            if problem:
+                yield self.on(doc, cand, ("args", name), f"{name} {problem} ({p.get('type')})")
+                continue
+            items = value if isinstance(value, list) else [value]
+            for j, item in enumerate(items):
+                where = ("args", name, j) if isinstance(value, list) else ("args", name)
+                msg = self._judge(name, item, p)
+                if msg:
+                    yield self.on(doc, cand, where, msg)
+
+    @staticmethod
+    def _judge(name: str, value: object, p: dict[str, Any]) -> str | None:
+        allowed = p.get("allowed")
+        if allowed is not None and not one_of(value, allowed):
+            return f"{name}={value!r} is not allowed; use one of {', '.join(map(str, allowed))}"
+        rng = p.get("range") or {}
+        num = as_number(value)
+        if num is None or not rng:
+            return None
+        low, high, note = rng.get("min"), rng.get("max"), rng.get("note")
+        span = f"{_num(low, '-inf')}..{_num(high, 'inf')}"
+        extra = f"; {note}" if note else ""
+        if low is not None and num < low:
+            return f"{name}={value} is below the minimum {low:g} (range {span}{extra})"
+        if high is not None and num > high:
+            return f"{name}={value} is above the maximum {high:g} (range {span}{extra})"
+        return None
+
+
+def _num(value: float | None, default: str) -> str:
+    return default if value is None else f"{value:g}"
+
+
+class DtypeNotSupported(CandidateRule):
+    code = "KB107"
+    name = "dtype-not-supported"
+    severity = "error"
+    summary = "A tensor's dtype is not one its parameter accepts."
+    why = (
+        "An unsupported dtype fails in the kernel's dtype check, or forces a cast that costs "
+        "the bandwidth the fusion was meant to save. Cast before the call or pick the "
+        "operator variant for that dtype."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+            "    tensors:\n      self: {dtype: int8}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+           "    tensors:\n      self: {dtype: bfloat16}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        if rec is None:
+            return
+        params = _params(rec)
+        for name, spec in cand.tensors.items():
+            p = params.get(name)
+            if p is None or spec is None or spec.dtype is None:
+                continue
+            allowed = p.get("dtypes") or []
+            if allowed and spec.dtype not in allowed:
+                yield self.on(doc, cand, ("tensors", name, "dtype"),
+                              f"{rec['name']} takes {name} as {', '.join(allowed)}, not "
+                              f"{spec.dtype}; cast it or use another operator")  # fmt: skip
+
+
+class FormatNotSupported(CandidateRule):
+    code = "KB108"
+    name = "format-not-supported"
+    severity = "error"
+    summary = "A tensor's storage format (ND, FRACTAL_NZ, …) is not one its parameter accepts."
+    why = (
+        "Several fused operators read weights only in FRACTAL_NZ (or only ND). A wrong format "
+        "fails at run time or silently computes garbage; convert once at load time with "
+        "torch_npu.npu_format_cast."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+            "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: ND}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+           "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: FRACTAL_NZ}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        if rec is None:
+            return
+        params = _params(rec)
+        for name, spec in cand.tensors.items():
+            p = params.get(name)
+            if p is None or spec is None or spec.format is None:
+                continue
+            allowed = p.get("formats") or []
+            if allowed and spec.format not in allowed:
+                fix = (" (torch_npu.npu_format_cast(t, 29) converts to FRACTAL_NZ)"
+                       if "FRACTAL_NZ" in allowed else "")  # fmt: skip
+                yield self.on(doc, cand, ("tensors", name, "format"),
+                              f"{rec['name']} takes {name} in {', '.join(allowed)}, not "
+                              f"{spec.format}{fix}")  # fmt: skip
+
+
+def record_violations(ctx: Context, doc: Document, cand: Candidate) -> list[Violation]:
+    """The fired record rules' contradictions for a candidate, computed once per run."""
+    key = ("violations", doc.file, cand.index)
+    if key not in ctx.memo:
+        rec = ctx.operator(cand.operator)
+        ctx.memo[key] = list(violations(rec, cand, doc.target)) if rec else []
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+class OperatorRule(CandidateRule):
+    code = "KB109"
+    name = "operator-rule"
+    severity = "error"
+    summary = "A conditional rule of the operator's record is broken (dtype, format, value, product, forbidden argument)."
+    why = (
+        "Many constraints hold only in a mode: with weight_quant_mode=2 the weights are int8, "
+        "a paged cache_mode needs cache_index, bfloat16 is absent on older products. Records "
+        "state these as rules; a rule applies only when everything in its 'when' is stated."
+    )
+    fail = ("version: 1\ntarget: {product: atlas-inference}\ncandidates:\n"
+            "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+            "    tensors:\n      self: {dtype: bfloat16}\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-inference}\ncandidates:\n"
+           "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+           "    tensors:\n      self: {dtype: float16}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        if rec is None:
+            return
+        params = _params(rec)
+        products = rec.get("products") or []
+        seen: set[tuple[str, tuple[Any, ...]]] = set()
+        for v in record_violations(ctx, doc, cand):
+            if v.kind == "require-unstated" or (v.kind, v.path) in seen:
+                continue
+            if self._duplicate(v, cand, params, products, doc):
+                continue
+            seen.add((v.kind, v.path))
+            yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}", key=v.key)
+
+    @staticmethod
+    def _duplicate(v: Violation, cand: Candidate, params: dict[str, dict[str, Any]],
+                   products: list[str], doc: Document) -> bool:  # fmt: skip
+        """Skip what KB106/KB107/KB108/KB201 already report from the parameter itself."""
+        p = params.get(v.subject, {})
+        spec = cand.tensors.get(v.subject)
+        if v.kind == "dtype" and spec is not None and p.get("dtypes"):
+            return spec.dtype not in p["dtypes"]
+        if v.kind == "format" and spec is not None and p.get("formats"):
+            return spec.format not in p["formats"]
+        if v.kind == "value" and p.get("allowed") is not None:
+            return not one_of(cand.args.get(v.subject), p["allowed"])
+        if v.kind == "product" and products:
+            return doc.target.product not in products
+        return False
+
+
+class RuleRequiresArgument(CandidateRule):
+    code = "KB110"
+    name = "rule-requires-argument"
+    severity = "info"
+    summary = "What the candidate states makes another argument necessary that it does not mention."
+    why = (
+        "A mode often brings companions: a paged cache_mode needs cache_index, int8 weights "
+        "need their dequant scales. The candidate does not say whether it passes them, so this "
+        "is a reminder, not an error; list them under tensors or args to make it go away."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+            "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+           "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
+           "    tensors:\n      cache_index: {dtype: int64}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        for v in record_violations(ctx, doc, cand):
+            if v.kind == "require-unstated":
+                yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}")
+
+
+RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
+         ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
+         OperatorRule(), RuleRequiresArgument())  # fmt: skip
