@@ -39,7 +39,7 @@ from kb.paths import cache_dir  # noqa: E402
 from kb.textanalysis import tokens  # noqa: E402
 
 MAX_QUERY_CHARS = 500
-INDEX_VERSION = "2"
+INDEX_VERSION = "6"
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
 BOOSTS: dict[str, float] = {
@@ -76,6 +76,7 @@ def _schema() -> Schema:
         name=ID(stored=True, unique=True),
         kind=ID(stored=True),
         summary_en=STORED,
+        prior=STORED,
         name_text=TEXT(analyzer=an, field_boost=BOOSTS["name"]),
         keywords=TEXT(analyzer=an, field_boost=BOOSTS["keywords"]),
         summary=TEXT(analyzer=an, field_boost=BOOSTS["summary"]),
@@ -151,6 +152,60 @@ def _stamp(catalog: Catalog) -> dict[str, Any]:
     return {"content": catalog.content, "docs": len(catalog.names())}
 
 
+#: How much to trust a record as the answer before looking at the query: the
+#: recommended, documented operator should lead its deprecated, superseded, private or
+#: in-place relatives when the text matches them alike.
+STATUS_PRIOR = {"stable": 1.0, "beta": 0.9, "undocumented": 0.75, "deprecated": 0.6}
+PRIVATE_PRIOR = 0.6  # _npu_* kernels (ATB): real, but not the public API to reach for
+SUPERSEDED_PRIOR = 0.8
+INPLACE_TWIN_PRIOR = 0.9
+OFF_TOPIC_CATEGORY_PRIOR = 0.9  # training / vision: this KB is read for inference work
+
+
+#: Operators that proven reference chains and decision trees use are the mainstream
+#: answer; each use (up to PROVEN_CAP) lifts the record a little.
+PROVEN_WEIGHT = 0.05
+PROVEN_CAP = 2
+
+
+def _uses(recs: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """How many chains and trees name each operator."""
+    counts: dict[str, int] = {}
+    for rec in recs.values():
+        named: set[str] = set()
+        if rec["kind"] == "chain":
+            named = {st["operator"] for st in rec.get("stages", [])}
+        elif rec["kind"] == "tree":
+            named = {op for n in rec.get("nodes", []) for o in n["options"] for op in o.get("operators", [])}
+        for op in named:
+            counts[op] = counts.get(op, 0) + 1
+    return counts
+
+
+def priors(catalog: Catalog) -> dict[str, float]:
+    """A query-independent weight per record (see STATUS_PRIOR and friends)."""
+    recs = {r["name"]: r for r in catalog.records()}
+    uses = _uses(recs)
+    out: dict[str, float] = {}
+    for name, rec in recs.items():
+        if rec["kind"] != "operator":
+            out[name] = 1.0
+            continue
+        prior = STATUS_PRIOR.get(rec.get("status", "stable"), 1.0)
+        successor = recs.get(rec.get("superseded_by") or "")
+        if successor is not None and successor.get("status") in ("stable", "beta"):
+            prior *= SUPERSEDED_PRIOR
+        if name.endswith("_") and name.rstrip("_") in recs:
+            prior *= INPLACE_TWIN_PRIOR
+        if name.startswith("_"):
+            prior *= PRIVATE_PRIOR
+        if rec.get("category") in ("training", "vision"):
+            prior *= OFF_TOPIC_CATEGORY_PRIOR
+        prior *= 1.0 + PROVEN_WEIGHT * min(uses.get(name, 0), PROVEN_CAP)
+        out[name] = prior
+    return out
+
+
 def build_index(catalog: Catalog) -> Path:
     """Build the index for the catalog's content into place, atomically."""
     target = index_dir(catalog.content)
@@ -159,8 +214,9 @@ def build_index(catalog: Catalog) -> Path:
     try:
         ix = windex.create_in(str(tmp), _schema())
         writer = ix.writer()
+        weights = priors(catalog)
         for rec in catalog.records():
-            writer.add_document(**document(rec))
+            writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
         writer.commit()
         (tmp / "stamp.json").write_text(json.dumps(_stamp(catalog)))
         if target.exists():
@@ -217,7 +273,14 @@ KIND_WORDS: dict[str, set[str]] = {
 KIND_ASKED = 1.5
 #: How much a record whose own name the query spells out gains over close relatives
 #: ("lightning indexer" → npu_lightning_indexer before npu_quant_lightning_indexer).
-NAME_COVERAGE_WEIGHT = 0.5
+NAME_COVERAGE_WEIGHT = 0.3
+#: The query spells out every part of a record's name ("lightning indexer").
+FULL_NAME_BONUS = 0.5
+#: "in place", "inplace", "原地": the trailing-underscore twin is what is wanted.
+_INPLACE = re.compile(r"in[- ]?place|原地")
+#: Whoosh ranks by BM25 alone; rescoring (priors, name coverage) happens over a pool
+#: this much larger than asked, so a record it lifts cannot fall outside the pool.
+POOL = 100
 
 
 def _name_factor(name: str, query_tokens: set[str]) -> float:
@@ -225,7 +288,12 @@ def _name_factor(name: str, query_tokens: set[str]) -> float:
     stems = {tokens(p)[0] for p in parts if tokens(p)}
     if not stems:
         return 1.0
-    return 1.0 + NAME_COVERAGE_WEIGHT * len(stems & query_tokens) / len(stems)
+    shared = len(stems & query_tokens)
+    coverage = shared / len(stems)
+    if coverage < 1.0:
+        return 1.0 + NAME_COVERAGE_WEIGHT * coverage
+    # the whole name is in the query: worth more the more of the query it explains
+    return 1.0 + NAME_COVERAGE_WEIGHT + FULL_NAME_BONUS * shared / max(len(query_tokens), 1)
 
 
 def _name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:
@@ -275,6 +343,8 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
         raise ValueError(f"the query is {len(text)} characters; keep it under {MAX_QUERY_CHARS}")
     hits = _name_hits(catalog, text, kinds)
     toks = list(dict.fromkeys(tokens(text, query=True)))
+    joined = [a + b for a, b in zip(toks, toks[1:]) if a.isalpha() and b.isalpha()]
+    inplace = bool(_INPLACE.search(text.lower()))
     if toks:
         ix = ix or open_index(catalog)
         per_token = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in toks]
@@ -282,18 +352,23 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
         seen = {h.name for h in hits}
         with ix.searcher(weighting=BM25F()) as s:
             scored: dict[str, tuple[float, str, str]] = {}
-            queries = [Q.And(per_token), Q.Or(per_token)] if len(toks) > 1 else [per_token[0]]
-            qset = set(toks)
+            # joined neighbours ("rms norm" → rmsnorm) may match but are never required
+            optional = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in joined]
+            queries = [Q.And(per_token), Q.Or(per_token + optional)] if len(toks) > 1 else [per_token[0]]
+            qset = set(toks) | set(joined)
             prior = dict(KIND_PRIOR)
             for kind, words in KIND_WORDS.items():
                 if qset & words:
                     prior[kind] = KIND_ASKED
             for tier, qry in enumerate(queries):
-                for r in s.search(qry, limit=limit + len(seen) + 10, filter=kind_filter):
+                for r in s.search(qry, limit=POOL + limit + len(seen), filter=kind_filter):
                     name = r["name"]
                     if name in seen or name in scored:
                         continue
                     score = float(r.score) * _name_factor(name, qset) * prior.get(r["kind"], 1.0)
+                    score *= float(r.get("prior", 1.0))
+                    if inplace and name.endswith("_"):
+                        score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
                     score += 100.0 if tier == 0 and len(queries) > 1 else 0.0
                     scored[name] = (score, r["kind"], r["summary_en"])
             for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):

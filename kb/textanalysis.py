@@ -21,13 +21,19 @@ STOP = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "into", "is", "it", "its", "my", "of", "on", "or", "our", "should", "the", "this", "that", "to", "use", "used", "using", "what", "when", "where", "which", "who", "why", "will", "with", "want", "need", "me", "we", "you", "your", "there", "their", "op", "ops", "operator", "operators", "api"]
 )
 
+#: Stems that mean what a short operator-name part means ("quantized" ~ "quant").
+_FOLD_STEMS = {"quantiz": "quant", "dequantiz": "dequant", "normal": "norm", "embed": "emb",
+               "posit": "pos", "rotari": "rotary"}  # fmt: skip
+
+
 def stem(word: str) -> str:
     """Porter stem of alphabetic words; identifiers and short words stay as they are."""
     if len(word) <= 3 or not word.isalpha():
         return word
     from whoosh.lang.porter import stem as porter
 
-    return str(porter(word))
+    stemmed = str(porter(word))
+    return _FOLD_STEMS.get(stemmed, stemmed)
 
 
 def latin_tokens(word: str) -> Iterator[str]:

@@ -1,0 +1,199 @@
+"""What every page generator needs: the records by kind, their page paths, links.
+
+Records arrive as the dicts the compiled catalog stores (pydantic ``model_dump`` by
+alias), so the generators read plain data and never import pydantic.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from site_plugins import md
+
+Record = dict[str, Any]
+
+#: Where each kind of record gets its page (docs-relative source paths).
+KIND_DIRS = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
+
+
+class RuleUnit(Protocol):
+    """The part of a checker rule unit (``kb.check.registry.RULES``) the site reads."""
+
+    code: str
+    name: str
+    severity: str
+    summary: str
+    why: str
+    fail: str
+    fix: str
+
+
+@dataclass
+class SiteData:
+    """All records by kind plus the checker rules, with reverse lookups."""
+
+    operators: dict[str, Record] = field(default_factory=dict)
+    chains: dict[str, Record] = field(default_factory=dict)
+    trees: dict[str, Record] = field(default_factory=dict)
+    playbooks: dict[str, Record] = field(default_factory=dict)
+    rules: list[RuleUnit] = field(default_factory=list)
+    directory_urls: bool = True
+    #: Rule code → what ``kb check`` prints for that rule's failing example.
+    rule_reports: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[Record], rules: Iterable[RuleUnit] = (), directory_urls: bool = True
+    ) -> SiteData:
+        data = cls(rules=sorted(rules, key=lambda r: str(r.code)), directory_urls=directory_urls)
+        buckets = {
+            "operator": data.operators,
+            "chain": data.chains,
+            "tree": data.trees,
+            "playbook": data.playbooks,
+        }
+        for rec in records:
+            bucket = buckets.get(rec.get("kind", ""))
+            if bucket is not None:
+                bucket[rec["name"]] = rec
+        return data
+
+    def kind_of(self, name: str) -> str | None:
+        for kind, bucket in (
+            ("operator", self.operators),
+            ("chain", self.chains),
+            ("tree", self.trees),
+            ("playbook", self.playbooks),
+        ):
+            if name in bucket:
+                return kind
+        return None
+
+    def path(self, name: str) -> str | None:
+        """The page source of a record, or None for a name no record has."""
+        kind = self.kind_of(name)
+        return record_path(kind, name) if kind else None
+
+    def ref(self, name: str, current: str, label: str | None = None) -> str:
+        """A link to a record's page from page ``current``; plain code if unknown."""
+        target = self.path(name)
+        text = label if label is not None else md.code(name)
+        if target is None:
+            return text
+        return md.link(text, md.rel(target, current))
+
+    def refs(self, names: Iterable[str], current: str) -> str:
+        return ", ".join(self.ref(n, current) for n in names)
+
+    def href(self, name: str, current: str) -> str | None:
+        """A URL (not a .md path) to a record's built page, for Mermaid ``click``."""
+        target = self.path(name)
+        return md.url_between(target, current, self.directory_urls) if target else None
+
+    def chains_using(self, operator: str) -> list[Record]:
+        return [
+            c
+            for c in self.chains.values()
+            if any(s.get("operator") == operator for s in c.get("stages", []))
+        ]
+
+    def trees_naming(self, name: str) -> list[Record]:
+        """Decision trees with a leaf that points at ``name`` (chain or operator)."""
+        out = []
+        for tree in self.trees.values():
+            for node in tree.get("nodes", []):
+                if any(
+                    o.get("chain") == name or name in o.get("operators", [])
+                    for o in node.get("options", [])
+                ):
+                    out.append(tree)
+                    break
+        return out
+
+
+def record_path(kind: str, name: str) -> str:
+    return f"{KIND_DIRS[kind]}/{name}.md"
+
+
+def rule_path(code: str) -> str:
+    return f"rules/{safe_slug(code)}.md"
+
+
+def category_path(category: str) -> str:
+    return f"categories/{safe_slug(category)}/index.md"
+
+
+def status_path(status: str) -> str:
+    return f"status/{safe_slug(status)}.md"
+
+
+def safe_slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "-", str(text)) or "-"
+
+
+def title_text(text: object) -> str:
+    """Record text for a page title (H1 and nav), which themes also put in <title>.
+
+    MkDocs keeps HTML entities in titles and Material's ``striptags`` turns them back
+    into raw characters inside <title>, so angle brackets become look-alike quotes.
+    """
+    return " ".join(str(text).split()).replace("<", "‹").replace(">", "›")
+
+
+def nav_title(text: object) -> str:
+    """A nav entry title: themes print it as HTML, so escape it."""
+    return html.escape(title_text(text), quote=True)
+
+
+def h1(text: object) -> str:
+    return "# " + md.inline(title_text(text))
+
+
+def badge(label: str, target: str | None, current: str, kind: str) -> str:
+    """A status/category pill: a link styled by attr_list classes (see kb.css)."""
+    text = md.inline(label)
+    if target is None:
+        return f'<span class="kb-badge kb-badge--{safe_slug(kind)}">{text}</span>'
+    return md.link(text, md.rel(target, current)) + f"{{ .kb-badge .kb-badge--{safe_slug(kind)} }}"
+
+
+def bilingual(en_summary: str, zh_summary: str, en_body: str = "", zh_body: str = "") -> str:
+    """English and Chinese words as content tabs (both indexed by search)."""
+    parts = []
+    for label, summary, body in (("English", en_summary, en_body), ("中文", zh_summary, zh_body)):
+        inner = f"**{md.inline(summary)}**" if summary else ""
+        if body:
+            inner += "\n\n" + md.block(body)
+        if inner:
+            parts.append(f'=== "{label}"\n\n' + md.indent(inner))
+    return "\n\n".join(parts)
+
+
+def keywords_section(keywords: dict[str, list[str]] | None) -> str:
+    """Search terms people type for this record (English and Chinese)."""
+    if not keywords or not (keywords.get("en") or keywords.get("zh")):
+        return ""
+    lines = ["## Search keywords", ""]
+    if keywords.get("en"):
+        lines.append("- English: " + ", ".join(md.inline(k) for k in keywords["en"]))
+    if keywords.get("zh"):
+        lines.append("- 中文: " + "、".join(md.inline(k) for k in keywords["zh"]))
+    return "\n".join(lines)
+
+
+def join_sections(*sections: str) -> str:
+    """Page text from its sections, empty ones dropped."""
+    return "\n\n".join(s.strip("\n") for s in sections if s and s.strip()) + "\n"
+
+
+def scalar(value: object) -> str:
+    """A scalar from a record as its Python spelling (True, None, 'PA_BSND' → PA_BSND)."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return str(value)

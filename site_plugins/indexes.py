@@ -1,0 +1,160 @@
+"""Index pages: every operator, by category, by status; chains; trees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kb.vocab import CANONICAL
+from site_plugins import md
+from site_plugins.common import Record, SiteData, category_path, status_path
+
+STATUS_WORDS = {
+    "stable": "documented on an official reference page",
+    "beta": "documented on an official beta reference page; the interface may still change",
+    "deprecated": "kept for old code; the page names what to use instead",
+    "undocumented": "the schema is known but there is no official reference page",
+}
+
+
+def _op_rows(
+    ops: Iterable[Record], here: str, data: SiteData, category: bool = True, status: bool = True
+) -> list[list[str]]:
+    rows = []
+    for op in ops:
+        row = [data.ref(op["name"], here)]
+        if category:
+            row.append(
+                md.link(md.inline(op["category"]), md.rel(category_path(op["category"]), here))
+            )
+        if status:
+            row.append(md.link(md.inline(op["status"]), md.rel(status_path(op["status"]), here)))
+        row.append(md.inline(op["summary"]["en"]))
+        rows.append(row)
+    return rows
+
+
+def _op_table(
+    ops: Iterable[Record], here: str, data: SiteData, category: bool = True, status: bool = True
+) -> str:
+    head = ["Operator"] + (["Category"] if category else []) + (["Status"] if status else [])
+    return md.table(head + ["Summary"], _op_rows(ops, here, data, category, status))
+
+
+def categories(data: SiteData) -> list[str]:
+    """Categories that have operators, in vocabulary order."""
+    used = {op["category"] for op in data.operators.values()}
+    return [c for c in CANONICAL["category"] if c in used] + sorted(
+        used - set(CANONICAL["category"])
+    )
+
+
+def statuses(data: SiteData) -> list[str]:
+    used = {op["status"] for op in data.operators.values()}
+    return [s for s in CANONICAL["status"] if s in used]
+
+
+def all_operators(data: SiteData) -> str:
+    here = "operators/index.md"
+    ops = sorted(data.operators.values(), key=lambda o: o["name"])
+    intro = (
+        f"{len(ops)} operators. Browse them {md.link('by category', md.rel('categories/index.md', here))} "
+        f"or {md.link('by status', md.rel('status/index.md', here))}, or compare them in the "
+        f"{md.link('support matrices', md.rel('matrices/products.md', here))}."
+    )
+    body = _op_table(ops, here, data) if ops else "No operator records yet."
+    return f"# All operators\n\n{intro}\n\n{body}\n"
+
+
+def category_index(data: SiteData) -> str:
+    here = "categories/index.md"
+    rows = []
+    for cat in categories(data):
+        ops = sorted(o["name"] for o in data.operators.values() if o["category"] == cat)
+        rows.append(
+            [
+                md.link(md.inline(cat), md.rel(category_path(cat), here)),
+                str(len(ops)),
+                data.refs(ops, here),
+            ]
+        )
+    body = (
+        md.table(["Category", "Count", "Operators"], rows, "lrl") if rows else "No operators yet."
+    )
+    return f"# Operators by category\n\n{body}\n"
+
+
+def category_page(data: SiteData, category: str) -> str:
+    here = category_path(category)
+    ops = sorted(
+        (o for o in data.operators.values() if o["category"] == category), key=lambda o: o["name"]
+    )
+    return f"# {md.inline(category)}\n\n{len(ops)} operators.\n\n{_op_table(ops, here, data, category=False)}\n"
+
+
+def status_index(data: SiteData) -> str:
+    here = "status/index.md"
+    rows = []
+    for status in statuses(data):
+        count = sum(1 for o in data.operators.values() if o["status"] == status)
+        rows.append(
+            [
+                md.link(md.inline(status), md.rel(status_path(status), here)),
+                str(count),
+                md.inline(STATUS_WORDS.get(status, "")),
+            ]
+        )
+    body = md.table(["Status", "Count", "Meaning"], rows, "lrl") if rows else "No operators yet."
+    return f"# Operators by status\n\n{body}\n"
+
+
+def status_page(data: SiteData, status: str) -> str:
+    here = status_path(status)
+    ops = sorted(
+        (o for o in data.operators.values() if o["status"] == status), key=lambda o: o["name"]
+    )
+    meaning = STATUS_WORDS.get(status, "")
+    return (
+        f"# {md.inline(status)} operators\n\n{md.inline(meaning.capitalize())}.\n\n"
+        f"{_op_table(ops, here, data, status=False)}\n"
+    )
+
+
+def chains_index(data: SiteData) -> str:
+    here = "chains/index.md"
+    intro = (
+        "Reference chains are proven operator sequences for one module and phase: what "
+        "to call, in which order, with which prerequisites."
+    )
+    if not data.chains:
+        return f"# Reference chains\n\n{intro}\n\nNo chain records yet.\n"
+    rows = []
+    for chain in sorted(data.chains.values(), key=lambda c: (c["module"], c["name"])):
+        label = md.inline(chain["title"]["en"], label=True)
+        rows.append(
+            [
+                data.ref(chain["name"], here, label),
+                md.inline(chain["module"]),
+                md.words(chain.get("phases", [])),
+                md.inline(chain["summary"]["en"]),
+            ]
+        )
+    table = md.table(["Chain", "Module", "Phases", "Summary"], rows)
+    return f"# Reference chains\n\n{intro}\n\n{table}\n"
+
+
+def trees_index(data: SiteData) -> str:
+    here = "trees/index.md"
+    intro = (
+        "Decision trees ask the questions of the fusion workflow in order and end at "
+        "the chain or operators that fit."
+    )
+    if not data.trees:
+        return f"# Decision trees\n\n{intro}\n\nNo decision tree records yet.\n"
+    rows = [
+        [
+            data.ref(t["name"], here, md.inline(t["title"]["en"], label=True)),
+            md.inline(t["summary"]["en"]),
+        ]
+        for t in sorted(data.trees.values(), key=lambda t: t["name"])
+    ]
+    return f"# Decision trees\n\n{intro}\n\n{md.table(['Tree', 'Summary'], rows)}\n"

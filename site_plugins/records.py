@@ -1,0 +1,146 @@
+"""The ``kb-records`` MkDocs plugin: records in, Markdown pages and navigation out.
+
+It stays thin on purpose: it asks the compiled catalog for records and the checker
+for its rule units, hands them to the page generators, and registers the Markdown
+with MkDocs' own ``File.generated`` (no temporary docs tree, no copy step).  The
+navigation is generated too, so a new record or hand-written page needs no edit of
+mkdocs.yml.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from mkdocs.config import base
+from mkdocs.config import config_options as c
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import BasePlugin
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+from site_plugins.autolink import autolink
+from site_plugins.cli_help import MARKER, cli_reference
+from site_plugins.common import Record, SiteData
+from site_plugins.generate import Generated, NavItem, generate
+from site_plugins.rules import check_examples, load_rules
+
+log = logging.getLogger("mkdocs.plugins.kb-records")
+
+DEFAULT_GUIDES = [
+    "guides/fusion-workflow.md",
+    "guides/prefetch-workflow.md",
+    "candidate-list.md",
+    "cli.md",
+    "contributing.md",
+]
+
+
+class RecordsConfig(base.Config):
+    #: Record tree; default: kb's own (``KB_RECORDS_DIR`` when set).  Relative paths
+    #: are taken from the directory of mkdocs.yml.
+    records = c.Optional(c.Type(str))
+    #: Order of hand-written pages under "Guides"; absent ones are skipped, others follow.
+    guides = c.ListOfItems(c.Type(str), default=DEFAULT_GUIDES)
+    #: Link record names written as code spans in hand-written pages.
+    autolink = c.Type(bool, default=True)
+
+
+class RecordsPlugin(BasePlugin[RecordsConfig]):
+    def __init__(self) -> None:
+        self.data = SiteData()
+        self.root: Path | None = None
+        self.generated = Generated()
+
+    def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
+        from kb.compiled import StoreInvalid, open_catalog
+        from kb.paths import records_dir
+
+        if self.config.records:
+            base_dir = Path(config.config_file_path or ".").parent
+            self.root = (base_dir / self.config.records).resolve()
+        else:
+            self.root = records_dir()
+        try:
+            catalog = open_catalog(self.root)
+        except StoreInvalid as exc:
+            shown = "\n".join(f"  {p}" for p in exc.problems[:20])
+            raise PluginError(
+                f"the records under {self.root} do not validate ({len(exc.problems)} "
+                f"problem(s)); run 'kb validate':\n{shown}"
+            ) from None
+        records = list(catalog.records())
+        rules = load_rules()
+        self.data = SiteData.from_records(records, rules, config.use_directory_urls)
+        self.data.rule_reports = check_examples(self.data.rules, catalog)
+        _teach_segmenter(records, config)
+        return config
+
+    def on_files(self, files: Files, config: MkDocsConfig) -> Files:
+        self.generated = generate(self.data)
+        for path, text in self.generated.pages.items():
+            if files.get_file_from_path(path) is not None:
+                raise PluginError(
+                    f"docs/{path} clashes with a page generated from the records; rename it"
+                )
+            files.append(File.generated(config, path, content=text))
+        config.nav = self._nav(files)
+        return files
+
+    def _nav(self, files: Files) -> list[NavItem]:
+        """Home, the hand-written guides (configured order first), then generated sections."""
+        written = sorted(
+            f.src_uri for f in files.documentation_pages() if f.src_uri not in self.generated.pages
+        )
+        nav: list[NavItem] = [{"Home": "index.md"}] if "index.md" in written else []
+        guides: list[NavItem] = [p for p in self.config.guides if p in written]
+        guides += [p for p in written if p != "index.md" and p not in guides]
+        if guides:
+            nav.append({"Guides": guides})
+        return nav + self.generated.nav
+
+    def on_page_markdown(
+        self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files
+    ) -> str:
+        src = page.file.src_uri
+        if src in self.generated.pages:
+            return markdown
+        if MARKER in markdown:
+            markdown = markdown.replace(MARKER, cli_reference())
+        if self.config.autolink:
+            markdown = autolink(markdown, src, self.data)
+        return markdown
+
+    def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
+        """Rebuild when a record changes, not only when docs/ does."""
+        if self.root is not None:
+            server.watch(str(self.root))
+        return server
+
+
+def _teach_segmenter(records: list[Record], config: MkDocsConfig) -> None:
+    """Give jieba our Chinese keywords, so search indexes 权重预取 as one term.
+
+    Material segments Chinese text with jieba at build time; without our terms it
+    splits domain words apart and a query for the whole word finds nothing.
+    """
+    langs: list[str] = []
+    for name, plugin in config.plugins.items():
+        if name.endswith("search"):
+            langs = list(getattr(plugin.config, "lang", None) or [])
+    if "zh" not in langs:
+        return
+    try:
+        import jieba
+    except ImportError:
+        log.warning(
+            "Chinese search needs jieba to segment text at build time: pip install '.[site]'"
+        )
+        return
+    jieba.setLogLevel(logging.WARNING)
+    for rec in records:
+        for word in (rec.get("keywords") or {}).get("zh", []):
+            if word.strip() and not any(ch.isspace() for ch in word):
+                jieba.add_word(word)

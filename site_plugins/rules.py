@@ -1,0 +1,98 @@
+"""Checker rule pages, generated from the same rule units the checker runs.
+
+Each unit (``kb.check.registry.RULES``) carries its code, name, severity, one-line
+summary, why it matters, and a failing and a fixed candidate-list snippet; the page
+shows exactly those, so the documentation cannot drift from the checker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from site_plugins import md
+from site_plugins.common import RuleUnit, badge, h1, join_sections, rule_path
+
+REGISTRY = "kb.check.registry"
+log = logging.getLogger("mkdocs.plugins.kb-records")
+
+
+def load_rules(module: str = REGISTRY) -> list[RuleUnit]:
+    """The checker's rule units; none while the checker is not part of this tree."""
+    try:
+        registry = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            return []
+        raise
+    return list(registry.RULES)
+
+
+def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
+    """What ``kb check`` prints for each rule's failing example, run at build time.
+
+    Shown on the rule page, so the example output is the checker's, not a copy of it.
+    """
+    if not rules:
+        return {}
+    from kb.check.engine import Checker
+    from kb.check.format import text
+
+    checker = Checker(catalog)
+    reports = {}
+    for rule in rules:
+        try:
+            reports[rule.code] = text(checker.check_sources([("candidates.yaml", rule.fail)]))
+        except Exception as exc:  # a checker bug must not hide the rest of the site
+            log.warning(f"kb check failed on the failing example of {rule.code}: {exc!r}")
+    return reports
+
+
+def rule_title(rule: RuleUnit) -> str:
+    return f"{rule.code} {rule.name}"
+
+
+def rule_page(rule: RuleUnit, report: str | None = None) -> str:
+    here = rule_path(rule.code)
+    shown = (
+        f"{md.code('kb check candidates.yaml')} on the failing example prints:\n\n"
+        + md.code_block(report, "text")
+        if report
+        else ""
+    )
+    return join_sections(
+        h1(rule_title(rule)),
+        badge(rule.severity, None, here, f"severity-{rule.severity}") + f" · {md.code(rule.code)}",
+        "## What it checks\n\n" + md.block(rule.summary),
+        "## Why it matters\n\n" + md.block(rule.why),
+        "## Failing example\n\n" + md.code_block(rule.fail, "yaml"),
+        shown,
+        "## Fixed example\n\n" + md.code_block(rule.fix, "yaml"),
+        f"Run {md.code('kb check candidates.yaml')} to apply every rule to a candidate list; "
+        "the finding names this code.",
+    )
+
+
+def rules_index(rules: Sequence[RuleUnit]) -> str:
+    here = "rules/index.md"
+    intro = (
+        "Every rule `kb check` applies to a candidate list. Codes are stable: "
+        "a finding's code always leads to the same page."
+    )
+    if not rules:
+        return join_sections(
+            "# Checker rules", intro, "No checker rules are registered in this build."
+        )
+    rows = [
+        [
+            md.link(md.code(r.code), md.rel(rule_path(r.code), here)),
+            md.inline(r.name),
+            md.inline(r.severity),
+            md.inline(r.summary),
+        ]
+        for r in rules
+    ]
+    table = md.table(["Code", "Name", "Severity", "What it checks"], rows)
+    return join_sections("# Checker rules", intro, table)

@@ -1,0 +1,199 @@
+"""Strict site builds: the real records, the hostile fixtures, and ``kb site`` itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from kb.cli import main
+from kb.compiled import open_catalog
+from site_plugins.rules import load_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "site_records"
+BUILD_BUDGET_SECONDS = 60
+
+
+class Scan(HTMLParser):
+    """Script bodies, event-handler attributes and the <title> of one page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.scripts: list[str] = []
+        self.handlers: list[str] = []
+        self.title = ""
+        self._in: str | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in = tag if tag in ("script", "title") else None
+        self.handlers += [f"{tag} {k}={v}" for k, v in attrs if k.startswith("on")]
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "script":
+            self.scripts.append(data)
+        elif self._in == "title":
+            self.title += data
+
+
+def fixture_config(tmp: Path) -> Path:
+    """mkdocs.yml of the repository, but with a docs dir that links to no real record."""
+    docs = tmp / "docs"
+    shutil.copytree(ROOT / "docs" / "assets", docs / "assets")
+    (docs / "index.md").write_text("# Fixture site\n\nSee `npu_fixture_norm`.\n", encoding="utf-8")
+    (docs / "cli.md").write_text("# CLI\n\n<!-- kb:cli-reference -->\n", encoding="utf-8")
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "\ndocs_dir: docs\n" in text
+    config = tmp / "mkdocs.yml"
+    config.write_text(text.replace("\ndocs_dir: docs\n", f"\ndocs_dir: {docs}\n"), encoding="utf-8")
+    return config
+
+
+def build(*argv: str) -> int:
+    return main(["site", "build", "-q", *argv])
+
+
+@pytest.fixture(scope="module")
+def real_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    site = tmp_path_factory.mktemp("real") / "site"
+    start = time.perf_counter()
+    assert build("--site-dir", str(site)) == 0
+    return site, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("fixture")
+    site = tmp / "site"
+    assert (
+        build("-f", str(fixture_config(tmp)), "--records", str(FIXTURES), "--site-dir", str(site))
+        == 0
+    )
+    return site
+
+
+def test_real_records_build_strictly_with_a_page_for_everything(real_site) -> None:
+    site, seconds = real_site
+    catalog = open_catalog()
+    dirs = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
+    for kind, folder in dirs.items():
+        for name in catalog.names(kind):
+            assert (site / folder / name / "index.html").is_file(), (kind, name)
+    for rule in load_rules():
+        assert (site / "rules" / rule.code / "index.html").is_file(), rule.code
+    for page in (
+        "operators",
+        "categories",
+        "status",
+        "chains",
+        "trees",
+        "rules",
+        "cli",
+        "matrices/products",
+        "matrices/quantization",
+        "matrices/versions",
+    ):
+        assert (site / page / "index.html").is_file(), page
+    assert seconds < BUILD_BUDGET_SECONDS
+
+
+def test_search_index_is_bilingual_and_segments_chinese(real_site) -> None:
+    site, _ = real_site
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert index["config"]["lang"] == ["en", "zh"]
+    assert "\\u200b" in index["config"]["separator"]  # a JS regex escape
+    prefetch = [d for d in index["docs"] if d["location"].startswith("playbooks/prefetch/")]
+    assert prefetch and "\u200b权重预取\u200b" in prefetch[0]["title"] + prefetch[0]["text"]
+
+
+def test_cli_reference_page_is_generated(real_site) -> None:
+    site, _ = real_site
+    html = (site / "cli" / "index.html").read_text(encoding="utf-8")
+    assert "kb:cli-reference" not in html
+    assert "usage: kb site build" in html and "usage: kb check" in html
+
+
+def test_hostile_fixture_records_do_not_inject(fixture_site: Path) -> None:
+    pages = list(fixture_site.rglob("*.html"))
+    assert len(pages) > 10
+    for page in pages:
+        scan = Scan(page.read_text(encoding="utf-8"))
+        assert not [s for s in scan.scripts if "alert" in s], page
+        assert not [h for h in scan.handlers if "alert" in h], page
+        assert "<" not in scan.title, page
+    attention = (fixture_site / "operators" / "npu_fixture_attention" / "index.html").read_text()
+    assert "&lt;script&gt;alert(&#39;summary&#39;)&lt;/script&gt;" in attention or (
+        "&lt;script&gt;alert('summary')&lt;/script&gt;" in attention
+    )
+    assert 'id="signature"' in attention and 'id="parameters"' in attention
+
+
+def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: Path) -> None:
+    html = (fixture_site / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
+    assert '<pre class="mermaid">' in html
+    assert 'click c0 href "../../chains/fixture-decode-chain/"' in html
+
+
+def test_failed_build_leaves_the_previous_site(tmp_path: Path, fixture_site: Path, capsys) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(fixture_site, site)
+    before = (site / "index.html").read_bytes()
+    broken = tmp_path / "records"
+    shutil.copytree(FIXTURES, broken)
+    (broken / "operators" / "norm" / "npu_fixture_norm.yaml").write_text(
+        "kind: operator\nname: npu_fixture_norm\n", encoding="utf-8"
+    )
+    config = fixture_config(tmp_path / "cfg")
+    assert build("-f", str(config), "--records", str(broken), "--site-dir", str(site)) == 1
+    err = capsys.readouterr().err
+    assert "do not validate" in err and "was left as it was" in err
+    assert (site / "index.html").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg", "records", "site"]
+
+
+def test_successful_build_replaces_the_site(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("old")
+    (site / "stale.html").write_text("old")
+    config = fixture_config(tmp_path / "cfg")
+    assert build("-f", str(config), "--records", str(FIXTURES), "--site-dir", str(site)) == 0
+    assert not (site / "stale.html").exists()
+    assert "Fixture site" in (site / "index.html").read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg", "site"]
+
+
+def test_refuses_to_replace_a_directory_that_is_not_a_site(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "notes"
+    target.mkdir()
+    (target / "todo.txt").write_text("keep me")
+    assert build("--site-dir", str(target)) == 2
+    assert "does not look like a built site" in capsys.readouterr().err
+    assert (target / "todo.txt").read_text() == "keep me"
+
+
+def test_missing_mkdocs_gives_an_install_hint(monkeypatch, capsys) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "mkdocs" else real(n, *a)
+    )
+    assert build() == 2
+    err = capsys.readouterr().err
+    assert (
+        err.strip()
+        == "kb site: the site needs mkdocs, which is not installed: pip install '.[site]'"
+    )
+
+
+def test_site_without_action_prints_help(capsys) -> None:
+    assert main(["site"]) == 2
+    assert "build" in capsys.readouterr().err
