@@ -15,6 +15,7 @@ index that fails to open or disagrees with the catalog is rebuilt, never trusted
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from whoosh.scoring import BM25F  # noqa: E402
 
 from kb.compiled import Catalog  # noqa: E402
 from kb.paths import cache_dir  # noqa: E402
-from kb.textanalysis import tokens  # noqa: E402
+from kb.textanalysis import glossary_tokens, tokens  # noqa: E402
 
 MAX_QUERY_CHARS = 500
 INDEX_VERSION = "6"
@@ -263,7 +264,7 @@ class Hit:
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _VERSION = re.compile(r"^v\d+$")
 #: Operators answer most queries; a chain or tree must match clearly better to lead.
-KIND_PRIOR: dict[str, float] = {"operator": 1.0, "playbook": 1.0, "chain": 0.85, "tree": 0.85}
+KIND_PRIOR: dict[str, float] = {"operator": 1.0, "playbook": 1.0, "chain": 0.9, "tree": 0.9}
 #: Query words that ask for a kind ("… chain", "决策树") lift that kind above the rest.
 KIND_WORDS: dict[str, set[str]] = {
     "chain": {"chain", "pipelin", "链路", "参考链"},
@@ -343,7 +344,8 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
         raise ValueError(f"the query is {len(text)} characters; keep it under {MAX_QUERY_CHARS}")
     hits = _name_hits(catalog, text, kinds)
     toks = list(dict.fromkeys(tokens(text, query=True)))
-    joined = [a + b for a, b in zip(toks, toks[1:]) if a.isalpha() and b.isalpha()]
+    joined = [a + b for a, b in itertools.pairwise(toks) if a.isalpha() and b.isalpha()]
+    joined += [t for t in glossary_tokens(text) if t not in toks]
     inplace = bool(_INPLACE.search(text.lower()))
     if toks:
         ix = ix or open_index(catalog)

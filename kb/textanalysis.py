@@ -69,3 +69,26 @@ def tokens(text: str, *, query: bool = False) -> list[str]:
         else:
             out.extend(latin_tokens(chunk))
     return out
+
+
+#: Chinese technical terms → the English words of operator names, so a mixed or Chinese
+#: query ("分页 kv cache", "稀疏注意力") also counts towards name matches.  Query side only.
+GLOSSARY: dict[str, str] = {
+    "分页": "paged", "稀疏": "sparse", "注意力": "attention", "量化": "quant",
+    "反量化": "dequant", "伪量化": "antiquant weight quant", "预取": "prefetch",
+    "归一化": "norm", "旋转位置编码": "rope rotary", "位置编码": "rope", "专家": "expert",
+    "路由": "routing", "门控": "gating", "缓存": "cache", "矩阵乘": "matmul",
+    "分组": "grouped", "通信": "communication", "分发": "dispatch", "合并": "combine",
+    "索引": "indexer", "激活": "activation", "采样": "sampling", "格式转换": "format cast",
+    "转置": "transpose", "融合": "fused", "动态": "dynamic", "增量": "incre",
+    "全量": "prompt", "残差": "add", "均方根": "rms",
+}
+
+
+def glossary_tokens(text: str) -> list[str]:
+    """English tokens for the Chinese glossary terms found in ``text``."""
+    out: list[str] = []
+    for zh, en in GLOSSARY.items():
+        if zh in text:
+            out.extend(tokens(en))
+    return out
