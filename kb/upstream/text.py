@@ -82,14 +82,14 @@ def _scan_list(text: str, pos: int, vocab: str) -> tuple[list[str], int]:
     return found, i
 
 
-_CLAUSE_END = re.compile(r"[，。；;,\n]")
-_IF_WORDS = ("当", "若", "如果")
+_CLAUSE_END = re.compile(r"[，。；;,\n（(]")
+_IF_WORDS = ("当", "若", "如果", "仅在")
 
 
 def _is_condition(text: str, end: int, start: int | None = None) -> bool:
     """A list inside "当 … 为 X，…" or followed by "时" states a condition, not support."""
     rest = text[end : end + 4].lstrip(" `$）)")
-    if rest.startswith(("时", "的时候", "类型时")):
+    if rest.startswith(("时", "的时候", "类型时", "场景")):
         return True
     if start is None:
         return False
