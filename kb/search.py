@@ -19,11 +19,8 @@ import itertools
 import json
 import os
 import re
-import shutil
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kb.whoosh_import import import_whoosh
 
@@ -40,7 +37,7 @@ from kb.paths import cache_dir  # noqa: E402
 from kb.textanalysis import glossary_tokens, tokens  # noqa: E402
 
 MAX_QUERY_CHARS = 500
-INDEX_VERSION = "6"
+INDEX_VERSION = "7"
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
 BOOSTS: dict[str, float] = {
@@ -78,13 +75,13 @@ def _schema() -> Schema:
         kind=ID(stored=True),
         summary_en=STORED,
         prior=STORED,
-        name_text=TEXT(analyzer=an, field_boost=BOOSTS["name"]),
-        keywords=TEXT(analyzer=an, field_boost=BOOSTS["keywords"]),
-        summary=TEXT(analyzer=an, field_boost=BOOSTS["summary"]),
-        fuses=TEXT(analyzer=an, field_boost=BOOSTS["fuses"]),
-        zh=TEXT(analyzer=an, field_boost=BOOSTS["zh"]),
-        params=TEXT(analyzer=an, field_boost=BOOSTS["params"]),
-        body=TEXT(analyzer=an, field_boost=BOOSTS["body"]),
+        name_text=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["name"]),
+        keywords=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["keywords"]),
+        summary=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["summary"]),
+        fuses=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["fuses"]),
+        zh=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["zh"]),
+        params=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["params"]),
+        body=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["body"]),
     )
 
 
@@ -209,6 +206,9 @@ def priors(catalog: Catalog) -> dict[str, float]:
 
 def build_index(catalog: Catalog) -> Path:
     """Build the index for the catalog's content into place, atomically."""
+    import shutil
+    import tempfile
+
     target = index_dir(catalog.content)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".index-", dir=target.parent))
@@ -248,8 +248,9 @@ def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
     return windex.open_dir(str(target))
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
+    """One result (a NamedTuple: dataclasses would cost an import of inspect)."""
+
     kind: str
     name: str
     score: float
@@ -281,7 +282,7 @@ FULL_NAME_BONUS = 0.5
 _INPLACE = re.compile(r"in[- ]?place|原地")
 #: Whoosh ranks by BM25 alone; rescoring (priors, name coverage) happens over a pool
 #: this much larger than asked, so a record it lifts cannot fall outside the pool.
-POOL = 100
+POOL = 50
 
 
 def _name_factor(name: str, query_tokens: set[str]) -> float:

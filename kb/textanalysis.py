@@ -9,6 +9,7 @@ no dictionary — jieba's 0.7 s load never touches the query path.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -26,6 +27,7 @@ _FOLD_STEMS = {"quantiz": "quant", "dequantiz": "dequant", "normal": "norm", "em
                "posit": "pos", "rotari": "rotary"}  # fmt: skip
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """Porter stem of alphabetic words; identifiers and short words stay as they are."""
     if len(word) <= 3 or not word.isalpha():

@@ -11,9 +11,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "index",
         help="show or rebuild the search index",
         description="Both the compiled record cache and the search index are rebuilt "
-        "automatically when records change; --rebuild forces it (e.g. after a crash).",
+        "automatically when records change; --rebuild forces the index, --rebuild --all "
+        "the record cache too (e.g. after a crash).",
     )
-    p.add_argument("--rebuild", action="store_true", help="rebuild cache and index now")
+    p.add_argument("--rebuild", action="store_true", help="rebuild the search index now")
+    p.add_argument("--all", action="store_true",
+                   help="with --rebuild: also recompile the record cache (validates every record)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -22,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from kb.search import index_dir, open_index
 
     start = time.perf_counter()
-    catalog = catalog_or_exit(rebuild=args.rebuild)
+    catalog = catalog_or_exit(rebuild=args.rebuild and args.all)
     ix = open_index(catalog, rebuild=args.rebuild)
     took = time.perf_counter() - start
     print(f"records: {len(catalog.names())} ({catalog.root})")
