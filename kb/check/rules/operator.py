@@ -307,6 +307,22 @@ def _num(value: float | None, default: str) -> str:
     return default if value is None else f"{value:g}"
 
 
+def _tensor_mismatches(
+    ctx: Context, cand: Candidate, attr: str, record_key: str
+) -> Iterator[tuple[dict[str, Any], str, list[str], str]]:
+    """(record, tensor, allowed, stated) for each stated tensor ``attr`` its record rejects."""
+    rec = ctx.operator(cand.operator)
+    if rec is None:
+        return
+    params = _params(rec)
+    for name, spec in cand.tensors.items():
+        p = params.get(name)
+        stated = None if p is None or spec is None else getattr(spec, attr)
+        allowed = (p or {}).get(record_key) or []
+        if stated is not None and allowed and stated not in allowed:
+            yield rec, name, allowed, stated
+
+
 class DtypeNotSupported(CandidateRule):
     code = "KB107"
     name = "dtype-not-supported"
@@ -323,19 +339,10 @@ class DtypeNotSupported(CandidateRule):
            "    tensors:\n      self: {dtype: bfloat16}\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        rec = ctx.operator(cand.operator)
-        if rec is None:
-            return
-        params = _params(rec)
-        for name, spec in cand.tensors.items():
-            p = params.get(name)
-            if p is None or spec is None or spec.dtype is None:
-                continue
-            allowed = p.get("dtypes") or []
-            if allowed and spec.dtype not in allowed:
-                yield self.on(doc, cand, ("tensors", name, "dtype"),
-                              f"{rec['name']} takes {name} as {', '.join(allowed)}, not "
-                              f"{spec.dtype}; cast it or use another operator")  # fmt: skip
+        for rec, name, allowed, stated in _tensor_mismatches(ctx, cand, "dtype", "dtypes"):
+            yield self.on(doc, cand, ("tensors", name, "dtype"),
+                          f"{rec['name']} takes {name} as {', '.join(allowed)}, not "
+                          f"{stated}; cast it or use another operator")  # fmt: skip
 
 
 class FormatNotSupported(CandidateRule):
@@ -354,21 +361,12 @@ class FormatNotSupported(CandidateRule):
            "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: FRACTAL_NZ}\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        rec = ctx.operator(cand.operator)
-        if rec is None:
-            return
-        params = _params(rec)
-        for name, spec in cand.tensors.items():
-            p = params.get(name)
-            if p is None or spec is None or spec.format is None:
-                continue
-            allowed = p.get("formats") or []
-            if allowed and spec.format not in allowed:
-                fix = (" (torch_npu.npu_format_cast(t, 29) converts to FRACTAL_NZ)"
-                       if "FRACTAL_NZ" in allowed else "")  # fmt: skip
-                yield self.on(doc, cand, ("tensors", name, "format"),
-                              f"{rec['name']} takes {name} in {', '.join(allowed)}, not "
-                              f"{spec.format}{fix}")  # fmt: skip
+        for rec, name, allowed, stated in _tensor_mismatches(ctx, cand, "format", "formats"):
+            fix = (" (torch_npu.npu_format_cast(t, 29) converts to FRACTAL_NZ)"
+                   if "FRACTAL_NZ" in allowed else "")  # fmt: skip
+            yield self.on(doc, cand, ("tensors", name, "format"),
+                          f"{rec['name']} takes {name} in {', '.join(allowed)}, not "
+                          f"{stated}{fix}")  # fmt: skip
 
 
 def record_violations(ctx: Context, doc: Document, cand: Candidate) -> list[Violation]:
