@@ -140,3 +140,40 @@ def test_no_placeholder_words_ship() -> None:
     offenders = [str(p.relative_to(records_dir())) for p in records_dir().rglob("*.yaml")
                  if "TODO:" in p.read_text(encoding="utf-8")]  # fmt: skip
     assert offenders == []
+
+
+def _example_candidates(rec: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
+    """The record's own example calls as candidates (literal scalar keyword arguments)."""
+    out = []
+    for ex in rec["examples"]:
+        for call in _calls(ast.parse(ex["code"])):
+            callee = _callee(call)
+            target = catalog.get(callee) if callee and callee.startswith(("torch_npu.", "torch.ops.")) else None
+            if target is None or target["name"] != rec["name"]:
+                continue
+            params = {p["name"]: p for p in target["parameters"]}
+            args = {kw.arg: kw.value.value for kw in call.keywords
+                    if kw.arg in params and not params[kw.arg]["type"].startswith("Tensor")
+                    and isinstance(kw.value, ast.Constant) and kw.value.value is not None}  # fmt: skip
+            out.append({"module": ex["title"], "operator": rec["name"], "args": args})
+    return out
+
+
+@pytest.mark.parametrize("rec", _records("operator"), ids=lambda r: r["name"])
+def test_examples_pass_the_records_own_rules(rec: dict[str, Any]) -> None:
+    """A record's example must not break the record's own checkable rules on some product."""
+    import yaml
+
+    from kb.check import check_text
+
+    catalog = open_catalog()
+    for cand in _example_candidates(rec, catalog):
+        errors_per_product = []
+        for product in rec["products"] or ["atlas-a3"]:
+            doc = {"version": 1, "target": {"product": product}, "candidates": [cand]}
+            errors = [f"{f.code} {f.message}" for f in check_text(yaml.safe_dump(doc), catalog=catalog)
+                      if f.severity == "error"]  # fmt: skip
+            errors_per_product.append(errors)
+            if not errors:
+                break
+        assert not errors_per_product[-1], (cand["module"], errors_per_product)
