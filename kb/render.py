@@ -8,11 +8,12 @@ from typing import Any
 WIDTH = 80
 
 
-def wrap(text: str, indent: str = "  ", width: int = WIDTH) -> list[str]:
+def wrap(text: str, indent: str = "  ", width: int = WIDTH, hang: str = "") -> list[str]:
+    """Wrap to ``width``; continuation lines get ``hang`` extra indent (for list items)."""
     text = " ".join(str(text).split())
     if not text:
         return []
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + hang,
                          break_long_words=True, break_on_hyphens=False)  # fmt: skip
 
 
@@ -312,7 +313,7 @@ def tree_text(rec: dict[str, Any]) -> list[str]:
             if opt.get("operators"):
                 lead.append(", ".join(opt["operators"]))
             tail = f" -> {'; '.join(lead)}" if lead else ""
-            out.extend(wrap(f"- {opt['value']}: {opt['label']}{tail}", pad + "    "))
+            out.extend(wrap(f"- {opt['value']}: {opt['label']}{tail}", pad + "    ", hang="  "))
             if opt.get("note"):
                 out.extend(wrap(opt["note"], pad + "        "))
             if opt.get("goto"):
