@@ -158,7 +158,7 @@ class Upstream:
             status = "deprecated" if deprecated else "undocumented"
         if schema is not None:
             # ATB kernels register in the torch.ops.atb namespace, the rest in torch.ops.npu
-            namespace = "atb" if schema.source == "atb_schemas.txt" else "npu"
+            namespace = "atb" if schema.source == sch.ATB_SCHEMAS else "npu"
             if f"torch.ops.{namespace}.{name}" not in calls:
                 calls.append(f"torch.ops.{namespace}.{name}")
         versions = self.schemas.versions(name, schema.overload) if schema else []
