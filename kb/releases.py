@@ -337,6 +337,49 @@ def enrich(body: dict[str, Any], data: ReleaseData | None = None) -> None:
     facts = versions_for(name, data)
     if facts is not None:
         body["versions"] = {**(body.get("versions") or {}), **facts}
+    versions = body.get("versions") or {}
+    if versions.get("releases"):
+        versions["ranges"] = [list(r) for r in release_ranges(versions["releases"], data)]
+
+
+def release_ranges(
+    releases: Iterable[str], data: ReleaseData | None = None
+) -> list[tuple[str, str | None]]:
+    """Runs of consecutive harvested releases that ship an operator, gaps kept.
+
+    ``(first, last)`` per run; ``last`` is None when the run reaches the newest
+    harvested release ("2.6.0+").  FIA v2 ships in 2.1.0.post17 and again from
+    2.6.0.post3, so it has two runs, not one misleading "2.1.0.post17 ..".
+    Releases the harvest does not know are kept as runs of their own.
+    """
+    data = data or load()
+    index = {r: i for i, r in enumerate(data.releases)}
+    known = sorted({r for r in releases if r in index}, key=index.__getitem__)
+    runs: list[tuple[str, str | None]] = []
+    start = prev = None
+    for rel in known:
+        if start is None or index[rel] != index[prev] + 1:  # type: ignore[index]
+            if start is not None:
+                runs.append((start, prev))
+            start = rel
+        prev = rel
+    if start is not None:
+        runs.append((start, None if prev == data.latest else prev))
+    runs += [(r, r) for r in releases if r not in index]
+    return runs
+
+
+def format_ranges(ranges: Iterable[Iterable[str | None]]) -> str:
+    """``2.1.0.post17, 2.6.0.post3+`` — one run per item, a single release as itself."""
+    parts = []
+    for first, last in ranges:
+        if last is None:
+            parts.append(f"{first}+")
+        elif first == last:
+            parts.append(str(first))
+        else:
+            parts.append(f"{first} .. {last}")
+    return ", ".join(parts)
 
 
 # Questions about one record, answered from its (compiled) versions fields, so the

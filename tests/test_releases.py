@@ -398,3 +398,14 @@ def test_search_filters_by_release(fixture_data: ReleaseData, record_tree, capsy
     assert len(json.loads(capsys.readouterr().out)["results"]) == 1
     main(["search", "npu_ghost", "--torch-npu", "2.2.0"])
     assert "npu_ghost" not in capsys.readouterr().out, "an exact name hit is filtered too"
+
+
+def test_release_ranges_keep_gaps() -> None:
+    from kb.releases import ReleaseData, format_ranges, release_ranges
+
+    data = ReleaseData({"format": 1, "releases": ["2.1.0", "2.2.0", "2.3.0", "2.4.0", "2.5.0"],
+                        "operators": {}})  # fmt: skip
+    runs = release_ranges(["2.1.0", "2.3.0", "2.4.0", "2.5.0"], data)
+    assert runs == [("2.1.0", "2.1.0"), ("2.3.0", None)]
+    assert format_ranges(runs) == "2.1.0, 2.3.0+"
+    assert format_ranges(release_ranges(["2.2.0", "2.3.0"], data)) == "2.2.0 .. 2.3.0"
