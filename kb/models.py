@@ -188,6 +188,30 @@ class Upstream(Strict):
     )
 
 
+class Site(Strict):
+    """One call of the operator in shipping code: where, and what it passed.
+
+    ``args`` keeps the literal values written at the call (facts, not code);
+    ``passed`` names the arguments given a non-literal value (a variable).
+    """
+
+    path: str = Field(min_length=1)
+    line: int = Field(ge=1)
+    products: list[Product] = Field(default_factory=list, description="when the code says")
+    phases: list[Phase] = Field(default_factory=list, description="when the code says")
+    args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    passed: list[str] = Field(default_factory=list)
+    note: str = ""
+
+
+class SeenIn(Strict):
+    """Practice as evidence: call sites of the operator in one public repository."""
+
+    repo: str = Field(pattern=r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$", description="owner/name")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$")
+    sites: list[Site] = Field(min_length=1)
+
+
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?(\.post\d+)?(rc\d+)?$")
 
 
@@ -214,6 +238,7 @@ class Operator(Strict):
     constraints: list[Constraint] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
+    seen_in: list[SeenIn] = Field(default_factory=list, description="calls in shipping code")
     upstream: Upstream = Field(default_factory=Upstream)
     superseded_by: str | None = None
     supersedes: list[str] = Field(default_factory=list)
