@@ -12,10 +12,24 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kb.vocab import Category, Dtype, Format, Phase, Product, QuantScheme, Status, Step
+from kb.vocab import (
+    KV_SCHEMES,
+    Category,
+    Dtype,
+    Format,
+    Phase,
+    Product,
+    QuantRole,
+    QuantScheme,
+    Status,
+    Step,
+    normalize,
+)
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$", max_length=120)]
 Scalar = bool | int | float | str | None
+#: An allowed value: a scalar, or a whole list for list-typed parameters (``perm_x1``).
+Value = Scalar | list[Scalar]
 
 
 class Strict(BaseModel):
@@ -61,12 +75,46 @@ class Parameter(Strict):
     any_dtype: bool = Field(default=False, description="upstream accepts every dtype (e.g. npu_prefetch)")
     formats: list[Format] = Field(default_factory=list)
     shapes: list[Shape] = Field(default_factory=list)
-    allowed: list[Scalar] | None = Field(default=None, description="closed set of values")
+    allowed: list[Value] | None = Field(
+        default=None,
+        description="closed set of values; for a list-typed parameter either whole lists "
+        "(the list must equal one) or scalars (every element must be one)",
+    )
+    also_accepted: list[Value] = Field(
+        default_factory=list,
+        description="legacy spellings upstream still maps to an allowed value (not errors)",
+    )
     range: Range | None = None
+    takes: Literal["dtype"] | None = Field(
+        default=None,
+        description="the int/ScalarType argument names a dtype: the binding accepts a "
+        "torch.dtype, a torch_npu dtype constant or its integer code; allowed values are "
+        "canonical dtype names",
+    )
+    python_name: str | None = Field(
+        default=None,
+        description="keyword the torch_npu Python binding uses when it differs from the "
+        "schema name (schema 'self' is 'input' in Python)",
+    )
 
     @property
     def is_tensor(self) -> bool:
         return self.type.startswith("Tensor")
+
+    @model_validator(mode="after")
+    def _canonical_dtypes(self) -> Parameter:
+        if self.takes != "dtype":
+            return self
+        for value in self.allowed or []:
+            if value is None or isinstance(value, list):
+                continue
+            canon = normalize("dtype", value)
+            if canon is None:
+                raise ValueError(f"{value!r} is not a dtype (allowed values of a dtype "
+                                 "argument are dtype names such as bfloat16)")  # fmt: skip
+            if canon != value:
+                raise ValueError(f"write the dtype {value!r} as {canon!r}")
+        return self
 
 
 class Return(Strict):
@@ -147,11 +195,30 @@ class Constraint(Strict):
 
 
 class QuantMode(Strict):
+    """One quantization mode of an operator, mapped onto a scheme of :data:`kb.vocab.SCHEMES`."""
+
     scheme: QuantScheme
+    kv: QuantScheme | None = Field(
+        default=None, description="KV-cache modifier (kv-int8, kv-fp8, kv-hif8) of this mode"
+    )
+    partial: bool = Field(
+        default=False, description="only some of the operator's weights are quantized"
+    )
     select: dict[str, Scalar] = Field(default_factory=dict, description="argument settings")
     tensors: dict[str, list[Dtype]] = Field(default_factory=dict, description="tensor → dtypes")
     products: list[Product] = Field(default_factory=list)
     notes: str = ""
+
+    @field_validator("kv")
+    @classmethod
+    def _kv_modifier(cls, v: str | None) -> str | None:
+        if v is not None and v not in KV_SCHEMES:
+            raise ValueError(f"kv is a KV-cache scheme ({', '.join(KV_SCHEMES)}), not {v!r}")
+        return v
+
+    @property
+    def expression(self) -> str:
+        return f"{self.scheme}+{self.kv}" if self.kv else self.scheme
 
 
 class GraphMode(Strict):
@@ -230,11 +297,26 @@ class Operator(Strict):
     signature: str | None = Field(default=None, description="exact upstream schema string")
     parameters: list[Parameter] = Field(default_factory=list)
     returns: list[Return] = Field(default_factory=list)
-    products: list[Product] = Field(default_factory=list)
-    phases: list[Phase] = Field(default_factory=list)
+    products: list[Product] = Field(
+        default_factory=list, description="documented as supported (√ in the product table)"
+    )
+    unsupported_products: list[Product] = Field(
+        default_factory=list,
+        description="documented as not supported (x in the product table, or stated in the source)",
+    )
+    phases: list[Phase] = Field(default_factory=list, description="documented for")
+    phase_limit: list[Phase] = Field(
+        default_factory=list,
+        description="upstream restricts the operator to these phases (empty: no restriction)",
+    )
     graph_mode: GraphMode = Field(default_factory=GraphMode)
     versions: Versions = Field(default_factory=Versions)
     quantization: list[QuantMode] = Field(default_factory=list)
+    quant_roles: list[QuantRole] | None = Field(
+        default=None,
+        description="what the operator's quantization modes decide (weights, activations, "
+        "kv_cache); when absent, the roles its schemes quantize",
+    )
     constraints: list[Constraint] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)

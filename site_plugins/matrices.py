@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from kb.vocab import CANONICAL, PRODUCT_LABELS, QUANT_LABELS
+from kb.vocab import CANONICAL, PRODUCT_LABELS, QUANT_LABELS, product_family, product_support
 from site_plugins import md
 from site_plugins.common import Record, SiteData
 
@@ -41,10 +41,11 @@ def _legend(pairs: Iterable[tuple[str, str]]) -> str:
 
 def product_matrix(data: SiteData) -> str:
     here = "matrices/products.md"
-    products = list(CANONICAL["product"])
+    products = [p for p in CANONICAL["product"] if product_family(p) == p]
     rows = [
         [_op_cell(op, here, data), md.inline(op["category"])]
-        + [YES if p in op.get("products", []) else NO for p in products]
+        + [YES if product_support(p, op.get("products", [])) in ("yes", "partial") else NO
+           for p in products]
         for op in _ordered_ops(data)
     ]
     table = md.table(

@@ -14,6 +14,7 @@ from kb.cli import main
 from kb.compiled import Catalog, open_catalog
 from kb.paths import records_dir
 from kb.store import load_store
+from kb.vocab import normalize
 from tests.conftest import operator_yaml
 
 CHAIN = """\
@@ -177,6 +178,8 @@ def test_stage_arguments_are_real_parameters_with_allowed_values(catalog: Catalo
                 where = f"{chain['name']} {stage['stage']} {stage['operator']}.{arg}"
                 assert arg in params, f"{where}: not a parameter"
                 allowed = params[arg].get("allowed")
+                if params[arg].get("takes") == "dtype":
+                    value = normalize("dtype", value) or value
                 assert allowed is None or value in allowed, f"{where}={value!r} not in {allowed}"
             if stage.get("phase", "both") != "both" and op.get("phases"):
                 assert stage["phase"] in op["phases"], f"{chain['name']} {stage['stage']}"

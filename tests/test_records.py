@@ -14,6 +14,7 @@ from kb.paths import PACKAGE_DIR, records_dir
 from kb.render import record_text
 from kb.schema_export import schemas
 from kb.store import load_store
+from kb.vocab import normalize
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +105,10 @@ def test_examples_parse_and_use_real_arguments(rec: dict[str, Any]) -> None:
                 assert kw.arg in params, f"{callee}(... {kw.arg}=) in {rec['name']} example"
                 allowed = params[kw.arg].get("allowed")
                 if allowed is not None and isinstance(kw.value, ast.Constant):
-                    assert kw.value.value in allowed, (
-                        f"{callee}({kw.arg}={kw.value.value!r}) not in {allowed}"
-                    )
+                    value = kw.value.value
+                    if params[kw.arg].get("takes") == "dtype":
+                        value = normalize("dtype", value) or value
+                    assert value in allowed, f"{callee}({kw.arg}={value!r}) not in {allowed}"
             assert len(call.args) <= len(params), f"too many positional args to {callee}"
 
 

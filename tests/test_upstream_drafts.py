@@ -79,7 +79,8 @@ def test_draft_facts_are_exact(drafted: Path) -> None:
     assert params["mode"]["allowed"] == [0, 1] and params["mode"]["keyword_only"] is True
     assert params["epsilon"]["default"] == "1e-06"
     assert [r["name"] for r in norm["returns"]] == ["y", "rstd"]
-    assert norm["products"] == ["ascend-950", "atlas-a3", "atlas-a2"]
+    assert norm["products"] == ["ascend-950", "atlas-a3-training", "atlas-a2"]
+    assert norm["unsupported_products"] == ["atlas-inference"]
     assert norm["versions"] == {"pytorch": ["2.2", "2.3", "2.4"]}
     assert norm["upstream"] == {
         "path": "docs/zh/custom_APIs/torch_npu/torch_npu-npu_fake_norm.md",

@@ -64,8 +64,10 @@ def test_page_with_bom_escapes_terms_and_bullets() -> None:
     page = parse_page(PAGES / "torch_npu-npu_fake_norm.md")
     assert page.apis == ["npu_fake_norm"]
     assert not page.beta and page.namespace == "torch_npu"
-    # x marks an unsupported row; "Ascend 950PR/Ascend 950DT" is one product
-    assert page.products == ["ascend-950", "atlas-a3", "atlas-a2"]
+    # x marks an unsupported row; "Ascend 950PR/Ascend 950DT" is the whole 950 family; a
+    # row naming only the A3 training series stays that precise
+    assert page.products == ["ascend-950", "atlas-a3-training", "atlas-a2"]
+    assert page.unsupported_products == ["atlas-inference"]
     assert page.params["x"].dtypes == ["float16", "bfloat16"]
     assert page.params["x"].formats == ["ND"]
     # per-product sub-bullets are united; the conditional int8 is not a support fact
@@ -83,7 +85,8 @@ def test_beta_page_with_parameter_table_and_deprecation_note() -> None:
     assert page.params["input"].type_text == "Tensor"
     assert page.params["input"].dtypes == ["float16", "int8"]
     assert page.params["input"].formats == ["ND", "FRACTAL_NZ"]
-    assert page.products == ["atlas-a2", "atlas-training"]
+    assert page.products == ["atlas-a2-training", "atlas-training"]
+    assert page.unsupported_products == []
 
 
 def test_page_documenting_two_apis_and_bold_paragraph_layout() -> None:
@@ -186,7 +189,7 @@ def test_docstring_facts() -> None:
     assert facts.params["cache"].formats == ["ND"]
     assert facts.products == ["atlas-a2"]
     assert facts.unknown_products == ["Atlas A5 训练系列产品"]
-    assert product_from_doc("Atlas A3训练系列产品") == "atlas-a3"
+    assert product_from_doc("Atlas A3训练系列产品") == "atlas-a3-training"
     lines = ["支持的型号", "A2训练、推理系列产品", "Ascend 950PR/950DT", ""]
     spelled = parse_docstring("\n".join(lines), [])
     assert spelled.products == ["atlas-a2", "ascend-950"] and not spelled.unknown_products

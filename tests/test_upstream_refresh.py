@@ -124,7 +124,7 @@ def test_refresh_updates_facts_only(curated: Path) -> None:
         "allowed": [0, 1],
     }
     assert eps["keyword_only"] is True
-    assert data["products"] == ["ascend-950", "atlas-a3", "atlas-a2"]
+    assert data["products"] == ["ascend-950", "atlas-a3-training", "atlas-a2"]
     assert data["versions"] == {"pytorch": ["2.2", "2.3", "2.4"]}
     assert data["upstream"]["commit"] == "abc1234"
     assert data["upstream"]["schema_source"] == "op_plugin_functions.yaml"

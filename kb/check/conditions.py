@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kb.check.model import Candidate, Path, Target
+from kb.vocab import product_support
 
 Tri = bool | None
 _FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
@@ -56,6 +57,8 @@ def _and(values: Iterable[Tri]) -> Tri:
 
 def stated(cand: Candidate, name: str) -> Tri:
     """Is argument ``name`` passed?  True/False when the candidate says, else None."""
+    if name in cand.passed:
+        return True
     if name in cand.args:
         return cand.args[name] is not None
     if name in cand.tensors:
@@ -100,10 +103,15 @@ def holds(cond: dict[str, Any], cand: Candidate, target: Target) -> Tri:
         given = stated(cand, cond["absent"])
         return None if given is None else not given
     if cond.get("product") is not None:
-        return None if target.product is None else target.product in cond["product"]
+        if target.product is None:
+            return None
+        support = product_support(target.product, cond["product"])
+        return True if support == "yes" else None if support == "partial" else False
     if cond.get("quantization") is not None:
         scheme = scheme_of(cand, target)
-        return None if scheme is None else scheme in cond["quantization"]
+        if scheme is None:
+            return None
+        return scheme in cond["quantization"] or scheme.split("+")[0] in cond["quantization"]
     return None
 
 
@@ -180,7 +188,9 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                                 f"{name}={value} is not allowed here, use {shown}{ctx}", msg,
                                 subject=name)  # fmt: skip
         products = rule.get("products") or []
-        if products and target.product is not None and target.product not in products:
+        if products and target.product is not None and product_support(
+            target.product, products
+        ) not in ("yes", "partial"):
             yield Violation(
                 "product",
                 rid,

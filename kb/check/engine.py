@@ -6,8 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb.check.binding import bind
 from kb.check.context import Context
 from kb.check.findings import Finding
+from kb.check.model import Document
 from kb.check.parse import parse
 from kb.check.registry import RULES, expand
 from kb.check.rules.base import RuleUnit
@@ -66,6 +68,7 @@ class Checker:
 
     def check_text(self, file: str, text: str, report: Report | None = None) -> list[Finding]:
         doc, found = parse(file, text)
+        self.bind(doc)
         findings = [f for f in found if f.code in self.codes]
         for rule in self.rules:
             findings.extend(rule.check(doc, self.ctx))
@@ -77,6 +80,13 @@ class Checker:
             report.candidates += len(doc.candidates)
             report.findings.extend(findings)
         return findings
+
+    def bind(self, doc: Document) -> None:
+        """State every candidate in its operator's schema terms (see :mod:`kb.check.binding`)."""
+        for cand in doc.candidates:
+            rec = self.ctx.operator(cand.operator) if cand.operator else None
+            if rec is not None:
+                bind(doc, cand, rec)
 
     def check_sources(self, sources: Iterable[tuple[str, str]]) -> Report:
         report = Report()

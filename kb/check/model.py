@@ -42,6 +42,8 @@ class Target:
     torch_npu: str | None = None
     quantization: str | None = None
     graph_mode: str | None = None
+    #: graph mode per phase (``graph_mode: {prefill: eager, decode: aclgraph}``)
+    graph_modes: dict[str, str] = field(default_factory=dict)
     parallel: dict[str, int] = field(default_factory=dict)
 
 
@@ -63,6 +65,9 @@ class Candidate:
     tensors: dict[str, TensorSpec | None] = field(default_factory=dict)
     quantization: str | None = None
     evidence: str | None = None
+    #: arguments passed with a value the list does not state (a variable in the code)
+    passed: set[str] = field(default_factory=set)
+    graph_mode: str | None = None
     # prefetch points
     target: str | None = None
     target_op: str | None = None
@@ -76,6 +81,24 @@ class Candidate:
     @property
     def path(self) -> Path:
         return ("candidates", self.index)
+
+    def graph_mode_in(self, target: Target) -> str | None:
+        """The graph mode this candidate runs under: its own, its phase's, else the target's.
+
+        A candidate covering both phases whose phases run under different modes gets the
+        captured one (aclgraph/torchair), since that is the stricter question.
+        """
+        if self.graph_mode is not None:
+            return self.graph_mode
+        phases = self.phases()
+        if target.graph_modes and phases:
+            modes = [target.graph_modes.get(p) for p in sorted(phases)]
+            captured = [m for m in modes if m in ("aclgraph", "torchair")]
+            if captured:
+                return captured[0]
+            if any(m is not None for m in modes):
+                return next(m for m in modes if m is not None)
+        return target.graph_mode
 
     def phases(self) -> frozenset[str] | None:
         """The phases this candidate covers; None when it does not say."""
@@ -97,9 +120,18 @@ class Document:
     target_stated: bool = False
     candidates: list[Candidate] = field(default_factory=list)
 
+    #: canonical path → path as written (``args.self`` written as ``args.input``)
+    aliases: dict[Path, Path] = field(default_factory=dict)
+
     def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         if self.located is None:
             return (1, 1)
+        path = tuple(path)
+        for n in range(len(path), 0, -1):
+            written = self.aliases.get(path[:n])
+            if written is not None:
+                path = written + path[n:]
+                break
         return self.located.where(path, key=key)
 
 

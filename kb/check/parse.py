@@ -17,7 +17,7 @@ from kb import yamlpos
 from kb.check.findings import Finding
 from kb.check.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.check.values import SizeError, parse_size, parse_version
-from kb.vocab import CANONICAL, normalize
+from kb.vocab import CANONICAL, normalize, normalize_scheme
 
 SYNTAX = "KB001"
 WRONG_TYPE = "KB002"
@@ -40,9 +40,10 @@ TOP_FIELDS = ("version", "model", "target", "candidates", "notes")
 TARGET_FIELDS = ("product", "torch_npu", "quantization", "parallel", "graph_mode")
 COMMON_FIELDS = ("kind", "module", "phase", "operator", "evidence", "notes")
 FUSION_FIELDS = COMMON_FIELDS + ("status", "replaces", "chain", "prerequisites", "args",
-                                 "tensors", "quantization")  # fmt: skip
+                                 "tensors", "passed", "quantization", "graph_mode")  # fmt: skip
 PREFETCH_FIELDS = COMMON_FIELDS + ("target", "target_op", "weight", "dependency", "max_size",
-                                   "switch", "switch_default", "validated")  # fmt: skip
+                                   "switch", "switch_default", "validated",
+                                   "graph_mode")  # fmt: skip
 TENSOR_FIELDS = ("dtype", "format", "shape")
 WEIGHT_FIELDS = ("shape", "dtype")
 DEPENDENCY_FIELDS = ("name", "op", "output")
@@ -189,6 +190,20 @@ class _Parser:
                  candidate=cand)  # fmt: skip
         return None
 
+    def scheme(self, value: object, path: Path, cand: int | None) -> str | None:
+        """A quantization scheme expression (``w8a8``, ``mxfp8+kv-fp8``), else a finding."""
+        if value is None:
+            return None
+        canon = normalize_scheme(value)
+        if canon is not None:
+            return canon
+        if isinstance(value, str) and "+" in value:
+            self.add(UNKNOWN_VALUE, path, f"{value!r} is not a quantization scheme expression: "
+                     "one scheme, then optional KV-cache modifiers (kv-int8, kv-fp8, kv-hif8) "
+                     "joined with '+', e.g. mxfp8+kv-fp8", candidate=cand)  # fmt: skip
+            return None
+        return self.vocab("quantization", value, path, cand)
+
     # -- sections --------------------------------------------------------------------
     def document(self, data: Any) -> None:
         if data is None:
@@ -246,10 +261,18 @@ class _Parser:
                          "release; write it quoted, like \"2.7.1\" or \"2.1.0.post8\"")  # fmt: skip
             else:
                 out.torch_npu = str(raw)
-        out.quantization = self.vocab("quantization", t.get("quantization"),
-                                      path + ("quantization",), None)  # fmt: skip
-        out.graph_mode = self.vocab("graph mode", t.get("graph_mode"), path + ("graph_mode",),
-                                    None, GRAPH_MODES)  # fmt: skip
+        out.quantization = self.scheme(t.get("quantization"), path + ("quantization",), None)
+        mode = t.get("graph_mode")
+        if isinstance(mode, dict):
+            for phase, value in mode.items():
+                where = path + ("graph_mode", phase)
+                canon = self.vocab("phase", phase, where, None, ("prefill", "decode", "training"))
+                chosen = self.vocab("graph mode", value, where, None, GRAPH_MODES)
+                if canon and chosen:
+                    out.graph_modes[canon] = chosen
+        else:
+            out.graph_mode = self.vocab("graph mode", mode, path + ("graph_mode",), None,
+                                        GRAPH_MODES)  # fmt: skip
         if "parallel" in t and t["parallel"] is not None:
             par = t["parallel"]
             if not isinstance(par, dict):
@@ -303,8 +326,19 @@ class _Parser:
         cand.status = self.vocab("status", item.get("status"), path + ("status",), i, STATUSES)
         cand.replaces = self.text(item, path, "replaces", i)
         cand.chain = self.text(item, path, "chain", i)
-        cand.quantization = self.vocab("quantization", item.get("quantization"),
-                                       path + ("quantization",), i)  # fmt: skip
+        cand.quantization = self.scheme(item.get("quantization"), path + ("quantization",), i)
+        cand.graph_mode = self.vocab("graph mode", item.get("graph_mode"), path + ("graph_mode",),
+                                     i, GRAPH_MODES)  # fmt: skip
+        if item.get("passed") is not None:
+            passed = item["passed"]
+            if not isinstance(passed, list):
+                self.wrong_type(path + ("passed",), passed, "a list of argument names", i)
+            else:
+                for j, name in enumerate(passed):
+                    if isinstance(name, str) and name.strip():
+                        cand.passed.add(name.strip())
+                    else:
+                        self.wrong_type(path + ("passed", j), name, "an argument name", i)
         if item.get("prerequisites") is not None:
             prereq = item["prerequisites"]
             if not isinstance(prereq, list):
@@ -405,6 +439,8 @@ class _Parser:
             elif s is not None:
                 self.wrong_type(path + ("switch",), s, "the name of a config flag", i)
         cand.switch_default = self.boolean(item, path, "switch_default", i)
+        cand.graph_mode = self.vocab("graph mode", item.get("graph_mode"), path + ("graph_mode",),
+                                     i, GRAPH_MODES)  # fmt: skip
         cand.validated = self.boolean(item, path, "validated", i)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kb.upstream.pages import ParamFacts
 from kb.upstream.text import dtypes_in, formats_in
-from kb.vocab import PRODUCT_OFFICIAL_NAMES, normalize
+from kb.vocab import PRODUCT_OFFICIAL_NAMES, collapse_products, normalize
 
 _HEADINGS = (
     "接口原型",
@@ -41,8 +41,8 @@ _PARAM = re.compile(
 #: Docstring spellings of products that the official ``<term>`` names do not cover.
 _DOC_PRODUCTS: dict[str, str] = {
     "昇腾950AI处理器": "ascend-950",
-    "950DT": "ascend-950",
-    "950PR": "ascend-950",
+    "950DT": "ascend-950dt",
+    "950PR": "ascend-950pr",
     "A2训练、推理系列产品": "atlas-a2",
     "A2训练与推理系列产品": "atlas-a2",
     "A3训练、推理系列产品": "atlas-a3",
@@ -114,4 +114,5 @@ def parse_docstring(doc: str, arg_names: list[str]) -> DocFacts:
                 facts.unknown_products.append(part.strip())
             elif pid not in facts.products:
                 facts.products.append(pid)
+    facts.products = collapse_products(facts.products)
     return facts

@@ -220,6 +220,8 @@ def build_draft(facts: OperatorFacts, commit: str | None, known: set[str]) -> di
             data["parameters"] = params
     if facts.products:
         data["products"] = list(facts.products)
+    if facts.unsupported_products:
+        data["unsupported_products"] = list(facts.unsupported_products)
     if facts.versions:
         data["versions"] = {"pytorch": list(facts.versions)}
     up = upstream_block(facts, commit)

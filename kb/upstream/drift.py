@@ -105,6 +105,19 @@ def compare(record: RecordFile, facts: OperatorFacts) -> list[Drift]:
                     {"added": added, "removed": removed},
                 )
             )
+    if facts.unsupported_products is not None:
+        marked = set(data.get("unsupported_products") or [])
+        if not set(facts.unsupported_products).issubset(marked):
+            out.append(
+                Drift(
+                    "products",
+                    name,
+                    rel,
+                    f"unsupported products: record {sorted(marked)}, upstream "
+                    f"{sorted(facts.unsupported_products)}",
+                    {"unsupported": sorted(facts.unsupported_products)},
+                )
+            )
     rec_status = data.get("status")
     up_status = _status_of(facts)
     if (rec_status == "deprecated") != (up_status == "deprecated"):

@@ -34,6 +34,7 @@ class OperatorFacts:
     beta: bool = False
     docstring: bool = False
     unknown_products: list[str] = field(default_factory=list)
+    unsupported_products: list[str] | None = None  # None: upstream states no product table
 
     @property
     def upstream_path(self) -> str | None:
@@ -146,6 +147,7 @@ class Upstream:
             params = _map_page_params(page, name, arg_names) if arg_names else dict(page.params)
             returns = page.returns
             products: list[str] | None = page.products if page.has_product_table else None
+            unsupported = page.unsupported_products if page.has_product_table else None
             unknown = page.unknown_products
             status = "deprecated" if deprecated else ("beta" if page.beta else "stable")
         else:
@@ -154,6 +156,7 @@ class Upstream:
             params = doc.params
             returns = []
             products = doc.products or None
+            unsupported = None
             unknown = doc.unknown_products
             status = "deprecated" if deprecated else "undocumented"
         if schema is not None:
@@ -176,6 +179,7 @@ class Upstream:
             beta=bool(page and page.beta),
             docstring=docstring,
             unknown_products=unknown,
+            unsupported_products=unsupported,
         )
 
     def documented(self) -> dict[str, OperatorFacts]:

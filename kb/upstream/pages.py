@@ -21,7 +21,7 @@ from kb.upstream.text import (
     formats_in,
     strip_tags,
 )
-from kb.vocab import product_from_official
+from kb.vocab import collapse_products, products_from_official
 
 UPSTREAM_DOCS = "docs/zh/custom_APIs/torch_npu"
 """Where the pages live in a real op-plugin checkout; records cite this path."""
@@ -56,6 +56,7 @@ class Page:
     products: list[str]
     unknown_products: list[str]
     has_product_table: bool
+    unsupported_products: list[str]
     params: dict[str, ParamFacts]
     returns: list[ParamFacts]
     deprecated: bool
@@ -178,8 +179,14 @@ _SUPPORTED = {"√", "✓", "✔", "y", "yes", "是", "支持"}
 _UNSUPPORTED = {"x", "×", "✗", "✘", "n", "no", "否", "不支持", "-"}
 
 
-def _products(body: str) -> tuple[list[str], list[str], bool]:
-    products: list[str] = []
+def _products(body: str) -> tuple[list[str], list[str], bool, list[str]]:
+    """(supported, unknown names, has a table, unsupported) from the product table.
+
+    Ids keep the precision the page has: a row naming only the Atlas A2 training series
+    is ``atlas-a2-training``; rows covering every sub-series of a family collapse to it.
+    """
+    supported: list[str] = []
+    unsupported: list[str] = []
     unknown: list[str] = []
     seen_table = False
     for line in body.split("\n"):
@@ -194,14 +201,13 @@ def _products(body: str) -> tuple[list[str], list[str], bool]:
         if mark not in _SUPPORTED and mark not in _UNSUPPORTED:
             continue  # header row
         seen_table = True
-        if mark in _UNSUPPORTED:
-            continue
-        pid = product_from_official(name)
-        if pid is None:
+        ids = products_from_official(name)
+        if ids is None:
             unknown.append(name)
-        elif pid not in products:
-            products.append(pid)
-    return products, unknown, seen_table
+            continue
+        bucket = unsupported if mark in _UNSUPPORTED else supported
+        bucket.extend(i for i in ids if i not in bucket)
+    return collapse_products(supported), unknown, seen_table, collapse_products(unsupported)
 
 
 _CALL_IN_CODE = re.compile(
@@ -350,7 +356,7 @@ def parse_page(path: Path) -> Page:
     title_name = tm.group("name") if tm else (fm.group("name") if fm else path.stem)
     protos = _prototypes(_section(sections, "函数原型"))
     apis = list(protos) or [title_name]
-    products, unknown, has_table = _products(_section(sections, "产品支持情况"))
+    products, unknown, has_table, unsupported = _products(_section(sections, "产品支持情况"))
     params = parse_params(_section(sections, "参数说明"))
     returns = list(parse_params(_section(sections, "返回值说明", "输出说明", "返回值")).values())
     dep = _DEPRECATED.search(text)
@@ -368,6 +374,7 @@ def parse_page(path: Path) -> Page:
         products=products,
         unknown_products=unknown,
         has_product_table=has_table,
+        unsupported_products=unsupported,
         params=params,
         returns=returns,
         deprecated=dep is not None,

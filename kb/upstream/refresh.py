@@ -111,6 +111,11 @@ def refreshed(data: dict[str, Any], facts: OperatorFacts, commit: str | None) ->
     if facts.products is not None and set(new.get("products") or []) != set(facts.products):
         result.changes.append("products")
         new["products"] = list(facts.products)
+    # x marks add to unsupported_products; entries stated from source code stay
+    gone = [p for p in facts.unsupported_products or [] if p not in (new.get("unsupported_products") or [])]
+    if gone:
+        result.changes.append("unsupported_products")
+        new["unsupported_products"] = _merge(new.get("unsupported_products"), gone)
     if facts.versions:
         versions = new.get("versions")
         if not isinstance(versions, dict):

@@ -6,11 +6,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kb.check.conditions import Violation, as_number, one_of, violations
+from kb.check.conditions import Violation, as_number, one_of, same, violations
 from kb.check.context import Context, Record
 from kb.check.findings import Finding
 from kb.check.model import Candidate, Document
 from kb.check.rules.base import CandidateRule
+from kb.vocab import normalize
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 
@@ -250,6 +251,11 @@ def type_problem(param_type: str, value: object) -> str | None:
     return None
 
 
+def _is_list_param(p: dict[str, Any]) -> bool:
+    m = _TYPE.match(str(p.get("type", "")).replace(" ", ""))
+    return bool(m and m.group(2) is not None)
+
+
 class ValueNotAllowed(CandidateRule):
     code = "KB106"
     name = "value-not-allowed"
@@ -257,7 +263,10 @@ class ValueNotAllowed(CandidateRule):
     summary = "A scalar argument has the wrong type, or a value outside its allowed set or range."
     why = (
         "Out-of-range scalars are rejected by the kernel's parameter check at run time (or, "
-        "worse, accepted and computed wrongly). The record lists the allowed values or range."
+        "worse, accepted and computed wrongly). The record lists the allowed values or range. "
+        "Dtype arguments (output_dtype, dst_type, y_dtype ...) take a torch.dtype, a torch_npu "
+        "dtype constant or its integer code; list arguments (perm_x1) are compared as whole "
+        "lists when the record lists whole lists."
     )
     fail = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
             "    args: {k: 0}\n")  # fmt: skip
@@ -273,9 +282,24 @@ class ValueNotAllowed(CandidateRule):
             p = params.get(name)
             if p is None or _is_tensor(p) or value is None:
                 continue
+            if p.get("takes") == "dtype":
+                msg = self._dtype(name, value, p)
+                if msg:
+                    yield self.on(doc, cand, ("args", name), msg)
+                continue
             problem = type_problem(str(p.get("type", "")), value)
             if problem:
                 yield self.on(doc, cand, ("args", name), f"{name} {problem} ({p.get('type')})")
+                continue
+            allowed = p.get("allowed")
+            if (isinstance(value, list) and allowed
+                    and any(isinstance(a, list) for a in allowed)):  # fmt: skip
+                if not any(isinstance(a, list) and _same_list(value, a) for a in allowed) and not any(
+                    isinstance(a, list) and _same_list(value, a) for a in p.get("also_accepted") or []
+                ):
+                    shown = " or ".join(str(a) for a in allowed if a is not None)
+                    yield self.on(doc, cand, ("args", name),
+                                  f"{name}={value} is not allowed; use {shown}")  # fmt: skip
                 continue
             items = value if isinstance(value, list) else [value]
             for j, item in enumerate(items):
@@ -285,10 +309,28 @@ class ValueNotAllowed(CandidateRule):
                     yield self.on(doc, cand, where, msg)
 
     @staticmethod
+    def _dtype(name: str, value: object, p: dict[str, Any]) -> str | None:
+        if isinstance(value, list):
+            return f"{name} takes one dtype, not a list"
+        if one_of(value, p.get("also_accepted") or []):
+            return None
+        canon = normalize("dtype", value)
+        if canon is None:
+            return (f"{name}={value!r} is not a dtype; pass a torch.dtype (torch.bfloat16), "
+                    "a torch_npu dtype constant (torch_npu.hifloat8) or its integer code")  # fmt: skip
+        allowed = [a for a in p.get("allowed") or [] if a is not None]
+        if allowed and canon not in allowed:
+            return f"{name}={canon} is not allowed; use one of {', '.join(map(str, allowed))}"
+        return None
+
+    @staticmethod
     def _judge(name: str, value: object, p: dict[str, Any]) -> str | None:
         allowed = p.get("allowed")
         if allowed is not None and not one_of(value, allowed):
-            return f"{name}={value!r} is not allowed; use one of {', '.join(map(str, allowed))}"
+            if one_of(value, p.get("also_accepted") or []):
+                return None
+            shown = ", ".join(map(str, allowed))
+            return f"{name}={value!r} is not allowed; use one of {shown}"
         rng = p.get("range") or {}
         num = as_number(value)
         if num is None or not rng:
@@ -301,6 +343,10 @@ class ValueNotAllowed(CandidateRule):
         if high is not None and num > high:
             return f"{name}={value} is above the maximum {high:g} (range {span}{extra})"
         return None
+
+
+def _same_list(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _num(value: float | None, default: str) -> str:
@@ -449,6 +495,54 @@ class RuleRequiresArgument(CandidateRule):
                 yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}")
 
 
+class ReservedArgument(CandidateRule):
+    code = "KB111"
+    name = "reserved-argument"
+    severity = "warning"
+    summary = "A reserved parameter is set to something other than its default."
+    why = (
+        "Upstream keeps some parameters in the schema for later use and ignores them today "
+        "(inner_k_tiles of npu_convert_weight_to_int4pack, for example). A value there has no "
+        "effect, so the setting it was meant to make does not happen."
+    )
+    fail = (_HEAD + "  - module: model.layers.*.mlp.down_proj\n"
+            "    operator: npu_convert_weight_to_int4pack\n    args: {inner_k_tiles: 8}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: model.layers.*.mlp.down_proj\n"
+           "    operator: npu_convert_weight_to_int4pack\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec = ctx.operator(cand.operator)
+        if rec is None:
+            return
+        for name, p in _params(rec).items():
+            if not p.get("reserved"):
+                continue
+            if name in cand.args and cand.args[name] is not None:
+                value = cand.args[name]
+                if p.get("default") is not None and same(value, _literal(p["default"])):
+                    continue
+                yield self.on(doc, cand, ("args", name),
+                              f"{name} is reserved in {rec['name']} and ignored; leave it at its "
+                              f"default ({p.get('default')})")  # fmt: skip
+            elif name in cand.tensors and cand.tensors[name] is not None:
+                yield self.on(doc, cand, ("tensors", name),
+                              f"{name} is reserved in {rec['name']} and ignored; do not pass it",
+                              key=True)  # fmt: skip
+
+
+def _literal(text: str) -> object:
+    """A schema default as a value: ``1e-05`` → 1e-05, ``"PA_BSND"`` → PA_BSND, ``True``."""
+    t = text.strip()
+    if t in ("True", "False"):
+        return t == "True"
+    if t == "None":
+        return None
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
+        return t[1:-1]
+    num = as_number(t)
+    return num if num is not None else t
+
+
 RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
          ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
-         OperatorRule(), RuleRequiresArgument())  # fmt: skip
+         OperatorRule(), RuleRequiresArgument(), ReservedArgument())  # fmt: skip

@@ -11,42 +11,89 @@ from kb.check.findings import Finding
 from kb.check.model import Candidate, Document
 from kb.check.rules.base import CandidateRule
 from kb.check.values import version_before
+from kb.vocab import normalize_scheme, product_support, quantized_roles, schemes_compatible
 
 _CAND = "candidates:\n  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
 _GATE = (
     "candidates:\n  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
 )
 
-#: Scheme names that describe the same kernels at the level a candidate list is written:
-#: "w8a8" covers the per-token (dynamic) activation variant and vice versa.
-SCHEME_FAMILY: dict[str, tuple[str, ...]] = {
-    "w8a8": ("w8a8", "w8a8-dynamic"),
-    "w8a8-dynamic": ("w8a8-dynamic", "w8a8"),
-}
-
-
 class ProductNotSupported(CandidateRule):
     code = "KB201"
     name = "product-not-supported"
     severity = "error"
     kinds = ("fusion", "prefetch")
-    summary = "The operator is not supported on the target product."
+    summary = "Upstream says the operator is not supported on the target product."
     why = (
-        "Fused kernels ship per chip generation; an operator marked only for Atlas A2/A3 has "
-        "no kernel on the Atlas inference series. The plan needs another operator or product."
+        "Fused kernels ship per chip generation; an operator whose product table marks a "
+        "product x (or whose source refuses it) has no kernel there. The plan needs another "
+        "operator or product. A product the table simply does not mention is KB208, a warning."
     )
-    fail = "version: 1\ntarget: {product: atlas-inference}\n" + _CAND
-    fix = "version: 1\ntarget: {product: atlas-a3}\n" + _CAND
+    fail = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+            "  - module: model.layers.*.mlp.down_proj\n"
+            "    operator: npu_dual_level_quant_matmul\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
+           "  - module: model.layers.*.mlp.down_proj\n"
+           "    operator: npu_dual_level_quant_matmul\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec, path = ctx.operator_of(cand)
         product = doc.target.product
-        products = rec.get("products") if rec else None
-        if rec is None or product is None or not products or product in products:
+        if rec is None or product is None:
             return
-        yield self.at(doc, path, f"{rec['name']} is not supported on {product} (supported: "
-                      f"{', '.join(products)}); choose another operator or target product",
+        supported, unsupported = rec.get("products") or [], rec.get("unsupported_products") or []
+        if product_support(product, supported, unsupported) != "no":
+            return
+        where = f" (supported: {', '.join(supported)})" if supported else ""
+        yield self.at(doc, path, f"{rec['name']} is documented as not supported on {product}"
+                      f"{where}; choose another operator or target product",
                       candidate=cand.index)  # fmt: skip
+
+
+class ProductNotDocumented(CandidateRule):
+    code = "KB208"
+    name = "product-not-documented"
+    severity = "warning"
+    kinds = ("fusion", "prefetch")
+    summary = "The operator's documentation does not list the target product (nor rules it out)."
+    why = (
+        "A product missing from an operator's page means 'not documented for it', not "
+        "'unsupported': Huawei's own Atlas A3 ports call operators whose pages list only "
+        "Atlas A2. Verify on the device; the message says where the operator is documented "
+        "and whether shipping code calls it on your product."
+    )
+    fail = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+            "  - module: model.layers.*.mlp\n    operator: npu_swiglu\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+           "  - module: model.layers.*.mlp\n    operator: npu_swiglu\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec, path = ctx.operator_of(cand)
+        product = doc.target.product
+        if rec is None or product is None:
+            return
+        supported, unsupported = rec.get("products") or [], rec.get("unsupported_products") or []
+        # "partial" (a family target, some of its sub-series documented) stays silent: the
+        # target does not say which sub-series it means, and practice runs these across it
+        if product_support(product, supported, unsupported) != "undocumented" or not supported:
+            return
+        seen = _seen_on(rec, product)
+        evidence = f"; shipping code calls it on {product} ({seen})" if seen else ""
+        msg = (f"{rec['name']} is documented for {', '.join(supported)}, and its product "
+               f"table does not mention {product}{evidence}; verify it on the device")  # fmt: skip
+        yield self.at(doc, path, msg, candidate=cand.index)
+
+
+def _seen_on(rec: Record, product: str) -> str:
+    """``vllm-project/vllm-ascend: 3 sites`` for the call sites known to run on ``product``."""
+    out = []
+    for repo in rec.get("seen_in") or []:
+        n = sum(1 for site in repo.get("sites") or []
+                if any(product_support(product, [p]) in ("yes", "partial") or
+                       product_support(p, [product]) == "yes" for p in site.get("products") or []))  # fmt: skip
+        if n:
+            out.append(f"{repo.get('repo')}: {n} site{'s' if n != 1 else ''}")
+    return ", ".join(out)
 
 
 class TorchNpuTooOld(CandidateRule):
@@ -150,14 +197,42 @@ class ArgumentNotInRelease(CandidateRule):
                                   f"{release}{hint}: drop it or upgrade", key=True)  # fmt: skip
 
 
+def _expression(mode: dict[str, Any]) -> str:
+    return f"{mode['scheme']}+{mode['kv']}" if mode.get("kv") else str(mode.get("scheme"))
+
+
+def quant_roles(rec: Record) -> set[str]:
+    """What the operator's quantization modes decide: stated, else what its schemes quantize.
+
+    An operator that reads quantized weights also reads activations (a weight-only
+    matmul takes 16-bit ones), so weights bring activations along.
+    """
+    if rec.get("quant_roles") is not None:
+        return set(rec["quant_roles"])
+    roles: set[str] = set()
+    for mode in rec.get("quantization") or []:
+        roles |= quantized_roles(_expression(mode))
+    if "weights" in roles:
+        roles.add("activations")
+    return roles
+
+
 def _schemes(rec: Record, scheme: str) -> list[dict[str, Any]]:
-    """The record's quantization modes for ``scheme`` (exact first, then its family)."""
+    """The record's quantization modes that can run in a model quantized as ``scheme``.
+
+    The modes named exactly as the scheme when there are any; else every mode whose
+    scheme agrees with it on the roles the operator handles
+    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8 modes serve a w8a8c8 model.
+    """
     modes = rec.get("quantization") or []
-    exact = [m for m in modes if m.get("scheme") == scheme]
+    canon = normalize_scheme(scheme) or scheme
+    roles = quant_roles(rec)
+    exact = [m for m in modes if _expression(m) == canon]
     if exact:
         return exact
-    family = SCHEME_FAMILY.get(scheme, ())
-    return [m for m in modes if m.get("scheme") in family]
+    return [m for m in modes
+            if schemes_compatible(canon, _expression(m), roles,
+                                  partial=bool(m.get("partial")))]  # fmt: skip
 
 
 class QuantizationNotSupported(CandidateRule):
@@ -169,10 +244,17 @@ class QuantizationNotSupported(CandidateRule):
     )
     why = (
         "Quantization decides the dtypes of every weight and activation the operator reads; a "
-        "scheme the kernel has no mode for cannot be reached by any argument setting."
+        "scheme the kernel has no mode for cannot be reached by any argument setting. Only "
+        "what the operator handles is compared: a gate or a norm runs unquantized inside a "
+        "w8a8 model, an attention core sees only the KV-cache part of a scheme. Schemes are "
+        "defined once (kb.vocab.SCHEMES); 'mxfp8+kv-fp8' adds a float8 KV cache to mxfp8."
     )
-    fail = "version: 1\ntarget: {product: atlas-a3}\n" + _GATE + "    quantization: w8a8\n"
-    fix = "version: 1\ntarget: {product: atlas-a3}\n" + _GATE + "    quantization: bf16\n"
+    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+            "  - module: model.layers.*.mlp.down_proj\n"
+            "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a8\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+           "  - module: model.layers.*.mlp.down_proj\n"
+           "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a16\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -180,7 +262,7 @@ class QuantizationNotSupported(CandidateRule):
         if rec is None or scheme is None or not rec.get("quantization"):
             return
         modes = _schemes(rec, scheme)
-        offered = sorted({m.get("scheme", "") for m in rec["quantization"]})
+        offered = sorted({_expression(m) for m in rec["quantization"]})
         if not modes:
             yield self.on(doc, cand, ("quantization",),
                           f"{rec['name']} has no {scheme} mode (it offers {', '.join(offered)}); "
@@ -272,26 +354,31 @@ class PhaseNotSupported(CandidateRule):
     code = "KB205"
     name = "phase-not-supported"
     severity = "warning"
-    summary = "The operator is not documented for the candidate's phase (prefill or decode)."
+    summary = "Upstream restricts the operator to other phases than the candidate's."
     why = (
-        "Some fused operators exist for one phase only (decode-only MC2 dispatch, prefill-only "
-        "re-routing); their shape limits assume it. Use the phase's own operator or chain."
+        "Some fused operators exist for one phase only (npu_chunk_gated_delta_rule is the "
+        "prefill kernel, its recurrent sibling serves decode) and their shape limits assume "
+        "it. A page that merely "
+        "shows a decode example restricts nothing (real ports call npu_transpose_batchmatmul in "
+        "prefill), so this fires only where upstream states a restriction (phase_limit)."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
-            "  - module: model.layers.*.mlp.experts\n    phase: decode\n    operator: npu_moe_re_routing\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
-           "  - module: model.layers.*.mlp.experts\n    phase: prefill\n    operator: npu_moe_re_routing\n")  # fmt: skip
+    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+            "  - module: model.layers.*.linear_attn\n    phase: decode\n"
+            "    operator: npu_chunk_gated_delta_rule\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+           "  - module: model.layers.*.linear_attn\n    phase: prefill\n"
+           "    operator: npu_chunk_gated_delta_rule\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
         wanted = cand.phases()
-        phases = rec.get("phases") if rec else None
-        if rec is None or wanted is None or not phases:
+        limit = rec.get("phase_limit") if rec else None
+        if rec is None or wanted is None or not limit:
             return
-        missing = sorted(wanted - set(phases))
+        missing = sorted(wanted - set(limit))
         if missing:
             yield self.on(doc, cand, ("phase",),
-                          f"{rec['name']} is documented for {', '.join(phases)}, not "
+                          f"{rec['name']} is restricted upstream to {', '.join(limit)}, not "
                           f"{' or '.join(missing)}; split the candidate per phase or use the "
                           f"{'/'.join(missing)} operator")  # fmt: skip
 
@@ -316,7 +403,7 @@ class GraphModeNotSupported(CandidateRule):
            "    phase: training\n    operator: npu_fusion_attention_v3\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        mode = doc.target.graph_mode
+        mode = cand.graph_mode_in(doc.target)
         rec, path = ctx.operator_of(cand)
         if rec is None or mode not in ("aclgraph", "torchair"):
             return
@@ -328,5 +415,6 @@ class GraphModeNotSupported(CandidateRule):
                           candidate=cand.index)  # fmt: skip
 
 
-RULES = (ProductNotSupported(), TorchNpuTooOld(), ArgumentNotInRelease(), QuantizationNotSupported(),
-         QuantizationMismatch(), PhaseNotSupported(), GraphModeNotSupported())  # fmt: skip
+RULES = (ProductNotSupported(), ProductNotDocumented(), TorchNpuTooOld(), ArgumentNotInRelease(),
+         QuantizationNotSupported(), QuantizationMismatch(), PhaseNotSupported(),
+         GraphModeNotSupported())  # fmt: skip

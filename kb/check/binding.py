@@ -1,0 +1,57 @@
+"""How a call binds to an operator's schema: Python keyword names and dtype values.
+
+The torch_npu Python binding is generated from the schema but not identical to it: a
+schema ``self`` is the keyword ``input`` (PyTorch's code generator renames it for
+functions), and an ``int`` dtype argument accepts a ``torch.dtype``, a torch_npu dtype
+constant or the integer code.  Binding a candidate rewrites what it states into the
+record's terms once, so every rule compares like with like; positions keep pointing at
+what the user wrote (``Document.aliases``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kb.check.model import Candidate, Document
+from kb.vocab import normalize
+
+
+def python_name(param: dict[str, Any]) -> str:
+    """The keyword the torch_npu binding accepts for a schema parameter."""
+    explicit = param.get("python_name")
+    if explicit:
+        return str(explicit)
+    return "input" if param.get("name") == "self" else str(param.get("name"))
+
+
+def takes_dtype(param: dict[str, Any] | None) -> bool:
+    return bool(param) and param.get("takes") == "dtype"  # type: ignore[union-attr]
+
+
+def dtype_value(param: dict[str, Any], value: object) -> object:
+    """The canonical dtype a value names for a dtype argument, else the value unchanged."""
+    if value is None or isinstance(value, (list, bool)):
+        return value
+    canon = normalize("dtype", value)
+    return canon if canon is not None else value
+
+
+def bind(doc: Document, cand: Candidate, record: dict[str, Any]) -> None:
+    """Rewrite ``cand``'s argument names and dtype values into the record's schema terms."""
+    params = {p["name"]: p for p in record.get("parameters") or []}
+    if not params:
+        return
+    by_python = {python_name(p): name for name, p in params.items() if python_name(p) != name}
+    for section in ("args", "tensors"):
+        given: dict[str, Any] = getattr(cand, section)
+        for written in list(given):
+            schema = by_python.get(written)
+            if written in params or schema is None or schema in given:
+                continue
+            given[schema] = given.pop(written)
+            doc.aliases[cand.path + (section, schema)] = cand.path + (section, written)
+    cand.passed = {n if n in params else by_python.get(n, n) for n in cand.passed}
+    for name, value in cand.args.items():
+        param = params.get(name)
+        if takes_dtype(param):
+            cand.args[name] = dtype_value(param, value)  # type: ignore[arg-type]
