@@ -177,6 +177,11 @@ class Rule(Strict):
     formats: dict[str, list[Format]] = Field(default_factory=dict, description="tensor → formats")
     values: dict[str, list[Scalar]] = Field(default_factory=dict, description="arg → values")
     products: list[Product] = Field(default_factory=list, description="only on these products")
+    severity: Literal["error", "warning"] = Field(
+        default="error",
+        description="warning when upstream shows the setting is ignored rather than refused "
+        "(the call runs, the setting has no effect)",
+    )
     message: str = Field(min_length=1, description="what to do, in English")
 
     @model_validator(mode="after")
@@ -269,6 +274,11 @@ class Site(Strict):
     args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     passed: list[str] = Field(default_factory=list)
     note: str = ""
+    defect: str = Field(
+        default="",
+        description="why this shipping call is itself wrong, with evidence; such a site does "
+        "not count against the record",
+    )
 
 
 class SeenIn(Strict):

@@ -71,6 +71,7 @@ def _window_class(ctx: Context, cand: Candidate) -> tuple[Record | None, Path, s
 
 
 class PrefetchRule(CandidateRule):
+    fronts = ("check",)
     kinds = ("prefetch",)
 
 
