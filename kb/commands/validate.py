@@ -12,7 +12,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "validate",
         help="validate every record and cross-reference",
         description="Load all records under the records directory, validate them against "
-        "the models and resolve every cross-reference. Problems are printed as "
+        "the models and resolve every cross-reference; then cross-check chains and trees "
+        "against the operator records with the kb check rules. Problems are printed as "
         "file:line:col: field: message; exit 1 when there is any.",
     )
     p.add_argument("--records", type=Path, help="records directory (default: the shipped ones)")
@@ -26,6 +27,10 @@ def run(args: argparse.Namespace) -> int:
 
     root = (args.records or records_dir()).resolve()
     result = load_store(root)
+    if not result.problems:
+        from kb.crosscheck import crosscheck
+
+        result.problems += crosscheck(result, root)
     counts: dict[str, int] = {}
     for loaded in result.records.values():
         kind = loaded.record.kind  # type: ignore[attr-defined]
