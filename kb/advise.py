@@ -376,6 +376,10 @@ def render(adv: dict[str, Any]) -> str:
                 out += _wrap("products: " + ", ".join(brief["products"]), "      ")
             if brief["tensors"]:
                 out += _wrap("tensors: " + "; ".join(brief["tensors"]), "      ", 9)
+            graph = brief.get("graph_mode") or {}
+            if "--mode" in adv["answers"] or "unsupported" in (graph.get("aclgraph"), graph.get("torchair")):
+                out += _wrap(f"graph mode: aclgraph {graph.get('aclgraph')}, torchair {graph.get('torchair')}"
+                             + (f" - {graph['notes']}" if graph.get("notes") else ""), "      ", 12)  # fmt: skip
             shown = brief["constraints"][:_FIRST_CONSTRAINTS]
             for c in shown:
                 out += _wrap("- " + c, "      ", 2)

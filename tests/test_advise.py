@@ -349,6 +349,14 @@ def test_a_note_only_option_marked_not_stop_keeps_the_advice(capsys: pytest.Capt
     assert set(graph) == {"aclgraph", "torchair", "notes"}
 
 
+def test_graph_mode_text_lists_each_operators_graph_support(capsys: pytest.CaptureFixture[str]) -> None:
+    out = text(capsys, "graph-mode", "--mode", "torchair", "--streams", "none")
+    record = open_catalog().get("npu_prefetch") or {}
+    expected = f"graph mode: aclgraph {record['graph_mode']['aclgraph']}, torchair {record['graph_mode']['torchair']}"
+    prefetch = out[out.index("\n  npu_prefetch [") :]
+    assert expected in " ".join(prefetch.split())
+
+
 def test_graph_mode_with_shared_expert_streams(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, "graph-mode", "--mode", "aclgraph", "--streams", "shared-experts")
     assert [c["name"] for c in result["chains"]] == ["graph-mode-aclgraph", "multistream-overlap"]
