@@ -217,10 +217,14 @@ def check_tree(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Proble
     tree = loaded.record
     assert isinstance(tree, DecisionTree)
     problems: set[Problem] = set()
+    seen: set[tuple[int, int, str | None, str | None]] = set()
     for path in _paths(tree):
         answers = {tree.nodes[n].key: tree.nodes[n].options[o].value for n, o in path}
         product, phase = answers.get("product"), answers.get("phase")
         for n_i, o_i in path:
+            if (n_i, o_i, product, phase) in seen:
+                continue  # many paths share an option; judge it once per context
+            seen.add((n_i, o_i, product, phase))
             opt = tree.nodes[n_i].options[o_i]
             where = ("nodes", n_i, "options", o_i)
             chain = catalog.get(opt.chain) if opt.chain else None
