@@ -89,9 +89,7 @@ def independent_count(root: Path) -> int:
                     parts = parts[:-1]
                 if len(parts) == 2 and parts[0] in aliases and parts[1] not in SUBMODULES | DTYPES:
                     total += not parts[1].startswith("__")
-                elif len(parts) == 4 and parts[:3] in (["torch", "ops", "npu"], ["torch", "ops", "atb"]):
-                    total += 1
-                elif len(parts) == 1 and parts[0] in imported:
+                elif (len(parts) == 4 and parts[:3] in (["torch", "ops", "npu"], ["torch", "ops", "atb"])) or (len(parts) == 1 and parts[0] in imported):
                     total += 1
     return total
 

@@ -12,7 +12,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "validate",
         help="validate every record and cross-reference",
         description="Load all records under the records directory, validate them against "
-        "the models and resolve every cross-reference, then replay every recorded "
+        "the models and resolve every cross-reference; then cross-check chains and trees "
+        "against the operator records with the kb check rules, and replay every recorded "
         "shipping call (seen_in) against its own record: a record that rejects a call that "
         "ships must be fixed with evidence, or the site marked a defect. Problems are "
         "printed as file:line:col: field: message; exit 1 when there is any.",
@@ -49,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     root = (args.records or records_dir()).resolve()
     result = load_store(root)
     if not result.problems:
+        from kb.crosscheck import crosscheck
+
+        result.problems += crosscheck(result, root)
         result.problems += practice_problems(root, result)
     counts: dict[str, int] = {}
     for loaded in result.records.values():

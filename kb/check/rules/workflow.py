@@ -281,7 +281,15 @@ def _role(rec: Record) -> str | None:
 
 
 def cache_layout(cand: Candidate, rec: Record) -> tuple[str, Path, str] | None:
-    """("paged" | "contiguous", where it is stated, how) — None when the candidate does not say."""
+    """("paged" | "contiguous", where it is stated, how) — None when the candidate does not say.
+
+    An operator whose record fixes the organisation (``cache_layout``) is that, whatever
+    its mode strings say: npu_scatter_pa_kv_cache's "Norm" is an ND block pool, not a
+    contiguous cache.
+    """
+    fixed = rec.get("cache_layout")
+    if fixed:
+        return str(fixed), ("operator",), f"{rec['name']} always uses a {fixed} cache"
     for arg in LAYOUT_ARGS:
         value = cand.args.get(arg)
         if isinstance(value, str) and value:
