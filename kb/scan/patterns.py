@@ -51,7 +51,7 @@ class PatternRule(RuleUnit):
     severity = "info"
     steps: tuple[str, ...] = ()
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         """(first node, last node, steps, description) per match in one function."""
         return iter(())
 
@@ -72,8 +72,39 @@ def _name(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def _calls(fn: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+class FnIndex:
+    """One function body read once: its nodes (nested functions and classes excluded,
+    they are indexed on their own), calls by the last part of their callee name, and its
+    statement lists.  Every detector works from this instead of walking the tree again."""
+
+    def __init__(self, fn: ast.AST) -> None:
+        self.node = fn
+        self.nodes: list[ast.AST] = []
+        self.bodies: list[list[ast.stmt]] = []
+        self.calls: list[ast.Call] = []
+        self.by_last: dict[str, list[ast.Call]] = {}
+        stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            self.nodes.append(node)
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+                self.by_last.setdefault(_last(_name(node.func)), []).append(node)
+            for attr in ("body", "orelse", "finalbody"):
+                body = getattr(node, attr, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    self.bodies.append(body)
+            stack.extend(ast.iter_child_nodes(node))
+        body = getattr(fn, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            self.bodies.append(body)
+        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+
+
+def _calls(fn: FnIndex) -> list[ast.Call]:
+    return fn.calls
 
 
 def _last(name: str) -> str:
@@ -89,9 +120,8 @@ def _span(nodes: list[ast.AST]) -> tuple[ast.AST, ast.AST]:
     return ordered[0], max(ordered, key=lambda n: getattr(n, "end_lineno", 0) or 0)
 
 
-def _calls_named(fn: ast.AST, *names: str) -> list[ast.Call]:
-    wanted = {n.lower() for n in names}
-    return [c for c in _calls(fn) if _last(_name(c.func)) in wanted]
+def _calls_named(fn: FnIndex, *names: str) -> list[ast.Call]:
+    return [c for n in names for c in fn.by_last.get(n.lower(), [])]
 
 
 # -- detectors --------------------------------------------------------------------------------
@@ -113,10 +143,10 @@ class HandwrittenRmsNorm(PatternRule):
            "    return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]\n")  # fmt: skip
     steps = ("rms_norm",)
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         squares: list[ast.AST] = [c for c in _calls_named(fn, "pow", "square")
                                   if _last(_name(c.func)) == "square" or any(_is_const(a, 2, 2.0) for a in c.args)]  # fmt: skip
-        squares += [n for n in ast.walk(fn) if isinstance(n, ast.BinOp)
+        squares += [n for n in fn.nodes if isinstance(n, ast.BinOp)
                     and isinstance(n.op, ast.Pow) and _is_const(n.right, 2, 2.0)]  # fmt: skip
         means = _calls_named(fn, "mean")
         roots = _calls_named(fn, "rsqrt")
@@ -126,7 +156,7 @@ class HandwrittenRmsNorm(PatternRule):
         if "-1" not in text and "dim" not in text:
             return
         if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and "mean" in segment(lines, n)
-               for n in ast.walk(fn)):  # fmt: skip
+               for n in fn.nodes):  # fmt: skip
             return  # x - mean: a LayerNorm
         first, last = _span([*squares, *means, *roots])
         yield first, last, self.steps, "RMSNorm written out"
@@ -152,8 +182,8 @@ class ResidualAddThenNorm(PatternRule):
            "        return hidden_states, residual\n")  # fmt: skip
     steps = ("residual_add", "rms_norm")
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        for body in _bodies(fn):
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        for body in fn.bodies:
             for i, stmt in enumerate(body):
                 if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp)
                         and isinstance(stmt.value.op, ast.Add)):  # fmt: skip
@@ -185,7 +215,7 @@ class RotateHalfRope(PatternRule):
            "    return torch_npu.npu_rotary_mul(q, cos, sin)\n")  # fmt: skip
     steps = ("rope",)
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         calls = [c for c in _calls(fn) if _last(_name(c.func)) in ("rotate_half", "_rotate_half",
                                                                      "rotate_every_two", "rotate_neox",
                                                                      "rotate_gptj")]  # fmt: skip
@@ -209,10 +239,10 @@ class GatedActivation(PatternRule):
            "    return self.down_proj(torch_npu.npu_swiglu(self.gate_up_proj(x), dim=-1))\n")  # fmt: skip
     steps = ("silu", "mul")
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         file_text = "\n".join(lines).lower()
         clamped = bool(_calls_named(fn, "clamp", "clamp_", "clip"))
-        for node in ast.walk(fn):
+        for node in fn.nodes:
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
                 continue
             for side in (node.left, node.right):
@@ -249,7 +279,7 @@ class SoftmaxTopkGate(PatternRule):
            "    return weights, ids\n")  # fmt: skip
     steps = ("gating", "softmax", "top_k")
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         topk = _calls_named(fn, "topk")
         if not topk:
             return
@@ -259,7 +289,7 @@ class SoftmaxTopkGate(PatternRule):
             return
         score = "sigmoid" if sig and not soft else "softmax"
         steps: tuple[str, ...] = ("gating", score, "top_k")
-        text = segment(lines, fn).lower()
+        text = segment(lines, fn.node).lower()
         if "bias" in text and "correction" in text:
             steps += ("bias_add",)
         first, last = _span([*topk, *(sig or soft)])
@@ -282,13 +312,13 @@ class AttentionWrittenOut(PatternRule):
            "        q, k, v, num_query_heads=heads, input_layout=\"BNSD\", sparse_mode=3)[0]\n")  # fmt: skip
     steps = ("attention", "softmax")
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         for c in _calls_named(fn, "scaled_dot_product_attention"):
             yield c, c, self.steps, "scaled_dot_product_attention"
         soft = _calls_named(fn, "softmax")
-        products = [n for n in ast.walk(fn) if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+        products = [n for n in fn.nodes if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
                     or (isinstance(n, ast.Call) and _last(_name(n.func)) in ("matmul", "bmm"))]  # fmt: skip
-        transposed = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+        transposed = [n for n in fn.nodes if isinstance(n, ast.Call)
                       and _last(_name(n.func)) in ("transpose", "mT")]  # fmt: skip
         if soft and len(products) >= 2 and transposed:
             first, last = _span([*products, *soft])
@@ -312,7 +342,7 @@ class RepeatKv(PatternRule):
            "        num_key_value_heads=self.num_kv_heads, input_layout=\"BNSD\")[0]\n")  # fmt: skip
     steps = ("attention",)
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         calls = [c for c in _calls(fn) if _last(_name(c.func)) in ("repeat_kv", "_repeat_kv")]
         calls += [c for c in _calls_named(fn, "repeat_interleave")
                   if any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
@@ -336,8 +366,8 @@ class IndexPutCacheWrite(PatternRule):
            "    torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n")  # fmt: skip
     steps = ("kv_cache_write",)
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        hits: list[ast.AST] = [n for n in ast.walk(fn) if _cache_store(n)]
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        hits: list[ast.AST] = [n for n in fn.nodes if _cache_store(n)]
         if hits:
             first, last = _span(hits)
             yield first, last, self.steps, "KV cache written by indexing"
@@ -363,7 +393,7 @@ class SeparateQkvRopeCache(PatternRule):
            "        return self.attn(q, k_cache, v_cache)\n")  # fmt: skip
     steps = ("q_projection", "kv_projection", "rope", "kv_cache_write")
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         names = [(_name(c.func).lower(), c) for c in _calls(fn)]
         proj = {p: [c for n, c in names if n.endswith(p)] for p in ("q_proj", "k_proj", "v_proj")}
         if not all(proj.values()):
@@ -371,7 +401,7 @@ class SeparateQkvRopeCache(PatternRule):
         rope = [c for n, c in names if "rotary" in n or "rope" in n or n.endswith("rotate_half")]
         cache: list[ast.AST] = [c for n, c in names if ("cache" in n or "past_key_value" in n)
                                 and n.rsplit(".", 1)[-1] in ("update", "write", "store", "append", "copy_")]  # fmt: skip
-        cache += [a for a in ast.walk(fn) if _cache_store(a)]
+        cache += [a for a in fn.nodes if _cache_store(a)]
         if rope and cache:
             first, last = _span([*proj["q_proj"], *proj["k_proj"], *proj["v_proj"], *rope, *cache])
             yield first, last, self.steps, "separate q/k/v projections, RoPE and a cache write"
@@ -394,11 +424,11 @@ class PerTokenQuantWrittenOut(PatternRule):
            "    return torch_npu.npu_dynamic_quant(x)\n")  # fmt: skip
     steps = ("dynamic_quantize",)
 
-    def detect(self, fn: ast.AST, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         absmax = [c for c in _calls_named(fn, "amax", "max") if "abs" in segment(lines, c)]
         if not absmax:
             return
-        text = segment(lines, fn)
+        text = segment(lines, fn.node)
         if "127" not in text or "int8" not in text:
             return
         rounds = _calls_named(fn, "round", "round_")
@@ -422,14 +452,6 @@ def _cache_store(node: ast.AST) -> bool:
         return _last(_name(node.func)) in ("index_copy_", "index_put_", "scatter_", "index_copy",
                                            "index_put") and "cache" in _name(node.func).lower()  # fmt: skip
     return False
-
-
-def _bodies(fn: ast.AST) -> Iterator[list[ast.stmt]]:
-    for node in ast.walk(fn):
-        for attr in ("body", "orelse", "finalbody"):
-            body = getattr(node, attr, None)
-            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                yield body
 
 
 # -- choosing what the records offer -----------------------------------------------------------
@@ -497,8 +519,9 @@ def opportunities(scan: FileScan, tree: ast.Module, ctx: Context, settings: Any)
     seen: set[tuple[str, int]] = set()
     functions = scan.functions or [("", tree)]
     for qual, fn in functions:
+        index = FnIndex(fn)
         for rule in RULES:
-            for first, last, steps, what in rule.detect(fn, scan.lines):
+            for first, last, steps, what in rule.detect(index, scan.lines):
                 line = getattr(first, "lineno", 1)
                 if (rule.code, line) in seen:
                     continue
