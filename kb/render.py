@@ -251,18 +251,20 @@ def _quantization(rec: Rec, lang: str) -> Lines:
     return out
 
 
-def _constraints(rec: Rec, lang: str) -> Lines:
-    out: Lines = section("Constraints") if rec.get("constraints") else []
-    for c in rec.get("constraints") or []:
-        out += wrap("- " + c["text"], "  ", hang="  ")
+def _listed(title: str, items: list[Any] | None, line: Callable[[Any], str]) -> Lines:
+    """A titled list, one wrapped entry per item; nothing at all for no items."""
+    out: Lines = section(title) if items else []
+    for item in items or []:
+        out += wrap(line(item), "  ", hang="  ")
     return out
+
+
+def _constraints(rec: Rec, lang: str) -> Lines:
+    return _listed("Constraints", rec.get("constraints"), lambda c: "- " + c["text"])
 
 
 def _rules(rec: Rec, lang: str) -> Lines:
-    out: Lines = section("Checked rules") if rec.get("rules") else []
-    for r in rec.get("rules") or []:
-        out += wrap(f"{r['id']}: {rule_line(r)}", "  ", hang="  ")
-    return out
+    return _listed("Checked rules", rec.get("rules"), lambda r: f"{r['id']}: {rule_line(r)}")
 
 
 def _graph_mode(rec: Rec, lang: str) -> Lines:
@@ -330,10 +332,7 @@ def _stages(rec: Rec, lang: str) -> Lines:
 
 
 def _prerequisites(rec: Rec, lang: str) -> Lines:
-    out: Lines = section("Prerequisites") if rec.get("prerequisites") else []
-    for p in rec.get("prerequisites") or []:
-        out += wrap(f"- {p['id']}: {p['text']}", "  ", hang="  ")
-    return out
+    return _listed("Prerequisites", rec.get("prerequisites"), lambda p: f"- {p['id']}: {p['text']}")
 
 
 def _differences(rec: Rec, lang: str) -> Lines:
@@ -391,17 +390,11 @@ def _sizing(rec: Rec, lang: str) -> Lines:
 
 
 def _success(rec: Rec, lang: str) -> Lines:
-    out: Lines = section("Success looks like") if rec.get("success") else []
-    for s in rec.get("success") or []:
-        out += wrap("- " + s, hang="  ")
-    return out
+    return _listed("Success looks like", rec.get("success"), lambda s: "- " + s)
 
 
 def _failures(rec: Rec, lang: str) -> Lines:
-    out: Lines = section("Failure signals") if rec.get("failures") else []
-    for f in rec.get("failures") or []:
-        out += wrap(f"- {f['signal']} -> {f['action']}", hang="  ")
-    return out
+    return _listed("Failure signals", rec.get("failures"), lambda f: f"- {f['signal']} -> {f['action']}")
 
 
 Renderer = Callable[[Rec, str], Lines]
