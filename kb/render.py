@@ -212,10 +212,14 @@ def _signature_section(rec: Rec, lang: str) -> Lines:
     return section("Signature") + _signature(rec["signature"]) if rec.get("signature") else []
 
 
+def _history(rec: Rec, lang: str) -> Lines:
+    return _signature_history(rec)
+
+
 def _versions_section(rec: Rec, lang: str) -> Lines:
+    """``--section versions``: what the header says of releases, and the history."""
     lines = _versions(rec)
-    history = _signature_history(rec)
-    return (section("torch_npu releases") + lines if lines else []) + history
+    return (section("torch_npu releases") + lines if lines else []) + _signature_history(rec)
 
 
 def _parameters(rec: Rec, lang: str) -> Lines:
@@ -402,7 +406,7 @@ Renderer = Callable[[Rec, str], Lines]
 #: The sections of the full view, in print order, by the record field they show.
 SECTIONS: dict[str, dict[str, Renderer]] = {
     "operator": {
-        "description": _description, "signature": _signature_section, "versions": _versions_section,
+        "description": _description, "signature": _signature_section, "versions": _history,
         "parameters": _parameters, "returns": _returns, "quantization": _quantization,
         "constraints": _constraints, "rules": _rules, "graph_mode": _graph_mode,
         "changes": _changes, "examples": _examples, "related": _related, "seen_in": _seen_in,
@@ -418,6 +422,8 @@ SECTIONS: dict[str, dict[str, Renderer]] = {
         "success": _success, "failures": _failures,
     },
 }  # fmt: skip
+#: Sections whose full-view part lives partly in the header (shown whole on their own).
+_SECTION_ONLY: dict[str, Renderer] = {"versions": _versions_section}
 #: Sections another one prints already (shown with it, not twice).
 _COVERED = {"description_zh": "description", "conservative_factor": "formulas", "ladder": "formulas"}
 
@@ -469,7 +475,8 @@ def _flat(value: Any) -> str:
 def section_text(rec: Rec, key: str, lang: str = "en") -> str:
     """One section (a record field) as the full view prints it."""
     key = _COVERED.get(key, key)
-    render = SECTIONS[rec["kind"]].get(key)
+    render = _SECTION_ONLY.get(key) if rec["kind"] == "operator" else None
+    render = render or SECTIONS[rec["kind"]].get(key)
     lines = render(rec, lang) if render else _generic(rec, key, lang)
     while lines and not lines[0]:
         lines = lines[1:]
