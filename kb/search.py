@@ -32,7 +32,6 @@ from kb.whoosh_import import import_whoosh
 import_whoosh()
 
 from whoosh import index as windex  # noqa: E402
-from whoosh import query as Q  # noqa: E402
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 from whoosh.scoring import BM25F  # noqa: E402
@@ -394,14 +393,24 @@ class Session:
         self.searcher = ix.searcher(weighting=BM25F())
         self.stored: dict[int, dict[str, Any]] = dict(self.searcher.reader().iter_docs())
 
-    def docs_with(self, token: str) -> set[int]:
-        """Documents holding ``token`` in any text field."""
+    def token_scores(self, token: str) -> dict[int, float]:
+        """BM25F score of ``token`` per document, summed over the text fields.
+
+        The sum of these over a query's words is exactly what a whoosh OR of every
+        (field, word) term scores, without building whoosh's union matchers (about
+        twice as fast here).
+        """
         reader = self.searcher.reader()
-        found: set[int] = set()
+        scores: dict[int, float] = {}
         for f in TEXT_FIELDS:
-            if (f, token) in reader:
-                found.update(reader.postings(f, token).all_ids())
-        return found
+            if (f, token) not in reader:
+                continue
+            m = self.searcher.postings(f, token, weighting=self.searcher.weighting)
+            while m.is_active():
+                docnum = m.id()
+                scores[docnum] = scores.get(docnum, 0.0) + m.score()
+                m.next()
+        return scores
 
     def close(self) -> None:
         self.searcher.close()
@@ -429,9 +438,12 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
     return hits[:limit]
 
 
-def _any_field(words: list[str]) -> Any:
-    """One flat OR over every text field and word: BM25F sums what matches."""
-    return Q.Or([Q.Term(f, w) for w in words for f in TEXT_FIELDS])
+def _summed(scores: list[dict[int, float]]) -> dict[int, float]:
+    total: dict[int, float] = {}
+    for one in scores:
+        for docnum, score in one.items():
+            total[docnum] = total.get(docnum, 0.0) + score
+    return total
 
 
 def _text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | None,
@@ -442,13 +454,10 @@ def _text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | N
     if len(toks) > 1:
         joined = [a + b for a, b in itertools.pairwise(toks) if a.isalpha() and b.isalpha()]
         joined += [t for t in glossary_tokens(text) if t not in toks]
-    kind_filter = Q.Or([Q.Term("kind", k) for k in kinds]) if kinds else None
-    searcher = session.searcher
-    # limit=None: scoring every match is cheaper in whoosh than pruning to a top-k
-    main = dict(searcher.search(_any_field(toks), limit=None, filter=kind_filter).items())
-    extra = dict(searcher.search(_any_field(joined), limit=None, filter=kind_filter).items()) \
-        if joined else {}  # fmt: skip
-    every = set.intersection(*(session.docs_with(t) for t in toks)) if len(toks) > 1 else set()
+    per_token = [session.token_scores(t) for t in toks]
+    main = _summed(per_token)
+    extra = _summed([session.token_scores(t) for t in joined])
+    every = set.intersection(*(set(s) for s in per_token)) if len(toks) > 1 else set()
     inplace = bool(_INPLACE.search(text.lower()))
     wanted = asked_dtypes(text)
     qset = set(toks) | set(joined)
@@ -462,7 +471,7 @@ def _text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | N
         raw = main.get(docnum, 0.0) + (0.0 if docnum in every else extra.get(docnum, 0.0))
         doc = session.stored[docnum]
         name, kind = doc["name"], doc["kind"]
-        if name in seen:
+        if name in seen or (kinds and kind not in kinds):
             continue
         factor, whole_name = _name_factor(name, qset)
         score = float(raw) * factor * prior.get(kind, 1.0) * float(doc.get("prior", 1.0))
