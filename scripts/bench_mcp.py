@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUDGETS_MS = {"mcp-search": 10.0}
 #: (measure, tool, arguments); the search query is the CLI benchmark's.
 CALLS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("mcp-floor", "rules", {"code": "KB101"}),  # a tiny tool: the protocol's own cost
     ("mcp-search", "search", {"query": "paged attention decode"}),
     ("mcp-search-typo", "search", {"query": "npu_mla_prolog_v4"}),
     ("mcp-show", "show", {"name": "npu_mla_prolog_v3"}),
