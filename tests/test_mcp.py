@@ -278,6 +278,11 @@ def test_an_edited_record_is_picked_up_without_a_restart(tmp_path: Path) -> None
             alpha.write_text("kind: operator\nname: [broken\n", encoding="utf-8")
             seen["broken"] = await client.call_tool("show", {"name": "npu_beta"})
             seen["still_broken"] = await client.call_tool("search", {"query": "beta"})
+            seen["broken_listing"] = (await client.list_resources()).resources
+            try:
+                await client.read_resource("kb://operator/npu_beta")
+            except Exception as exc:  # the SDK raises the JSON-RPC error
+                seen["broken_read"] = str(exc)
             alpha.write_text(operator_yaml("npu_alpha"), encoding="utf-8")
             (records / "operators" / "npu_gamma.yaml").write_text(operator_yaml("npu_gamma"),
                                                                   encoding="utf-8")  # fmt: skip
@@ -292,6 +297,8 @@ def test_an_edited_record_is_picked_up_without_a_restart(tmp_path: Path) -> None
         assert seen[key].is_error
         assert "do not validate" in seen[key].content[0].text
         assert "npu_alpha.yaml" in seen[key].content[0].text
+    assert seen["broken_listing"] == []
+    assert "do not validate" in seen["broken_read"]
     assert not seen["fixed"].is_error
     assert "kb://operator/npu_gamma" in {str(r.uri) for r in seen["resources"]}
 

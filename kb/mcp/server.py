@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import Resource, ToolAnnotations
 
 from kb import __version__
+from kb.compiled import Catalog, StoreInvalid
 from kb.mcp.prompts import PROMPTS
 from kb.mcp.state import state
 from kb.mcp.tools import CALLER_ERRORS, TOOLS
@@ -55,7 +56,11 @@ class KbServer(MCPServer[Any]):
     """MCPServer whose resource list is the current records (edits show up at once)."""
 
     async def list_resources(self) -> list[Resource]:
-        catalog = state().current().catalog
+        try:
+            catalog = state().current().catalog
+        except StoreInvalid as exc:  # the tools report the problems; list nothing meanwhile
+            log.warning("records do not validate (%d problems)", len(exc.problems))
+            return []
         return [Resource(uri=f"kb://{rec['kind']}/{rec['name']}", name=rec["name"],
                          description=rec["summary"]["en"], mime_type="application/json")
                 for rec in catalog.records()]  # fmt: skip
@@ -63,13 +68,21 @@ class KbServer(MCPServer[Any]):
 
 def _reader(kind: str) -> Callable[[str], Any]:
     async def read(name: str) -> str:
-        rec = state().current().catalog.get(name)
+        rec = _catalog().get(name)
         if rec is None or rec["kind"] != kind:
             raise ResourceNotFoundError(f"no {kind} record named {name!r}")
         return json.dumps(rec, ensure_ascii=False, indent=2)
 
     read.__name__ = f"read_{kind}"
     return read
+
+
+def _catalog() -> Catalog:
+    try:
+        return state().current().catalog
+    except StoreInvalid as exc:
+        raise ResourceError(f"the records do not validate ({len(exc.problems)} problems, the "
+                            f"first: {exc.problems[0]}); run 'kb validate'") from None
 
 
 def build() -> KbServer:
@@ -93,8 +106,6 @@ def serve() -> None:
     Records that do not validate do not stop the server: every call reports them until
     they are fixed, and the fix is picked up without a restart.
     """
-    from kb.compiled import StoreInvalid
-
     try:
         state().current().session()
     except StoreInvalid as exc:
