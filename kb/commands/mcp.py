@@ -10,13 +10,16 @@ INSTALL_HINT = "pip install 'torch-npu-kb[mcp]' (in a checkout: bash scripts/set
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from kb.mcp.prompts import PROMPTS
+    from kb.mcp.tools import TOOLS
+
     p = sub.add_parser(
         "mcp",
         help="serve the knowledge base as MCP tools for coding agents (stdio)",
-        description="Run an MCP server on standard input/output. Tools: search, show, list, "
-        "check, advise, tree, prefetch_size, rules (JSON-schema'd arguments, results "
-        "shaped like the CLI's --format json). Resources: kb://operator/NAME, "
-        "kb://chain/NAME, kb://tree/NAME, kb://playbook/NAME. Prompts: fusion, prefetch. "
+        description="Run an MCP server on standard input/output. Tools: "
+        f"{', '.join(t.name for t in TOOLS)} (JSON-schema'd arguments, results shaped like "
+        "the CLI's --format json). Resources: kb://operator/NAME, kb://chain/NAME, "
+        f"kb://tree/NAME, kb://playbook/NAME. Prompts: {', '.join(p.name for p in PROMPTS)}. "
         "Records and the index stay open; an edited record is picked up on the next call. "
         "An agent client starts this command itself: see docs/mcp.md. Needs the mcp "
         "extra: " + INSTALL_HINT + ".",
