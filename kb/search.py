@@ -484,5 +484,5 @@ def _text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | N
         if docnum in every:
             score += 100.0
         scored.append((score, name, kind, doc.get("summary_en", "")))
-    scored.sort(key=lambda row: -row[0])
+    scored.sort(key=lambda row: (-row[0], row[1]))  # ties by name: stable across builds
     return [Hit(kind, name, score, summary, "text") for score, name, kind, summary in scored]
