@@ -12,7 +12,7 @@ import importlib
 import sys
 
 VERBS = ("search", "show", "list", "validate", "index", "check", "scan", "rules", "tree",
-         "advise", "prefetch_size", "site", "doctor")  # fmt: skip
+         "advise", "prefetch_size", "site", "doctor", "mcp")  # fmt: skip
 
 
 class UsageError(Exception):

@@ -80,10 +80,10 @@ class Config:
         import pathspec
 
         for ov in self.overrides:
-            if pathspec.PathSpec.from_lines("gitwildmatch", ov.files).match_file(rel):
+            if pathspec.GitIgnoreSpec.from_lines(ov.files).match_file(rel):
                 _apply(out, ov.values, where=f"{self.path}: overrides")
         for pattern, codes in self.per_file_ignores.items():
-            if pathspec.PathSpec.from_lines("gitwildmatch", [pattern]).match_file(rel):
+            if pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel):
                 out.ignore = out.ignore + codes
         return out
 

@@ -31,8 +31,9 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
     return out + "".join(line + "\n" for line in extra)
 
 
-def as_json(report: ScanReport) -> str:
-    payload: dict[str, Any] = {
+def payload(report: ScanReport) -> dict[str, Any]:
+    """The JSON document of ``kb scan --format json`` (the MCP scan tool returns it too)."""
+    return {
         "findings": [f.as_dict() for f in report.findings],
         "summary": {
             "files": report.files,
@@ -44,7 +45,10 @@ def as_json(report: ScanReport) -> str:
         },
         "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
     }
-    return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+
+
+def as_json(report: ScanReport) -> str:
+    return json.dumps(payload(report), ensure_ascii=False, indent=2) + "\n"
 
 
 def sarif(report: ScanReport) -> str:

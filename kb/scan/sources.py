@@ -50,7 +50,7 @@ def _spec(patterns: Sequence[str]) -> object | None:
         return None
     import pathspec
 
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def _matches(spec: object | None, rel: str) -> bool:
