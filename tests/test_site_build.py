@@ -5,18 +5,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
+from site_builds import FIXTURES, FixtureSite, RealSite, build, fixture_config
 
 from kb.cli import main
 from kb.compiled import open_catalog
 from site_plugins.rules import load_rules
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "site_records"
 BUILD_BUDGET_SECONDS = 60
 
 
@@ -45,44 +42,8 @@ class Scan(HTMLParser):
             self.title += data
 
 
-def fixture_config(tmp: Path) -> Path:
-    """mkdocs.yml of the repository, but with a docs dir that links to no real record."""
-    docs = tmp / "docs"
-    shutil.copytree(ROOT / "docs" / "assets", docs / "assets")
-    (docs / "index.md").write_text("# Fixture site\n\nSee `npu_fixture_norm`.\n", encoding="utf-8")
-    (docs / "cli.md").write_text("# CLI\n\n<!-- kb:cli-reference -->\n", encoding="utf-8")
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "\ndocs_dir: docs\n" in text
-    config = tmp / "mkdocs.yml"
-    config.write_text(text.replace("\ndocs_dir: docs\n", f"\ndocs_dir: {docs}\n"), encoding="utf-8")
-    return config
-
-
-def build(*argv: str) -> int:
-    return main(["site", "build", "-q", *argv])
-
-
-@pytest.fixture(scope="module")
-def real_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    site = tmp_path_factory.mktemp("real") / "site"
-    start = time.perf_counter()
-    assert build("--site-dir", str(site)) == 0
-    return site, time.perf_counter() - start
-
-
-@pytest.fixture(scope="module")
-def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("fixture")
-    site = tmp / "site"
-    assert (
-        build("-f", str(fixture_config(tmp)), "--records", str(FIXTURES), "--site-dir", str(site))
-        == 0
-    )
-    return site
-
-
-def test_real_records_build_strictly_with_a_page_for_everything(real_site) -> None:
-    site, seconds = real_site
+def test_real_records_build_strictly_with_a_page_for_everything(real_site: RealSite) -> None:
+    site, seconds = real_site.path, real_site.seconds
     catalog = open_catalog()
     dirs = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
     for kind, folder in dirs.items():
@@ -106,8 +67,8 @@ def test_real_records_build_strictly_with_a_page_for_everything(real_site) -> No
     assert seconds < BUILD_BUDGET_SECONDS
 
 
-def test_search_index_is_bilingual_and_segments_chinese(real_site) -> None:
-    site, _ = real_site
+def test_search_index_is_bilingual_and_segments_chinese(real_site: RealSite) -> None:
+    site = real_site.path
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     assert index["config"]["lang"] == ["en", "zh"]
     assert "\\u200b" in index["config"]["separator"]  # a JS regex escape
@@ -115,37 +76,41 @@ def test_search_index_is_bilingual_and_segments_chinese(real_site) -> None:
     assert prefetch and "\u200b权重预取\u200b" in prefetch[0]["title"] + prefetch[0]["text"]
 
 
-def test_cli_reference_page_is_generated(real_site) -> None:
-    site, _ = real_site
+def test_cli_reference_page_is_generated(real_site: RealSite) -> None:
+    site = real_site.path
     html = (site / "cli" / "index.html").read_text(encoding="utf-8")
     assert "kb:cli-reference" not in html
     assert "usage: kb site build" in html and "usage: kb check" in html
 
 
-def test_hostile_fixture_records_do_not_inject(fixture_site: Path) -> None:
-    pages = list(fixture_site.rglob("*.html"))
+def test_hostile_fixture_records_do_not_inject(fixture_site: FixtureSite) -> None:
+    pages = list(fixture_site.path.rglob("*.html"))
     assert len(pages) > 10
     for page in pages:
         scan = Scan(page.read_text(encoding="utf-8"))
         assert not [s for s in scan.scripts if "alert" in s], page
         assert not [h for h in scan.handlers if "alert" in h], page
         assert "<" not in scan.title, page
-    attention = (fixture_site / "operators" / "npu_fixture_attention" / "index.html").read_text()
+    attention = (
+        fixture_site.path / "operators" / "npu_fixture_attention" / "index.html"
+    ).read_text()
     assert "&lt;script&gt;alert(&#39;summary&#39;)&lt;/script&gt;" in attention or (
         "&lt;script&gt;alert('summary')&lt;/script&gt;" in attention
     )
     assert 'id="signature"' in attention and 'id="parameters"' in attention
 
 
-def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: Path) -> None:
-    html = (fixture_site / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
+def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: FixtureSite) -> None:
+    html = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
     assert '<pre class="mermaid">' in html
     assert 'click c0 href "../../chains/fixture-decode-chain/"' in html
 
 
-def test_failed_build_leaves_the_previous_site(tmp_path: Path, fixture_site: Path, capsys) -> None:
+def test_failed_build_leaves_the_previous_site(
+    tmp_path: Path, fixture_site: FixtureSite, capsys
+) -> None:
     site = tmp_path / "site"
-    shutil.copytree(fixture_site, site)
+    shutil.copytree(fixture_site.path, site)
     before = (site / "index.html").read_bytes()
     broken = tmp_path / "records"
     shutil.copytree(FIXTURES, broken)

@@ -26,6 +26,7 @@ SITE_PACKAGES = {
     "material": "mkdocs-material",
     "pymdownx": "pymdown-extensions",
     "jieba": "jieba",
+    "nh3": "nh3",
 }
 INSTALL_HINT = "pip install '.[site]'"
 

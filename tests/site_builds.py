@@ -1,0 +1,77 @@
+"""Site builds shared by every site test: the real site and the fixture site, once each.
+
+A strict build of the real records takes seconds; building it once per test session
+(not once per module) keeps CI fast.  The fixture site is built in a child process
+with a private, empty TMPDIR and cache dir, so the tests can see what a build writes
+outside the site (nothing into TMPDIR) with a fresh jieba, not one this process has
+already initialized.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kb.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "site_records"
+
+
+def fixture_config(tmp: Path) -> Path:
+    """mkdocs.yml of the repository, but with a docs dir that links to no real record."""
+    docs = tmp / "docs"
+    shutil.copytree(ROOT / "docs" / "assets", docs / "assets")
+    (docs / "index.md").write_text("# Fixture site\n\nSee `npu_fixture_norm`.\n", encoding="utf-8")
+    (docs / "cli.md").write_text("# CLI\n\n<!-- kb:cli-reference -->\n", encoding="utf-8")
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "\ndocs_dir: docs\n" in text
+    config = tmp / "mkdocs.yml"
+    config.write_text(text.replace("\ndocs_dir: docs\n", f"\ndocs_dir: {docs}\n"), encoding="utf-8")
+    return config
+
+
+def build(*argv: str) -> int:
+    return main(["site", "build", "-q", *argv])
+
+
+@dataclass
+class RealSite:
+    path: Path
+    seconds: float
+
+
+@dataclass
+class FixtureSite:
+    path: Path
+    tmpdir: Path  # the TMPDIR the build ran with (empty before)
+    cache: Path  # the KB_CACHE_DIR the build ran with
+
+
+@pytest.fixture(scope="session")
+def real_site(tmp_path_factory: pytest.TempPathFactory) -> RealSite:
+    site = tmp_path_factory.mktemp("real") / "site"
+    start = time.perf_counter()
+    assert build("--site-dir", str(site)) == 0
+    return RealSite(site, time.perf_counter() - start)
+
+
+@pytest.fixture(scope="session")
+def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> FixtureSite:
+    tmp = tmp_path_factory.mktemp("fixture")
+    site, tmpdir, cache = tmp / "site", tmp / "tmpdir", tmp / "cache"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir), "KB_CACHE_DIR": str(cache)}
+    env.pop("KB_RECORDS_DIR", None)
+    cmd = [sys.executable, "-m", "kb", "site", "build", "-q", "-f", str(fixture_config(tmp))]
+    cmd += ["--records", str(FIXTURES), "--site-dir", str(site)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    return FixtureSite(site, tmpdir, cache)
