@@ -10,9 +10,10 @@ from site_plugins.common import (
     bilingual,
     h1,
     join_sections,
-    keywords_section,
+    no_search,
     record_path,
     scalar,
+    search_terms,
 )
 from site_plugins.mermaid import Flowchart
 
@@ -30,13 +31,13 @@ def chain_page(chain: Record, data: SiteData) -> str:
         h1(chain["title"]["en"]),
         _header(chain, here),
         bilingual(chain["summary"]["en"], chain["summary"]["zh"], chain.get("description", "")),
+        search_terms(chain.get("keywords")),
         _stages(chain, data, here),
         _diagram(chain, data, here),
         _differences(chain),
         _prerequisites(chain),
         _models(chain),
         _links(chain, data, here),
-        keywords_section(chain.get("keywords")),
     )
 
 
@@ -163,4 +164,4 @@ def _links(chain: Record, data: SiteData, here: str) -> str:
                 data.ref(t["name"], here, md.inline(t["title"]["en"], label=True)) for t in trees
             )
         )
-    return "## See also\n\n" + "\n".join(lines) if lines else ""
+    return no_search("## See also") + "\n\n" + "\n".join(lines) if lines else ""

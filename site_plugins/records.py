@@ -10,6 +10,7 @@ mkdocs.yml.
 from __future__ import annotations
 
 import logging
+import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,10 @@ from site_plugins.sanitize import sanitize
 
 log = logging.getLogger("mkdocs.plugins.kb-records")
 
+#: The vendored Mermaid build (docs-relative) and what marks a page that needs it.
+MERMAID_JS = "assets/javascripts/vendor/mermaid-11.12.2.min.js"
+MERMAID_BLOCK = '<pre class="mermaid">'
+
 DEFAULT_GUIDES = [
     "guides/fusion-workflow.md",
     "guides/prefetch-workflow.md",
@@ -47,6 +52,8 @@ class RecordsConfig(base.Config):
     guides = c.ListOfItems(c.Type(str), default=DEFAULT_GUIDES)
     #: Link record names written as code spans in hand-written pages.
     autolink = c.Type(bool, default=True)
+    #: Minify the HTML of every page (minify-html; pre blocks keep their whitespace).
+    minify = c.Type(bool, default=True)
 
 
 class RecordsPlugin(BasePlugin[RecordsConfig]):
@@ -87,6 +94,8 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
                     f"docs/{path} clashes with a page generated from the records; rename it"
                 )
             files.append(File.generated(config, path, content=text))
+        for path, text in self.generated.assets.items():
+            files.append(File.generated(config, path, content=text))
         config.nav = self._nav(files)
         return files
 
@@ -115,16 +124,61 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         return markdown
 
     def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
-        """Sanitize pages made from record text (hand-written pages are trusted)."""
+        """Sanitize pages made from record text (hand-written pages are trusted), then
+        give pages that draw a diagram, and only those, the Mermaid script."""
         if page.file.src_uri in self.generated.pages:
-            return sanitize(html)
+            html = sanitize(html)
+        if MERMAID_BLOCK in html:
+            # Inside the content, so instant navigation loads it before Material draws.
+            html += f'\n<script src="{_to_root(page.url)}{MERMAID_JS}"></script>\n'
         return html
+
+    def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str:
+        """Minify each page: the theme's indentation is a third of its bytes."""
+        if not self.config.minify:
+            return output
+        import minify_html
+
+        return str(
+            minify_html.minify(output, keep_closing_tags=True, keep_html_and_head_opening_tags=True)
+        )
+
+    def on_post_build(self, *, config: MkDocsConfig) -> None:
+        """Drop theme files no page loads: source maps, lunr languages not configured."""
+        if not self.config.minify:
+            return
+        site = Path(config.site_dir)
+        for path in site.glob("assets/**/*.map"):
+            path.unlink()
+        langs = set(_search_langs(config))
+        for path in site.glob("assets/javascripts/lunr/min/lunr.*.min.js"):
+            lang = path.name.split(".")[1]
+            if len(lang) == 2 and lang not in langs:
+                path.unlink()
+        # Word segmenters Material loads only for Japanese (tinyseg), Hindi and Thai.
+        for name, users in (("tinyseg.js", {"ja"}), ("wordcut.js", {"hi", "th"})):
+            path = site / "assets" / "javascripts" / "lunr" / name
+            if path.exists() and not users & langs:
+                path.unlink()
 
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         """Rebuild when a record changes, not only when docs/ does."""
         if self.root is not None:
             server.watch(str(self.root))
         return server
+
+
+def _to_root(url: str) -> str:
+    """The relative prefix from a built page's URL to the site root."""
+    folder = url if url.endswith("/") or not url else posixpath.dirname(url) + "/"
+    return "../" * folder.count("/")
+
+
+def _search_langs(config: MkDocsConfig) -> list[str]:
+    for name, plugin in config.plugins.items():
+        if name.endswith("search"):
+            return list(getattr(plugin.config, "lang", None) or [])
+    return []
 
 
 def _teach_segmenter(records: list[Record], config: MkDocsConfig) -> None:
@@ -134,10 +188,7 @@ def _teach_segmenter(records: list[Record], config: MkDocsConfig) -> None:
     installed; without our terms it splits domain words apart and a query for the
     whole word finds nothing.
     """
-    langs: list[str] = []
-    for name, plugin in config.plugins.items():
-        if name.endswith("search"):
-            langs = list(getattr(plugin.config, "lang", None) or [])
+    langs = _search_langs(config)
     try:
         import jieba
     except ImportError:

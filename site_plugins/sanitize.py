@@ -24,7 +24,7 @@ TAGS = frozenset(
         "del", "details", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3",
         "h4", "h5", "h6", "hr", "i", "input", "ins", "kbd", "label", "li", "mark", "ol", "p",
         "pre", "s", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
-        "td", "tfoot", "th", "thead", "tr", "ul",
+        "td", "tfoot", "th", "thead", "tr", "ul", "wbr", "select", "option", "optgroup",
     }
 )  # fmt: skip
 
@@ -39,6 +39,8 @@ ATTRIBUTES: dict[str, set[str]] = {
     "details": {"open"},
     "ol": {"start"},
     "input": {"type", "name", "checked", "placeholder", "autocomplete", "value"},
+    "option": {"value", "selected"},
+    "optgroup": {"label"},
 }
 
 #: Input types a page may contain: content tabs (radio), filter boxes, toggles.

@@ -27,6 +27,7 @@ SITE_PACKAGES = {
     "pymdownx": "pymdown-extensions",
     "jieba": "jieba",
     "nh3": "nh3",
+    "minify_html": "minify-html",
 }
 INSTALL_HINT = "pip install '.[site]'"
 
