@@ -29,18 +29,7 @@ from site_plugins.common import (
     wrap_name,
 )
 
-_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?(?:rc(\d+))?$")
 MATRIX_ID = "kb-matrix"
-
-
-def release_key(release: str) -> tuple[int, ...]:
-    """Order releases: 2.7.1rc1 < 2.7.1 < 2.7.1.post2 < 2.8.0."""
-    m = _RELEASE.match(release)
-    if not m:
-        return (10**6,)
-    major, minor, patch, post, rc = m.groups()
-    rc_rank = int(rc) if rc is not None else 10**6
-    return (int(major), int(minor), int(patch or 0), rc_rank, int(post or -1))
 
 
 def _by_category(data: SiteData) -> list[tuple[str, list[Record]]]:

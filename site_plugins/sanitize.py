@@ -12,6 +12,8 @@ them.
 
 from __future__ import annotations
 
+import re
+
 import nh3
 
 from site_plugins.md import strip_controls
@@ -53,9 +55,17 @@ def _filter(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
+#: An anchor the sanitizer left without a target (its scheme was refused).
+_DEAD_LINK = re.compile(r"<a((?:\s(?!href=)[a-z-]+=\"[^\"]*\")*)>(.*?)</a>", re.S)
+
+
 def sanitize(html: str) -> str:
-    """HTML rendered from record text, with everything outside the allow-list removed."""
-    return nh3.clean(
+    """HTML rendered from record text, with everything outside the allow-list removed.
+
+    A link whose target was refused becomes plain text (a ``span``): an ``<a>`` without
+    ``href`` is inert, but themes that intercept clicks choke on it.
+    """
+    clean = nh3.clean(
         strip_controls(html),
         tags=set(TAGS),
         clean_content_tags={"script", "style"},
@@ -67,3 +77,4 @@ def sanitize(html: str) -> str:
         strip_comments=True,
         filter_style_properties={"text-align"},
     )
+    return _DEAD_LINK.sub(r"<span\1>\2</span>", clean)

@@ -24,6 +24,9 @@ class Scan(HTMLParser):
         super().__init__()
         self.scripts: list[str] = []
         self.handlers: list[str] = []
+        self.ids: list[str] = []
+        self.classes: list[str] = []
+        self.text = ""
         self.title = ""
         self._in: str | None = None
         self.feed(html)
@@ -31,6 +34,8 @@ class Scan(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._in = tag if tag in ("script", "title") else None
         self.handlers += [f"{tag} {k}={v}" for k, v in attrs if k.startswith("on")]
+        self.ids += [v or "" for k, v in attrs if k == "id"]
+        self.classes += [f"{tag}.{v}" for k, v in attrs if k == "class"]
 
     def handle_endtag(self, tag: str) -> None:
         self._in = None
@@ -40,6 +45,8 @@ class Scan(HTMLParser):
             self.scripts.append(data)
         elif self._in == "title":
             self.title += data
+        else:
+            self.text += data
 
 
 def test_real_records_build_strictly_with_a_page_for_everything(real_site: RealSite) -> None:
@@ -91,19 +98,21 @@ def test_hostile_fixture_records_do_not_inject(fixture_site: FixtureSite) -> Non
         assert not [s for s in scan.scripts if "alert" in s], page
         assert not [h for h in scan.handlers if "alert" in h], page
         assert "<" not in scan.title, page
-    attention = (
-        fixture_site.path / "operators" / "npu_fixture_attention" / "index.html"
-    ).read_text()
-    assert "&lt;script&gt;alert(&#39;summary&#39;)&lt;/script&gt;" in attention or (
-        "&lt;script&gt;alert('summary')&lt;/script&gt;" in attention
+    attention = Scan(
+        (fixture_site.path / "operators" / "npu_fixture_attention" / "index.html").read_text()
     )
-    assert 'id="signature"' in attention and 'id="parameters"' in attention
+    assert "Hostile text <script>alert('summary')</script> with a | pipe" in attention.text
+    assert {"signature", "parameters"} <= set(attention.ids)
 
 
 def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: FixtureSite) -> None:
     html = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
-    assert '<pre class="mermaid">' in html
-    assert 'click c0 href "../../chains/fixture-decode-chain/"' in html
+    scan = Scan(html)
+    assert scan.classes.count("pre.mermaid") == 3  # the map and one per question
+    assert 'click t0 href "../../chains/fixture-decode-chain/"' in scan.text
+    assert "mermaid-11.12.2.min.js" in html
+    operator = (fixture_site.path / "operators" / "npu_fixture_norm" / "index.html").read_text()
+    assert "mermaid" not in operator  # only pages that draw a diagram load Mermaid
 
 
 def test_failed_build_leaves_the_previous_site(
