@@ -171,3 +171,58 @@ def test_missing_mkdocs_gives_an_install_hint(monkeypatch, capsys) -> None:
 def test_site_without_action_prints_help(capsys) -> None:
     assert main(["site"]) == 2
     assert "build" in capsys.readouterr().err
+
+
+def test_the_built_site_keeps_its_weight_budgets(real_site: RealSite) -> None:
+    """Issue 13's size budgets, measured on the real build (the time budget is in the log)."""
+    from kb.commands.site import BUDGET_OPERATOR_PAGE_KB, BUDGET_SITE_MB, measure, report
+
+    figures = measure(real_site.path)
+    assert figures.total_mb <= BUDGET_SITE_MB, figures
+    assert 0 < figures.operator_page_kb <= BUDGET_OPERATOR_PAGE_KB, figures
+    line, _ = report(real_site.path, 1.0)
+    assert f"{figures.pages} pages, {figures.total_mb:.1f} MB" in line
+
+
+def test_theme_files_no_page_loads_are_not_shipped(real_site: RealSite) -> None:
+    assets = real_site.path / "assets" / "javascripts"
+    assert not list(real_site.path.glob("assets/**/*.map"))
+    shipped = {p.name for p in (assets / "lunr" / "min").iterdir()}
+    assert "lunr.zh.min.js" in shipped and "lunr.multi.min.js" in shipped
+    assert "lunr.de.min.js" not in shipped and not (assets / "lunr" / "wordcut.js").exists()
+
+
+def test_sitemap_and_404_use_the_site_url(real_site: RealSite) -> None:
+    sitemap = (real_site.path / "sitemap.xml").read_text(encoding="utf-8")
+    assert sitemap.count("<loc>") == len(list(real_site.path.rglob("index.html")))
+    assert "<loc>http://127.0.0.1:8000/operators/npu_mla_prolog_v3/</loc>" in sitemap
+    not_found = (real_site.path / "404.html").read_text(encoding="utf-8")
+    assert "/assets/stylesheets/kb.css" in not_found and "../" not in not_found
+
+
+def test_search_index_is_lean(real_site: RealSite) -> None:
+    """Pages, their words and parameters; no keyword dumps, link lists or release lists."""
+    index = json.loads((real_site.path / "search" / "search_index.json").read_text())
+    locations = [d["location"] for d in index["docs"]]
+    generated = ("operators/", "chains/", "trees/", "playbooks/")
+    anchors = {
+        loc.split("#", 1)[1] for loc in locations if "#" in loc and loc.startswith(generated)
+    }
+    noise = {
+        "search-keywords",
+        "see-also",
+        "related-operators",
+        "used-in-chains-and-trees",
+        "torch_npu-releases",
+        "upstream",
+        "example",
+        "signature",
+        "checkable-rules",
+    }
+    assert not anchors & noise
+    assert not [a for a in anchors if a.startswith("rule-")]
+    mla = next(d for d in index["docs"] if d["location"] == "operators/npu_mla_prolog_v3/")
+    assert "slot_mapping" in mla["text"]  # the record's search terms count for the page
+    assert "operators/npu_mla_prolog_v3/#parameters" in locations
+    matrix = next(d for d in index["docs"] if d["location"] == "matrices/products/")
+    assert "npu_mla_prolog_v3" not in matrix["text"]  # listing tables are not indexed
