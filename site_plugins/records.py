@@ -10,7 +10,6 @@ mkdocs.yml.
 from __future__ import annotations
 
 import logging
-import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,6 @@ from site_plugins.rules import check_examples, load_rules
 from site_plugins.sanitize import sanitize
 
 log = logging.getLogger("mkdocs.plugins.kb-records")
-
-#: The vendored Mermaid build (docs-relative) and what marks a page that needs it.
-MERMAID_JS = "assets/javascripts/vendor/mermaid-11.12.2.min.js"
-MERMAID_BLOCK = '<pre class="mermaid">'
 
 DEFAULT_GUIDES = [
     "guides/fusion-workflow.md",
@@ -124,13 +119,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         return markdown
 
     def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
-        """Sanitize pages made from record text (hand-written pages are trusted), then
-        give pages that draw a diagram, and only those, the Mermaid script."""
+        """Sanitize pages made from record text (hand-written pages are trusted)."""
         if page.file.src_uri in self.generated.pages:
-            html = sanitize(html)
-        if MERMAID_BLOCK in html:
-            # Inside the content, so instant navigation loads it before Material draws.
-            html += f'\n<script src="{_to_root(page.url)}{MERMAID_JS}"></script>\n'
+            return sanitize(html)
         return html
 
     def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str:
@@ -166,12 +157,6 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         if self.root is not None:
             server.watch(str(self.root))
         return server
-
-
-def _to_root(url: str) -> str:
-    """The relative prefix from a built page's URL to the site root."""
-    folder = url if url.endswith("/") or not url else posixpath.dirname(url) + "/"
-    return "../" * folder.count("/")
 
 
 def _search_langs(config: MkDocsConfig) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -42,10 +43,22 @@ def build(*argv: str) -> int:
     return main(["site", "build", "-q", *argv])
 
 
+def free_port() -> int:
+    """A port free now, for a site built for that address and served there later.
+
+    Material's instant navigation follows only links whose origin matches the
+    sitemap's, so the browser test serves each site at the ``site_url`` it was built for.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclass
 class RealSite:
     path: Path
     seconds: float
+    port: int  # the site was built for http://127.0.0.1:PORT/
 
 
 @dataclass
@@ -53,14 +66,25 @@ class FixtureSite:
     path: Path
     tmpdir: Path  # the TMPDIR the build ran with (empty before)
     cache: Path  # the KB_CACHE_DIR the build ran with
+    port: int
 
 
 @pytest.fixture(scope="session")
 def real_site(tmp_path_factory: pytest.TempPathFactory) -> RealSite:
     site = tmp_path_factory.mktemp("real") / "site"
-    start = time.perf_counter()
-    assert build("--site-dir", str(site)) == 0
-    return RealSite(site, time.perf_counter() - start)
+    port = free_port()
+    saved = os.environ.get("KB_SITE_URL")
+    os.environ["KB_SITE_URL"] = f"http://127.0.0.1:{port}/"
+    try:
+        start = time.perf_counter()
+        assert build("--site-dir", str(site)) == 0
+        seconds = time.perf_counter() - start
+    finally:
+        if saved is None:
+            os.environ.pop("KB_SITE_URL", None)
+        else:
+            os.environ["KB_SITE_URL"] = saved
+    return RealSite(site, seconds, port)
 
 
 @pytest.fixture(scope="session")
@@ -68,10 +92,12 @@ def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> FixtureSite:
     tmp = tmp_path_factory.mktemp("fixture")
     site, tmpdir, cache = tmp / "site", tmp / "tmpdir", tmp / "cache"
     tmpdir.mkdir()
+    port = free_port()
     env = {**os.environ, "TMPDIR": str(tmpdir), "KB_CACHE_DIR": str(cache)}
+    env["KB_SITE_URL"] = f"http://127.0.0.1:{port}/"
     env.pop("KB_RECORDS_DIR", None)
     cmd = [sys.executable, "-m", "kb", "site", "build", "-q", "-f", str(fixture_config(tmp))]
     cmd += ["--records", str(FIXTURES), "--site-dir", str(site)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
     assert proc.returncode == 0, proc.stderr
-    return FixtureSite(site, tmpdir, cache)
+    return FixtureSite(site, tmpdir, cache, port)

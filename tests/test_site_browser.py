@@ -79,9 +79,9 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(directory: Path) -> Iterator[str]:
+def serve(directory: Path, port: int) -> Iterator[str]:
     handler = functools.partial(QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -93,13 +93,13 @@ def serve(directory: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def site_url(real_site: RealSite) -> Iterator[str]:
-    with serve(real_site.path) as url:
+    with serve(real_site.path, real_site.port) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def fixture_url(fixture_site: FixtureSite) -> Iterator[str]:
-    with serve(fixture_site.path) as url:
+    with serve(fixture_site.path, fixture_site.port) as url:
         yield url
 
 
@@ -168,7 +168,9 @@ def screenshot_on_failure(p: Page) -> Iterator[None]:
 
 
 def open_search(p: Page, base: str, query: str) -> None:
-    p.page.goto(base)
+    """Search from ``base`` (loaded first), or from the current page when it is empty."""
+    if base:
+        p.page.goto(base)
     p.page.locator("label.md-search__icon, .md-search__input").first.click()
     box = p.page.locator("input.md-search__input")
     box.fill(query)
@@ -189,6 +191,13 @@ def wait_for_diagrams(p: Page) -> None:
         ".every(d => d.shadowRoot && d.shadowRoot.querySelector('svg'))"
         " && !document.querySelector('article pre.mermaid')",
         timeout=20000,
+    )
+
+
+def wait_for_title(p: Page, title: str) -> None:
+    """Instant navigation changes the URL before it swaps the content: wait for the page."""
+    p.page.wait_for_function(
+        "t => (document.querySelector('article h1') || {}).textContent.startsWith(t)", arg=title
     )
 
 
@@ -301,6 +310,26 @@ def test_matrix_filter_hides_empty_categories(sized_page: Page, site_url: str) -
         assert p.page.locator("#kb-matrix tbody tr:not([hidden])").count() == 1
 
 
+def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) -> None:
+    """One page load, then content swaps: the search index is fetched once per visit."""
+    with screenshot_on_failure(page):
+        page.page.goto(f"{site_url}operators/npu_rms_norm/")
+        page.page.wait_for_load_state("networkidle")
+        page.page.evaluate("window.__kb_marker = 1")
+        page.page.locator("nav.md-nav--primary a[href*='npu_add_rms_norm']").first.click()
+        wait_for_title(page, "npu_add_rms_norm")
+        assert page.page.evaluate("window.__kb_marker") == 1  # no reload
+        page.page.locator(".md-tabs a[href*='trees/']").first.click()
+        wait_for_title(page, "Decision trees")
+        page.page.locator("article a[href*='moe/']").first.click()
+        wait_for_title(page, "Which MoE")
+        wait_for_diagrams(page)  # Mermaid arrives with the first page that draws
+        hits = search(page, "", "npu_rms_norm")
+        assert hits
+        assert sum("search_index.json" in u for u in page.requests) == 1
+        assert sum("mermaid-11" in u for u in page.requests) == 1
+
+
 # -- search ------------------------------------------------------------------------------
 
 
@@ -319,7 +348,7 @@ def test_a_mistyped_name_lands_on_the_operator(page: Page, site_url: str, typo: 
         assert suggestion.inner_text() == "npu_mla_prolog_v3"
         suggestion.click()
         page.page.wait_for_url("**/operators/npu_mla_prolog_v3/")
-        assert page.page.locator("article h1").inner_text().startswith("npu_mla_prolog_v3")
+        wait_for_title(page, "npu_mla_prolog_v3")
 
 
 def test_an_exact_name_gets_no_suggestion(page: Page, site_url: str) -> None:
