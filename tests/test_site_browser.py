@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -195,10 +196,11 @@ def wait_for_diagrams(p: Page) -> None:
 
 
 def wait_for_title(p: Page, title: str) -> None:
-    """Instant navigation changes the URL before it swaps the content: wait for the page."""
-    p.page.wait_for_function(
-        "t => (document.querySelector('article h1') || {}).textContent.startsWith(t)", arg=title
-    )
+    """Instant navigation changes the URL before it swaps the content: wait for the page
+    (whether it arrives by a swap or by a full load)."""
+    from playwright.sync_api import expect
+
+    expect(p.page.locator("article h1")).to_have_text(re.compile("^" + re.escape(title)))
 
 
 # -- pages that fit ----------------------------------------------------------------------

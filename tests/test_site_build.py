@@ -15,8 +15,6 @@ from kb.cli import main
 from kb.compiled import open_catalog
 from site_plugins.rules import load_rules
 
-BUILD_BUDGET_SECONDS = 60
-
 
 class Scan(HTMLParser):
     """Script bodies, event-handler attributes and the <title> of one page."""
@@ -51,7 +49,7 @@ class Scan(HTMLParser):
 
 
 def test_real_records_build_strictly_with_a_page_for_everything(real_site: RealSite) -> None:
-    site, seconds = real_site.path, real_site.seconds
+    site = real_site.path
     catalog = open_catalog()
     dirs = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
     for kind, folder in dirs.items():
@@ -72,7 +70,6 @@ def test_real_records_build_strictly_with_a_page_for_everything(real_site: RealS
         "matrices/versions",
     ):
         assert (site / page / "index.html").is_file(), page
-    assert seconds < BUILD_BUDGET_SECONDS
 
 
 def test_search_index_is_bilingual_and_segments_chinese(real_site: RealSite) -> None:
