@@ -8,6 +8,7 @@ from typing import Any
 
 from kb.check.context import Context
 from kb.check.findings import Finding
+from kb.check.model import Document
 from kb.check.parse import parse
 from kb.check.registry import RULES, expand
 from kb.check.rules.base import RuleUnit
@@ -32,8 +33,10 @@ def active_rules(select: Sequence[str] | None, ignore: Sequence[str] | None) -> 
                  if (not chosen or matches(r.code, chosen)) and not matches(r.code, dropped))  # fmt: skip
 
 
-def _suppressed(findings: list[Finding], text: str, first_lines: dict[int, int]) -> list[Finding]:
-    comments = ignore_comments(text)
+def _suppressed(findings: list[Finding], doc: Document, first_lines: dict[int, int]) -> list[Finding]:
+    if doc.located is None:  # the file did not load: nothing in it is known to be a comment
+        return findings
+    comments = ignore_comments(doc.text, doc.located)
     if not comments:
         return findings
     by_line: dict[int, list[str]] = {}
@@ -70,7 +73,7 @@ class Checker:
         for rule in self.rules:
             findings.extend(rule.check(doc, self.ctx))
         first_lines = {c.index: doc.where(c.path)[0] for c in doc.candidates}
-        findings = _suppressed(findings, text, first_lines)
+        findings = _suppressed(findings, doc, first_lines)
         findings.sort(key=Finding.sort_key)
         if report is not None:
             report.files += 1

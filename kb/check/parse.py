@@ -9,6 +9,7 @@ so the rules that run afterwards never see a value of the wrong type.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -58,26 +59,53 @@ class InputError(Exception):
 
 
 def read_source(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """(display name, text) of one input; ``-`` reads standard input."""
+    """(display name, text) of one input; ``-`` reads standard input.
+
+    Only regular files are opened: a FIFO, device or socket could block ``open`` or
+    ``read`` forever, so it is refused from its ``stat`` first.
+    """
     name = str(path)
     limit = yamlpos.MAX_BYTES
     try:
         if name == "-":
-            raw = sys.stdin.buffer.read(limit + 1)
             name = "<stdin>"
+            stdin = sys.stdin
+            if stdin is None or stdin.closed:
+                raise InputError(name, "standard input is closed")
+            raw = stdin.buffer.read(limit + 1)
         else:
-            if os.path.isdir(name):
-                raise InputError(name, "is a directory, expected a candidate list file")
-            with open(name, "rb") as fh:
-                raw = fh.read(limit + 1)
+            raw = read_regular_file(name, limit + 1)
+    except InputError as exc:
+        raise InputError(name, exc.message) from None
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # e.g. a stdin replaced by a closed file object
+        raise InputError(name, f"cannot read: {exc}") from None
     try:
         return name, yamlpos.decode(raw, max_bytes=limit)
     except yamlpos.YamlError as exc:
         if len(raw) > limit:
             raise InputError(name, f"larger than the {limit} byte limit; split the list") from None
         raise InputError(name, exc.message) from None
+
+
+def read_regular_file(name: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file; InputError for anything else."""
+    kind = stat.S_IFMT(os.stat(name).st_mode)
+    if kind != stat.S_IFREG:
+        raise InputError(name, f"is {_FILE_KINDS.get(kind, 'not a regular file')}, expected a "
+                         "candidate list file")  # fmt: skip
+    # O_NONBLOCK: should the path turn into a FIFO after the stat, open still returns
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
+            raise InputError(name, "is not a regular file, expected a candidate list file")
+        return fh.read(limit)
+
+
+_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)",
+               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket"}  # fmt: skip
 
 
 def _type_name(value: object) -> str:
@@ -202,7 +230,7 @@ class _Parser:
         self.fields(data, (), TOP_FIELDS, None, "the candidate list")
         if "version" in data:
             version = data["version"]
-            if isinstance(version, str) and version.strip().isdigit():
+            if isinstance(version, str) and version.strip().isdigit() and len(version.strip()) < 10:
                 version = int(version)
             if isinstance(version, bool) or not isinstance(version, int):
                 self.wrong_type(("version",), data["version"], "an integer (1)", None)
@@ -366,6 +394,11 @@ class _Parser:
         ):
             self.wrong_type(path + ("shape",), shape, "a list of sizes such as [T, 7168]", i)
             return None
+        for j, d in enumerate(shape):
+            if isinstance(d, int) and d <= 0:
+                self.add(WRONG_TYPE, path + ("shape", j), f"{_field(path + ('shape', j))} is {d}; "
+                         "a dimension is a positive integer (or a name such as T)", candidate=i)  # fmt: skip
+                return None
         return shape
 
     def prefetch(self, item: dict[Any, Any], path: Path, cand: Candidate) -> None:
@@ -396,6 +429,7 @@ class _Parser:
         if item.get("max_size") is not None:
             try:
                 cand.max_size = parse_size(item["max_size"])
+                cand.max_size_unknown = cand.max_size is None
             except SizeError as exc:
                 self.add(WRONG_TYPE, path + ("max_size",), f"max_size: {exc}", candidate=i)
         if "switch" in item:
