@@ -8,36 +8,30 @@ Ranking, best first:
 4. BM25F text matches: documents matching every query token before those matching
    some, fields weighted by :data:`BOOSTS`.
 
-The index lives in the per-user cache under a directory named by the records'
-content hash; it is built into a temporary directory and renamed into place, and an
-index that fails to open or disagrees with the catalog is rebuilt, never trusted.
+Where the index lives and how it is built, opened and healed is
+:mod:`kb.searchindex`; this module decides what goes into it and how hits rank.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import re
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from kb.whoosh_import import import_whoosh
 
 import_whoosh()
 
-from whoosh import index as windex  # noqa: E402
 from whoosh import query as Q  # noqa: E402
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 from whoosh.scoring import BM25F  # noqa: E402
 
 from kb.compiled import Catalog  # noqa: E402
-from kb.paths import cache_dir  # noqa: E402
+from kb.searchindex import open_index  # noqa: E402
 from kb.textanalysis import glossary_tokens, tokens  # noqa: E402
 
 MAX_QUERY_CHARS = 500
-INDEX_VERSION = "7"
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
 BOOSTS: dict[str, float] = {
@@ -68,7 +62,7 @@ class KbTokenizer(Tokenizer):  # type: ignore[misc]
             yield t
 
 
-def _schema() -> Schema:
+def schema() -> Schema:
     an = KbTokenizer()
     return Schema(
         name=ID(stored=True, unique=True),
@@ -111,13 +105,18 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         "name": name,
         "kind": kind,
         "summary_en": summary.get("en", ""),
-        "name_text": _join(name, rec.get("calls", []), rec.get("aliases", []),
-                           name.replace("_", " ")),
+        "name_text": _join(
+            name, rec.get("calls", []), rec.get("aliases", []), name.replace("_", " ")
+        ),
         "keywords": _join(keywords.get("en", []), title.get("en", "")),
         "summary": summary.get("en", ""),
         "fuses": _join([s.replace("_", " ") for s in rec.get("fuses", [])]),
-        "zh": _join(summary.get("zh", ""), keywords.get("zh", []), rec.get("description_zh", ""),
-                    title.get("zh", "")),
+        "zh": _join(
+            summary.get("zh", ""),
+            keywords.get("zh", []),
+            rec.get("description_zh", ""),
+            title.get("zh", ""),
+        ),
         "params": "",
         "body": rec.get("description", ""),
     }
@@ -140,14 +139,6 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         doc["body"] = _join(rec.get("description", ""), [c["why"] for c in rec.get("op_classes", [])],
                             [f["explanation"] for f in rec.get("formulas", [])])  # fmt: skip
     return doc
-
-
-def index_dir(content: str) -> Path:
-    return cache_dir() / f"index-{INDEX_VERSION}-{content}"
-
-
-def _stamp(catalog: Catalog) -> dict[str, Any]:
-    return {"content": catalog.content, "docs": len(catalog.names())}
 
 
 #: How much to trust a record as the answer before looking at the query: the
@@ -174,7 +165,12 @@ def _uses(recs: dict[str, dict[str, Any]]) -> dict[str, int]:
         if rec["kind"] == "chain":
             named = {st["operator"] for st in rec.get("stages", [])}
         elif rec["kind"] == "tree":
-            named = {op for n in rec.get("nodes", []) for o in n["options"] for op in o.get("operators", [])}
+            named = {
+                op
+                for n in rec.get("nodes", [])
+                for o in n["options"]
+                for op in o.get("operators", [])
+            }
         for op in named:
             counts[op] = counts.get(op, 0) + 1
     return counts
@@ -202,50 +198,6 @@ def priors(catalog: Catalog) -> dict[str, float]:
         prior *= 1.0 + PROVEN_WEIGHT * min(uses.get(name, 0), PROVEN_CAP)
         out[name] = prior
     return out
-
-
-def build_index(catalog: Catalog) -> Path:
-    """Build the index for the catalog's content into place, atomically."""
-    import shutil
-    import tempfile
-
-    target = index_dir(catalog.content)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".index-", dir=target.parent))
-    try:
-        ix = windex.create_in(str(tmp), _schema())
-        writer = ix.writer()
-        weights = priors(catalog)
-        for rec in catalog.records():
-            writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
-        writer.commit()
-        (tmp / "stamp.json").write_text(json.dumps(_stamp(catalog)))
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    for old in target.parent.glob("index-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-    return target
-
-
-def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
-    """Open the index for the catalog, rebuilding it when missing, stale or corrupt."""
-    target = index_dir(catalog.content)
-    if not rebuild:
-        try:
-            stamp = json.loads((target / "stamp.json").read_text())
-            if stamp == _stamp(catalog):
-                ix = windex.open_dir(str(target))
-                if ix.doc_count() == stamp["docs"]:
-                    return ix
-        except Exception:
-            pass
-    build_index(catalog)
-    return windex.open_dir(str(target))
 
 
 class Hit(NamedTuple):
@@ -286,7 +238,9 @@ POOL = 50
 
 
 def _name_factor(name: str, query_tokens: set[str]) -> float:
-    parts = {p for p in re.split(r"[_.\-]+", name.lower()) if p and p != "npu" and not _VERSION.match(p)}
+    parts = {
+        p for p in re.split(r"[_.\-]+", name.lower()) if p and p != "npu" and not _VERSION.match(p)
+    }
     stems = {tokens(p)[0] for p in parts if tokens(p)}
     if not stems:
         return 1.0
@@ -350,30 +304,43 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
     inplace = bool(_INPLACE.search(text.lower()))
     if toks:
         ix = ix or open_index(catalog)
-        per_token = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in toks]
-        kind_filter = Q.Or([Q.Term("kind", k) for k in kinds]) if kinds else None
-        seen = {h.name for h in hits}
-        with ix.searcher(weighting=BM25F()) as s:
-            scored: dict[str, tuple[float, str, str]] = {}
-            # joined neighbours ("rms norm" → rmsnorm) may match but are never required
-            optional = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in joined]
-            queries = [Q.And(per_token), Q.Or(per_token + optional)] if len(toks) > 1 else [per_token[0]]
-            qset = set(toks) | set(joined)
-            prior = dict(KIND_PRIOR)
-            for kind, words in KIND_WORDS.items():
-                if qset & words:
-                    prior[kind] = KIND_ASKED
-            for tier, qry in enumerate(queries):
-                for r in s.search(qry, limit=POOL + limit + len(seen), filter=kind_filter):
-                    name = r["name"]
-                    if name in seen or name in scored:
-                        continue
-                    score = float(r.score) * _name_factor(name, qset) * prior.get(r["kind"], 1.0)
-                    score *= float(r.get("prior", 1.0))
-                    if inplace and name.endswith("_"):
-                        score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
-                    score += 100.0 if tier == 0 and len(queries) > 1 else 0.0
-                    scored[name] = (score, r["kind"], r["summary_en"])
-            for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):
-                hits.append(Hit(kind, name, score, summary, "text"))
+        try:
+            hits += _text_hits(ix, toks, joined, kinds, inplace, {h.name for h in hits}, limit)
+        except Exception:  # a damaged index (zlib.error, whoosh's own): rebuild it, ask again
+            ix = open_index(catalog, rebuild=True)
+            hits += _text_hits(ix, toks, joined, kinds, inplace, {h.name for h in hits}, limit)
     return hits[:limit]
+
+
+def _text_hits(ix: Any, toks: list[str], joined: list[str], kinds: set[str] | None,
+               inplace: bool, seen: set[str], limit: int) -> list[Hit]:  # fmt: skip
+    """BM25F hits for the query tokens, rescored, best first (names in ``seen`` left out)."""
+    hits: list[Hit] = []
+    per_token = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in toks]
+    kind_filter = Q.Or([Q.Term("kind", k) for k in kinds]) if kinds else None
+    with ix.searcher(weighting=BM25F()) as s:
+        scored: dict[str, tuple[float, str, str]] = {}
+        # joined neighbours ("rms norm" → rmsnorm) may match but are never required
+        optional = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in joined]
+        queries = (
+            [Q.And(per_token), Q.Or(per_token + optional)] if len(toks) > 1 else [per_token[0]]
+        )
+        qset = set(toks) | set(joined)
+        prior = dict(KIND_PRIOR)
+        for kind, words in KIND_WORDS.items():
+            if qset & words:
+                prior[kind] = KIND_ASKED
+        for tier, qry in enumerate(queries):
+            for r in s.search(qry, limit=POOL + limit + len(seen), filter=kind_filter):
+                name = r["name"]
+                if name in seen or name in scored:
+                    continue
+                score = float(r.score) * _name_factor(name, qset) * prior.get(r["kind"], 1.0)
+                score *= float(r.get("prior", 1.0))
+                if inplace and name.endswith("_"):
+                    score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
+                score += 100.0 if tier == 0 and len(queries) > 1 else 0.0
+                scored[name] = (score, r["kind"], r["summary_en"])
+        for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):
+            hits.append(Hit(kind, name, score, summary, "text"))
+    return hits

@@ -8,6 +8,8 @@ are collected, never raised, so one run reports every broken record as
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from kb import yamlpos
 from kb.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
+from kb.paths import NotRegularFile, file_kind, read_regular_file
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,19 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return self.located_in(None)
+
+    def located_in(self, root: Path | None) -> str:
+        """``file:line:col: field: message``, the file under ``root`` when given.
+
+        Line and column always come last, so a file name with colons (``a:b.yaml``)
+        stays readable from the right.
+        """
+        file = str(root / self.file) if root is not None else self.file
+        where = f"{file}:{self.line}:{self.column}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 @dataclass
@@ -52,8 +66,61 @@ class StoreResult:
         return not self.problems
 
 
+RECORD_SUFFIXES = (".yaml", ".yml")
+#: A record file larger than this is not a record (the biggest today is ~40 KB).
+MAX_RECORD_BYTES = 1024 * 1024
+
+
+def discover(root: Path) -> tuple[list[Path], list[Problem]]:
+    """The record files under ``root``, sorted, and problems with entries that look like one.
+
+    Every reader of the tree (validation, the compiled cache's fingerprint) uses this one
+    walk, so they agree on what a record file is.  Hidden entries (``.git``, an editor's
+    ``.#name.yaml`` lock link) are skipped; a directory is a directory whatever its name;
+    directory symlinks are not followed (no loops); a ``*.yaml`` that is a dangling
+    link, a FIFO, a device or a socket is a problem, never opened.
+    """
+    files: list[Path] = []
+    problems: list[Problem] = []
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError as exc:
+            rel = str(here.relative_to(root)) if here != root else str(root)
+            problems.append(Problem(rel, 1, 1, "", f"cannot list directory: {exc.strerror or exc}"))
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(path)
+                continue
+            if not entry.name.endswith(RECORD_SUFFIXES):
+                continue
+            rel = str(path.relative_to(root))
+            try:
+                mode = entry.stat(follow_symlinks=True).st_mode
+            except OSError:
+                target = os.readlink(entry.path) if entry.is_symlink() else "?"
+                problems.append(Problem(rel, 1, 1, "", f"broken symbolic link (to {target!r}); "
+                                        "remove it or restore its target"))  # fmt: skip
+                continue
+            if stat.S_ISREG(mode):
+                files.append(path)
+            else:
+                problems.append(Problem(rel, 1, 1, "", f"is {file_kind(mode)}, not a record file"))
+    files.sort()
+    if not files and not problems:
+        problems.append(Problem(str(root), 1, 1, "", f"0 records loaded from {root}: no "
+                                "*.yaml record files there"))  # fmt: skip
+    return files, problems
+
+
 def record_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    return discover(root)[0]
 
 
 def _loc_to_path(loc: Iterable[Any]) -> tuple[Any, ...]:
@@ -92,11 +159,14 @@ def _describe(err: dict[str, Any]) -> str:
 
 def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
     try:
-        located = yamlpos.load_bytes(path.read_bytes())
+        located = yamlpos.load_bytes(read_regular_file(path, MAX_RECORD_BYTES + 1),
+                                     max_bytes=MAX_RECORD_BYTES)  # fmt: skip
     except yamlpos.YamlError as exc:
         return None, [Problem(rel, exc.line, exc.column, "", exc.message)]
+    except NotRegularFile as exc:
+        return None, [Problem(rel, 1, 1, "", f"is {exc.kind}, not a record file")]
     except OSError as exc:
-        return None, [Problem(rel, 1, 1, "", f"cannot read: {exc.strerror}")]
+        return None, [Problem(rel, 1, 1, "", f"cannot read: {exc.strerror or exc}")]
     data = located.data
     if not isinstance(data, dict):
         return None, [Problem(rel, 1, 1, "", "a record is a YAML mapping")]
@@ -211,7 +281,9 @@ def _check_signature(loaded: Loaded) -> list[Problem]:
             if getattr(p, attr) != value:
                 add(("parameters", i, attr), f"is {getattr(p, attr)!r}, the schema says {value!r}")
     if rec.returns and len(rec.returns) != len(schema.returns):
-        add(("returns",), f"{len(rec.returns)} returns listed, the schema has {len(schema.returns)}")
+        add(
+            ("returns",), f"{len(rec.returns)} returns listed, the schema has {len(schema.returns)}"
+        )
     return problems
 
 
@@ -236,7 +308,8 @@ def load_store(root: Path) -> StoreResult:
     if not root.is_dir():
         result.problems.append(Problem(str(root), 1, 1, "", "records directory not found"))
         return result
-    for path in record_files(root):
+    files, result.problems = discover(root)
+    for path in files:
         rel = str(path.relative_to(root))
         loaded, problems = validate_file(path, rel)
         result.problems += problems
@@ -246,7 +319,9 @@ def load_store(root: Path) -> StoreResult:
         if name in result.records:
             line, col = loaded.located.where(("name",))
             other = result.records[name].file
-            result.problems.append(Problem(rel, line, col, "name", f"{name!r} is also defined in {other}"))
+            result.problems.append(
+                Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
+            )
             continue
         expected_stem = name
         if path.stem != expected_stem:

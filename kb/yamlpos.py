@@ -35,7 +35,9 @@ MAX_NUMBER_CHARS = 64
 Path = tuple[Any, ...]
 
 #: Characters YAML does not allow in a stream (what PyYAML's reader refuses).
-_NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NON_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
 #: Line breaks as YAML counts them.
 LINE_BREAKS = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -137,7 +139,7 @@ def decode(raw: bytes, *, max_bytes: int = MAX_BYTES) -> str:
     nul = raw.find(b"\x00", 0, 8192)
     if nul >= 0:
         line = raw.count(b"\n", 0, nul) + 1
-        raise YamlError(f"binary file (NUL byte on line {line}), expected YAML or JSON text", line)
+        raise YamlError("binary file (NUL bytes), expected YAML or JSON text", line)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -76,7 +76,7 @@ def test_dangling_chain_stage_is_reported_with_file_and_line(
     chain = CHAIN.format(operator="npu_tset_op")
     root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
                         "chains/test-chain.yaml": chain})  # fmt: skip
-    assert main(["validate"]) == 1
+    assert main(["validate"]) == 2
     out = capsys.readouterr().out
     line = line_of(chain, "operator: npu_tset_op")
     expected = (f"{root / 'chains/test-chain.yaml'}:{line}:15: stages[0].operator: "
@@ -92,7 +92,7 @@ def test_dangling_tree_leaf_is_reported_with_file_and_line(
     root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
                         "chains/test-chain.yaml": CHAIN.format(operator="npu_test_op"),
                         "trees/test-tree.yaml": tree})  # fmt: skip
-    assert main(["validate"]) == 1
+    assert main(["validate"]) == 2
     out = capsys.readouterr().out
     line = line_of(tree, "chain: test-chian")
     assert (f"{root / 'trees/test-tree.yaml'}:{line}:16: nodes[0].options[0].chain: "

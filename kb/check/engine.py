@@ -33,7 +33,9 @@ def active_rules(select: Sequence[str] | None, ignore: Sequence[str] | None) -> 
                  if (not chosen or matches(r.code, chosen)) and not matches(r.code, dropped))  # fmt: skip
 
 
-def _suppressed(findings: list[Finding], doc: Document, first_lines: dict[int, int]) -> list[Finding]:
+def _suppressed(
+    findings: list[Finding], doc: Document, first_lines: dict[int, int]
+) -> list[Finding]:
     if doc.located is None:  # the file did not load: nothing in it is known to be a comment
         return findings
     comments = ignore_comments(doc.text, doc.located)

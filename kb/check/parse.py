@@ -9,7 +9,6 @@ so the rules that run afterwards never see a value of the wrong type.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -18,6 +17,7 @@ from kb import yamlpos
 from kb.check.findings import Finding
 from kb.check.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.check.values import SizeError, parse_size, parse_version
+from kb.paths import NotRegularFile, read_regular_file
 from kb.vocab import CANONICAL, normalize
 
 SYNTAX = "KB001"
@@ -75,8 +75,8 @@ def read_source(path: str | os.PathLike[str]) -> tuple[str, str]:
             raw = stdin.buffer.read(limit + 1)
         else:
             raw = read_regular_file(name, limit + 1)
-    except InputError as exc:
-        raise InputError(name, exc.message) from None
+    except NotRegularFile as exc:
+        raise InputError(name, f"is {exc.kind}, expected a candidate list file") from None
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:  # e.g. a stdin replaced by a closed file object
@@ -87,25 +87,6 @@ def read_source(path: str | os.PathLike[str]) -> tuple[str, str]:
         if len(raw) > limit:
             raise InputError(name, f"larger than the {limit} byte limit; split the list") from None
         raise InputError(name, exc.message) from None
-
-
-def read_regular_file(name: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file; InputError for anything else."""
-    kind = stat.S_IFMT(os.stat(name).st_mode)
-    if kind != stat.S_IFREG:
-        raise InputError(name, f"is {_FILE_KINDS.get(kind, 'not a regular file')}, expected a "
-                         "candidate list file")  # fmt: skip
-    # O_NONBLOCK: should the path turn into a FIFO after the stat, open still returns
-    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        if stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
-            raise InputError(name, "is not a regular file, expected a candidate list file")
-        return fh.read(limit)
-
-
-_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)",
-               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-               stat.S_IFSOCK: "a socket"}  # fmt: skip
 
 
 def _type_name(value: object) -> str:
