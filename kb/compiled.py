@@ -54,7 +54,9 @@ def _inputs(root: Path) -> tuple[list[tuple[str, Path]], bool]:
     found problems (then only a full validation can say what is wrong)."""
     from kb.store import discover
 
-    files, problems = discover(root) if root.is_dir() else ([], [True])
+    if not root.is_dir():
+        return [], True
+    files, problems = discover(root)
     named = [(str(p.relative_to(root)), p) for p in files]
     named += [(f"<code>/{name}", PACKAGE_DIR / name) for name in _CODE_FILES]
     return named, bool(problems)

@@ -140,7 +140,7 @@ class _Parser:
             elif isinstance(key, str):
                 hint = _did_you_mean(key, allowed)
             self.add(UNKNOWN_FIELD, path + (key,),
-                     f"unknown field {key!r} in {what}{hint}; allowed: {', '.join(allowed)}",
+                     f"unknown field {_shown(key)} in {what}{hint}; allowed: {', '.join(allowed)}",
                      key=True, candidate=cand)  # fmt: skip
 
     def text(self, mapping: dict[Any, Any], path: Path, name: str, cand: int | None,
@@ -194,7 +194,7 @@ class _Parser:
             options = CANONICAL[vocab]
         hint = _did_you_mean(str(value), options)
         listed = ", ".join(options)
-        self.add(UNKNOWN_VALUE, path, f"{value!r} is not a known {vocab}{hint}; use one of: {listed}",
+        self.add(UNKNOWN_VALUE, path, f"{_shown(value)} is not a known {vocab}{hint}; use one of: {listed}",
                  candidate=cand)  # fmt: skip
         return None
 
@@ -251,7 +251,7 @@ class _Parser:
             if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                 self.wrong_type(path + ("torch_npu",), raw, 'a release such as "2.7.1"', None)
             elif parse_version(str(raw)) is None:
-                self.add(UNKNOWN_VALUE, path + ("torch_npu",), f"{raw!r} is not a torch_npu "
+                self.add(UNKNOWN_VALUE, path + ("torch_npu",), f"{_shown(raw)} is not a torch_npu "
                          "release; write it quoted, like \"2.7.1\" or \"2.1.0.post8\"")  # fmt: skip
             else:
                 out.torch_npu = str(raw)
@@ -423,6 +423,12 @@ class _Parser:
         cand.validated = self.boolean(item, path, "validated", i)
 
 
+def _shown(value: object, width: int = 60) -> str:
+    """``repr`` of a value from the input, cut short: messages must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 4] + "…" + text[-3:]
+
+
 def _field(path: Path) -> str:
     out = ""
     for part in path:
@@ -436,6 +442,8 @@ def _field(path: Path) -> str:
 def _did_you_mean(value: str, options: Iterable[str]) -> str:
     from kb.fuzzy import suggest
 
+    if len(value) > 200:  # no name is that long; fuzzy matching it only costs time
+        return ""
     hits = suggest(value, list(options), limit=2, cutoff=60.0)
     return f" (did you mean {' or '.join(repr(h) for h in hits)}?)" if hits else ""
 

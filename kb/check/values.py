@@ -152,7 +152,7 @@ def _apply(op: str, a: Value, b: Value) -> Value:
         if b == 0:
             raise SizeError("division by zero")
         out = a // b
-    if abs(out) > MAX_BYTES:
+    if abs(out) > MAX_BYTES:  # type: ignore[operator]
         raise SizeError(f"is larger than {MAX_BYTES} bytes")
     return out
 
