@@ -104,13 +104,14 @@ def detailed_candidate_list(n: int) -> str:
             if len(out) - 7 >= n:
                 break
             tensors = "".join(
-                f"      {t}: {{dtype: bfloat16, format: ND, shape: [T, 7168]}}\n"
-                for t in TENSORS.get(op, ("x",))
+                f"      {t}: {{dtype: bfloat16, format: ND, shape: [B, S, 7168]}}\n"
+                for t in TENSORS.get(op, ("x", "weight"))
             )
             out.append(f"  - module: model.layers.{layer}.{module}\n    phase: {phase}\n"
                        f"    operator: {op}\n    status: candidate\n"
+                       f"    replaces: the eager {module.split('.')[-1]} code\n"
                        f"    evidence: modeling_deepseek.py line {100 + layer} calls the eager op\n"
-                       f"    notes: layer {layer} of 61, same shapes as every other layer\n"
+                       f"    notes: layer {layer} of 61, shapes as in every layer\n"
                        f"    tensors:\n{tensors}".rstrip("\n"))  # fmt: skip
         layer += 1
     return "\n".join(out) + "\n"
