@@ -160,7 +160,8 @@ def decode(raw: bytes, *, max_bytes: int = MAX_BYTES) -> str:
     nul = raw.find(b"\x00", 0, 8192)
     if nul >= 0:
         line = raw.count(b"\n", 0, nul) + 1
-        raise YamlError("binary file (NUL bytes), expected YAML or JSON text", line)
+        column = len(raw[raw.rfind(b"\n", 0, nul) + 1 : nul].decode("utf-8", "replace")) + 1
+        raise YamlError("binary file (NUL bytes), expected YAML or JSON text", line, column)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
