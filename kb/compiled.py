@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
 FORMAT_VERSION = "4"
 #: Code whose change must invalidate the cache (it decides what a valid record is).
 _CODE_FILES = ("models.py", "vocab.py", "store.py", "compiled.py", "releases.py",
-               "data/releases.json", "yamlpos.py")  # fmt: skip
+               "data/releases.json", "yamlpos.py", "recordfiles.py")  # fmt: skip
 MEMORY = ":memory:"
 
 
@@ -49,20 +49,22 @@ class CacheCorrupt(Exception):
     """A cached row failed its checksum or the database could not be read."""
 
 
-def _inputs(root: Path) -> tuple[list[tuple[str, Path]], bool]:
+def _inputs(root: Path) -> tuple[list[tuple[str, str]], bool]:
     """(relative name, path) of every file the cache depends on; and whether discovery
     found problems (then only a full validation can say what is wrong)."""
-    from kb.store import discover
+    from kb.recordfiles import scan
 
     if not root.is_dir():
         return [], True
-    files, problems = discover(root)
-    named = [(str(p.relative_to(root)), p) for p in files]
-    named += [(f"<code>/{name}", PACKAGE_DIR / name) for name in _CODE_FILES]
+    top = str(root)
+    files, problems = scan(top)
+    cut = len(top.rstrip(os.sep)) + 1
+    named = [(p[cut:], p) for p in files]
+    named += [(f"<code>/{name}", f"{PACKAGE_DIR}/{name}") for name in _CODE_FILES]
     return named, bool(problems)
 
 
-def stat_key(root: Path, inputs: list[tuple[str, Path]]) -> str:
+def stat_key(root: Path, inputs: list[tuple[str, str]]) -> str:
     """Cheap identity of the inputs: names, sizes, mtimes, inodes and ctimes."""
     h = blake2b(digest_size=16)
     h.update(f"{FORMAT_VERSION}\0{root}\n".encode())
@@ -76,7 +78,7 @@ def stat_key(root: Path, inputs: list[tuple[str, Path]]) -> str:
     return h.hexdigest()
 
 
-def content_key(inputs: list[tuple[str, Path]]) -> str:
+def content_key(inputs: list[tuple[str, str]]) -> str:
     """Identity of the inputs' bytes (keys the search index, proves the cache fresh)."""
     h = blake2b(digest_size=16)
     h.update(FORMAT_VERSION.encode())
@@ -320,7 +322,7 @@ def open_catalog(root: Path | None = None, *, rebuild: bool = False,
     return Catalog(*opened, root=root)
 
 
-def _fresh(target: Path, inputs: list[tuple[str, Path]],
+def _fresh(target: Path, inputs: list[tuple[str, str]],
            skey: str) -> tuple[sqlite3.Connection, dict[str, str]] | None:  # fmt: skip
     """The cache at ``target`` when it holds exactly the current inputs."""
     opened = _open_ro(target)

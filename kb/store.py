@@ -8,8 +8,6 @@ are collected, never raised, so one run reports every broken record as
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,31 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from kb import yamlpos
 from kb.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
-from kb.paths import NotRegularFile, file_kind, read_regular_file
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    column: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.located_in(None)
-
-    def located_in(self, root: Path | None) -> str:
-        """``file:line:col: field: message``, the file under ``root`` when given.
-
-        Line and column always come last, so a file name with colons (``a:b.yaml``)
-        stays readable from the right.
-        """
-        file = str(root / self.file) if root is not None else self.file
-        where = f"{file}:{self.line}:{self.column}"
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+from kb.paths import NotRegularFile, read_regular_file
+from kb.recordfiles import MAX_RECORD_BYTES, Problem, discover
 
 
 @dataclass
@@ -64,59 +39,6 @@ class StoreResult:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-RECORD_SUFFIXES = (".yaml", ".yml")
-#: A record file larger than this is not a record (the biggest today is ~40 KB).
-MAX_RECORD_BYTES = 1024 * 1024
-
-
-def discover(root: Path) -> tuple[list[Path], list[Problem]]:
-    """The record files under ``root``, sorted, and problems with entries that look like one.
-
-    Every reader of the tree (validation, the compiled cache's fingerprint) uses this one
-    walk, so they agree on what a record file is.  Hidden entries (``.git``, an editor's
-    ``.#name.yaml`` lock link) are skipped; a directory is a directory whatever its name;
-    directory symlinks are not followed (no loops); a ``*.yaml`` that is a dangling
-    link, a FIFO, a device or a socket is a problem, never opened.
-    """
-    files: list[Path] = []
-    problems: list[Problem] = []
-    stack = [root]
-    while stack:
-        here = stack.pop()
-        try:
-            entries = list(os.scandir(here))
-        except OSError as exc:
-            rel = str(here.relative_to(root)) if here != root else str(root)
-            problems.append(Problem(rel, 1, 1, "", f"cannot list directory: {exc.strerror or exc}"))
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = Path(entry.path)
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(path)
-                continue
-            if not entry.name.endswith(RECORD_SUFFIXES):
-                continue
-            rel = str(path.relative_to(root))
-            try:
-                mode = entry.stat(follow_symlinks=True).st_mode
-            except OSError:
-                target = os.readlink(entry.path) if entry.is_symlink() else "?"
-                problems.append(Problem(rel, 1, 1, "", f"broken symbolic link (to {target!r}); "
-                                        "remove it or restore its target"))  # fmt: skip
-                continue
-            if stat.S_ISREG(mode):
-                files.append(path)
-            else:
-                problems.append(Problem(rel, 1, 1, "", f"is {file_kind(mode)}, not a record file"))
-    files.sort()
-    if not files and not problems:
-        problems.append(Problem(str(root), 1, 1, "", f"0 records loaded from {root}: no "
-                                "*.yaml record files there"))  # fmt: skip
-    return files, problems
 
 
 def record_files(root: Path) -> list[Path]:
