@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,28 +61,44 @@ class YamlError(Exception):
 class Located:
     """A loaded document plus the 1-based (line, column) of every path in it.
 
-    ``keys`` holds where a mapping key is written, ``values`` where its value starts;
-    a finding about a value points at the value, one about a missing or unknown key
-    at the key.  ``hash_spans`` are the (start, end) positions, 0-based (line, column),
+    Positions are looked up on demand in the composed node graph (a long list has
+    hundreds of thousands of values and only its findings need a position).
+    ``where(path)`` gives where the value at ``path`` starts; with ``key=True``, where
+    its mapping key is written; a path that does not exist falls back to its nearest
+    ancestor.  ``hash_spans`` are the (start, end) positions, 0-based (line, column),
     of scalars whose text holds a ``#``: a ``#`` inside one is data, not a comment.
     """
 
     data: Any
-    keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    root: yaml.Node | None = None
     hash_spans: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
+    _tables: dict[int, dict[Any, tuple[yaml.Node, yaml.Node]]] = field(default_factory=dict)
+
+    def _child(self, node: yaml.Node, part: Any) -> tuple[yaml.Node | None, yaml.Node] | None:
+        if isinstance(node, yaml.MappingNode):
+            table = self._tables.get(id(node))
+            if table is None:
+                table = {key: (k, v) for key, k, v in _pairs(node)}
+                self._tables[id(node)] = table
+            return table.get(part)
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and not isinstance(part, bool):
+            return (None, node.value[part]) if 0 <= part < len(node.value) else None
+        return None
 
     def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         """Best position for ``path``: the exact node, else its nearest ancestor."""
-        table = (self.keys, self.values) if key else (self.values, self.keys)
-        p = tuple(path)
-        while True:
-            for t in table:
-                if p in t:
-                    return t[p]
-            if not p:
-                return (1, 1)
-            p = p[:-1]
+        node = self.root
+        if node is None:
+            return (1, 1)
+        key_node: yaml.Node | None = None
+        for part in path:
+            found = self._child(node, part)
+            if found is None:
+                break  # the nearest ancestor answers (its key, when a key was asked for)
+            key_node, node = found
+        if key and key_node is not None:
+            return _mark(key_node)
+        return _mark(node)
 
     def in_scalar(self, line: int, column: int) -> bool:
         """True when 1-based (line, column) falls inside a scalar that holds a ``#``."""
@@ -192,20 +209,53 @@ def _compose(text: str) -> yaml.Node | None:
         raise YamlError("document nests too deeply") from None
 
 
+def _key(k_node: yaml.Node) -> Any:
+    if k_node.tag == "tag:yaml.org,2002:merge":
+        raise YamlError("merge keys (<<) are not supported", *_mark(k_node))
+    if not isinstance(k_node, yaml.ScalarNode):
+        raise YamlError("mapping keys must be plain scalars", *_mark(k_node))
+    key = _scalar(k_node)
+    if not isinstance(key, (str, int, float, bool)):
+        raise YamlError("mapping keys must be plain scalars", *_mark(k_node))
+    return key
+
+
+def _pairs(node: yaml.MappingNode) -> Iterator[tuple[Any, yaml.Node, yaml.Node]]:
+    """(key, key node, value node) of a mapping, keys as the loaded data has them.
+
+    ``1``, ``1.0`` and ``true`` are different keys even though Python's dict would
+    merge them: a later one that collides is kept under its source text.
+    """
+    seen: set[Any] = set()
+    written: set[tuple[type, Any]] = set()
+    for k_node, v_node in node.value:
+        key = _key(k_node)
+        if (type(key), key) in written:
+            raise YamlError(f"duplicate key {key!r}", *_mark(k_node))
+        written.add((type(key), key))
+        if key in seen:
+            key = k_node.value
+            if key in seen:
+                raise YamlError(f"key {key!r} collides with another key", *_mark(k_node))
+        seen.add(key)
+        yield key, k_node, v_node
+
+
 def load(text: str, *, max_alias_nodes: int = MAX_ALIAS_NODES) -> Located:
     """Parse one YAML (or JSON) document into data with positions."""
     _refuse_control_characters(text)
     node = _compose(text)
-    located = Located(data=None)
+    located = Located(data=None, root=node)
     if node is None:
         return located
     budget = [max_alias_nodes]
     built: set[int] = set()
-    keys = located.keys
-    values = located.values
     spans = located.hash_spans
 
-    def build(n: yaml.Node, path: Path, depth: int, aliased: bool) -> Any:
+    def span(n: yaml.Node) -> None:
+        spans.append(((n.start_mark.line, n.start_mark.column), (n.end_mark.line, n.end_mark.column)))
+
+    def build(n: yaml.Node, depth: int, aliased: bool) -> Any:
         if not aliased:
             if id(n) in built:  # a second visit of a node is alias expansion
                 aliased = True
@@ -218,42 +268,22 @@ def load(text: str, *, max_alias_nodes: int = MAX_ALIAS_NODES) -> Located:
                                 "bomb?)", *_mark(n))  # fmt: skip
         if depth > MAX_DEPTH:
             raise YamlError("document nests too deeply", *_mark(n))
-        if path not in values:
-            values[path] = _mark(n)
         if isinstance(n, yaml.ScalarNode):
             if not aliased and "#" in n.value:
-                spans.append(((n.start_mark.line, n.start_mark.column),
-                              (n.end_mark.line, n.end_mark.column)))  # fmt: skip
+                span(n)
             return _scalar(n)
         if isinstance(n, yaml.SequenceNode):
-            return [build(item, path + (i,), depth + 1, aliased) for i, item in enumerate(n.value)]
+            return [build(item, depth + 1, aliased) for item in n.value]
+        assert isinstance(n, yaml.MappingNode)
         out: dict[Any, Any] = {}
-        written: set[tuple[type, Any]] = set()
-        for k_node, v_node in n.value:
-            if k_node.tag == "tag:yaml.org,2002:merge":
-                raise YamlError("merge keys (<<) are not supported", *_mark(k_node))
-            if not isinstance(k_node, yaml.ScalarNode):
-                raise YamlError("mapping keys must be plain scalars", *_mark(k_node))
+        for key, k_node, v_node in _pairs(n):
             if not aliased and "#" in k_node.value:
-                spans.append(((k_node.start_mark.line, k_node.start_mark.column),
-                              (k_node.end_mark.line, k_node.end_mark.column)))  # fmt: skip
-            key = _scalar(k_node)
-            if not isinstance(key, (str, int, float, bool)):
-                raise YamlError("mapping keys must be plain scalars", *_mark(k_node))
-            if (type(key), key) in written:
-                raise YamlError(f"duplicate key {key!r}", *_mark(k_node))
-            written.add((type(key), key))
-            if key in out:  # equal but of another type (1, 1.0, true): keep both apart
-                key = k_node.value
-                if key in out:
-                    raise YamlError(f"key {key!r} collides with another key", *_mark(k_node))
-            child = path + (key,)
-            keys[child] = _mark(k_node)
-            out[key] = build(v_node, child, depth + 1, aliased)
+                span(k_node)
+            out[key] = build(v_node, depth + 1, aliased)
         return out
 
     try:
-        located.data = build(node, (), 0, False)
+        located.data = build(node, 0, False)
     except RecursionError:
         raise YamlError("document nests too deeply") from None
     spans.sort()

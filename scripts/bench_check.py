@@ -105,7 +105,7 @@ def detailed_candidate_list(n: int) -> str:
                 break
             tensors = "".join(
                 f"      {t}: {{dtype: bfloat16, format: ND, shape: [B, S, 7168]}}\n"
-                for t in TENSORS.get(op, ("x", "weight"))
+                for t in TENSORS.get(op, ("x",))
             )
             out.append(f"  - module: model.layers.{layer}.{module}\n    phase: {phase}\n"
                        f"    operator: {op}\n    status: candidate\n"
