@@ -104,7 +104,7 @@ def detailed_candidate_list(n: int) -> str:
             if len(out) - 7 >= n:
                 break
             tensors = "".join(
-                f"      {t}: {{dtype: bfloat16, format: ND, shape: [B, S, 7168]}}\n"
+                f"      {t}: {{dtype: bfloat16, format: ND, shape: [B, S, 1, 7168]}}\n"
                 for t in TENSORS.get(op, ("x",))
             )
             out.append(f"  - module: model.layers.{layer}.{module}\n    phase: {phase}\n"
