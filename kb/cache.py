@@ -126,6 +126,19 @@ def _alive(pid: object) -> bool:
     return True
 
 
+def clean_dead() -> None:
+    """Remove marked temp dirs whose process is gone, without any lock (safe: no live
+    process owns them).  Cheap enough for every search; builds also call clean_stale."""
+    try:
+        entries = list(cache_dir().glob(f"{TMP_PREFIX}*"))
+    except OSError:
+        return
+    for entry in entries:
+        info = owned(entry)
+        if info is not None and not _alive(info.get("pid")):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def clean_stale(directory: Path, tag: str) -> None:
     """Remove marked temp dirs of builds that died (kill -9, power loss).
 

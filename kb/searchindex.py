@@ -5,8 +5,10 @@ the cache directory.  It is built under the tree's lock in a private temp dir, m
 as kb's, and renamed into place; a reader never sees half an index, concurrent cold
 searches build it once, and a second record tree sharing the cache keeps its own.
 Old indexes of the same tree are removed after a build, and only when they carry kb's
-marker.  An index that fails to open, disagrees with the catalog or breaks during a
-query is rebuilt, never trusted; when the cache cannot be written it is built in
+marker.  The stamp holds a checksum of every index file, verified on each open (a
+few ms), so bit rot cannot quietly change the answers.  An index that fails to open
+or to verify, disagrees with the catalog or breaks during a query is rebuilt, never
+trusted; when the cache cannot be written it is built in
 memory for this process.  What goes *into* the index (documents, field weights,
 priors) is :mod:`kb.search`'s business.
 """
@@ -28,6 +30,11 @@ import_whoosh()
 
 from whoosh import index as windex  # noqa: E402
 
+try:  # the builtin module avoids importing OpenSSL through hashlib
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - every CPython has _blake2
+    from hashlib import blake2b
+
 INDEX_VERSION = "8"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
@@ -41,12 +48,29 @@ def _stamp(catalog: Catalog) -> dict[str, Any]:
     return {"content": catalog.content, "docs": len(catalog.names()), "root": str(catalog.root)}
 
 
+def _checksums(directory: Path) -> dict[str, str]:
+    """blake2b of every file whoosh wrote (its segments and table of contents)."""
+    out = {}
+    for path in sorted(directory.iterdir()):
+        if path.name in (STAMP, cache.MARKER) or path.name.endswith("WRITELOCK"):
+            continue
+        with open(path, "rb") as fh:
+            out[path.name] = blake2b(fh.read(), digest_size=16).hexdigest()
+    return out
+
+
 def _open_valid(target: Path, catalog: Catalog) -> Any:
-    """The index at ``target`` when its stamp matches the catalog, else None."""
+    """The index at ``target`` when its stamp matches the catalog and its files their
+    checksums, else None."""
     try:
         stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
-        if stamp != _stamp(catalog):
+        files = stamp.pop("files", None)
+        if stamp != _stamp(catalog) or not files:
             return None
+        for name, digest in files.items():
+            with open(target / name, "rb") as fh:
+                if blake2b(fh.read(), digest_size=16).hexdigest() != digest:
+                    return None
         ix = windex.open_dir(str(target))
         return ix if ix.doc_count() == stamp["docs"] else None
     except Exception:  # any damage (missing, not a directory, garbage): not trusted
@@ -80,6 +104,7 @@ def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
     if not rebuild:
         ix = _open_valid(index_dir(catalog), catalog)
         if ix is not None:
+            cache.clean_dead()  # leftovers of a killed build, should one have died
             return ix
     return build_index(catalog, force=rebuild)
 
@@ -107,7 +132,8 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
                 built = tmp / "index"
                 built.mkdir()
                 _fill(windex.create_in(str(built), schema()), catalog)
-                (built / STAMP).write_text(json.dumps(_stamp(catalog)), encoding="utf-8")
+                stamp = {**_stamp(catalog), "files": _checksums(built)}
+                (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
                 cache.mark(built, root=str(catalog.root), content=catalog.content)
                 _swap_into_place(built, target, tmp)
             finally:
