@@ -135,8 +135,20 @@ def clean_dead() -> None:
         return
     for entry in entries:
         info = owned(entry)
-        if info is not None and not _alive(info.get("pid")):
+        if info is None:
+            _remove_if_unmarked_and_empty(entry)
+        elif not _alive(info.get("pid")):
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def _remove_if_unmarked_and_empty(entry: Path) -> None:
+    """A build killed between creating its temp dir and marking it leaves it empty:
+    remove it when the pid in its name is gone (rmdir cannot remove anything else)."""
+    parts = entry.name[len(TMP_PREFIX) :].split("-")
+    pid = int(parts[-2]) if len(parts) >= 2 and parts[-2].isdigit() else None
+    if pid is not None and not _alive(pid):
+        with contextlib.suppress(OSError):
+            entry.rmdir()
 
 
 def clean_stale(directory: Path, tag: str) -> None:
@@ -150,6 +162,7 @@ def clean_stale(directory: Path, tag: str) -> None:
     for entry in directory.glob(f"{TMP_PREFIX}*"):
         info = owned(entry)
         if info is None:
+            _remove_if_unmarked_and_empty(entry)
             continue
         created = info.get("created")
         age = now - created if isinstance(created, (int, float)) else STALE_TMP_S
