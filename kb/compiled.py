@@ -111,9 +111,11 @@ def _digest(*parts: str) -> str:
 
 def _fill(con: sqlite3.Connection, root: Path, meta: dict[str, str]) -> None:
     """Validate everything and write the tables; raise StoreInvalid on any problem."""
+    from kb.gcpause import collector_paused
     from kb.store import load_store
 
-    result = load_store(root)
+    with collector_paused():
+        result = load_store(root)
     if result.problems:
         raise StoreInvalid(result.problems)
     from kb.releases import enrich

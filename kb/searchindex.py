@@ -78,13 +78,15 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
 
 
 def _fill(ix: Any, catalog: Catalog) -> None:
+    from kb.gcpause import collector_paused
     from kb.search import document, priors
 
-    writer = ix.writer()
-    weights = priors(catalog)
-    for rec in catalog.records():
-        writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
-    writer.commit()
+    with collector_paused():
+        writer = ix.writer()
+        weights = priors(catalog)
+        for rec in catalog.records():
+            writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
+        writer.commit()
 
 
 def _in_memory(catalog: Catalog) -> Any:

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from kb.gcpause import collector_paused
+
 try:
     from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
@@ -244,6 +246,11 @@ def _pairs(node: yaml.MappingNode) -> Iterator[tuple[Any, yaml.Node, yaml.Node]]
 def load(text: str, *, max_alias_nodes: int = MAX_ALIAS_NODES) -> Located:
     """Parse one YAML (or JSON) document into data with positions."""
     _refuse_control_characters(text)
+    with collector_paused():  # a node graph has no cycles; see kb.gcpause
+        return _load(text, max_alias_nodes)
+
+
+def _load(text: str, max_alias_nodes: int) -> Located:
     node = _compose(text)
     located = Located(data=None, root=node)
     if node is None:

@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.files.count("-") > 1:
         raise UsageError("'-' (standard input) can be given once")
+    # A short-lived process holding a large node graph: the cyclic collector would rescan
+    # it again and again while the rules run, for nothing (input size is bounded).
+    import gc
+
+    gc.disable()
     sources, unreadable = [], []
     for path in args.files:
         try:
