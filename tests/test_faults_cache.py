@@ -148,9 +148,9 @@ def test_concurrent_cold_searches_all_answer(tmp_path: Path) -> None:
 
 def test_concurrent_rebuilds_all_succeed(tmp_path: Path) -> None:
     assert kb(tmp_path, "show", "npu_rms_norm").rc == 0
-    results = _concurrently(tmp_path, ("index", "--rebuild"), 4)
-    results += _concurrently(tmp_path, ("index", "--rebuild", "--all"), 3)
-    assert [rc for rc, _ in results] == [0] * 7, [err for _, err in results if err][:2]
+    results = _concurrently(tmp_path, ("index", "--rebuild"), 8)
+    results += _concurrently(tmp_path, ("index", "--rebuild", "--all"), 2)
+    assert [rc for rc, _ in results] == [0] * 10, [err for _, err in results if err][:2]
     assert kb(tmp_path, "search", "rms norm").rc == 0
 
 
