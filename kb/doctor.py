@@ -64,7 +64,7 @@ def _distribution_version(site: Path) -> tuple[str | None, Path | None]:
                 text = (meta / name).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            m = re.search(r"^Version:\s*(\S+)", text, re.M)
+            m = re.search(r"^Version:\s*(\S{1,64})\s*$", text, re.M)  # longer: not a version
             if m:
                 try:
                     record = (meta / "RECORD").read_text(encoding="utf-8", errors="replace")

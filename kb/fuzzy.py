@@ -6,6 +6,7 @@ rapidfuzz is imported lazily: only a miss pays for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 
 def _strip(name: str) -> str:
@@ -16,9 +17,17 @@ def _strip(name: str) -> str:
 
 
 def suggest(name: str, choices: Sequence[str], limit: int = 3, cutoff: float = 70.0) -> list[str]:
-    """Closest ``choices`` to ``name``, best first; empty when nothing is close."""
+    """Closest ``choices`` to ``name``, best first; empty when nothing is close.
+
+    Memoised: a long candidate list repeats the same misspelling thousands of times.
+    """
     if not name or not choices:
         return []
+    return list(_suggest(name, tuple(choices), limit, cutoff))
+
+
+@lru_cache(maxsize=4096)
+def _suggest(name: str, choices: tuple[str, ...], limit: int, cutoff: float) -> tuple[str, ...]:
     from rapidfuzz import fuzz, process
 
     query = _strip(name).lower()
@@ -33,4 +42,4 @@ def suggest(name: str, choices: Sequence[str], limit: int = 3, cutoff: float = 7
         ratio = fuzz.ratio(query, choice.lower())
         ranked.append((-(score + ratio) / 2, abs(len(choice) - len(query)), choice))
     ranked.sort()
-    return [c for _, _, c in ranked[:limit]]
+    return tuple(c for _, _, c in ranked[:limit])

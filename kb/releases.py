@@ -38,7 +38,9 @@ DOCS_MEMBER = "torch_npu/_op_plugin_docs.py"
 #: re-implement ATen operators for the NPU backend).
 SCHEMA_SECTION = "custom"
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?(?:\.?rc(\d+))?$", re.I)
+_VERSION = re.compile(
+    r"^v?(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?(?:\.?post(\d{1,9}))?(?:\.?rc(\d{1,9}))?$", re.I
+)
 _DOCSTR = re.compile(r"""_add_torch_npu_docstr\(\s*["']([A-Za-z0-9_.]+)["']""")
 
 VersionKey = tuple[int, int, int, int, int, int]

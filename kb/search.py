@@ -12,36 +12,30 @@ Ranking, best first:
    and with chains and trees behind operators unless the query names them or asks for
    that kind (:data:`PARTIAL_NAME_PRIOR`, :data:`KIND_WORDS`).
 
-The index lives in the per-user cache under a directory named by the records'
-content hash; it is built into a temporary directory and renamed into place, and an
-index that fails to open or disagrees with the catalog is rebuilt, never trusted.
+Where the index lives and how it is built, opened and healed is
+:mod:`kb.searchindex`; this module decides what goes into it and how hits rank.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import json
-import os
 import re
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from kb.whoosh_import import import_whoosh
 
 import_whoosh()
 
-from whoosh import index as windex  # noqa: E402
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 from whoosh.scoring import BM25F  # noqa: E402
 
 from kb.compiled import Catalog  # noqa: E402
-from kb.paths import cache_dir  # noqa: E402
+from kb.searchindex import open_index  # noqa: E402
 from kb.textanalysis import glossary_tokens, tokens  # noqa: E402
 
 MAX_QUERY_CHARS = 500
-INDEX_VERSION = "8"
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
 BOOSTS: dict[str, float] = {
@@ -72,7 +66,7 @@ class KbTokenizer(Tokenizer):  # type: ignore[misc]
             yield t
 
 
-def _schema() -> Schema:
+def schema() -> Schema:
     an = KbTokenizer()
     return Schema(
         name=ID(stored=True, unique=True),
@@ -116,13 +110,18 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         "name": name,
         "kind": kind,
         "summary_en": summary.get("en", ""),
-        "name_text": _join(name, rec.get("calls", []), rec.get("aliases", []),
-                           name.replace("_", " ")),
+        "name_text": _join(
+            name, rec.get("calls", []), rec.get("aliases", []), name.replace("_", " ")
+        ),
         "keywords": _join(keywords.get("en", []), title.get("en", "")),
         "summary": summary.get("en", ""),
         "fuses": _join([s.replace("_", " ") for s in rec.get("fuses", [])]),
-        "zh": _join(summary.get("zh", ""), keywords.get("zh", []), rec.get("description_zh", ""),
-                    title.get("zh", "")),
+        "zh": _join(
+            summary.get("zh", ""),
+            keywords.get("zh", []),
+            rec.get("description_zh", ""),
+            title.get("zh", ""),
+        ),
         "params": "",
         "body": rec.get("description", ""),
     }
@@ -162,14 +161,6 @@ def _dtypes(rec: dict[str, Any]) -> set[str]:
     return found
 
 
-def index_dir(content: str) -> Path:
-    return cache_dir() / f"index-{INDEX_VERSION}-{content}"
-
-
-def _stamp(catalog: Catalog) -> dict[str, Any]:
-    return {"content": catalog.content, "docs": len(catalog.names())}
-
-
 #: How much to trust a record as the answer before looking at the query: the
 #: recommended, documented operator should lead its deprecated, superseded, private or
 #: in-place relatives when the text matches them alike.
@@ -194,7 +185,12 @@ def _uses(recs: dict[str, dict[str, Any]]) -> dict[str, int]:
         if rec["kind"] == "chain":
             named = {st["operator"] for st in rec.get("stages", [])}
         elif rec["kind"] == "tree":
-            named = {op for n in rec.get("nodes", []) for o in n["options"] for op in o.get("operators", [])}
+            named = {
+                op
+                for n in rec.get("nodes", [])
+                for o in n["options"]
+                for op in o.get("operators", [])
+            }
         for op in named:
             counts[op] = counts.get(op, 0) + 1
     return counts
@@ -222,50 +218,6 @@ def priors(catalog: Catalog) -> dict[str, float]:
         prior *= 1.0 + PROVEN_WEIGHT * min(uses.get(name, 0), PROVEN_CAP)
         out[name] = prior
     return out
-
-
-def build_index(catalog: Catalog) -> Path:
-    """Build the index for the catalog's content into place, atomically."""
-    import shutil
-    import tempfile
-
-    target = index_dir(catalog.content)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".index-", dir=target.parent))
-    try:
-        ix = windex.create_in(str(tmp), _schema())
-        writer = ix.writer()
-        weights = priors(catalog)
-        for rec in catalog.records():
-            writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
-        writer.commit()
-        (tmp / "stamp.json").write_text(json.dumps(_stamp(catalog)))
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    for old in target.parent.glob("index-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-    return target
-
-
-def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
-    """Open the index for the catalog, rebuilding it when missing, stale or corrupt."""
-    target = index_dir(catalog.content)
-    if not rebuild:
-        try:
-            stamp = json.loads((target / "stamp.json").read_text())
-            if stamp == _stamp(catalog):
-                ix = windex.open_dir(str(target))
-                if ix.doc_count() == stamp["docs"]:
-                    return ix
-        except Exception:
-            pass
-    build_index(catalog)
-    return windex.open_dir(str(target))
 
 
 class Hit(NamedTuple):
@@ -428,14 +380,23 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
     toks = list(dict.fromkeys(tokens(text, query=True)))
     if not toks:
         return hits[:limit]
-    own = session is None
-    session = session or Session(ix or open_index(catalog))
+    seen = {h.name for h in hits}
+    if session is not None:  # the caller's (kb mcp): it owns healing and closing
+        return (hits + _text_hits(session, text, toks, kinds, seen))[:limit]
     try:
-        hits += _text_hits(session, text, toks, kinds, {h.name for h in hits})
-    finally:
-        if own:
-            session.close()
+        hits += _own_session_hits(ix or open_index(catalog), text, toks, kinds, seen)
+    except Exception:  # a damaged index (zlib.error, whoosh's own): rebuild it, ask again
+        hits += _own_session_hits(open_index(catalog, rebuild=True), text, toks, kinds, seen)
     return hits[:limit]
+
+
+def _own_session_hits(ix: Any, text: str, toks: list[str], kinds: set[str] | None,
+                      seen: set[str]) -> list[Hit]:  # fmt: skip
+    session = Session(ix)
+    try:
+        return _text_hits(session, text, toks, kinds, seen)
+    finally:
+        session.close()
 
 
 def _summed(scores: list[dict[int, float]]) -> dict[int, float]:

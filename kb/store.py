@@ -17,19 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from kb import yamlpos
 from kb.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    column: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+from kb.paths import NotRegularFile, read_regular_file
+from kb.recordfiles import MAX_RECORD_BYTES, Problem, discover
 
 
 @dataclass
@@ -53,7 +42,7 @@ class StoreResult:
 
 
 def record_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    return discover(root)[0]
 
 
 def _loc_to_path(loc: Iterable[Any]) -> tuple[Any, ...]:
@@ -92,11 +81,14 @@ def _describe(err: dict[str, Any]) -> str:
 
 def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
     try:
-        located = yamlpos.load_bytes(path.read_bytes())
+        located = yamlpos.load_bytes(read_regular_file(path, MAX_RECORD_BYTES + 1),
+                                     max_bytes=MAX_RECORD_BYTES)  # fmt: skip
     except yamlpos.YamlError as exc:
         return None, [Problem(rel, exc.line, exc.column, "", exc.message)]
+    except NotRegularFile as exc:
+        return None, [Problem(rel, 1, 1, "", f"is {exc.kind}, not a record file")]
     except OSError as exc:
-        return None, [Problem(rel, 1, 1, "", f"cannot read: {exc.strerror}")]
+        return None, [Problem(rel, 1, 1, "", f"cannot read: {exc.strerror or exc}")]
     data = located.data
     if not isinstance(data, dict):
         return None, [Problem(rel, 1, 1, "", "a record is a YAML mapping")]
@@ -211,7 +203,9 @@ def _check_signature(loaded: Loaded) -> list[Problem]:
             if getattr(p, attr) != value:
                 add(("parameters", i, attr), f"is {getattr(p, attr)!r}, the schema says {value!r}")
     if rec.returns and len(rec.returns) != len(schema.returns):
-        add(("returns",), f"{len(rec.returns)} returns listed, the schema has {len(schema.returns)}")
+        add(
+            ("returns",), f"{len(rec.returns)} returns listed, the schema has {len(schema.returns)}"
+        )
     return problems
 
 
@@ -236,7 +230,8 @@ def load_store(root: Path) -> StoreResult:
     if not root.is_dir():
         result.problems.append(Problem(str(root), 1, 1, "", "records directory not found"))
         return result
-    for path in record_files(root):
+    files, result.problems = discover(root)
+    for path in files:
         rel = str(path.relative_to(root))
         loaded, problems = validate_file(path, rel)
         result.problems += problems
@@ -246,7 +241,9 @@ def load_store(root: Path) -> StoreResult:
         if name in result.records:
             line, col = loaded.located.where(("name",))
             other = result.records[name].file
-            result.problems.append(Problem(rel, line, col, "name", f"{name!r} is also defined in {other}"))
+            result.problems.append(
+                Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
+            )
             continue
         expected_stem = name
         if path.stem != expected_stem:

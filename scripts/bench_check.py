@@ -85,6 +85,38 @@ def candidate_list(n: int) -> str:
     return "\n".join(out) + "\n"
 
 
+TENSORS = {
+    "npu_rms_norm": ("self", "gamma"),
+    "npu_add_rms_norm": ("x1", "x2", "gamma"),
+    "npu_grouped_matmul": ("x", "weight"),
+    "npu_dequant_swiglu_quant": ("x",),
+}
+
+
+def detailed_candidate_list(n: int) -> str:
+    """``n`` candidates written the way a thorough port plan writes them (~360 bytes each:
+    evidence, notes, tensor dtypes, formats and shapes): the 10,000-candidate stress list."""
+    out = ["version: 1", "model: bench-moe-61-detailed", "target:", "  product: atlas-a3",
+           '  torch_npu: "2.9.0"', "  quantization: w8a8", "candidates:"]  # fmt: skip
+    layer = 0
+    while len(out) - 7 < n:
+        for module, op, phase, _extra in FUSION:
+            if len(out) - 7 >= n:
+                break
+            tensors = "".join(
+                f"      {t}: {{dtype: bfloat16, format: ND, shape: [B, S, 1, 7168]}}\n"
+                for t in TENSORS.get(op, ("x",))
+            )
+            out.append(f"  - module: model.layers.{layer}.{module}\n    phase: {phase}\n"
+                       f"    operator: {op}\n    status: candidate\n"
+                       f"    replaces: the eager {module.split('.')[-1]} code\n"
+                       f"    evidence: modeling_deepseek.py line {100 + layer} calls the eager op\n"
+                       f"    notes: layer {layer} of 61, shapes as in every layer\n"
+                       f"    tensors:\n{tensors}".rstrip("\n"))  # fmt: skip
+        layer += 1
+    return "\n".join(out) + "\n"
+
+
 def median_ms(argv: list[str], runs: int) -> tuple[float, list[float]]:
     times = []
     for _ in range(runs):
@@ -98,10 +130,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--candidates", type=int, default=500)
+    parser.add_argument("--detailed", action="store_true",
+                        help="candidates with evidence, notes and tensor shapes (~360 bytes each)")  # fmt: skip
+    parser.add_argument("--budget-ms", type=float, default=BUDGET_MS)
     args = parser.parse_args()
+    budget = args.budget_ms
     with tempfile.TemporaryDirectory(prefix="kb-bench-check-") as tmp:
         path = Path(tmp) / "candidates.yaml"
-        path.write_text(candidate_list(args.candidates), encoding="utf-8")
+        make = detailed_candidate_list if args.detailed else candidate_list
+        path.write_text(make(args.candidates), encoding="utf-8")
         cmd = [sys.executable, "-m", "kb", "check", "--format", "json", str(path)]
         warm = subprocess.run(cmd, capture_output=True, text=True, check=False)  # builds the cache
         if warm.returncode not in (0, 1):
@@ -117,9 +154,9 @@ def main() -> int:
           f"(min {min(check_all):.0f}, max {max(check_all):.0f})")  # fmt: skip
     print(f"python -c pass:         median {base_ms:.0f} ms")
     print(f"kb check over bare interpreter start: {check_ms - base_ms:.0f} ms")
-    verdict = "within" if check_ms <= BUDGET_MS else "OVER"
-    print(f"budget {BUDGET_MS:.0f} ms: {verdict}")
-    return 0 if check_ms <= BUDGET_MS else 1
+    verdict = "within" if check_ms <= budget else "OVER"
+    print(f"budget {budget:.0f} ms: {verdict}")
+    return 0 if check_ms <= budget else 1
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def test_dangling_chain_stage_is_reported_with_file_and_line(
     root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
                         "chains/test-chain.yaml": chain})  # fmt: skip
     code, out = validate(capsys)
-    assert code == 1
+    assert code == 2
     line = line_of(chain, "operator: npu_tset_op")
     expected = (f"{root / 'chains/test-chain.yaml'}:{line}:15: stages[0].operator: "
                 "'npu_tset_op' names no record (did you mean npu_test_op?)")  # fmt: skip
@@ -118,7 +118,7 @@ def test_dangling_tree_leaf_is_reported_with_file_and_line(
                         "chains/test-chain.yaml": chain_yaml(),
                         "trees/test-tree.yaml": tree})  # fmt: skip
     code, out = validate(capsys)
-    assert code == 1
+    assert code == 2
     line = line_of(tree, "chain: test-chian")
     assert (f"{root / 'trees/test-tree.yaml'}:{line}:16: nodes[0].options[0].chain: "
             "'test-chian' names no record (did you mean test-chain?)") in out  # fmt: skip

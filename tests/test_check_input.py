@@ -69,7 +69,7 @@ def test_yaml_that_does_not_parse_is_a_finding_with_its_line(catalog: Catalog) -
         (HEAD + "  - {module: m, operator: npu_rms_norm, prerequisites: rope}\n", [(4, 56, "KB002")]),
         (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: [1]}\n",
          [(4, 65, "KB002")]),
-        (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: lots}\n",
+        (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: 5 lots}\n",
          [(4, 65, "KB002")]),
         (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, validated: maybe}\n",
          [(4, 66, "KB002")]),

@@ -18,15 +18,27 @@ from kb.check.values import SizeError, parse_size, parse_version, version_before
     ("text", "size"),
     [(128, 128), (1.0e3, 1000), ("128MiB", 128 * 2**20), ("18 MB", 18_000_000), ("64M", 64 * 2**20),
      ("1.5GiB", 3 * 2**29), ("2kb", 2000), ("4KiB", 4096), ("1_024", 1024), ("7168*18432*2", 264241152),
-     ("16 * 1MiB", 16 * 2**20), ("-5", -5), ("0", 0), ("1e3", 1000)],
+     ("16 * 1MiB", 16 * 2**20), ("-5", -5), ("0", 0), ("1e3", 1000),
+     ("18432 * 7168 * 2 // 4", 18432 * 7168 * 2 // 4), ("64 * MiB", 64 * 2**20),
+     ("(7168*18432*2)//2", 7168 * 18432), ("2 * (1 GiB - 512 MiB)", 2**30), ("3 * K + B", 3073),
+     ("- (4 + 4) * KB", -8000), ("1 + 2 * 3", 7), ("100 // 7 * 7", 98)],
 )  # fmt: skip
 def test_parse_size(text: object, size: int) -> None:
     assert parse_size(text) == size
 
 
 @pytest.mark.parametrize(
-    "text", [True, "lots", "12 parsecs", 1.5, float("inf"), [1], None, "1e400"]
+    "text", ["MAX_PREFETCH_BYTES", "2 * MAX_PREFETCH_BYTES // 4", "cfg_size * MiB", "lots", "m * 2"]
 )
+def test_names_make_a_size_unknown_not_wrong(text: str) -> None:
+    assert parse_size(text) is None
+
+
+@pytest.mark.parametrize(
+    "text", [True, "5 lots", "12 parsecs", 1.5, float("inf"), [1], None, "1e400", "1/2",
+             "7 // 0", "(1 + 2", "1 +", "1.5 B", "9" * 21, 2**63, "*".join(["7168"] * 100_000),
+             "(" * 40 + "1" + ")" * 40, "7168x18432", "2 ** 10"],
+)  # fmt: skip
 def test_parse_size_refuses(text: object) -> None:
     with pytest.raises(SizeError):
         parse_size(text)

@@ -11,7 +11,8 @@ import pytest
 from kb.cli import main
 from kb.compiled import db_path, open_catalog
 from kb.paths import records_dir
-from kb.search import index_dir, open_index, search
+from kb.search import search
+from kb.searchindex import index_dir, open_index
 from tests.conftest import operator_yaml
 
 
@@ -50,7 +51,7 @@ def test_corrupt_index_is_rebuilt_not_trusted(record_tree) -> None:
                  "operators/npu_other_op.yaml": operator_yaml("npu_other_op", keyword="giraffe")})  # fmt: skip
     cat = open_catalog()
     open_index(cat)
-    target = index_dir(cat.content)
+    target = index_dir(cat)
     for f in target.iterdir():
         if f.suffix == ".seg" or f.name.endswith(".toc") or f.suffix == ".trm":
             f.write_bytes(b"garbage")
@@ -62,7 +63,7 @@ def test_stale_stamp_triggers_rebuild(record_tree) -> None:
     record_tree({"operators/npu_test_op.yaml": operator_yaml(keyword="zebra")})
     cat = open_catalog()
     open_index(cat)
-    stamp = index_dir(cat.content) / "stamp.json"
+    stamp = index_dir(cat) / "stamp.json"
     stamp.write_text(json.dumps({"content": "x", "docs": 99}))
     assert [h.name for h in search(cat, "zebra")] == ["npu_test_op"]
     assert json.loads(stamp.read_text())["docs"] == 1

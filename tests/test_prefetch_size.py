@@ -126,7 +126,8 @@ def test_formulas_and_factor_come_from_the_playbook(record_tree: Callable[..., P
         (["--shape", "10x10", "--window-us", "40"], "--window-us and --bandwidth go together"),
         (["--shape", "10x10", "--window-us", "fast", "--bandwidth", "100"], "--window-us 'fast' is not a number"),
         (["--shape", "10x10", "--window-us", "10", "--bandwidth", "-1"], "--bandwidth '-1' must be a positive"),
-        (["--shape", "10x10", "--l2", "96 parsecs"], "--l2: unknown unit"),
+        (["--shape", "10x10", "--l2", "96 parsecs"], "unknown unit 'parsecs'"),
+        (["--shape", "10x10", "--l2", "L2_BYTES"], "--l2 'L2_BYTES' names something kb cannot size"),
         (["--shape", "10x10", "--l2", "0"], "--l2 '0' must be above 0"),
     ],
 )

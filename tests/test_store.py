@@ -119,7 +119,7 @@ def test_validate_cli_exit_codes(record_tree, capsys) -> None:
     assert main(["validate"]) == 0
     assert "1 operators; all valid" in capsys.readouterr().out
     record_tree({"operators/npu_test_op.yaml": operator_yaml(related="missing_op")})
-    assert main(["validate"]) == 1
+    assert main(["validate"]) == 2
     out = capsys.readouterr().out
     line = line_of(operator_yaml(), "related:")
     assert f"npu_test_op.yaml:{line}:11: related[0]: 'missing_op' names no record" in out
@@ -129,5 +129,5 @@ def test_show_refuses_invalid_records_cleanly(record_tree, capsys) -> None:
     record_tree({"operators/npu_test_op.yaml": operator_yaml(related="missing_op")})
     with pytest.raises(SystemExit) as exc:
         main(["show", "npu_test_op"])
-    assert exc.value.code == 1
+    assert exc.value.code == 2
     assert "run 'kb validate'" in capsys.readouterr().err

@@ -40,8 +40,12 @@ def rules_for(front: str, codes: Iterable[str]) -> list[RuleUnit]:
     return [r for r in RULES if r.code in wanted and front in r.fronts]
 
 
-def _suppressed(findings: list[Finding], text: str, first_lines: dict[int, int]) -> list[Finding]:
-    comments = ignore_comments(text)
+def _suppressed(
+    findings: list[Finding], doc: Document, first_lines: dict[int, int]
+) -> list[Finding]:
+    if doc.located is None:  # the file did not load: nothing in it is known to be a comment
+        return findings
+    comments = ignore_comments(doc.text, doc.located)
     if not comments:
         return findings
     by_line: dict[int, list[str]] = {}
@@ -79,7 +83,7 @@ class Checker:
         for rule in self.rules:
             findings.extend(rule.check(doc, self.ctx))
         first_lines = {c.index: doc.where(c.path)[0] for c in doc.candidates}
-        findings = _suppressed(findings, text, first_lines)
+        findings = _suppressed(findings, doc, first_lines)
         findings.sort(key=Finding.sort_key)
         if report is not None:
             report.files += 1

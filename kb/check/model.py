@@ -74,6 +74,9 @@ class Candidate:
     weight: Weight | None = None
     dependency: Dependency | None = None
     max_size: int | None = None
+    #: max_size was written but names something only the code knows (a constant):
+    #: max_size is None and size rules skip, as for any unknown value.
+    max_size_unknown: bool = False
     switch: str | None = None
     switch_default: bool | None = None
     validated: bool | None = None

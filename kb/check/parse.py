@@ -17,6 +17,7 @@ from kb import yamlpos
 from kb.check.findings import Finding
 from kb.check.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.check.values import SizeError, parse_size, parse_version
+from kb.paths import NotRegularFile, read_regular_file
 from kb.vocab import CANONICAL, normalize, normalize_scheme
 
 SYNTAX = "KB001"
@@ -59,20 +60,28 @@ class InputError(Exception):
 
 
 def read_source(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """(display name, text) of one input; ``-`` reads standard input."""
+    """(display name, text) of one input; ``-`` reads standard input.
+
+    Only regular files are opened: a FIFO, device or socket could block ``open`` or
+    ``read`` forever, so it is refused from its ``stat`` first.
+    """
     name = str(path)
     limit = yamlpos.MAX_BYTES
     try:
         if name == "-":
-            raw = sys.stdin.buffer.read(limit + 1)
             name = "<stdin>"
+            stdin = sys.stdin
+            if stdin is None or stdin.closed:
+                raise InputError(name, "standard input is closed")
+            raw = stdin.buffer.read(limit + 1)
         else:
-            if os.path.isdir(name):
-                raise InputError(name, "is a directory, expected a candidate list file")
-            with open(name, "rb") as fh:
-                raw = fh.read(limit + 1)
+            raw = read_regular_file(name, limit + 1)
+    except NotRegularFile as exc:
+        raise InputError(name, f"is {exc.kind}, expected a candidate list file") from None
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # e.g. a stdin replaced by a closed file object
+        raise InputError(name, f"cannot read: {exc}") from None
     try:
         return name, yamlpos.decode(raw, max_bytes=limit)
     except yamlpos.YamlError as exc:
@@ -132,7 +141,7 @@ class _Parser:
             elif isinstance(key, str):
                 hint = _did_you_mean(key, allowed)
             self.add(UNKNOWN_FIELD, path + (key,),
-                     f"unknown field {key!r} in {what}{hint}; allowed: {', '.join(allowed)}",
+                     f"unknown field {_shown(key)} in {what}{hint}; allowed: {', '.join(allowed)}",
                      key=True, candidate=cand)  # fmt: skip
 
     def text(self, mapping: dict[Any, Any], path: Path, name: str, cand: int | None,
@@ -186,7 +195,7 @@ class _Parser:
             options = CANONICAL[vocab]
         hint = _did_you_mean(str(value), options)
         listed = ", ".join(options)
-        self.add(UNKNOWN_VALUE, path, f"{value!r} is not a known {vocab}{hint}; use one of: {listed}",
+        self.add(UNKNOWN_VALUE, path, f"{_shown(value)} is not a known {vocab}{hint}; use one of: {listed}",
                  candidate=cand)  # fmt: skip
         return None
 
@@ -217,7 +226,7 @@ class _Parser:
         self.fields(data, (), TOP_FIELDS, None, "the candidate list")
         if "version" in data:
             version = data["version"]
-            if isinstance(version, str) and version.strip().isdigit():
+            if isinstance(version, str) and version.strip().isdigit() and len(version.strip()) < 10:
                 version = int(version)
             if isinstance(version, bool) or not isinstance(version, int):
                 self.wrong_type(("version",), data["version"], "an integer (1)", None)
@@ -257,7 +266,7 @@ class _Parser:
             if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                 self.wrong_type(path + ("torch_npu",), raw, 'a release such as "2.7.1"', None)
             elif parse_version(str(raw)) is None:
-                self.add(UNKNOWN_VALUE, path + ("torch_npu",), f"{raw!r} is not a torch_npu "
+                self.add(UNKNOWN_VALUE, path + ("torch_npu",), f"{_shown(raw)} is not a torch_npu "
                          "release; write it quoted, like \"2.7.1\" or \"2.1.0.post8\"")  # fmt: skip
             else:
                 out.torch_npu = str(raw)
@@ -401,6 +410,11 @@ class _Parser:
         ):
             self.wrong_type(path + ("shape",), shape, "a list of sizes such as [T, 7168]", i)
             return None
+        for j, d in enumerate(shape):
+            if isinstance(d, int) and d <= 0:
+                self.add(WRONG_TYPE, path + ("shape", j), f"{_field(path + ('shape', j))} is {d}; "
+                         "a dimension is a positive integer (or a name such as T)", candidate=i)  # fmt: skip
+                return None
         return shape
 
     def prefetch(self, item: dict[Any, Any], path: Path, cand: Candidate) -> None:
@@ -431,6 +445,7 @@ class _Parser:
         if item.get("max_size") is not None:
             try:
                 cand.max_size = parse_size(item["max_size"])
+                cand.max_size_unknown = cand.max_size is None
             except SizeError as exc:
                 self.add(WRONG_TYPE, path + ("max_size",), f"max_size: {exc}", candidate=i)
         if "switch" in item:
@@ -443,6 +458,12 @@ class _Parser:
         cand.graph_mode = self.vocab("graph mode", item.get("graph_mode"), path + ("graph_mode",),
                                      i, GRAPH_MODES)  # fmt: skip
         cand.validated = self.boolean(item, path, "validated", i)
+
+
+def _shown(value: object, width: int = 60) -> str:
+    """``repr`` of a value from the input, cut short: messages must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 4] + "…" + text[-3:]
 
 
 def _field(path: Path) -> str:
@@ -458,6 +479,8 @@ def _field(path: Path) -> str:
 def _did_you_mean(value: str, options: Iterable[str]) -> str:
     from kb.fuzzy import suggest
 
+    if len(value) > 200:  # no name is that long; fuzzy matching it only costs time
+        return ""
     hits = suggest(value, list(options), limit=2, cutoff=60.0)
     return f" (did you mean {' or '.join(repr(h) for h in hits)}?)" if hits else ""
 

@@ -3,6 +3,8 @@
 A comment on the candidate's first line (the line of its first key, normally
 ``- module: …``) silences those codes for the whole candidate; anywhere else it
 silences them for findings on that line only.  Codes may be prefixes (``KB4``).
+Only real YAML comments count: the same words inside a quoted or block value are data,
+so the loaded document's scalar spans decide (see :meth:`kb.yamlpos.Located.in_scalar`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb.yamlpos import LINE_BREAKS, Located
+
 IGNORE = re.compile(r"#\s*kb:\s*ignore\b(\[([^\]]*)\])?", re.IGNORECASE)
-#: Line breaks as YAML counts them, so comment lines agree with finding lines.
-_LINES = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
 
 
 @dataclass(frozen=True)
@@ -22,14 +24,17 @@ class Ignore:
     codes: tuple[str, ...]  # empty when the comment has no [CODE] list
 
 
-def ignore_comments(text: str) -> list[Ignore]:
-    if "kb:" not in text and "KB:" not in text:
+def ignore_comments(text: str, located: Located | None = None) -> list[Ignore]:
+    """The ignore comments of ``text``; with ``located``, those inside a scalar drop out."""
+    if "kb:" not in text.lower():
         return []
     out = []
-    for n, line in enumerate(_LINES.split(text), start=1):
+    for n, line in enumerate(LINE_BREAKS.split(text), start=1):
         if "#" not in line:
             continue
         for m in IGNORE.finditer(line):
+            if located is not None and located.in_scalar(n, m.start() + 1):
+                continue
             codes = tuple(
                 c.strip().upper() for c in re.split(r"[,\s]+", m.group(2) or "") if c.strip()
             )

@@ -8,7 +8,8 @@ from kb.compiled import Catalog, StoreInvalid, open_catalog
 
 
 def catalog_or_exit(*, rebuild: bool = False) -> Catalog:
-    """The compiled catalog; invalid records end the command with exit 1, not a traceback."""
+    """The compiled catalog; invalid records end the command with exit 2 (unusable input),
+    the same code from every verb, not a traceback."""
     try:
         return open_catalog(rebuild=rebuild)
     except StoreInvalid as exc:
@@ -19,11 +20,17 @@ def catalog_or_exit(*, rebuild: bool = False) -> Catalog:
             print(f"... and {more} more", file=sys.stderr)
         print("kb: the records do not validate; run 'kb validate' for the full list",
               file=sys.stderr)  # fmt: skip
-        raise SystemExit(1) from None
+        raise SystemExit(2) from None
+
+
+#: Longer names cannot be a misspelling of a record name; fuzzy matching them only costs.
+MAX_SUGGEST_CHARS = 200
 
 
 def did_you_mean(catalog: Catalog, name: str) -> str:
     from kb.fuzzy import suggest
 
+    if len(name) > MAX_SUGGEST_CHARS:
+        return ""
     hits = suggest(name, catalog.names())
     return f" (did you mean: {', '.join(hits)}?)" if hits else ""

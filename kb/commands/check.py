@@ -1,7 +1,7 @@
 """``kb check FILE...``: lint candidate lists against the records.
 
-Exit codes: 0 no errors (warnings and info allowed), 1 at least one error finding,
-2 usage error, an unreadable input, or records that do not validate.
+Exit codes (kb.cli.EXIT_STATUS): 0 no errors (warnings and info allowed), 1 at least
+one error finding, 2 usage error, an unreadable input, or records that do not validate.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "file:line:col: CODE severity: message. A '# kb: ignore[CODE,...]' comment on a "
         "candidate's first line silences those codes for that candidate; on any other line, "
         "for that line. 'kb rules' lists the codes.",
-        epilog="Exit status: 0 no errors, 1 errors found, 2 usage error or unreadable input.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="candidate list file, or - for stdin")
     p.add_argument("--format", choices=("text", "json", "github"), default="text",
@@ -55,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.files.count("-") > 1:
         raise UsageError("'-' (standard input) can be given once")
+    # A short-lived process holding a large node graph: the cyclic collector would rescan
+    # it again and again while the rules run, for nothing (input size is bounded).
+    import gc
+
+    gc.disable()
     sources, unreadable = [], []
     for path in args.files:
         try:

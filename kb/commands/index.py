@@ -22,14 +22,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from kb.commands._common import catalog_or_exit
-    from kb.search import index_dir, open_index
+    from kb.searchindex import index_dir, open_index
 
     start = time.perf_counter()
     catalog = catalog_or_exit(rebuild=args.rebuild and args.all)
     ix = open_index(catalog, rebuild=args.rebuild)
     took = time.perf_counter() - start
     print(f"records: {len(catalog.names())} ({catalog.root})")
-    print(f"index:   {ix.doc_count()} documents in {index_dir(catalog.content)}")
+    where = "memory (the cache is not usable)" if catalog.in_memory else index_dir(catalog)
+    print(f"index:   {ix.doc_count()} documents in {where}")
     if args.rebuild:
         print(f"rebuilt in {took:.2f} s")
     return 0

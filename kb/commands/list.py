@@ -100,6 +100,9 @@ def torch_npu_release(text: str) -> Match:
     from kb.cli import UsageError
     from kb.releases import resolve
 
+    if len(text) > 40:
+        raise UsageError(f"--torch-npu {text[:20]}… ({len(text)} characters) is not a torch_npu "
+                         "release number such as 2.7.1")  # fmt: skip
     try:
         got = resolve(text)
     except ValueError as exc:

@@ -122,6 +122,9 @@ def _caps(args: argparse.Namespace) -> list[tuple[str, dict[str, float]]]:
             l2 = parse_size(args.l2)
         except SizeError as exc:
             raise SizeInputError(f"--l2: {exc}") from None
+        if l2 is None:
+            raise SizeInputError(f"--l2 {args.l2!r} names something kb cannot size; give bytes "
+                                 "or e.g. '96MiB'")  # fmt: skip
         if l2 <= 0:
             raise SizeInputError(f"--l2 {args.l2!r} must be above 0")
         out.append((CAP_L2, {"l2_bytes": l2}))

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     catalog = catalog_or_exit()
     rec = catalog.get(args.name)
     if rec is None:
-        print(f"kb show: no record named {args.name!r}{did_you_mean(catalog, args.name)}",
+        shown = repr(args.name) if len(args.name) <= 80 else f"{args.name[:60]!r}… ({len(args.name)} characters)"
+        print(f"kb show: no record named {shown}{did_you_mean(catalog, args.name)}",
               file=sys.stderr)  # fmt: skip
         return 1
     key = None

@@ -16,7 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "against the operator records with the kb check rules, and replay every recorded "
         "shipping call (seen_in) against its own record: a record that rejects a call that "
         "ships must be fixed with evidence, or the site marked a defect. Problems are "
-        "printed as file:line:col: field: message; exit 1 when there is any.",
+        "printed as file:line:col: field: message. Exit 2 when a record does not load or "
+        "validate (the code every verb gives for a broken record store), 1 when the records "
+        "load but a cross-check or a shipping call disagrees with them.",
     )
     p.add_argument("--records", type=Path, help="records directory (default: the shipped ones)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
     root = (args.records or records_dir()).resolve()
     result = load_store(root)
-    if not result.problems:
+    broken = bool(result.problems)
+    if not broken:
         from kb.crosscheck import crosscheck
 
         result.problems += crosscheck(result, root)
@@ -66,8 +69,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=2))
     else:
         for problem in result.problems:
-            print(f"{root / problem.file}:{str(problem).split(':', 1)[1]}")
+            print(problem.located_in(root))
         summary = ", ".join(f"{n} {k}s" for k, n in sorted(counts.items())) or "no records"
         status = f"{len(result.problems)} problem(s)" if result.problems else "all valid"
         print(f"{summary}; {status}")
+    if broken:
+        return 2
     return 1 if result.problems else 0

@@ -38,6 +38,30 @@ SCAN_SEVERITY = {"KB102": "info"}
 
 
 @dataclass
+class _Positions(Located):
+    """Positions of Python call sites for the candidate rules, which speak YAML paths:
+    a table filled by the scanner, answered like :meth:`Located.where` (the exact path,
+    else its nearest ancestor)."""
+
+    keys: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    values: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, path: tuple[Any, ...], *, key: bool = False) -> tuple[int, int]:
+        tables = (self.keys, self.values) if key else (self.values, self.keys)
+        p = tuple(path)
+        while True:
+            for table in tables:
+                if p in table:
+                    return table[p]
+            if not p:
+                return (1, 1)
+            p = p[:-1]
+
+    def in_scalar(self, line: int, column: int) -> bool:
+        return False
+
+
+@dataclass
 class ScanOptions:
     product: str | None = None
     torch_npu: str | None = None
@@ -296,7 +320,7 @@ class Scanner:
     def _run_rules(self, scan: FileScan, settings: Settings, product: str | None,
                    items: list[tuple[CallSite, Bound, Candidate]],
                    rules: list[Any]) -> list[tuple[Finding, CallSite]]:  # fmt: skip
-        located = Located(data=None)
+        located = _Positions(data=None)
         doc = Document(file=scan.path, text="", located=located,
                        target=Target(product=product, torch_npu=settings.torch_npu,
                                      quantization=settings.quantization,

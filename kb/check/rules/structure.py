@@ -111,7 +111,9 @@ class BadIgnoreComment(RuleUnit):
         from kb.check.registry import RULES
 
         codes = [r.code for r in RULES]
-        for ig in ignore_comments(doc.text):
+        if doc.located is None:
+            return
+        for ig in ignore_comments(doc.text, doc.located):
             if not ig.codes:
                 yield Finding(doc.file, ig.line, ig.column, self.code, self.severity,
                               "'# kb: ignore' needs the codes it silences, e.g. "
