@@ -88,12 +88,17 @@ def test_draft_facts_are_exact(drafted: Path) -> None:
         "url": "https://gitcode.com/Ascend/op-plugin/blob/master/docs/zh/custom_APIs/torch_npu/"
         "torch_npu-npu_fake_norm.md",
         "schema_source": "op_plugin_functions.yaml",
+        "unsupported_products": ["atlas-inference"],
     }
 
 
 def test_status_and_lineage(drafted: Path) -> None:
     cast = _load(drafted, "npu_fake_cast")
     assert cast["status"] == "deprecated" and cast["superseded_by"] == "npu_fake_norm"
+    assert cast["upstream"]["deprecation"] == {
+        "listed_in": ["deprecated.yaml", "page"],
+        "replace": "torch_npu.npu_fake_norm",
+    }
     assert _load(drafted, "npu_fake_scatter_")["parameters"][0]["mutated"] is True
     undoc = _load(drafted, "npu_fake_undoc")
     assert undoc["status"] == "undocumented" and "path" not in undoc["upstream"]

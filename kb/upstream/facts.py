@@ -35,6 +35,7 @@ class OperatorFacts:
     docstring: bool = False
     unknown_products: list[str] = field(default_factory=list)
     unsupported_products: list[str] | None = None  # None: upstream states no product table
+    deprecated_in: list[str] = field(default_factory=list)  # deprecated.yaml and/or page
 
     @property
     def upstream_path(self) -> str | None:
@@ -136,7 +137,10 @@ class Upstream:
                 self.warnings.append(f"{name}: schema does not parse: {schema.text}")
         arg_names = [a.name for a in parsed.args] if parsed else []
         dep = self.deprecated.get(name)
-        deprecated = dep is not None or bool(page and page.deprecated)
+        deprecated_in = (["deprecated.yaml"] if dep is not None else []) + (
+            ["page"] if page is not None and page.deprecated else []
+        )
+        deprecated = bool(deprecated_in)
         if deprecated and dep is None:
             dep = sch.Deprecation(name, page.replacement_hint if page else None)
         calls: list[str] = []
@@ -180,6 +184,7 @@ class Upstream:
             docstring=docstring,
             unknown_products=unknown,
             unsupported_products=unsupported,
+            deprecated_in=deprecated_in,
         )
 
     def documented(self) -> dict[str, OperatorFacts]:
