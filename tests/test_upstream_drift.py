@@ -53,7 +53,7 @@ def test_no_drift_against_the_sources_records_were_built_from(
 ) -> None:
     code, report = _drift(*built, capsys)
     assert (code, report["drift"]) == (0, [])
-    assert report["summary"]["records"] == 8
+    assert report["summary"]["records"] == 10
     assert (
         main(
             [
@@ -68,7 +68,7 @@ def test_no_drift_against_the_sources_records_were_built_from(
         )
         == 0
     )
-    assert capsys.readouterr().out.startswith("no drift (8 records, 8 upstream operators)")
+    assert capsys.readouterr().out.startswith("no drift (10 records, 10 upstream operators)")
 
 
 def _edit(path: Path, old: str, new: str) -> None:

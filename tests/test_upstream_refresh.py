@@ -247,3 +247,14 @@ def test_dump_record_quotes_what_yaml_would_retype() -> None:
         "signature": 'f(str m="a") -> Tensor',
         "on": "yes",
     }
+
+
+def test_multi_line_strings_are_written_as_literal_blocks() -> None:
+    data = {"examples": [{"title": "t", "code": "import torch\n\nx = 1\n"}], "note": "a\nb"}
+    text = dump_record(data)
+    assert "    code: |\n      import torch\n\n      x = 1\n" in text
+    assert "note: |-\n  a\n  b\n" in text
+    assert yaml.safe_load(text) == data
+    # leading spaces or trailing blanks cannot be literal blocks and stay quoted
+    odd = {"a": "  indented\nx\n", "b": "x\n\n"}
+    assert yaml.safe_load(dump_record(odd)) == odd and '"' in dump_record(odd)

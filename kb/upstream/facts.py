@@ -76,11 +76,15 @@ EXCLUSION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("backward or gradient kernel", re.compile(r"backward|(?:^|_)grad(?:_|$)|bk$")),
     ("out variant", re.compile(r"_out$")),
     ("_functional twin of an in-place operator", re.compile(r"_functional$")),
-    (
-        "graph-mode helper (workspace size or output-shape inference)",
-        re.compile(r"_get_workspace$|_get_max_workspace$|_infer_output$"),
-    ),
+    ("graph-mode helper (output-shape inference)", re.compile(r"_infer_output$")),
 )
+#: Workspace helpers (``*_get_workspace``, ``*_get_max_workspace``) stay in: model code
+#: calls them to size the scratch buffer of a graph-captured attention call.
+
+#: Public torch_npu functions without the ``npu_`` prefix that shipping code calls
+#: (vllm-ascend reads tensor formats with get_npu_format); the rest of that name space
+#: (aten overrides, internal helpers) is not an operator a model picks.
+EXTRA_PUBLIC = frozenset({"get_npu_format"})
 #: torch_npu calls these itself; model code never does.
 INTERNAL = {
     "_npu_silent_check": "torch_npu internal (silent data corruption check)",
@@ -203,7 +207,7 @@ class Upstream:
         candidates = sorted(
             n
             for n in self.schemas.names() | set(self.atb_ops)
-            if _PUBLIC_PREFIX.match(n) and n not in documented
+            if (_PUBLIC_PREFIX.match(n) or n in EXTRA_PUBLIC) and n not in documented
         )
         included: dict[str, OperatorFacts] = {}
         excluded: list[Exclusion] = []

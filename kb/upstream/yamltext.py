@@ -95,7 +95,25 @@ def _entry(key: str, val: Any, pad: str) -> list[str]:
         return lines
     if isinstance(val, str) and key in QUOTED_KEYS:
         return [f"{head} {scalar(val, quote=True)}"]
+    literal = _literal(val, len(pad) + 2) if isinstance(val, str) else None
+    if literal is not None:
+        return [f"{head} {literal[0]}", *literal[1:]]
     return [f"{head} {flow(val) if isinstance(val, (list, dict)) else scalar(val)}"]
+
+
+def _literal(text: str, indent: int) -> list[str] | None:
+    """A multi-line string as a literal block (``|`` or ``|-``), as people write example
+    code; None when a literal block would not read back unchanged."""
+    if "\n" not in text.rstrip("\n") or "\t" in text or text[:1] in (" ", "\n"):
+        return None
+    body = text[:-1] if text.endswith("\n") else text
+    if body.endswith("\n") or any(line != line.rstrip() for line in body.split("\n")):
+        return None
+    pad = " " * indent
+    lines = ["|" if text.endswith("\n") else "|-"]
+    lines += [pad + line if line else "" for line in body.split("\n")]
+    probe = "k: " + "\n".join(lines[:1] + [line[indent - 2 :] if line else "" for line in lines[1:]]) + "\n"
+    return lines if _loads(probe) == {"k": text} else None
 
 
 def sequence_item(item: dict[str, Any], indent: int) -> list[str]:
