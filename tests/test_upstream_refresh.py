@@ -258,3 +258,12 @@ def test_multi_line_strings_are_written_as_literal_blocks() -> None:
     # leading spaces or trailing blanks cannot be literal blocks and stay quoted
     odd = {"a": "  indented\nx\n", "b": "x\n\n"}
     assert yaml.safe_load(dump_record(odd)) == odd and '"' in dump_record(odd)
+
+
+def test_growing_a_block_list_of_mappings_keeps_it_in_block_style() -> None:
+    text = "name: x\nconstraints:\n  - text: one\n  - text: two\n    rule: r\nnote: kept\n"
+    data = yaml.safe_load(text)
+    data["constraints"].insert(1, {"text": "new one"})
+    out = update_text(text, data, {}, {})
+    assert out == ("name: x\nconstraints:\n  - text: one\n  - text: new one\n  - text: two\n"
+                   "    rule: r\nnote: kept\n")  # fmt: skip

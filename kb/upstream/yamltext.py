@@ -286,6 +286,13 @@ class _Editor:
                 out[-1] += "\n"
             self.edits.append((span_start, span_end, "".join(out)))
             return
+        self.block_sequence(path, items)
+
+    def block_sequence(self, path: Path, items: list[dict[str, Any]]) -> None:
+        """Write a sequence of mappings in block style under its key (items re-rendered)."""
+        key_node, node, _ = self.node(path)
+        if key_node is None or node is None:
+            raise PatchError(f"no sequence at {path}")
         indent = key_node.start_mark.column + 2
         colon = self.text.index(":", key_node.end_mark.index)
         lines = [line for item in items for line in sequence_item(item, indent)]
@@ -409,6 +416,18 @@ def _sync(
     ):
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
             _sync(editor, path + (i,), o, n, orders)
+        return
+    if (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and new
+        and isinstance(node, yaml.SequenceNode)
+        and node.value
+        and not _flow(node)
+        and all(isinstance(v, dict) for v in old + new)
+    ):
+        # items added or removed: keep the block layout people wrote
+        editor.block_sequence(path, new)
         return
     editor.replace(path, new)
 
