@@ -267,3 +267,12 @@ def test_growing_a_block_list_of_mappings_keeps_it_in_block_style() -> None:
     out = update_text(text, data, {}, {})
     assert out == ("name: x\nconstraints:\n  - text: one\n  - text: new one\n  - text: two\n"
                    "    rule: r\nnote: kept\n")  # fmt: skip
+
+
+def test_long_paragraphs_are_written_folded() -> None:
+    words = " ".join(f"word{i}" for i in range(60))
+    data = {"description": words + "\n", "short": "one line\n"}
+    text = dump_record(data)
+    assert text.startswith("description: >\n  word0 word1") and yaml.safe_load(text) == data
+    assert max(len(line) for line in text.splitlines()) <= 92
+    assert 'short: "one line\\n"' in text  # too short to fold

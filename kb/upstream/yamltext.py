@@ -95,10 +95,33 @@ def _entry(key: str, val: Any, pad: str) -> list[str]:
         return lines
     if isinstance(val, str) and key in QUOTED_KEYS:
         return [f"{head} {scalar(val, quote=True)}"]
-    literal = _literal(val, len(pad) + 2) if isinstance(val, str) else None
+    literal = (_literal(val, len(pad) + 2) or _folded(val, len(pad) + 2)) if isinstance(val, str) else None
     if literal is not None:
         return [f"{head} {literal[0]}", *literal[1:]]
     return [f"{head} {flow(val) if isinstance(val, (list, dict)) else scalar(val)}"]
+
+
+def _folded(text: str, indent: int, width: int = 92) -> list[str] | None:
+    """A long one-paragraph string ending in a newline as a folded block (``>``), wrapped
+    at word boundaries the way records are hand-written; None when it would not read
+    back unchanged."""
+    body = text[:-1]
+    if not text.endswith("\n") or "\n" in body or len(body) < width - indent:
+        return None
+    if body != body.strip() or "  " in body or "\t" in body:
+        return None
+    lines, line = [], ""
+    for word in body.split(" "):
+        if line and len(line) + 1 + len(word) > width - indent:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    pad = " " * indent
+    out = [">"] + [pad + ln for ln in lines]
+    probe = "k: " + "\n".join([">"] + ["  " + ln for ln in lines]) + "\n"
+    return out if _loads(probe) == {"k": text} else None
 
 
 def _literal(text: str, indent: int) -> list[str] | None:
