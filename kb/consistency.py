@@ -49,6 +49,19 @@ def backed(rec: Operator, field: str, value: object = None) -> bool:
     return False
 
 
+def evidenced_values(evidence: list[dict[str, Any]] | None, field: str) -> list[Any]:
+    """Values of ``field`` that evidence entries name explicitly (raw record data).
+
+    The importer keeps such values when a page lists fewer (a product a newer kernel
+    reference adds, say) and the drift report does not call them removed.
+    """
+    out: list[Any] = []
+    for ev in evidence or []:
+        if isinstance(ev, dict) and field in (ev.get("about") or []):
+            out += [v for v in ev.get("values") or [] if v not in out]
+    return out
+
+
 def _params(rec: Operator) -> dict[str, tuple[int, Parameter]]:
     return {p.name: (i, p) for i, p in enumerate(rec.parameters)}
 

@@ -297,3 +297,24 @@ def test_refresh_drops_a_deprecation_upstream_withdrew(
     assert code == 1
     assert [(d["kind"], d["name"]) for d in report["drift"]] == [("deprecation", "npu_fake_cast")]
     assert report["drift"][0]["message"] == "the record says deprecated, upstream does not"
+
+
+def test_products_named_by_evidence_are_not_drift(
+    built: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_plugin, wheel, records = built
+    path = next(records.rglob("npu_fake_norm.yaml"))
+    text = path.read_text()
+    products = re.search(r"^products: \[(.*)\]$", text, re.M)
+    assert products is not None
+    _edit(path, products.group(0), f"products: [{products.group(1)}, atlas-200i-500-a2]")
+    code, report = _drift(op_plugin, wheel, records, capsys)
+    assert code == 1 and report["drift"][0]["removed"] == ["atlas-200i-500-a2"]
+    path.write_text(
+        path.read_text()
+        + "evidence:\n  - about: [products]\n    values: [atlas-200i-500-a2]\n"
+        "    kind: page\n    repo: example/kernels\n    commit: abc1234\n"
+        "    path: docs/fake_norm.md\n    says: A newer kernel reference lists it.\n"
+    )
+    code, report = _drift(op_plugin, wheel, records, capsys)
+    assert (code, report["drift"]) == (0, [])

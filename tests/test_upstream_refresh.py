@@ -179,6 +179,30 @@ def test_dtypes_are_added_never_removed(curated: Path) -> None:
     assert x["dtypes"] == ["float16", "int4", "bfloat16"]
 
 
+EVIDENCE = """\
+evidence:
+  - about: [products]
+    values: [atlas-200i-500-a2]
+    kind: page
+    repo: example/kernels
+    commit: abc1234
+    path: docs/fake_norm.md
+    says: A newer kernel reference lists the 200I/500 A2 series.
+"""
+
+
+@pytest.mark.parametrize("cited", [True, False])
+def test_products_evidence_names_survive_a_refresh(curated: Path, cited: bool) -> None:
+    text = CURATED.replace("  - atlas-a2\n", "  - atlas-a2\n  - atlas-200i-500-a2\n")
+    text = text.replace("upstream:\n", (EVIDENCE if cited else "") + "upstream:\n")
+    curated.write_text(text, encoding="utf-8")
+    assert _refresh(curated.parents[2]) == 0
+    data = yaml.safe_load(curated.read_text(encoding="utf-8"))
+    page = ["ascend-950", "atlas-a3-training", "atlas-a2"]
+    assert data["products"] == page + (["atlas-200i-500-a2"] if cited else [])
+    assert load_store(curated.parents[2]).ok
+
+
 # -- the text editor itself --------------------------------------------------------------
 
 ORDERS = {(): ["a", "b", "c", "d"], ("items", "*"): ["name", "type", "extra"]}

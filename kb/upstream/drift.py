@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kb.consistency import replacement_operator
+from kb.consistency import evidenced_values, replacement_operator
 from kb.upstream.drafts import deprecation_block
 from kb.upstream.facts import OperatorFacts, Upstream
 from kb.upstream.records import RecordFile, RecordSet
@@ -93,7 +93,8 @@ def compare(record: RecordFile, facts: OperatorFacts) -> list[Drift]:
     if facts.products is not None:
         have = list(data.get("products") or [])
         added = [p for p in facts.products if p not in have]
-        removed = [p for p in have if p not in facts.products]
+        kept = evidenced_values(data.get("evidence"), "products")
+        removed = [p for p in have if p not in facts.products and p not in kept]
         if added or removed:
             parts = ([f"added {', '.join(added)}"] if added else []) + (
                 [f"removed {', '.join(removed)}"] if removed else []

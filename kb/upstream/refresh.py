@@ -2,8 +2,8 @@
 
 Only facts move: the signature, each parameter's type/required/default/keyword_only/
 mutated, the dtypes and formats a page lists (added, never removed — a person may have
-narrowed or derived them), products, PyTorch versions and the upstream reference.
-Summaries, descriptions, rules, constraints, examples, keywords and shapes are never
+narrowed or derived them), products (the page's, plus those ``evidence`` names), PyTorch
+versions and the upstream reference.  Summaries, descriptions, rules, constraints, examples, keywords and shapes are never
 read or written here, and the file keeps its layout (see :mod:`yamltext`).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb.consistency import replacement_operator
+from kb.consistency import evidenced_values, replacement_operator
 from kb.models import Deprecation, Operator, Parameter, Upstream, Versions
 from kb.upstream.drafts import parameter_facts, upstream_block
 from kb.upstream.facts import OperatorFacts
@@ -117,9 +117,15 @@ def refreshed(
                 f"returns: the record lists {len(returns)}, the schema has {len(parsed.returns)};"
                 " a person has to reconcile them"
             )
-    if facts.products is not None and set(new.get("products") or []) != set(facts.products):
-        result.changes.append("products")
-        new["products"] = list(facts.products)
+    if facts.products is not None:
+        # products evidence names (a newer kernel reference, say) stay next to the page's
+        kept = evidenced_values(new.get("evidence"), "products")
+        have = list(new.get("products") or [])
+        products = list(facts.products)
+        products += [p for p in have if p in kept and p not in products]
+        if set(products) != set(have):
+            result.changes.append("products")
+            new["products"] = products
     # x marks add to unsupported_products; entries stated from source code stay
     gone = [
         p
