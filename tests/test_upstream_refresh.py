@@ -300,3 +300,32 @@ def test_long_paragraphs_are_written_folded() -> None:
     assert text.startswith("description: >\n  word0 word1") and yaml.safe_load(text) == data
     assert max(len(line) for line in text.splitlines()) <= 92
     assert 'short: "one line\\n"' in text  # too short to fold
+
+
+def test_a_changed_list_keeps_the_text_of_items_that_stay() -> None:
+    text = (
+        "rules:\n"
+        "  - id: a   # hand comment\n"
+        "    values: {mode: [0, 3]}\n"
+        "  - id: b\n"
+        "    when: [{arg: mode, equals: 3}]\n"
+        "    values: {other: [1]}\n"
+        "note: kept\n"
+    )
+    data = yaml.safe_load(text)
+    data["rules"][1]["values"] = {"other": [1, 2]}
+    data["rules"].append({"id": "c", "select": {"x": 1}, "tensors": {"q": ["int8"]}})
+    out = update_text(text, data, {}, {})
+    assert out == (
+        "rules:\n"
+        "  - id: a   # hand comment\n"
+        "    values: {mode: [0, 3]}\n"
+        "  - id: b\n"
+        "    when: [{arg: mode, equals: 3}]\n"
+        "    values: {other: [1, 2]}\n"
+        "  - id: c\n"
+        "    select: {x: 1}\n"
+        "    tensors: {q: [int8]}\n"
+        "note: kept\n"
+    )
+    assert yaml.safe_load(out) == data

@@ -67,6 +67,9 @@ def flow(value: Any) -> str:
 QUOTED_KEYS = {"default"}
 #: Lists of mappings written in flow style inside a block (short, structured items).
 FLOW_ITEM_KEYS = {"shapes", "when"}
+#: Small mappings written in flow style when they fit on one line, as records are written.
+FLOW_MAP_KEYS = {"select", "tensors", "values", "dtypes", "formats", "range"}
+FLOW_WIDTH = 110
 
 
 def block(value: dict[str, Any], indent: int = 0) -> list[str]:
@@ -82,6 +85,9 @@ def block(value: dict[str, Any], indent: int = 0) -> list[str]:
 def _entry(key: str, val: Any, pad: str) -> list[str]:
     head = f"{pad}{scalar(key)}:"
     if isinstance(val, dict) and val:
+        inline = f"{head} {flow(val)}"
+        if key in FLOW_MAP_KEYS and len(inline) <= FLOW_WIDTH:
+            return [inline]
         return [head] + block(val, len(pad) + 2)
     if (
         isinstance(val, list)
@@ -311,6 +317,36 @@ class _Editor:
             return
         self.block_sequence(path, items)
 
+    def splice_sequence(self, path: Path, old: list[Any], new: list[dict[str, Any]]) -> None:
+        """Rewrite a block sequence of mappings whose items were added, removed or
+        changed, reusing the text of each item that is unchanged."""
+        key_node, node, parent_flow = self.node(path)
+        if (
+            not isinstance(node, yaml.SequenceNode)
+            or not node.value
+            or _flow(node)
+            or parent_flow
+            or len(node.value) != len(old)
+        ):
+            self.block_sequence(path, new)
+            return
+        starts = [_line_start(self.text, item.start_mark.index) for item in node.value]
+        ends = starts[1:] + [_line_end(self.text, _end(node.value[-1], self.text))]
+        indent = node.value[0].start_mark.column - 2
+        if indent < 0:
+            raise PatchError(f"unusual sequence layout at {path}")
+        unused = list(zip(old, (self.text[s:e] for s, e in zip(starts, ends, strict=True)), strict=True))
+        out = []
+        for item in new:
+            hit = next((i for i, (o, _) in enumerate(unused) if o == item), None)
+            if hit is not None:
+                out.append(unused.pop(hit)[1])
+            else:
+                out.append("\n".join(sequence_item(item, indent)) + "\n")
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n"
+        self.edits.append((starts[0], ends[-1], "".join(out)))
+
     def block_sequence(self, path: Path, items: list[dict[str, Any]]) -> None:
         """Write a sequence of mappings in block style under its key (items re-rendered)."""
         key_node, node, _ = self.node(path)
@@ -449,8 +485,9 @@ def _sync(
         and not _flow(node)
         and all(isinstance(v, dict) for v in old + new)
     ):
-        # items added or removed: keep the block layout people wrote
-        editor.block_sequence(path, new)
+        # items added or removed: keep the block layout people wrote, and the text of
+        # every item that stays as it was
+        editor.splice_sequence(path, old, new)
         return
     editor.replace(path, new)
 
