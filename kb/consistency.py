@@ -119,6 +119,7 @@ def _undocumented(rec: Operator, report: Report) -> None:
         if (ret.dtypes or ret.formats or ret.shapes) and not backed(rec, f"returns.{ret.name}"):
             report(("returns", i), f"return {ret.name}: {rec.name} has no page; cite where its "
                    "dtypes/shapes come from in evidence (about: [returns])")  # fmt: skip
+    _listed_values(rec, report)
     for field in ("products", "quantization"):
         if getattr(rec, field) and not backed(rec, field):
             report((field,), f"{rec.name} has no page; cite where its {field} come from in "
@@ -127,6 +128,28 @@ def _undocumented(rec: Operator, report: Report) -> None:
         if not backed(rec, f"rules.{rule.id}"):
             report(("rules", i), f"rule {rule.id}: {rec.name} has no page; cite its upstream "
                    f"basis in evidence (about: [rules.{rule.id}]) or drop it")  # fmt: skip
+
+
+def _listed_values(rec: Operator, report: Report) -> None:
+    """Where every citation of a list names the values it backs, the list stays inside them
+    (an allowed value or product nobody cited cannot slip into an undocumented record)."""
+
+    def check(field: str, values: list[Any], where: tuple[Any, ...]) -> None:
+        cites = [ev for ev in rec.evidence if _covers(ev, field)]
+        if not cites or any(not ev.values for ev in cites):
+            return
+        named = [v for ev in cites for v in ev.values]
+        extra = [v for v in values if v not in named and _loose(v) not in map(_loose, named)]
+        if extra:
+            report(where, f"{field} lists {extra}, which no evidence names (it names {named}); "
+                   "cite them or drop them")  # fmt: skip
+
+    check("products", list(rec.products or []), ("products",))
+    for name, (i, p) in _params(rec).items():
+        for attr in ("allowed", "dtypes"):
+            vals = [v for v in getattr(p, attr) or [] if v is not None]
+            if vals:
+                check(f"parameters.{name}.{attr}", vals, ("parameters", i, attr))
 
 
 def _evidence_targets(rec: Operator, report: Report) -> None:

@@ -177,6 +177,23 @@ def test_undocumented_facts_cite_their_source(tmp_path: Path) -> None:
     only(problems(tmp_path, _npu_w=narrow), "parameters[0].formats")
 
 
+def test_undocumented_lists_stay_inside_the_values_evidence_names(tmp_path: Path) -> None:
+    body = record("_npu_m", "undocumented").replace(
+        '    default: "5"\n', '    default: "5"\n    allowed: [5]\n'
+    ) + "products: [atlas-inference]\n"
+    named = (cite("parameters.mask_type") + "    values: [5]\n"
+             + CITE.format(about="products", kind="test") + "    values: [atlas-inference]\n")  # fmt: skip
+    assert problems(tmp_path, _npu_m=body + named) == []
+    widened = body.replace("allowed: [5]", "allowed: [0, 5]").replace(
+        "products: [atlas-inference]", "products: [atlas-inference, atlas-a2]"
+    )
+    only(problems(tmp_path, _npu_m=widened + named),
+         "parameters[1].allowed: parameters.mask_type.allowed lists [0]",
+         "products: products lists ['atlas-a2']")  # fmt: skip
+    # a citation without values backs the whole list
+    assert problems(tmp_path, _npu_m=widened + cite("parameters.mask_type, products")) == []
+
+
 def test_evidence_names_fields_that_exist(tmp_path: Path) -> None:
     only(problems(tmp_path, npu_z=record("npu_z", body=cite("parameters.key"))),
          "evidence[0].about[0]: npu_z has no parameter 'key'")  # fmt: skip

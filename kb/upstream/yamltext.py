@@ -320,7 +320,7 @@ class _Editor:
     def splice_sequence(self, path: Path, old: list[Any], new: list[dict[str, Any]]) -> None:
         """Rewrite a block sequence of mappings whose items were added, removed or
         changed, reusing the text of each item that is unchanged."""
-        key_node, node, parent_flow = self.node(path)
+        _, node, parent_flow = self.node(path)
         if (
             not isinstance(node, yaml.SequenceNode)
             or not node.value
