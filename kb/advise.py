@@ -41,6 +41,7 @@ class Step:
     note: str = ""
     chain: str | None = None
     operators: tuple[str, ...] = ()
+    stop: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"node": self.node, "flag": f"--{self.key}", "question": self.question,
@@ -56,12 +57,22 @@ class Walk:
 
     @property
     def stop(self) -> bool:
+        """The walk ended on a verdict: an option marked stop, or (unmarked) one naming only a note."""
         last = self.steps[-1] if self.steps else None
-        return last is not None and last.chain is None and not last.operators
+        if last is None:
+            return False
+        if last.stop is not None:
+            return last.stop
+        return last.chain is None and not last.operators
 
     @property
     def phase(self) -> str | None:
         return next((s.value for s in self.steps if s.key == "phase"), None)
+
+    @property
+    def scheme(self) -> str | None:
+        """The quantization scheme the path answered (a node keyed ``quant``), if any."""
+        return next((s.value for s in self.steps if s.key == "quant"), None)
 
     def chains(self) -> list[str]:
         if self.stop:
@@ -113,7 +124,9 @@ def match(node: Record, answer: str) -> Record | None:
         if opt["value"] == text:
             return opt
     if text.isdigit():
-        return _threshold(options, int(text))
+        hit = _threshold(options, int(text))
+        # a count no option names falls to the catch-all (``--routed-experts 160`` -> other)
+        return hit or next((o for o in options if o["value"] == "other"), None)
     folded = text.lower().replace("_", "-")
     for opt in options:
         if opt["value"] == folded:
@@ -181,7 +194,8 @@ def walk(tree: Record, answers: Mapping[str, str],
         result.steps.append(Step(node=node_id, key=key, question=node["question"]["en"],
                                  value=opt["value"], label=opt["label"], note=opt.get("note", ""),
                                  chain=opt.get("chain"),
-                                 operators=tuple(opt.get("operators") or ())))  # fmt: skip
+                                 operators=tuple(opt.get("operators") or ()),
+                                 stop=opt.get("stop")))  # fmt: skip
         node_id = opt.get("goto")
     result.ignored = [k for k in answers if k not in used]
     return result
@@ -193,16 +207,17 @@ _SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "floa
                  "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2",
                  "float8_e8m0fnu": "e8m0", "hifloat8": "hif8"}  # fmt: skip
 _KEY_TENSORS = 6
+#: Constraints printed per operator in text; JSON carries all of them, each whole.
 _FIRST_CONSTRAINTS = 3
-_LINE = 100
 
 
-def one_line(text: str, width: int = _LINE) -> str:
-    return textwrap.shorten(" ".join(str(text).split()), width=width, placeholder=" …")
+def one_line(text: str) -> str:
+    """Whitespace folded to single spaces; never shortened (a cut constraint misleads)."""
+    return " ".join(str(text).split())
 
 
 def operator_brief(rec: Record | None, name: str) -> dict[str, Any]:
-    """What a stage's operator demands, in a few lines: products, key tensors, constraints."""
+    """What a stage's operator demands: products, phases, graph modes, key tensors, constraints."""
     if rec is None:
         return {"name": name, "missing": True}
     tensors = []
@@ -214,26 +229,52 @@ def operator_brief(rec: Record | None, name: str) -> dict[str, Any]:
         dtypes = "/".join(_SHORT_DTYPES.get(d, d) for d in p.get("dtypes") or [])
         formats = [f for f in p.get("formats") or [] if f != "ND"]
         tensors.append(f"{p['name']} {dtypes}" + (f" [{'/'.join(formats)}]" if formats else ""))
+    graph = rec.get("graph_mode") or {}
+    graph_mode = {"aclgraph": graph.get("aclgraph", "unknown"),
+                  "torchair": graph.get("torchair", "unknown"),
+                  "notes": one_line(graph.get("notes", ""))}  # fmt: skip
     return {
         "name": rec["name"],
         "status": rec.get("status"),
         "summary": rec["summary"]["en"],
         "products": rec.get("products") or [],
         "phases": rec.get("phases") or [],
+        "graph_mode": graph_mode,
         "tensors": tensors[:_KEY_TENSORS],
-        "constraints": [
-            one_line(c["text"]) for c in (rec.get("constraints") or [])[:_FIRST_CONSTRAINTS]
-        ],
+        "constraints": [one_line(c["text"]) for c in rec.get("constraints") or []],
     }
 
 
-def _stages(chain: Record, phase: str | None) -> tuple[list[Record], int]:
+def _in_scheme(stage: Record, scheme: str | None) -> bool:
+    only = stage.get("quantization") or []
+    if scheme is None or not only:
+        return True
+    from kb.vocab import normalize_scheme
+
+    canon = normalize_scheme(scheme) or scheme
+    head = canon.split("+")[0]
+    # w8a8 and w8a8-dynamic name the same kernels at the level a chain is written
+    family = {"w8a8": {"w8a8", "w8a8-dynamic"}, "w8a8-dynamic": {"w8a8", "w8a8-dynamic"}}
+    return bool(({canon, head} | family.get(head, set())) & set(only))
+
+
+def _stages(chain: Record, phase: str | None, scheme: str | None,
+            get: Callable[[str], Record | None]) -> tuple[list[Record], int]:  # fmt: skip
+    """The stages the answered phase and scheme run, each with its complete call line."""
+    from kb.stagecall import arguments, call_line
+
     keep, dropped = [], 0
     for st in chain["stages"]:
-        if phase in ("prefill", "decode") and st.get("phase", "both") not in (phase, "both"):
+        wrong_phase = phase in ("prefill", "decode") and st.get("phase", "both") not in (phase, "both")
+        if wrong_phase or not _in_scheme(st, scheme):
             dropped += 1
             continue
-        keep.append(st)
+        rec = None if st["operator"] == "plain-torch" else get(st["operator"])
+        shown = dict(st)
+        shown["call"] = call_line(st, rec)
+        shown["arguments"] = ([] if st["operator"] == "plain-torch"
+                              else [a.as_dict() for a in arguments(st, rec)])  # fmt: skip
+        keep.append(shown)
     return keep, dropped
 
 
@@ -247,6 +288,7 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
         "verdict": walked.steps[-1].note if walked.stop and walked.steps else "",
         "ignored": [f"--{k}" for k in walked.ignored],
         "phase": walked.phase,
+        "quantization": walked.scheme,
         "chains": [],
         "prerequisites": [],
         "operators": {},
@@ -258,13 +300,14 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
         if chain is None:
             out["chains"].append({"name": chain_name, "missing": True})
             continue
-        stages, dropped = _stages(chain, walked.phase)
+        stages, dropped = _stages(chain, walked.phase, walked.scheme, get)
         out["chains"].append({
             "name": chain["name"], "title": chain["title"]["en"], "summary": chain["summary"]["en"],
             "phases": chain["phases"], "products": chain.get("products") or [],
             "quantization": chain.get("quantization") or [],
             "stages": stages, "stages_omitted": dropped,
             "differences": chain.get("differences", ""), "models": chain.get("models") or [],
+            "sources": chain.get("sources") or [],
         })  # fmt: skip
         for p in chain.get("prerequisites") or []:
             prereqs.setdefault(p["id"], p["text"])
@@ -302,23 +345,26 @@ def render(adv: dict[str, Any]) -> str:
         out += _wrap(chain["summary"], "  ")
         if chain["products"]:
             out += _wrap("products: " + ", ".join(chain["products"]), "  ")
-        omitted = f"; {chain['stages_omitted']} stage(s) of the other phase left out" \
+        omitted = f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out" \
             if chain["stages_omitted"] else ""  # fmt: skip
-        out += [f"  stages{' (' + adv['phase'] + omitted + ')' if adv['phase'] else ''}:"]
+        asked = ", ".join(x for x in (adv["phase"], adv.get("quantization")) if x)
+        out += [f"  stages{' (' + asked + omitted + ')' if asked or omitted else ''}:"]
         for i, st in enumerate(chain["stages"], 1):
-            args = ", ".join(f"{k}={v}" for k, v in (st.get("args") or {}).items())
             split = len(chain["phases"]) > 1 and st.get("phase", "both") != "both"
-            tag = f"[{st['phase']}] " if split else ""
-            out += _wrap(f"{i:>2}. {tag}{st['stage']}: {st['operator']}" + (f" ({args})" if args else ""),
-                         "    ", 4)  # fmt: skip
-            if st.get("torch"):
-                out += _wrap(st["torch"], "          ")
+            tag = f" [{st['phase']}]" if split else ""
+            only = st.get("quantization") or []
+            tag += f" [{'/'.join(only)} only]" if only else ""
+            out += _wrap(f"{i:>2}. {st['stage']}{tag}: {st['operator']}", "    ", 4)
+            out += _wrap(st["call"], "          ", 4)
             if st.get("notes"):
                 out += _wrap(st["notes"], "          ")
         if chain["differences"]:
             out += _wrap("prefill vs decode: " + chain["differences"], "  ")
         if chain["models"]:
             out += _wrap("reference models: " + ", ".join(chain["models"]), "  ")
+        for src in chain.get("sources") or []:
+            out += _wrap(f"seen in {src['model']}: {src['repo']}@{src['commit'][:10]} "
+                         f"{src['path']}:{src['lines']} - {src['shows']}", "  ", 4)  # fmt: skip
     if adv["prerequisites"]:
         out += ["", "Prerequisites"]
         for p in adv["prerequisites"]:
@@ -334,8 +380,16 @@ def render(adv: dict[str, Any]) -> str:
                 out += _wrap("products: " + ", ".join(brief["products"]), "      ")
             if brief["tensors"]:
                 out += _wrap("tensors: " + "; ".join(brief["tensors"]), "      ", 9)
-            for c in brief["constraints"]:
-                out += ["      - " + c]
+            graph = brief.get("graph_mode") or {}
+            if "--mode" in adv["answers"] or "unsupported" in (graph.get("aclgraph"), graph.get("torchair")):
+                out += _wrap(f"graph mode: aclgraph {graph.get('aclgraph')}, torchair {graph.get('torchair')}"
+                             + (f" - {graph['notes']}" if graph.get("notes") else ""), "      ", 12)  # fmt: skip
+            shown = brief["constraints"][:_FIRST_CONSTRAINTS]
+            for c in shown:
+                out += _wrap("- " + c, "      ", 2)
+            rest = len(brief["constraints"]) - len(shown)
+            if rest > 0:
+                out += [f"      ({rest} more constraint(s): kb show {name})"]
     if adv["notes"]:
         out += ["", "Notes"]
         for n in adv["notes"]:

@@ -11,8 +11,8 @@ import argparse
 import importlib
 import sys
 
-VERBS = ("search", "show", "list", "validate", "index", "check", "rules", "tree", "advise",
-         "prefetch_size", "site", "doctor")  # fmt: skip
+VERBS = ("search", "show", "list", "validate", "index", "check", "scan", "rules", "tree",
+         "advise", "prefetch_size", "site", "doctor", "mcp")  # fmt: skip
 
 
 class UsageError(Exception):

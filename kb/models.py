@@ -177,6 +177,11 @@ class Rule(Strict):
     formats: dict[str, list[Format]] = Field(default_factory=dict, description="tensor → formats")
     values: dict[str, list[Scalar]] = Field(default_factory=dict, description="arg → values")
     products: list[Product] = Field(default_factory=list, description="only on these products")
+    severity: Literal["error", "warning"] = Field(
+        default="error",
+        description="warning when upstream shows the setting is ignored rather than refused "
+        "(the call runs, the setting has no effect)",
+    )
     message: str = Field(min_length=1, description="what to do, in English")
 
     @model_validator(mode="after")
@@ -326,6 +331,11 @@ class Site(Strict):
     args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     passed: list[str] = Field(default_factory=list)
     note: str = ""
+    defect: str = Field(
+        default="",
+        description="why this shipping call is itself wrong, with evidence; such a site does "
+        "not count against the record",
+    )
 
 
 class SeenIn(Strict):
@@ -369,6 +379,11 @@ class Operator(Strict):
     graph_mode: GraphMode = Field(default_factory=GraphMode)
     versions: Versions = Field(default_factory=Versions)
     quantization: list[QuantMode] = Field(default_factory=list)
+    cache_layout: Literal["paged", "contiguous"] | None = Field(
+        default=None,
+        description="the KV-cache organisation the operator always writes or reads, when its "
+        "arguments do not choose one (npu_scatter_pa_kv_cache writes blocks in every mode)",
+    )
     quant_roles: list[QuantRole] | None = Field(
         default=None,
         description="what the operator's quantization modes decide (weights, activations, "
@@ -427,20 +442,89 @@ class Operator(Strict):
 
 
 PlainTorch = Literal["plain-torch"]
+_ARG = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_CODE = r"^KB\d{3}$"
+
+
+class StageTensor(Strict):
+    """What a port is known to pass as one tensor argument (dtype, format)."""
+
+    dtype: Dtype | None = None
+    format: Format | None = None
+
+
+class Waiver(Strict):
+    """A ``kb check`` finding a stage is known to raise although the port runs it.
+
+    The cross-check in ``kb validate`` reports a waiver that no longer matches a
+    finding, so waivers disappear once the checker or the record is fixed.
+    """
+
+    code: str = Field(pattern=_CODE, description="the checker rule code, e.g. KB201")
+    product: Product | None = Field(default=None, description="only on this product")
+    reason: str = Field(min_length=1, description="why the finding is wrong for this stage")
 
 
 class Stage(Strict):
     stage: str = Field(description="norm, q_projection, rope, cache_write, attention, …")
     operator: str = Field(description="an operator name, or 'plain-torch'")
     phase: Literal["prefill", "decode", "both"] = "both"
-    args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    args: dict[str, Scalar | list[Scalar]] = Field(
+        default_factory=dict, description="literal argument values as the port writes them"
+    )
+    passed: dict[Annotated[str, Field(pattern=_ARG)], str] = Field(
+        default_factory=dict,
+        description="arguments given a runtime value: name -> the expression passed",
+    )
+    tensors: dict[Annotated[str, Field(pattern=_ARG)], StageTensor] = Field(
+        default_factory=dict, description="known dtype/format of tensor arguments"
+    )
+    quantization: list[QuantScheme] = Field(
+        default_factory=list, description="only under these schemes (empty: every scheme)"
+    )
     torch: str = Field(default="", description="the torch code when operator is plain-torch")
     notes: str = ""
+    waivers: list[Waiver] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _arguments_once(self) -> Stage:
+        both = sorted(set(self.args) & set(self.passed))
+        if both:
+            raise ValueError(f"{both} given both a literal value (args) and an expression (passed)")
+        nones = sorted(k for k, v in self.passed.items() if v.strip() == "None")
+        if nones:
+            raise ValueError(f"{nones} passed as None: write them under args with the value null")
+        if self.operator == "plain-torch" and (self.args or self.passed or self.tensors):
+            raise ValueError("a plain-torch stage writes its call in 'torch', not in args/passed/tensors")
+        return self
 
 
 class Prerequisite(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
     text: str
+
+
+class Citation(Strict):
+    """Where a chain runs in a public port: the code its stages were read from."""
+
+    model: str = Field(min_length=1, description="the model the code serves, e.g. DeepSeek-R1")
+    repo: str = Field(pattern=r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$", description="owner/name")
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    path: str = Field(min_length=1)
+    lines: str = Field(pattern=r"^[1-9][0-9]*(-[1-9][0-9]*)?$", description="'120' or '120-184'")
+    shows: str = Field(min_length=1, description="what these lines show, in our words")
+
+    @property
+    def span(self) -> tuple[int, int]:
+        first, _, last = self.lines.partition("-")
+        return int(first), int(last or first)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Citation:
+        first, last = self.span
+        if last < first:
+            raise ValueError(f"lines {self.lines!r} end before they start")
+        return self
 
 
 class ReferenceChain(Strict):
@@ -449,7 +533,8 @@ class ReferenceChain(Strict):
     title: Text
     summary: Text
     description: str = ""
-    module: Literal["attention", "moe", "ffn", "norm", "rope", "kv-cache", "prefetch", "other"]
+    module: Literal["attention", "moe", "ffn", "norm", "rope", "kv-cache", "prefetch",
+                    "quantization", "communication", "runtime", "other"]  # fmt: skip
     phases: list[Phase] = Field(min_length=1)
     quantization: list[QuantScheme] = Field(default_factory=list)
     products: list[Product] = Field(default_factory=list)
@@ -457,9 +542,22 @@ class ReferenceChain(Strict):
     prerequisites: list[Prerequisite] = Field(default_factory=list)
     differences: str = Field(default="", description="prefill vs decode")
     models: list[str] = Field(default_factory=list)
+    sources: list[Citation] = Field(
+        default_factory=list, description="the public port code the chain was read from"
+    )
     keywords: Keywords = Field(default_factory=Keywords)
     related: list[str] = Field(default_factory=list)
     variant_of: str | None = None
+
+
+class Denial(Strict):
+    """A call a verdict says does not work; the cross-check asks ``kb check`` to agree."""
+
+    operator: str
+    args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    tensors: dict[Annotated[str, Field(pattern=_ARG)], StageTensor] = Field(default_factory=dict)
+    product: Product | None = None
+    phase: Phase | None = None
 
 
 class Option(Strict):
@@ -469,11 +567,23 @@ class Option(Strict):
     chain: str | None = None
     operators: list[str] = Field(default_factory=list)
     note: str = ""
+    denies: list[Denial] = Field(
+        default_factory=list, description="calls the note rules out; kb check must reject each"
+    )
+    stop: bool | None = Field(
+        default=None,
+        description="ends the walk with a verdict (no chain applies); default: a final option "
+        "naming only a note is a stop",
+    )
 
     @model_validator(mode="after")
     def _leads_somewhere(self) -> Option:
         if not (self.goto or self.chain or self.operators or self.note):
             raise ValueError("an option leads to a node, a chain, operators or a note")
+        if self.denies and not self.note:
+            raise ValueError("an option that denies calls says why in its note")
+        if self.stop and (self.goto or self.chain or self.operators):
+            raise ValueError("a stop option leads nowhere: drop goto, chain and operators")
         return self
 
 

@@ -24,6 +24,9 @@ FORMULA_SQUARE = "dense-square"
 FORMULA_HIDDEN_INTERMEDIATE = "dense-hidden-intermediate"
 FORMULA_GATE_UP = "dense-gate-up"
 FORMULA_GMM = {1: "moe-gmm1", 2: "moe-gmm2"}
+#: Optional upper bounds: what the window can move, and what L2 can hold.
+CAP_WINDOW = "window-cap"
+CAP_L2 = "l2-cap"
 
 
 class SizeInputError(ValueError):
@@ -118,6 +121,16 @@ class Size:
     factor: float
     max_size: int
     ladder: list[tuple[float, int]] = field(default_factory=list)
+    caps: list[Cap] = field(default_factory=list)
+    uncapped: int | None = None
+
+    @property
+    def limited_by(self) -> str | None:
+        """The cap that set max_size, when one is below the factor's size."""
+        if self.uncapped is None or not self.caps:
+            return None
+        low = min(self.caps, key=lambda c: c.bytes)
+        return low.formula_id if low.bytes < self.uncapped else None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -135,7 +148,26 @@ class Size:
             "max_size": self.max_size,
             "human": {"theoretical": human(self.theoretical), "max_size": human(self.max_size)},
             "ladder": [{"factor": f, "max_size": b} for f, b in self.ladder],
+            "tp": _plain(self.inputs.get("tp", 1)),
+            "caps": [c.as_dict() for c in self.caps],
+            "uncapped_max_size": self.uncapped if self.uncapped is not None else self.max_size,
+            "limited_by": self.limited_by,
         }
+
+
+@dataclass(frozen=True)
+class Cap:
+    """An upper bound on max_size from a playbook formula (window time x bandwidth, L2)."""
+
+    formula_id: str
+    formula: str
+    inputs: dict[str, float]
+    bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.formula_id, "expression": self.formula,
+                "inputs": {k: _plain(v) for k, v in self.inputs.items()},
+                "bytes": self.bytes, "human": human(self.bytes)}  # fmt: skip
 
 
 def _plain(v: float) -> float | int:
@@ -162,16 +194,44 @@ def playbook_settings(playbook: Mapping[str, Any]) -> tuple[float, list[float]]:
     return float(playbook["conservative_factor"]), [float(f) for f in playbook["ladder"]]
 
 
-def compute(playbook: Mapping[str, Any], formula_id: str, label: str,
-            inputs: Mapping[str, float], dtype: str, factor: float | None = None) -> Size:  # fmt: skip
-    """Evaluate one playbook formula for ``inputs`` and apply the (or a given) factor."""
+def _formula(playbook: Mapping[str, Any], formula_id: str) -> Mapping[str, Any]:
     formulas = {f["id"]: f for f in playbook.get("formulas") or []}
     if formula_id not in formulas:
         known = ", ".join(formulas) or "none"
         raise SizeInputError(
             f"the prefetch playbook has no formula {formula_id!r} (it has: {known})"
         )
-    entry = formulas[formula_id]
+    return formulas[formula_id]
+
+
+def _names(formula: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(ast.parse(formula, mode="eval")) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def cap(playbook: Mapping[str, Any], formula_id: str, inputs: Mapping[str, float]) -> Cap:
+    """One upper bound (``window-cap``, ``l2-cap``) evaluated from the playbook."""
+    entry = _formula(playbook, formula_id)
+    value = math.floor(evaluate(entry["formula"], inputs))
+    if value <= 0:
+        raise SizeInputError(f"{formula_id}: the formula gives {value} bytes; check the inputs")
+    return Cap(formula_id, entry["formula"], dict(inputs), value)
+
+
+def compute(playbook: Mapping[str, Any], formula_id: str, label: str,
+            inputs: Mapping[str, float], dtype: str, factor: float | None = None,
+            caps: list[Cap] | None = None) -> Size:  # fmt: skip
+    """Evaluate one playbook formula for ``inputs``, apply the (or a given) factor and caps.
+
+    A ``tp`` input other than 1 must appear in the formula: a sharded weight the formula
+    does not divide would be sized for the whole tensor.
+    """
+    entry = _formula(playbook, formula_id)
+    if inputs.get("tp", 1) != 1 and "tp" not in _names(entry["formula"]):
+        raise SizeInputError(f"formula {formula_id!r} ({entry['formula']}) does not divide by "
+                             "tp; --tp applies to dense weights only")  # fmt: skip
     canon, nbytes = dtype_bytes(dtype)
     default_factor, ladder = playbook_settings(playbook)
     use = default_factor if factor is None else factor
@@ -183,11 +243,18 @@ def compute(playbook: Mapping[str, Any], formula_id: str, label: str,
     if theoretical <= 0:
         raise SizeInputError(f"{label}: the formula gives {value!r} bytes; check the inputs")
     steps = sorted(set(ladder) | {use})
+    bound = min((c.bytes for c in caps or []), default=None)
+
+    def capped(n: int) -> int:
+        return n if bound is None else min(n, bound)
+
+    start = math.floor(theoretical * use)
     return Size(
         label=label, formula_id=formula_id, formula=entry["formula"],
         applies_to=entry["applies_to"], inputs=dict(inputs), dtype=canon, dtype_bytes=nbytes,
-        theoretical=theoretical, factor=use, max_size=math.floor(theoretical * use),
-        ladder=[(f, math.floor(theoretical * f)) for f in steps],
+        theoretical=theoretical, factor=use, max_size=capped(start),
+        ladder=[(f, capped(math.floor(theoretical * f))) for f in steps],
+        caps=list(caps or []), uncapped=start if caps else None,
     )  # fmt: skip
 
 
@@ -203,10 +270,19 @@ def render(sizes: list[Size], playbook: Mapping[str, Any]) -> str:
         )
         out.append(f"  theoretical  {s.theoretical} bytes  ({human(s.theoretical)})")
         which = "conservative" if s.factor == default_factor else "chosen"
-        out.append(f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
-                   f"= {which} factor {s.factor:g}")  # fmt: skip
+        for c in s.caps:
+            given = ", ".join(f"{k}={_plain(v)}" for k, v in c.inputs.items())
+            out.append(f"  cap          {c.bytes} bytes  ({human(c.bytes)})  "
+                       f"[{c.formula_id}: {c.formula}; {given}]")  # fmt: skip
+        if s.limited_by:
+            out.append(f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
+                       f"= {s.limited_by} (the {which} factor {s.factor:g} gives {s.uncapped})")  # fmt: skip
+        else:
+            out.append(f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
+                       f"= {which} factor {s.factor:g}")  # fmt: skip
         out.append("  ladder (start at the factor marked *, step up while the target gains and the")
-        out.append("          window holds, step down when the window slows):")
+        out.append("          window holds, step down when the window slows"
+                   + ("; steps above the cap are cut to it):" if s.caps else "):"))  # fmt: skip
         for f, b in s.ladder:
             mark = "*" if f == s.factor else " "
             out.append(f"     {mark} {f:<4g} {b:>14} bytes  ({human(b)})")

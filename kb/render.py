@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from typing import Any
+
+from kb.recordview import release_span, text_in
 
 WIDTH = 80
 
@@ -122,11 +125,11 @@ def _release_lines(releases: list[str]) -> str:
 
 
 def _versions(rec: dict[str, Any]) -> list[str]:
-    """Release range and the releases that ship the operator (filled at compile time)."""
+    """Release runs (gaps shown) and the releases that ship the operator (compile time)."""
     versions = rec.get("versions") or {}
     out: list[str] = []
-    if versions.get("first"):
-        span = versions["first"] + (f" .. {versions['last']}" if versions.get("last") else " ..")
+    span = release_span(versions)
+    if span:
         releases = versions.get("releases") or []
         if releases:
             span += f"  ({len(releases)} harvested release{'s' if len(releases) != 1 else ''})"
@@ -190,122 +193,169 @@ def _signature_history(rec: dict[str, Any]) -> list[str]:
     return out
 
 
-def operator_text(rec: dict[str, Any]) -> list[str]:
-    out = [f"{rec['name']}  [{rec['status']}, {rec['category']}]"]
-    out += wrap(rec["summary"]["en"], "  ")
-    out += wrap(rec["summary"]["zh"], "  ")
-    out += field("calls", rec.get("calls"))
-    out += field("products", rec.get("products"))
-    out += field("phases", rec.get("phases"))
-    out += field("fuses", rec.get("fuses"))
-    if rec.get("superseded_by"):
-        out += field("superseded by", rec["superseded_by"])
-    out += field("replacement", rec.get("replacement_note"))
-    out += field("supersedes", rec.get("supersedes"))
-    out += _versions(rec)
-    out += section("Description")
-    out += wrap(rec["description"])
-    out += wrap(rec.get("description_zh", ""))
-    if rec.get("signature"):
-        out += section("Signature")
-        out += _signature(rec["signature"])
-    out += _signature_history(rec)
-    if rec.get("parameters"):
-        out += section("Parameters")
-        for p in rec["parameters"]:
-            out += _param(p)
-    if rec.get("returns"):
-        out += section("Returns")
-        for r in rec["returns"]:
-            out += [f"  {r['name']}: {r.get('type', 'Tensor')}"]
-            out += wrap(r.get("description", ""), "      ")
-            out += field("dtypes", r.get("dtypes"), "      ")
-            for shape in r.get("shapes") or []:
-                when = f" when {shape['when']}" if shape.get("when") else ""
-                out += field("shape", f"{shape['dims']}{when}", "      ")
-    if rec.get("quantization"):
-        out += section("Quantization")
-        for q in rec["quantization"]:
-            sel = ", ".join(f"{k}={v}" for k, v in (q.get("select") or {}).items())
-            out += wrap(f"{q['scheme']}" + (f"  ({sel})" if sel else ""), "  ")
-            for t, d in (q.get("tensors") or {}).items():
-                out += field(t, d, "      ")
-            out += field("products", q.get("products"), "      ")
-            out += wrap(q.get("notes", ""), "      ")
-    if rec.get("constraints"):
-        out += section("Constraints")
-        for c in rec["constraints"]:
-            out += wrap("- " + c["text"], "  ")
-    if rec.get("rules"):
-        out += section("Checked rules")
-        for r in rec["rules"]:
-            out += wrap(f"{r['id']}: {rule_line(r)}", "  ")
-    gm = rec.get("graph_mode") or {}
-    if gm.get("notes") or gm.get("aclgraph") != "unknown" or gm.get("torchair") != "unknown":
-        out += section("Graph mode")
-        out += [f"  aclgraph: {gm.get('aclgraph')}   torchair: {gm.get('torchair')}"]
-        out += wrap(gm.get("notes", ""), "  ")
-    if rec.get("changes"):
-        out += section("Changes from the previous version")
-        out += wrap(rec["changes"])
-    for ex in rec.get("examples") or []:
-        out += section(f"Example: {ex['title']}")
-        out += ["  " + line if line else "" for line in ex["code"].rstrip().splitlines()]
-    if rec.get("related"):
-        out += section("Related")
-        out += wrap(", ".join(rec["related"]))
-    up = rec.get("upstream") or {}
-    if up.get("url") or up.get("path"):
-        out += section("Upstream")
-        out += field("page", up.get("url") or up.get("path"))
-        out += field("commit", up.get("commit"))
+# --------------------------------------------------------------------------- sections
+# A record prints as a header and then its sections in order.  Each section is keyed by
+# the record field it shows, so ``kb show NAME --section FIELD`` prints exactly what
+# the full view prints for it; fields without a renderer of their own print generically.
+
+Rec = dict[str, Any]
+Lines = list[str]
+
+
+def _description(rec: Rec, lang: str) -> Lines:
+    text = rec.get("description_zh") if lang == "zh" and rec.get("description_zh") else None
+    body = wrap(text or rec.get("description", ""))
+    return section("Description") + body if body else []
+
+
+def _signature_section(rec: Rec, lang: str) -> Lines:
+    return section("Signature") + _signature(rec["signature"]) if rec.get("signature") else []
+
+
+def _history(rec: Rec, lang: str) -> Lines:
+    return _signature_history(rec)
+
+
+def _versions_section(rec: Rec, lang: str) -> Lines:
+    """``--section versions``: what the header says of releases, and the history."""
+    lines = _versions(rec)
+    return (section("torch_npu releases") + lines if lines else []) + _signature_history(rec)
+
+
+def _parameters(rec: Rec, lang: str) -> Lines:
+    out: Lines = section("Parameters") if rec.get("parameters") else []
+    for p in rec.get("parameters") or []:
+        out += _param(p)
     return out
 
 
-def chain_text(rec: dict[str, Any]) -> list[str]:
-    out = [f"{rec['name']}  [chain, {rec['module']}; {', '.join(rec['phases'])}]"]
-    out += wrap(rec["title"]["en"], "  ")
-    out += wrap(rec["summary"]["en"], "  ")
-    out += wrap(rec["summary"]["zh"], "  ")
-    out += field("quantization", rec.get("quantization"))
-    out += field("products", rec.get("products"))
-    out += wrap(rec.get("description", ""))
-    out += section("Stages")
+def _returns(rec: Rec, lang: str) -> Lines:
+    out: Lines = section("Returns") if rec.get("returns") else []
+    for r in rec.get("returns") or []:
+        out += [f"  {r['name']}: {r.get('type', 'Tensor')}"]
+        out += wrap(r.get("description", ""), "      ")
+        out += field("dtypes", r.get("dtypes"), "      ")
+        for shape in r.get("shapes") or []:
+            when = f" when {shape['when']}" if shape.get("when") else ""
+            out += field("shape", f"{shape['dims']}{when}", "      ")
+    return out
+
+
+def _quantization(rec: Rec, lang: str) -> Lines:
+    if rec["kind"] != "operator":
+        return field("quantization", rec.get("quantization"))
+    out: Lines = section("Quantization") if rec.get("quantization") else []
+    for q in rec.get("quantization") or []:
+        sel = ", ".join(f"{k}={v}" for k, v in (q.get("select") or {}).items())
+        out += wrap(f"{q['scheme']}" + (f"  ({sel})" if sel else ""), "  ")
+        for t, d in (q.get("tensors") or {}).items():
+            out += field(t, d, "      ")
+        out += field("products", q.get("products"), "      ")
+        out += wrap(q.get("notes", ""), "      ")
+    return out
+
+
+def _listed(title: str, items: list[Any] | None, line: Callable[[Any], str]) -> Lines:
+    """A titled list, one wrapped entry per item; nothing at all for no items."""
+    out: Lines = section(title) if items else []
+    for item in items or []:
+        out += wrap(line(item), "  ", hang="  ")
+    return out
+
+
+def _constraints(rec: Rec, lang: str) -> Lines:
+    return _listed("Constraints", rec.get("constraints"), lambda c: "- " + c["text"])
+
+
+def _rules(rec: Rec, lang: str) -> Lines:
+    return _listed("Checked rules", rec.get("rules"), lambda r: f"{r['id']}: {rule_line(r)}")
+
+
+def _graph_mode(rec: Rec, lang: str) -> Lines:
+    gm = rec.get("graph_mode") or {}
+    if not (gm.get("notes") or gm.get("aclgraph") != "unknown" or gm.get("torchair") != "unknown"):
+        return []
+    out = section("Graph mode")
+    out += [f"  aclgraph: {gm.get('aclgraph')}   torchair: {gm.get('torchair')}"]
+    return out + wrap(gm.get("notes", ""), "  ")
+
+
+def _changes(rec: Rec, lang: str) -> Lines:
+    body = wrap(rec.get("changes", ""))
+    return section("Changes from the previous version") + body if body else []
+
+
+def _examples(rec: Rec, lang: str) -> Lines:
+    out: Lines = []
+    for ex in rec.get("examples") or []:
+        out += section(f"Example: {ex['title']}")
+        out += ["  " + line if line else "" for line in ex["code"].rstrip().splitlines()]
+    return out
+
+
+def _related(rec: Rec, lang: str) -> Lines:
+    return section("Related") + wrap(", ".join(rec["related"])) if rec.get("related") else []
+
+
+def _seen_in(rec: Rec, lang: str) -> Lines:
+    out: Lines = section("Seen in shipping code") if rec.get("seen_in") else []
+    for repo in rec.get("seen_in") or []:
+        out += wrap(f"{repo['repo']} @ {repo['commit']}", "  ")
+        for site in repo["sites"]:
+            where = f"{site['path']}:{site['line']}"
+            scope = ", ".join([*site.get("products", []), *site.get("phases", [])])
+            args = ", ".join(f"{k}={v}" for k, v in (site.get("args") or {}).items())
+            text = where + (f" ({scope})" if scope else "") + (f": {args}" if args else "")
+            out += wrap(text, "    ", hang="    ")
+    return out
+
+
+def _upstream(rec: Rec, lang: str) -> Lines:
+    up = rec.get("upstream") or {}
+    if not (up.get("url") or up.get("path")):
+        return []
+    return section("Upstream") + field("page", up.get("url") or up.get("path")) + \
+        field("commit", up.get("commit"))  # fmt: skip
+
+
+def _models(rec: Rec, lang: str) -> Lines:
+    return section("Models that use it") + wrap(", ".join(rec["models"])) if rec.get("models") else []
+
+
+def _stages(rec: Rec, lang: str) -> Lines:
+    out = section("Stages")
     for i, st in enumerate(rec["stages"], 1):
         args = ", ".join(f"{k}={v}" for k, v in (st.get("args") or {}).items())
         line = f"{i:>2}. [{st['phase']}] {st['stage']}: {st['operator']}"
-        out += wrap(line + (f" ({args})" if args else ""), "  ")
+        out += wrap(line + (f" ({args})" if args else ""), "  ", hang="    ")
         if st.get("torch"):
             out += wrap(st["torch"], "        ")
         if st.get("notes"):
             out += wrap(st["notes"], "        ")
-    if rec.get("prerequisites"):
-        out += section("Prerequisites")
-        for p in rec["prerequisites"]:
-            out += wrap(f"- {p['id']}: {p['text']}", "  ")
-    if rec.get("differences"):
-        out += section("Prefill vs decode")
-        out += wrap(rec["differences"])
-    out += field("models", rec.get("models"))
-    out += field("related", rec.get("related"))
     return out
 
 
-def tree_text(rec: dict[str, Any]) -> list[str]:
-    nodes = {n["id"]: n for n in rec["nodes"]}
-    out = [f"{rec['name']}  [decision tree]"]
-    out += wrap(rec["title"]["en"], "  ")
-    out += wrap(rec["summary"]["en"], "  ")
-    out += [""]
-    seen: set[str] = set()
+def _prerequisites(rec: Rec, lang: str) -> Lines:
+    return _listed("Prerequisites", rec.get("prerequisites"), lambda p: f"- {p['id']}: {p['text']}")
 
-    def walk(node_id: str, depth: int) -> None:
+
+def _differences(rec: Rec, lang: str) -> Lines:
+    body = wrap(rec.get("differences", ""))
+    return section("Prefill vs decode") + body if body else []
+
+
+def _nodes(rec: Rec, lang: str) -> Lines:
+    """The tree as an outline; a node reached from two answers is printed under both."""
+    nodes = {n["id"]: n for n in rec["nodes"]}
+    out: Lines = [""]
+
+    def walk(node_id: str, depth: int, path: tuple[str, ...]) -> None:
         node = nodes[node_id]
         pad = "  " * depth
-        out.extend(wrap(f"? {node['question']['en']}  (--{node['key']})", pad + "  "))
-        if node_id in seen:
+        question = text_in(node["question"], lang)
+        out.extend(wrap(f"? {question}  (--{node['key']})", pad + "  ", hang="  "))
+        if node_id in path:  # a loop (kb validate rejects these; never recurse forever)
             return
-        seen.add(node_id)
         for opt in node["options"]:
             lead = []
             if opt.get("chain"):
@@ -317,44 +367,152 @@ def tree_text(rec: dict[str, Any]) -> list[str]:
             if opt.get("note"):
                 out.extend(wrap(opt["note"], pad + "        "))
             if opt.get("goto"):
-                walk(opt["goto"], depth + 2)
+                walk(opt["goto"], depth + 2, (*path, node_id))
 
-    walk(rec["root"], 0)
+    walk(rec["root"], 0, ())
     return out
 
 
-def playbook_text(rec: dict[str, Any]) -> list[str]:
-    out = [f"{rec['name']}  [playbook]"]
-    out += wrap(rec["title"]["en"], "  ")
-    out += wrap(rec["summary"]["en"], "  ")
-    out += wrap(rec["summary"]["zh"], "  ")
-    out += section("Description")
-    out += wrap(rec.get("description", ""))
-    out += section("Op classes (target / window)")
+def _op_classes(rec: Rec, lang: str) -> Lines:
+    out = section("Op classes (target / window)")
     for c in rec["op_classes"]:
         target = "weight-heavy target" if c["weight_heavy"] else "not a target"
         out += wrap(f"{c['id']}: {target}; window {c['window']}", "  ")
         out += wrap(", ".join(c["names"]), "      ")
         out += wrap(c["why"], "      ")
-    out += section("Sizing")
-    out += field("conservative factor", rec["conservative_factor"])
-    out += field("ladder", rec["ladder"])
-    for f in rec.get("formulas") or []:
-        out += wrap(f"{f['id']} ({f['applies_to']}): {f['formula']}", "  ")
-        out += wrap(f["explanation"], "      ")
-    if rec.get("success"):
-        out += section("Success looks like")
-        for s in rec["success"]:
-            out += wrap("- " + s)
-    if rec.get("failures"):
-        out += section("Failure signals")
-        for f in rec["failures"]:
-            out += wrap(f"- {f['signal']} -> {f['action']}")
     return out
 
 
-def record_text(rec: dict[str, Any]) -> str:
+def _sizing(rec: Rec, lang: str) -> Lines:
+    out = section("Sizing")
+    out += field("conservative factor", rec["conservative_factor"])
+    out += field("ladder", rec["ladder"])
+    for f in rec.get("formulas") or []:
+        out += wrap(f"{f['id']} ({f['applies_to']}): {f['formula']}", "  ", hang="    ")
+        out += wrap(f["explanation"], "      ")
+    return out
+
+
+def _success(rec: Rec, lang: str) -> Lines:
+    return _listed("Success looks like", rec.get("success"), lambda s: "- " + s)
+
+
+def _failures(rec: Rec, lang: str) -> Lines:
+    return _listed("Failure signals", rec.get("failures"), lambda f: f"- {f['signal']} -> {f['action']}")
+
+
+Renderer = Callable[[Rec, str], Lines]
+
+#: The sections of the full view, in print order, by the record field they show.
+SECTIONS: dict[str, dict[str, Renderer]] = {
+    "operator": {
+        "description": _description, "signature": _signature_section, "versions": _history,
+        "parameters": _parameters, "returns": _returns, "quantization": _quantization,
+        "constraints": _constraints, "rules": _rules, "graph_mode": _graph_mode,
+        "changes": _changes, "examples": _examples, "related": _related, "seen_in": _seen_in,
+        "upstream": _upstream,
+    },
+    "chain": {
+        "description": _description, "stages": _stages, "prerequisites": _prerequisites,
+        "differences": _differences, "models": _models, "related": _related,
+    },
+    "tree": {"description": _description, "nodes": _nodes},
+    "playbook": {
+        "description": _description, "op_classes": _op_classes, "formulas": _sizing,
+        "success": _success, "failures": _failures,
+    },
+}  # fmt: skip
+#: Sections whose full-view part lives partly in the header (shown whole on their own).
+_SECTION_ONLY: dict[str, Renderer] = {"versions": _versions_section}
+#: Sections another one prints already (shown with it, not twice).
+_COVERED = {"description_zh": "description", "conservative_factor": "formulas", "ladder": "formulas"}
+
+
+def _header(rec: Rec, lang: str) -> Lines:
     kind = rec["kind"]
-    render = {"operator": operator_text, "chain": chain_text, "tree": tree_text,
-              "playbook": playbook_text}[kind]  # fmt: skip
-    return "\n".join(render(rec)) + "\n"
+    tag = {"operator": f"{rec.get('status')}, {rec.get('category')}",
+           "chain": f"chain, {rec.get('module')}; {', '.join(rec.get('phases') or [])}",
+           "tree": "decision tree", "playbook": "playbook"}[kind]  # fmt: skip
+    out = [f"{rec['name']}  [{tag}]"]
+    if rec.get("title"):
+        out += wrap(text_in(rec["title"], lang), "  ")
+    out += wrap(text_in(rec.get("summary"), lang), "  ")
+    if kind == "operator":
+        out += field("calls", rec.get("calls"))
+        out += field("products", rec.get("products"))
+        out += field("phases", rec.get("phases"))
+        out += field("fuses", rec.get("fuses"))
+        out += field("superseded by", rec.get("superseded_by"))
+        out += field("replacement", rec.get("replacement_note"))
+        out += field("supersedes", rec.get("supersedes"))
+        out += _versions(rec)
+    elif kind == "chain":
+        out += field("quantization", rec.get("quantization"))
+        out += field("products", rec.get("products"))
+    return out
+
+
+def _generic(rec: Rec, key: str, lang: str) -> Lines:
+    """A field without a renderer of its own: its value, flattened for reading."""
+    value = rec[key]
+    if isinstance(value, dict) and value and set(value) <= {"en", "zh"}:
+        value = value.get(lang) or value.get("en")
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return section(key) + [line for item in value for line in wrap(_flat(item), "  ", hang="  ")]
+    if isinstance(value, dict):
+        return section(key) + [line for k, v in value.items() for line in field(k, _flat(v))]
+    return field(key, _flat(value) if value not in (None, "", [], {}) else "(none)")
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_flat(v)}" for k, v in value.items() if v not in (None, "", [], {}))
+    if isinstance(value, list):
+        return ", ".join(_flat(v) for v in value)
+    return str(value)
+
+
+def section_text(rec: Rec, key: str, lang: str = "en") -> str:
+    """One section (a record field) as the full view prints it."""
+    key = _COVERED.get(key, key)
+    render = _SECTION_ONLY.get(key) if rec["kind"] == "operator" else None
+    render = render or SECTIONS[rec["kind"]].get(key)
+    lines = render(rec, lang) if render else _generic(rec, key, lang)
+    while lines and not lines[0]:
+        lines = lines[1:]
+    head = f"{rec['name']}  [{rec['kind']}]"
+    return "\n".join([head, *(lines or [f"  ({key}: nothing recorded)"])]) + "\n"
+
+
+def brief_text(card: Rec) -> str:
+    """The summary card of :func:`kb.recordview.brief` for a terminal."""
+    tag = f"{card['status']}, {card['category']}" if card["kind"] == "operator" else card["kind"]
+    out = [f"{card['name']}  [{tag}]"]
+    if card.get("title"):
+        out += wrap(card["title"], "  ")
+    out += wrap(card["summary"], "  ")
+    labels = {"call": "call", "products": "products", "phases": "phases", "module": "module",
+              "torch_npu": "torch_npu", "schemes": "schemes", "superseded_by": "superseded by",
+              "operators": "operators", "targets": "prefetch targets",
+              "conservative_factor": "conservative factor", "ladder": "ladder"}  # fmt: skip
+    for key, label in labels.items():
+        out += field(label, card.get(key))
+    if card.get("flags"):
+        out += field("flags", [f"--{k}={'|'.join(v)}" for k, v in card["flags"].items()])
+    parts = ", ".join(_BRIEF_MORE[card["kind"]])
+    out += wrap(f"sections: {parts}, … (--section NAME; all without --brief)", "  ", hang="    ")
+    return "\n".join(out) + "\n"
+
+
+#: The sections a reader of the card most often wants next, per kind.
+_BRIEF_MORE = {"operator": ("parameters", "constraints", "examples"),
+               "chain": ("stages", "prerequisites"), "tree": ("nodes",),
+               "playbook": ("op_classes", "formulas")}  # fmt: skip
+
+
+def record_text(rec: Rec, lang: str = "en") -> str:
+    """The full view: header, then every section the record has, in order."""
+    out = _header(rec, lang)
+    for render in SECTIONS[rec["kind"]].values():
+        out += render(rec, lang)
+    return "\n".join(out) + "\n"

@@ -6,7 +6,11 @@ Ranking, best first:
 3. close spellings of a name when the query looks like an identifier
    (``npu_mla_prolog_v4`` → ``npu_mla_prolog_v3``);
 4. BM25F text matches: documents matching every query token before those matching
-   some, fields weighted by :data:`BOOSTS`.
+   some, fields weighted by :data:`BOOSTS`, then rescored by query-independent priors
+   (status, supersession, use in chains), by how much of a record's name the query
+   spells out, by the dtypes and schemes the query names (:data:`DTYPE_MISS_PRIOR`),
+   and with chains and trees behind operators unless the query names them or asks for
+   that kind (:data:`PARTIAL_NAME_PRIOR`, :data:`KIND_WORDS`).
 
 The index lives in the per-user cache under a directory named by the records'
 content hash; it is built into a temporary directory and renamed into place, and an
@@ -15,6 +19,7 @@ index that fails to open or disagrees with the catalog is rebuilt, never trusted
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -27,7 +32,6 @@ from kb.whoosh_import import import_whoosh
 import_whoosh()
 
 from whoosh import index as windex  # noqa: E402
-from whoosh import query as Q  # noqa: E402
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 from whoosh.scoring import BM25F  # noqa: E402
@@ -37,7 +41,7 @@ from kb.paths import cache_dir  # noqa: E402
 from kb.textanalysis import glossary_tokens, tokens  # noqa: E402
 
 MAX_QUERY_CHARS = 500
-INDEX_VERSION = "7"
+INDEX_VERSION = "8"
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
 BOOSTS: dict[str, float] = {
@@ -75,6 +79,7 @@ def _schema() -> Schema:
         kind=ID(stored=True),
         summary_en=STORED,
         prior=STORED,
+        dtypes=STORED,
         name_text=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["name"]),
         keywords=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["keywords"]),
         summary=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["summary"]),
@@ -121,6 +126,7 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         "params": "",
         "body": rec.get("description", ""),
     }
+    doc["dtypes"] = " ".join(sorted(_dtypes(rec)))
     if kind == "operator":
         doc["params"] = _join([p["name"] for p in rec.get("parameters", [])])
         doc["body"] = _join(rec.get("description", ""), [c["text"] for c in rec.get("constraints", [])],
@@ -140,6 +146,20 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         doc["body"] = _join(rec.get("description", ""), [c["why"] for c in rec.get("op_classes", [])],
                             [f["explanation"] for f in rec.get("formulas", [])])  # fmt: skip
     return doc
+
+
+def _dtypes(rec: dict[str, Any]) -> set[str]:
+    """Dtypes an operator takes or returns and the quantization schemes it (or a chain) runs."""
+    if rec["kind"] == "chain":
+        return set(rec.get("quantization") or [])
+    found: set[str] = set()
+    for p in [*(rec.get("parameters") or []), *(rec.get("returns") or [])]:
+        found.update(p.get("dtypes") or [])
+    for q in rec.get("quantization") or []:
+        found.add(q["scheme"])
+        for dtypes in (q.get("tensors") or {}).values():
+            found.update(dtypes if isinstance(dtypes, list) else [dtypes])
+    return found
 
 
 def index_dir(content: str) -> Path:
@@ -273,6 +293,10 @@ KIND_WORDS: dict[str, set[str]] = {
     "playbook": {"playbook", "手册"},
 }
 KIND_ASKED = 1.5
+#: A chain or tree answers a task phrase only when the query names it ("gqa decode
+#: paged"); sharing a word or two with it ("moe routing") leaves it behind the
+#: operators that do the work.
+PARTIAL_NAME_PRIOR: dict[str, float] = {"chain": 0.75, "tree": 0.75}
 #: How much a record whose own name the query spells out gains over close relatives
 #: ("lightning indexer" → npu_lightning_indexer before npu_quant_lightning_indexer).
 NAME_COVERAGE_WEIGHT = 0.3
@@ -280,22 +304,45 @@ NAME_COVERAGE_WEIGHT = 0.3
 FULL_NAME_BONUS = 0.5
 #: "in place", "inplace", "原地": the trailing-underscore twin is what is wanted.
 _INPLACE = re.compile(r"in[- ]?place|原地")
-#: Whoosh ranks by BM25 alone; rescoring (priors, name coverage) happens over a pool
-#: this much larger than asked, so a record it lifts cannot fall outside the pool.
-POOL = 50
 
 
-def _name_factor(name: str, query_tokens: set[str]) -> float:
+@functools.lru_cache(maxsize=4096)
+def _name_stems(name: str) -> frozenset[str]:
     parts = {p for p in re.split(r"[_.\-]+", name.lower()) if p and p != "npu" and not _VERSION.match(p)}
-    stems = {tokens(p)[0] for p in parts if tokens(p)}
+    return frozenset(tokens(p)[0] for p in parts if tokens(p))
+
+
+def _name_factor(name: str, query_tokens: set[str]) -> tuple[float, bool]:
+    """How much the query spells out the record's name, and whether it spells all of it."""
+    stems = _name_stems(name)
     if not stems:
-        return 1.0
+        return 1.0, False
     shared = len(stems & query_tokens)
     coverage = shared / len(stems)
     if coverage < 1.0:
-        return 1.0 + NAME_COVERAGE_WEIGHT * coverage
+        return 1.0 + NAME_COVERAGE_WEIGHT * coverage, False
     # the whole name is in the query: worth more the more of the query it explains
-    return 1.0 + NAME_COVERAGE_WEIGHT + FULL_NAME_BONUS * shared / max(len(query_tokens), 1)
+    return 1.0 + NAME_COVERAGE_WEIGHT + FULL_NAME_BONUS * shared / max(len(query_tokens), 1), True
+
+
+#: A dtype or scheme in the query ("flash attention int8") is a requirement: records
+#: that never take it fall behind those that do.  Only words with a digit count
+#: (int8, bf16, w8a8, fp8 ...), so "float" or "quant" in a task phrase stay plain words.
+DTYPE_MISS_PRIOR = 0.6
+_DTYPE_WORD = re.compile(r"[a-z]*\d[a-z0-9]*", re.IGNORECASE)
+
+
+def asked_dtypes(text: str) -> set[str]:
+    """Canonical dtypes and quantization schemes the query names."""
+    from kb.vocab import normalize
+
+    asked: set[str] = set()
+    for word in _DTYPE_WORD.findall(text):
+        for vocab in ("dtype", "quantization"):
+            canon = normalize(vocab, word)
+            if canon:
+                asked.add(canon)
+    return asked
 
 
 def _name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:
@@ -335,8 +382,42 @@ def _name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]
     return hits
 
 
+class Session:
+    """An open searcher and the stored fields of every document, read once.
+
+    A command builds one per query; a long-running process (``kb mcp``) keeps one per
+    index and pays only for the query itself.
+    """
+
+    def __init__(self, ix: Any) -> None:
+        self.searcher = ix.searcher(weighting=BM25F())
+        self.stored: dict[int, dict[str, Any]] = dict(self.searcher.reader().iter_docs())
+
+    def token_scores(self, token: str) -> dict[int, float]:
+        """BM25F score of ``token`` per document, summed over the text fields.
+
+        The sum of these over a query's words is exactly what a whoosh OR of every
+        (field, word) term scores, without building whoosh's union matchers (about
+        twice as fast here).
+        """
+        reader = self.searcher.reader()
+        scores: dict[int, float] = {}
+        for f in TEXT_FIELDS:
+            if (f, token) not in reader:
+                continue
+            m = self.searcher.postings(f, token, weighting=self.searcher.weighting)
+            while m.is_active():
+                docnum = m.id()
+                scores[docnum] = scores.get(docnum, 0.0) + m.score()
+                m.next()
+        return scores
+
+    def close(self) -> None:
+        self.searcher.close()
+
+
 def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | None = None,
-           ix: Any = None) -> list[Hit]:  # fmt: skip
+           ix: Any = None, session: Session | None = None) -> list[Hit]:  # fmt: skip
     """Best-first hits for a query; raises ValueError for an empty or oversized query."""
     text = text.strip()
     if not text:
@@ -345,35 +426,63 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
         raise ValueError(f"the query is {len(text)} characters; keep it under {MAX_QUERY_CHARS}")
     hits = _name_hits(catalog, text, kinds)
     toks = list(dict.fromkeys(tokens(text, query=True)))
-    joined = [a + b for a, b in itertools.pairwise(toks) if a.isalpha() and b.isalpha()]
-    joined += [t for t in glossary_tokens(text) if t not in toks]
-    inplace = bool(_INPLACE.search(text.lower()))
-    if toks:
-        ix = ix or open_index(catalog)
-        per_token = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in toks]
-        kind_filter = Q.Or([Q.Term("kind", k) for k in kinds]) if kinds else None
-        seen = {h.name for h in hits}
-        with ix.searcher(weighting=BM25F()) as s:
-            scored: dict[str, tuple[float, str, str]] = {}
-            # joined neighbours ("rms norm" → rmsnorm) may match but are never required
-            optional = [Q.Or([Q.Term(f, t) for f in TEXT_FIELDS]) for t in joined]
-            queries = [Q.And(per_token), Q.Or(per_token + optional)] if len(toks) > 1 else [per_token[0]]
-            qset = set(toks) | set(joined)
-            prior = dict(KIND_PRIOR)
-            for kind, words in KIND_WORDS.items():
-                if qset & words:
-                    prior[kind] = KIND_ASKED
-            for tier, qry in enumerate(queries):
-                for r in s.search(qry, limit=POOL + limit + len(seen), filter=kind_filter):
-                    name = r["name"]
-                    if name in seen or name in scored:
-                        continue
-                    score = float(r.score) * _name_factor(name, qset) * prior.get(r["kind"], 1.0)
-                    score *= float(r.get("prior", 1.0))
-                    if inplace and name.endswith("_"):
-                        score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
-                    score += 100.0 if tier == 0 and len(queries) > 1 else 0.0
-                    scored[name] = (score, r["kind"], r["summary_en"])
-            for name, (score, kind, summary) in sorted(scored.items(), key=lambda kv: -kv[1][0]):
-                hits.append(Hit(kind, name, score, summary, "text"))
+    if not toks:
+        return hits[:limit]
+    own = session is None
+    session = session or Session(ix or open_index(catalog))
+    try:
+        hits += _text_hits(session, text, toks, kinds, {h.name for h in hits})
+    finally:
+        if own:
+            session.close()
     return hits[:limit]
+
+
+def _summed(scores: list[dict[int, float]]) -> dict[int, float]:
+    total: dict[int, float] = {}
+    for one in scores:
+        for docnum, score in one.items():
+            total[docnum] = total.get(docnum, 0.0) + score
+    return total
+
+
+def _text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | None,
+               seen: set[str]) -> list[Hit]:  # fmt: skip
+    """BM25F matches, rescored; documents holding every query token come first."""
+    # joined neighbours ("rms norm" → rmsnorm) may lift a match but are never required
+    joined: list[str] = []
+    if len(toks) > 1:
+        joined = [a + b for a, b in itertools.pairwise(toks) if a.isalpha() and b.isalpha()]
+        joined += [t for t in glossary_tokens(text) if t not in toks]
+    per_token = [session.token_scores(t) for t in toks]
+    main = _summed(per_token)
+    extra = _summed([session.token_scores(t) for t in joined])
+    every = set.intersection(*(set(s) for s in per_token)) if len(toks) > 1 else set()
+    inplace = bool(_INPLACE.search(text.lower()))
+    wanted = asked_dtypes(text)
+    qset = set(toks) | set(joined)
+    prior = dict(KIND_PRIOR)
+    for kind, words in KIND_WORDS.items():
+        if qset & words:
+            prior[kind] = KIND_ASKED
+    scored: list[tuple[float, str, str, str]] = []
+    for docnum in main.keys() | extra.keys():
+        # every token matched: ranked first, on the tokens' score; else any match
+        raw = main.get(docnum, 0.0) + (0.0 if docnum in every else extra.get(docnum, 0.0))
+        doc = session.stored[docnum]
+        name, kind = doc["name"], doc["kind"]
+        if name in seen or (kinds and kind not in kinds):
+            continue
+        factor, whole_name = _name_factor(name, qset)
+        score = float(raw) * factor * prior.get(kind, 1.0) * float(doc.get("prior", 1.0))
+        if kind in PARTIAL_NAME_PRIOR and not whole_name and prior[kind] != KIND_ASKED:
+            score *= PARTIAL_NAME_PRIOR[kind]
+        if wanted and doc.get("dtypes") and not wanted & set(doc["dtypes"].split()):
+            score *= DTYPE_MISS_PRIOR
+        if inplace and name.endswith("_"):
+            score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
+        if docnum in every:
+            score += 100.0
+        scored.append((score, name, kind, doc.get("summary_en", "")))
+    scored.sort(key=lambda row: (-row[0], row[1]))  # ties by name: stable across builds
+    return [Hit(kind, name, score, summary, "text") for score, name, kind, summary in scored]

@@ -461,6 +461,7 @@ Step = Literal[
     "finalize_routing",
     "shared_expert",
     "swiglu",
+    "clamp",
     "gelu",
     "silu",
     "activation",

@@ -10,9 +10,10 @@ from site_plugins.common import (
     bilingual,
     h1,
     join_sections,
-    keywords_section,
+    no_search,
     record_path,
     scalar,
+    search_terms,
 )
 from site_plugins.mermaid import Flowchart
 
@@ -29,19 +30,24 @@ def chain_page(chain: Record, data: SiteData) -> str:
     return join_sections(
         h1(chain["title"]["en"]),
         _header(chain, here),
-        bilingual(chain["summary"]["en"], chain["summary"]["zh"], chain.get("description", "")),
+        bilingual(
+            chain["summary"]["en"],
+            chain["title"]["zh"],
+            chain.get("description", ""),
+            chain["summary"]["zh"],
+        ),
+        search_terms(chain.get("keywords")),
         _stages(chain, data, here),
         _diagram(chain, data, here),
         _differences(chain),
         _prerequisites(chain),
         _models(chain),
         _links(chain, data, here),
-        keywords_section(chain.get("keywords")),
     )
 
 
 def _header(chain: Record, here: str) -> str:
-    lines = [f"{md.inline(chain['title']['zh'])} · {md.code(chain['name'])}", ""]
+    lines = [md.code(chain["name"]), ""]
     pills = [badge(chain["module"], None, here, "category")]
     pills += [badge(p, None, here, "phase") for p in chain.get("phases", [])]
     lines.append(" ".join(pills))
@@ -69,27 +75,23 @@ def _args_cell(stage: Record) -> str:
     for key, value in (stage.get("args") or {}).items():
         shown = ", ".join(scalar(v) for v in value) if isinstance(value, list) else scalar(value)
         parts.append(f"{md.code(key)} = {md.code(shown)}")
-    return "<br>".join(parts)
+    return "; ".join(parts)
 
 
 def _stages(chain: Record, data: SiteData, here: str) -> str:
     parts = ["## Stages"]
     for phase in chain.get("phases", []):
-        rows = []
+        items = []
         for i, stage in enumerate(stages_for(chain, phase), 1):
-            rows.append(
-                [
-                    str(i),
-                    md.inline(stage["stage"]),
-                    _operator_cell(stage, data, here),
-                    _args_cell(stage),
-                    md.inline(stage.get("notes", "")),
-                ]
-            )
-        table = md.table(["#", "Stage", "Operator", "Arguments", "Notes"], rows, "r")
-        parts.append(
-            f"### {phase.capitalize()}\n\n" + (table if rows else "No stage runs in this phase.")
-        )
+            line = f"{i}. **{md.inline(stage['stage'])}** → {_operator_cell(stage, data, here)}"
+            args = _args_cell(stage)
+            if args:
+                line += "  \n   " + args
+            if stage.get("notes"):
+                line += "  \n   " + md.inline(stage["notes"])
+            items.append(line)
+        body = "\n".join(items) if items else "No stage runs in this phase."
+        parts.append(f"### {phase.capitalize()}\n\n" + body)
     return "\n\n".join(parts)
 
 
@@ -163,4 +165,4 @@ def _links(chain: Record, data: SiteData, here: str) -> str:
                 data.ref(t["name"], here, md.inline(t["title"]["en"], label=True)) for t in trees
             )
         )
-    return "## See also\n\n" + "\n".join(lines) if lines else ""
+    return no_search("## See also") + "\n\n" + "\n".join(lines) if lines else ""

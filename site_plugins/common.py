@@ -115,6 +115,14 @@ class SiteData:
         return out
 
 
+#: Labels for category and module ids whose capitalized form reads wrong.
+LABELS = {"kv-cache": "KV cache", "moe": "MoE", "ffn": "FFN", "mla": "MLA", "rope": "RoPE"}
+
+
+def category_label(text: str) -> str:
+    return LABELS.get(text, text.replace("-", " ").capitalize())
+
+
 def record_path(kind: str, name: str) -> str:
     return f"{KIND_DIRS[kind]}/{name}.md"
 
@@ -173,16 +181,39 @@ def bilingual(en_summary: str, zh_summary: str, en_body: str = "", zh_body: str 
     return "\n\n".join(parts)
 
 
-def keywords_section(keywords: dict[str, list[str]] | None) -> str:
-    """Search terms people type for this record (English and Chinese)."""
+def search_terms(keywords: dict[str, list[str]] | None) -> str:
+    """The record's search keywords, indexed with the page's first section but not shown.
+
+    Readers come for the answer, not for a list of terms; the site search still finds
+    the page by every English and Chinese phrase the record lists.  Place it before the
+    first ``##`` heading so the terms count for the page itself, not a sub-section.
+    """
     if not keywords or not (keywords.get("en") or keywords.get("zh")):
         return ""
-    lines = ["## Search keywords", ""]
-    if keywords.get("en"):
-        lines.append("- English: " + ", ".join(md.inline(k) for k in keywords["en"]))
-    if keywords.get("zh"):
-        lines.append("- 中文: " + "、".join(md.inline(k) for k in keywords["zh"]))
-    return "\n".join(lines)
+    words = [md.inline(k) for k in (keywords.get("en") or []) + (keywords.get("zh") or [])]
+    return '<p class="kb-terms" hidden>' + " · ".join(words) + "</p>"
+
+
+def chip(text: str, kind: str = "", title: str | None = None) -> str:
+    """A small inline pill for a value (dtype, format, scheme, phase); never wraps inside."""
+    cls = "kb-chip" + (f" kb-chip--{safe_slug(kind)}" if kind else "")
+    tip = f' title="{html.escape(title, quote=True)}"' if title else ""
+    return f'<span class="{cls}"{tip}>{html.escape(str(text))}</span>'
+
+
+def chips(values: Iterable[object], kind: str = "") -> str:
+    return " ".join(chip(str(v), kind) for v in values if str(v) != "")
+
+
+def folded(title: str, body: str, kind: str = "note", open_: bool = False) -> str:
+    """A collapsible block (pymdownx.details): shut by default, still indexed by search."""
+    marker = "???+" if open_ else "???"
+    return f'{marker} {kind} "{title.replace(chr(34), "&quot;")}"\n\n' + md.indent(body)
+
+
+def no_search(heading: str) -> str:
+    """A heading whose section stays out of the search index (lists of links, releases)."""
+    return heading + " { data-search-exclude }"
 
 
 def join_sections(*sections: str) -> str:
@@ -197,3 +228,74 @@ def scalar(value: object) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
     return str(value)
+
+
+# -- raw HTML tables (rows that carry data attributes for the page filters) -----------
+
+
+def wrap_name(name: str) -> str:
+    """An identifier as HTML that may wrap after an underscore, never inside a word."""
+    return "_<wbr>".join(html.escape(part) for part in str(name).split("_"))
+
+
+def html_link(label_html: str, target: str | None) -> str:
+    if not target:
+        return label_html
+    return f'<a href="{html.escape(target, quote=True)}">{label_html}</a>'
+
+
+def html_table(
+    headers: list[str],
+    rows: Iterable[tuple[dict[str, str], list[str]]],
+    align: str = "",
+) -> str:
+    """A table from already-escaped cell HTML; each row carries its own attributes.
+
+    ``align`` holds one of ``l c r`` per column (default left).  These tables list
+    records (indexes, matrices): they stay out of the search index, where each row
+    would be a weaker duplicate of the record's own page.
+    """
+    styles = {"c": ' style="text-align: center"', "r": ' style="text-align: right"'}
+
+    def style(i: int) -> str:
+        return styles.get(align[i] if i < len(align) else "l", "")
+
+    head = "".join(f"<th{style(i)}>{h}</th>" for i, h in enumerate(headers))
+    body = []
+    for attrs, cells in rows:
+        attr = "".join(f' {k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
+        tds = "".join(f"<td{style(i)}>{c}</td>" for i, c in enumerate(cells))
+        body.append(f"<tr{attr}>{tds}</tr>")
+    return (
+        f"<table data-search-exclude>\n<thead><tr>{head}</tr></thead>\n<tbody>\n"
+        + "\n".join(body)
+        + "\n</tbody>\n</table>"
+    )
+
+
+def filter_box(target: str, placeholder: str, selects: str = "") -> str:
+    """Controls that filter the rows under the element ``target`` (assets/javascripts/kb.js).
+
+    Hidden until the script shows it: without JavaScript the page is the full table.
+    """
+    return (
+        f'<div class="kb-filter" data-kb-filter="{html.escape(target, quote=True)}" hidden>'
+        f'<input type="search" placeholder="{html.escape(placeholder, quote=True)}" '
+        f'aria-label="{html.escape(placeholder, quote=True)}" autocomplete="off">'
+        f"{selects}<span data-kb-count></span></div>"
+    )
+
+
+def select_box(attr: str, label: str, options: list[tuple[str, str]], mode: str = "") -> str:
+    """A filter select: rows whose ``attr`` lists the chosen value stay (``bits``: a hex
+    bitmask whose bit ``value`` is set)."""
+    opts = [f'<option value="">{html.escape(label)}</option>']
+    opts += [
+        f'<option value="{html.escape(v, quote=True)}">{html.escape(t)}</option>'
+        for v, t in options
+    ]
+    extra = f' data-kb-mode="{mode}"' if mode else ""
+    return (
+        f'<select data-kb-attr="{html.escape(attr, quote=True)}"{extra} '
+        f'aria-label="{html.escape(label, quote=True)}">' + "".join(opts) + "</select>"
+    )

@@ -9,6 +9,7 @@ from site_plugins import indexes
 from site_plugins.chains import chain_page
 from site_plugins.common import (
     SiteData,
+    category_label,
     category_path,
     nav_title,
     record_path,
@@ -16,6 +17,7 @@ from site_plugins.common import (
     status_path,
 )
 from site_plugins.matrices import MATRICES
+from site_plugins.names import NAMES_PATH, names_json
 from site_plugins.operators import operator_page
 from site_plugins.playbooks import playbook_page
 from site_plugins.rules import rule_page, rule_title, rules_index
@@ -23,23 +25,19 @@ from site_plugins.trees import tree_page
 
 NavItem = str | dict[str, Any]
 
-#: Nav labels for category and module ids whose capitalized form reads wrong.
-LABELS = {"kv-cache": "KV cache", "moe": "MoE", "ffn": "FFN", "mla": "MLA", "rope": "RoPE"}
-
 
 @dataclass
 class Generated:
     pages: dict[str, str] = field(default_factory=dict)
     nav: list[NavItem] = field(default_factory=list)
-
-
-def _label(text: str) -> str:
-    return LABELS.get(text, text.replace("-", " ").capitalize())
+    #: Non-page files (docs-relative path → text), e.g. the names for "did you mean".
+    assets: dict[str, str] = field(default_factory=dict)
 
 
 def generate(data: SiteData) -> Generated:
     out = Generated()
     pages = out.pages
+    out.assets[NAMES_PATH] = names_json(data)
 
     pages["operators/index.md"] = indexes.all_operators(data)
     pages["categories/index.md"] = indexes.category_index(data)
@@ -60,7 +58,7 @@ def generate(data: SiteData) -> Generated:
             path = record_path("operator", name)
             pages[path] = operator_page(data.operators[name], data)
             section.append({nav_title(name): path})
-        categories_nav.append({nav_title(_label(cat)): section})
+        categories_nav.append({nav_title(category_label(cat)): section})
     out.nav.append({"Operators": operators_nav})
 
     pages["chains/index.md"] = indexes.chains_index(data)
@@ -70,7 +68,7 @@ def generate(data: SiteData) -> Generated:
         path = record_path("chain", name)
         pages[path] = chain_page(chain, data)
         by_module.setdefault(chain["module"], []).append({nav_title(chain["title"]["en"]): path})
-    chains_nav += [{nav_title(_label(m)): items} for m, items in by_module.items()]
+    chains_nav += [{nav_title(category_label(m)): items} for m, items in by_module.items()]
     out.nav.append({"Chains": chains_nav})
 
     pages["trees/index.md"] = indexes.trees_index(data)

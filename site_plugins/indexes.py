@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable
 
 from kb.vocab import CANONICAL
-from site_plugins import md
-from site_plugins.common import Record, SiteData, category_path, status_path
+from site_plugins import md, products, versions
+from site_plugins.common import (
+    Record,
+    SiteData,
+    category_label,
+    category_path,
+    filter_box,
+    html_table,
+    select_box,
+    status_path,
+)
+from site_plugins.matrices import op_cell
 
 STATUS_WORDS = {
     "stable": "documented on an official reference page",
@@ -16,28 +27,71 @@ STATUS_WORDS = {
 }
 
 
-def _op_rows(
-    ops: Iterable[Record], here: str, data: SiteData, category: bool = True, status: bool = True
-) -> list[list[str]]:
-    rows = []
-    for op in ops:
-        row = [data.ref(op["name"], here)]
-        if category:
-            row.append(
-                md.link(md.inline(op["category"]), md.rel(category_path(op["category"]), here))
-            )
-        if status:
-            row.append(md.link(md.inline(op["status"]), md.rel(status_path(op["status"]), here)))
-        row.append(md.inline(op["summary"]["en"]))
-        rows.append(row)
-    return rows
+def release_bits(op: Record, releases: list[str]) -> str:
+    """Hex bitmask of the harvested releases that ship ``op`` (bit i: ``releases[i]``)."""
+    from kb.releases import record_has
+
+    bits = 0
+    for i, release in enumerate(releases):
+        if record_has(op, release):
+            bits |= 1 << i
+    return format(bits, "x")
+
+
+def _product_ids(op: Record) -> str:
+    """Every product id the row answers to: a family and its sub-series both match."""
+    ids = []
+    for p in CANONICAL["product"]:
+        if products.support(op, p) in (products.YES, products.PARTIAL):
+            ids.append(p)
+    return " ".join(ids)
 
 
 def _op_table(
     ops: Iterable[Record], here: str, data: SiteData, category: bool = True, status: bool = True
 ) -> str:
-    head = ["Operator"] + (["Category"] if category else []) + (["Status"] if status else [])
-    return md.table(head + ["Summary"], _op_rows(ops, here, data, category, status))
+    """Operators with a one-line summary; rows carry what the filters above match."""
+    from kb.releases import load
+
+    releases = load().releases
+    rows = []
+    for op in ops:
+        meta = []
+        if status:
+            meta.append(op["status"])
+        if category:
+            meta.append(category_label(op["category"]))
+        first = versions.first(op)
+        if first:
+            meta.append(f"added in {first}")
+        name = op_cell(op, here, data)
+        if meta:
+            name += '<br><span class="kb-meta">' + html.escape(" · ".join(meta)) + "</span>"
+        summary = md_inline_html(op["summary"]["en"])
+        attrs = {"data-products": _product_ids(op), "data-rel": release_bits(op, releases)}
+        rows.append((attrs, [name, summary]))
+    product_opts = [(p, products.label(p)) for p in CANONICAL["product"]]
+    release_opts = [(str(i), r) for i, r in reversed(list(enumerate(releases)))]
+    selects = select_box("data-products", "Any product", product_opts) + select_box(
+        "data-rel", "Any torch_npu release", release_opts, mode="bits"
+    )
+    table_id = "kb-operators"
+    return (
+        filter_box(table_id, "Filter by name or words…", selects)
+        + f'\n\n<div id="{table_id}" markdown>\n\n'
+        + html_table(["Operator", "Summary"], rows)
+        + "\n\n</div>"
+    )
+
+
+def md_inline_html(text: str) -> str:
+    """Record text for a raw-HTML cell: escaped, code spans kept as <code>."""
+    out = []
+    for i, part in enumerate(str(text).split("`")):
+        out.append(f"<code>{html.escape(part)}</code>" if i % 2 else html.escape(part))
+    if str(text).count("`") % 2:
+        return html.escape(str(text))
+    return "".join(out)
 
 
 def categories(data: SiteData) -> list[str]:
@@ -57,7 +111,8 @@ def all_operators(data: SiteData) -> str:
     here = "operators/index.md"
     ops = sorted(data.operators.values(), key=lambda o: o["name"])
     intro = (
-        f"{len(ops)} operators. Browse them {md.link('by category', md.rel('categories/index.md', here))} "
+        f"{len(ops)} operators. Filter them by words, product or the torch_npu release you "
+        f"have; browse them {md.link('by category', md.rel('categories/index.md', here))} "
         f"or {md.link('by status', md.rel('status/index.md', here))}, or compare them in the "
         f"{md.link('support matrices', md.rel('matrices/products.md', here))}."
     )

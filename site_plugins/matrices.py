@@ -1,178 +1,214 @@
 """Support matrices: operator × product, × quantization scheme, × torch_npu release.
 
-Columns come from the vocabularies (products, schemes) in their canonical order, or,
-for releases, from the releases the records actually mention.
+Built to be read, on a desktop and on a phone: one compact table per category under a
+filter box, a header that stays in view, operator names that wrap at underscores.
+Columns come from the vocabularies (product families in canonical order); where one
+column per value cannot fit (15 schemes, 47 releases), the cell lists the values
+instead, and releases are shown as ranges ("2.1.0.post17, 2.6.0.post3+"), never a
+cell per release line, so a late backport cannot read as a removal.
 """
 
 from __future__ import annotations
 
+import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 
-from kb.vocab import CANONICAL, PRODUCT_LABELS, QUANT_LABELS, product_family, product_support
-from site_plugins import md
-from site_plugins.common import Record, SiteData
+from kb.vocab import CANONICAL, QUANT_LABELS
+from site_plugins import md, products, versions
+from site_plugins.common import (
+    Record,
+    SiteData,
+    category_label,
+    chip,
+    chips,
+    filter_box,
+    html_link,
+    html_table,
+    record_path,
+    wrap_name,
+)
 
-YES, NO = "✓", "·"
-_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?(?:rc(\d+))?$")
-
-
-def release_key(release: str) -> tuple[int, ...]:
-    """Order releases: 2.7.1rc1 < 2.7.1 < 2.7.1.post2 < 2.8.0."""
-    m = _RELEASE.match(release)
-    if not m:
-        return (10**6,)
-    major, minor, patch, post, rc = m.groups()
-    rc_rank = int(rc) if rc is not None else 10**6
-    return (int(major), int(minor), int(patch or 0), rc_rank, int(post or -1))
-
-
-def _ordered_ops(data: SiteData) -> list[Record]:
-    return sorted(data.operators.values(), key=lambda o: (o["category"], o["name"]))
+MATRIX_ID = "kb-matrix"
 
 
-def _op_cell(op: Record, here: str, data: SiteData) -> str:
-    return data.ref(op["name"], here)
+def _by_category(data: SiteData) -> list[tuple[str, list[Record]]]:
+    from site_plugins.indexes import categories
+
+    out = []
+    for cat in categories(data):
+        ops = sorted(
+            (o for o in data.operators.values() if o["category"] == cat), key=lambda o: o["name"]
+        )
+        out.append((cat, ops))
+    return out
 
 
-def _legend(pairs: Iterable[tuple[str, str]]) -> str:
+def op_cell(op: Record, here: str, data: SiteData) -> str:
+    """The operator's name as a link that wraps at underscores (HTML)."""
+    target = md.url_between(record_path("operator", op["name"]), here, data.directory_urls)
+    return html_link(f"<code>{wrap_name(op['name'])}</code>", target)
+
+
+def _grouped(
+    data: SiteData,
+    here: str,
+    headers: list[str],
+    row: Callable[[Record], list[str]],
+    align: str = "",
+) -> str:
+    """One table per category, each in a group the filter can hide when it empties."""
+    parts = []
+    for cat, ops in _by_category(data):
+        rows: list[tuple[dict[str, str], list[str]]] = [
+            ({}, [op_cell(op, here, data), *row(op)]) for op in ops
+        ]
+        parts.append(
+            "<div data-kb-group markdown>\n\n"
+            f"### {md.inline(category_label(cat))} {{ #{cat} }}\n\n"
+            + html_table(headers, rows, align)
+            + "\n\n</div>"
+        )
+    return (
+        f'<div id="{MATRIX_ID}" class="kb-matrix" markdown>\n\n' + "\n\n".join(parts) + "\n\n</div>"
+    )
+
+
+def _page(title: str, intro: str, body: str, legend: str = "") -> str:
+    front = "---\nhide:\n  - toc\n---\n"
+    parts = [f"# {title}", intro, filter_box(MATRIX_ID, "Filter operators…"), body]
+    if legend:
+        parts.append(legend)
+    return front + "\n\n".join(parts) + "\n"
+
+
+def _legend(pairs: list[tuple[str, str]]) -> str:
     return "\n".join(f"- {md.code(k)}: {md.inline(v)}" for k, v in pairs)
+
+
+def column_id(product: str) -> str:
+    """A compact column header for a product id: ``atlas-a3`` → ``a3``."""
+    return re.sub(r"^(atlas|ascend)-", "", product)
 
 
 def product_matrix(data: SiteData) -> str:
     here = "matrices/products.md"
-    products = [p for p in CANONICAL["product"] if product_family(p) == p]
-    rows = [
-        [_op_cell(op, here, data), md.inline(op["category"])]
-        + [YES if product_support(p, op.get("products", [])) in ("yes", "partial") else NO
-           for p in products]
-        for op in _ordered_ops(data)
+    cols = products.families()
+    headers = ["Operator"] + [
+        f'<span title="{html.escape(products.label(p), quote=True)}">'
+        f"{html.escape(column_id(p))}</span>"
+        for p in cols
     ]
-    table = md.table(
-        ["Operator", "Category", *map(md.code, products)], rows, "ll" + "c" * len(products)
+
+    def row(op: Record) -> list[str]:
+        cells = []
+        for p in cols:
+            state = products.support(op, p)
+            cells.append(
+                f'<span class="kb-mark kb-mark--{state}" '
+                f'title="{html.escape(products.detail(op, p), quote=True)}">'
+                f"{products.MARKS[state]}</span>"
+            )
+        return cells
+
+    marks = " · ".join(
+        f"{products.MARKS[s]} {products.WORDS[s]}"
+        for s in (products.YES, products.PARTIAL, products.NO, products.UNKNOWN)
     )
-    return (
-        "\n\n".join(
-            [
-                "# Operator × product",
-                f"{YES} the operator's reference page marks the product as supported; {NO} it does not.",
-                table,
-                "## Products",
-                _legend((p, PRODUCT_LABELS.get(p, "")) for p in products),  # type: ignore[call-overload]
-            ]
-        )
-        + "\n"
+    intro = (
+        f"What each operator's reference page says about each product: {marks}. "
+        "Columns are product families; a family whose reference table names only some "
+        "of its sub-series is marked ◐ (hover for which)."
     )
+    legend = "## Products\n\n" + _legend([(column_id(p), products.label(p)) for p in cols])
+    body = _grouped(data, here, headers, row, "l" + "c" * len(cols))
+    return _page("Operator × product", intro, body, legend)
 
 
 def quant_matrix(data: SiteData) -> str:
     here = "matrices/quantization.md"
-    used = {q["scheme"] for op in data.operators.values() for q in op.get("quantization", [])}
+    used: dict[str, int] = {}
+    for op in data.operators.values():
+        for scheme in {q["scheme"] for q in op.get("quantization", [])}:
+            used[scheme] = used.get(scheme, 0) + 1
     schemes = [s for s in CANONICAL["quantization"] if s in used]
-    parts = [
-        "# Operator × quantization scheme",
-        f"{YES} the operator records the scheme and how to select it (see the "
-        "operator's Quantization section); only schemes some record names are shown.",
-    ]
+    intro = (
+        "The quantization schemes each operator records, with how to select them on the "
+        "operator's page. Type a scheme (`w8a8`) in the filter to list the operators "
+        "that support it."
+    )
     if not schemes:
-        parts.append("No operator records a quantization scheme yet.")
-        return "\n\n".join(parts) + "\n"
-    rows = []
-    for op in _ordered_ops(data):
-        have = {q["scheme"] for q in op.get("quantization", [])}
-        rows.append([_op_cell(op, here, data)] + [YES if s in have else NO for s in schemes])
-    parts.append(md.table(["Operator", *map(md.code, schemes)], rows, "l" + "c" * len(schemes)))
-    parts += ["## Schemes", _legend((s, QUANT_LABELS.get(s, "")) for s in schemes)]  # type: ignore[call-overload]
-    return "\n\n".join(parts) + "\n"
+        return _page(
+            "Operator × quantization scheme",
+            intro,
+            "No operator records a quantization scheme yet.",
+        )
 
+    def row(op: Record) -> list[str]:
+        names = []
+        for q in op.get("quantization", []):
+            name = q["scheme"] + (f"+{q['kv']}" if q.get("kv") else "")
+            if name not in names:
+                names.append(name)
+        return [
+            chips(names, "scheme")
+            if names
+            else '<span class="kb-mark kb-mark--undocumented">·</span>'
+        ]
 
-def mentioned_releases(op: Record) -> set[str]:
-    v = op.get("versions") or {}
-    found = {r for r in (v.get("first"), v.get("last")) if r}
-    found |= set(v.get("releases", []))
-    found |= {c["release"] for c in v.get("changes", [])}
-    return found
-
-
-def availability(op: Record, release: str) -> str:
-    """One cell: new / changed / present / absent / unknown for ``release``."""
-    v = op.get("versions") or {}
-    changed = {c["release"] for c in v.get("changes", [])}
-    key = release_key(release)
-    if v.get("releases"):
-        present = release in v["releases"]
-    elif v.get("first"):
-        after_first = key >= release_key(v["first"])
-        before_last = not v.get("last") or key <= release_key(v["last"])
-        present = after_first and before_last
-    else:
-        return "?"
-    if not present:
-        return "–"
-    if release == v.get("first"):
-        return "new"
-    return "Δ" if release in changed else YES
-
-
-def release_line(release: str) -> str:
-    """The release line a release belongs to: 2.7.1.post8 → 2.7."""
-    return ".".join(release.split(".")[:2])
-
-
-def line_availability(op: Record, releases: list[str]) -> str:
-    """One cell for a release line, from the cells of its releases (new > Δ > ✓ > – > ?)."""
-    cells = {availability(op, r) for r in releases}
-    for mark in ("new", "Δ", YES, "–"):
-        if mark in cells:
-            return mark
-    return "?"
+    summary = html_table(
+        ["Scheme", "Operators", "What it is"],
+        [
+            (
+                {},
+                [
+                    chip(s, "scheme"),
+                    str(used[s]),
+                    html.escape(str(QUANT_LABELS.get(s, ""))),  # type: ignore[call-overload]
+                ],
+            )
+            for s in schemes
+        ],
+        "lrl",
+    )
+    body = _grouped(data, here, ["Operator", "Schemes"], row)
+    return _page(
+        "Operator × quantization scheme",
+        intro + "\n\n" + summary,
+        body,
+    )
 
 
 def version_matrix(data: SiteData) -> str:
     here = "matrices/versions.md"
-    releases = sorted(
-        {r for op in data.operators.values() for r in mentioned_releases(op)}, key=release_key
+    intro = (
+        "The torch_npu releases that ship each operator, as runs of consecutive "
+        "harvested releases: `2.1.0.post17, 2.6.0.post3+` means 2.1.0.post17 alone, then "
+        "every release from 2.6.0.post3 on. Release lines are maintained in parallel, so "
+        "a gap is a line that lacks the operator (often a late backport), not a removal."
     )
-    parts = [
-        "# Operator × torch_npu release",
-        "Columns are the release lines (major.minor) of the releases the records mention; "
-        "the table below the matrix names the exact releases. **new**: first release with "
-        "the operator is in that line; Δ: its signature changed in that line; ✓: present; "
-        "–: absent.",
-    ]
-    if not releases:
-        parts.append("No record states a torch_npu release yet.")
-        return "\n\n".join(parts) + "\n"
-    lines: dict[str, list[str]] = {}
-    for r in releases:
-        lines.setdefault(release_line(r), []).append(r)
-    with_data = [op for op in _ordered_ops(data) if mentioned_releases(op)]
-    without = [op for op in _ordered_ops(data) if not mentioned_releases(op)]
-    rows = [
-        [_op_cell(op, here, data)] + [line_availability(op, rs) for rs in lines.values()]
-        for op in with_data
-    ]
-    parts.append(md.table(["Operator", *map(md.code, lines)], rows, "l" + "c" * len(lines)))
-    parts += ["## Exact releases", _release_details(with_data, here, data)]
-    if without:
-        parts.append("No release information yet: " + data.refs([o["name"] for o in without], here))
-    return "\n\n".join(parts) + "\n"
-
-
-def _release_details(ops: list[Record], here: str, data: SiteData) -> str:
-    rows = []
-    for op in ops:
-        v = op.get("versions") or {}
-        changes = sorted({c["release"] for c in v.get("changes", [])}, key=release_key)
-        rows.append(
-            [
-                _op_cell(op, here, data),
-                md.code(v["first"]) if v.get("first") else "",
-                md.code(v["last"]) if v.get("last") else "",
-                md.words(changes),
-            ]
+    known = [op for op in data.operators.values() if versions.ranges(op)]
+    if not known:
+        return _page(
+            "Operator × torch_npu release", intro, "No record states a torch_npu release yet."
         )
-    return md.table(["Operator", "First release", "Last release", "Signature changed in"], rows)
+
+    def row(op: Record) -> list[str]:
+        runs = versions.ranges_text(op)
+        n = len(versions.changes(op))
+        first = versions.first(op)
+        return [
+            f"<code>{html.escape(first)}</code>" if first else "",
+            f"<code>{html.escape(runs)}</code>"
+            if runs
+            else '<span class="kb-mark kb-mark--undocumented">?</span>',
+            str(n) if n else "",
+        ]
+
+    body = _grouped(
+        data, here, ["Operator", "Added in", "Ships in", "Signature changes"], row, "lllr"
+    )
+    return _page("Operator × torch_npu release", intro, body)
 
 
 MATRICES = {

@@ -49,6 +49,14 @@ _FROM_SENTINEL = str.maketrans(
     {s: f"&#{ord(m)};" for m, s in zip(_MARKERS, _SENTINELS, strict=True)}
 )
 _NO_SENTINELS = str.maketrans(dict.fromkeys(_SENTINELS, "\ufffd"))
+#: C0 and C1 control characters except tab, line feed and carriage return: browsers
+#: skip some of them inside URLs, so they could hide a scheme from any later check.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: object) -> str:
+    """Record text without control characters (they have no business on a page)."""
+    return _CONTROL.sub("", str(text))
 
 
 def _escape_plain(text: str) -> str:
@@ -88,7 +96,7 @@ def inline(text: object, *, label: bool = False) -> str:
     Newlines collapse to spaces, and nothing at the start can open a block.  With
     ``label`` the text is fit to be a link label (brackets neutralized).
     """
-    flat = _WS.sub(" ", str(text)).strip()
+    flat = _WS.sub(" ", strip_controls(text)).strip()
     out = _escape_spans(flat, brackets=label)
     match = _BLOCK_START.match(out)
     if match:
@@ -99,7 +107,7 @@ def inline(text: object, *, label: bool = False) -> str:
 def block(text: object) -> str:
     """Record prose for a paragraph position: Markdown inline formatting survives,
     headings, fences and setext underlines do not (they would restructure the page)."""
-    src = str(text).strip("\n").translate(_NO_SENTINELS)
+    src = strip_controls(text).strip("\n").translate(_NO_SENTINELS)
     src = _FENCE_LINE.sub(lambda m: m.group(1) + m.group(2).translate(_TO_SENTINEL), src)
     src = _HEADING_LINE.sub(lambda m: m.group(1) + "#".translate(_TO_SENTINEL), src)
     src = _SETEXT_LINE.sub(lambda m: m.group(1) + m.group(2).translate(_TO_SENTINEL), src)
@@ -108,7 +116,7 @@ def block(text: object) -> str:
 
 def code(text: object) -> str:
     """An inline code span that holds any text, backticks included."""
-    flat = _WS.sub(" ", str(text)).strip()
+    flat = _WS.sub(" ", strip_controls(text)).strip()
     if not flat:
         return ""
     longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
@@ -119,7 +127,7 @@ def code(text: object) -> str:
 
 def code_block(text: str, lang: str = "") -> str:
     """A fenced block whose fence is longer than any backtick run inside it."""
-    body = text.rstrip("\n")
+    body = strip_controls(text).rstrip("\n")
     longest = max((len(run) for run in re.findall(r"`{3,}", body)), default=0)
     fence = "`" * max(3, longest + 1)
     safe_lang = re.sub(r"[^A-Za-z0-9_+\-]", "", lang)
@@ -175,7 +183,7 @@ def url_between(target: str, current: str, directory_urls: bool = True) -> str:
 
 def mermaid_text(text: object) -> str:
     """Text for a quoted Mermaid label: entity codes for everything Mermaid parses."""
-    flat = _WS.sub(" ", str(text)).strip()
+    flat = _WS.sub(" ", strip_controls(text)).strip()
     out = flat.replace("#", "#35;")
     for ch, ent in (('"', "#quot;"), ("&", "#amp;"), ("<", "#lt;"), (">", "#gt;"), ("`", "#96;")):
         out = out.replace(ch, ent)

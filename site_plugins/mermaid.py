@@ -48,10 +48,11 @@ class Flowchart:
     def end(self) -> None:
         self.lines.append("    end")
 
-    def render(self) -> str:
-        # Natural size (scroll sideways) rather than shrunk to the column width.
+    def render(self, fit: bool = True) -> str:
+        """The Mermaid block; ``fit`` shrinks a diagram wider than its column to fit it
+        (keep diagrams small enough that this rarely happens: text shrinks with it)."""
         body = [
-            '%%{init: {"flowchart": {"useMaxWidth": false}}}%%',
+            '%%{init: {"flowchart": {"useMaxWidth": ' + ("true" if fit else "false") + "}}}%%",
             f"flowchart {self.direction}",
             *self.lines,
         ]
@@ -61,5 +62,7 @@ class Flowchart:
             "    classDef chain stroke-width:2px",
             "    classDef operator stroke-width:2px",
             "    classDef note stroke-dasharray:4 3",
+            "    classDef next stroke-dasharray:2 2",
+            "    classDef question stroke-width:1px",
         ]
         return md.code_block("\n".join(body), "mermaid")

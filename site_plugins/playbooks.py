@@ -9,8 +9,9 @@ from site_plugins.common import (
     bilingual,
     h1,
     join_sections,
-    keywords_section,
+    no_search,
     record_path,
+    search_terms,
 )
 
 WINDOW_WORDS = {
@@ -26,11 +27,11 @@ def playbook_page(book: Record, data: SiteData) -> str:
         h1(f"{book['title']['en']} · {book['title']['zh']}"),
         md.code(book["name"]),
         bilingual(book["summary"]["en"], book["summary"]["zh"], book.get("description", "")),
+        search_terms(book.get("keywords")),
         _classes(book, data, here),
         _sizing(book),
         _signals(book),
         _related(book, data, here),
-        keywords_section(book.get("keywords")),
     )
 
 
@@ -89,4 +90,8 @@ def _signals(book: Record) -> str:
 def _related(book: Record, data: SiteData, here: str) -> str:
     if not book.get("related"):
         return ""
-    return "## Related\n\n" + "\n".join(f"- {data.ref(n, here)}" for n in book["related"])
+    return (
+        no_search("## Related")
+        + "\n\n"
+        + "\n".join(f"- {data.ref(n, here)}" for n in book["related"])
+    )

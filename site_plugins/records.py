@@ -26,6 +26,7 @@ from site_plugins.cli_help import MARKER, cli_reference
 from site_plugins.common import Record, SiteData
 from site_plugins.generate import Generated, NavItem, generate
 from site_plugins.rules import check_examples, load_rules
+from site_plugins.sanitize import sanitize
 
 log = logging.getLogger("mkdocs.plugins.kb-records")
 
@@ -46,6 +47,8 @@ class RecordsConfig(base.Config):
     guides = c.ListOfItems(c.Type(str), default=DEFAULT_GUIDES)
     #: Link record names written as code spans in hand-written pages.
     autolink = c.Type(bool, default=True)
+    #: Minify the HTML of every page (minify-html; pre blocks keep their whitespace).
+    minify = c.Type(bool, default=True)
 
 
 class RecordsPlugin(BasePlugin[RecordsConfig]):
@@ -86,6 +89,8 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
                     f"docs/{path} clashes with a page generated from the records; rename it"
                 )
             files.append(File.generated(config, path, content=text))
+        for path, text in self.generated.assets.items():
+            files.append(File.generated(config, path, content=text))
         config.nav = self._nav(files)
         return files
 
@@ -113,6 +118,40 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             markdown = autolink(markdown, src, self.data)
         return markdown
 
+    def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
+        """Sanitize pages made from record text (hand-written pages are trusted)."""
+        if page.file.src_uri in self.generated.pages:
+            return sanitize(html)
+        return html
+
+    def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str:
+        """Minify each page: the theme's indentation is a third of its bytes."""
+        if not self.config.minify:
+            return output
+        import minify_html
+
+        return str(
+            minify_html.minify(output, keep_closing_tags=True, keep_html_and_head_opening_tags=True)
+        )
+
+    def on_post_build(self, *, config: MkDocsConfig) -> None:
+        """Drop theme files no page loads: source maps, lunr languages not configured."""
+        if not self.config.minify:
+            return
+        site = Path(config.site_dir)
+        for path in site.glob("assets/**/*.map"):
+            path.unlink()
+        langs = set(_search_langs(config))
+        for path in site.glob("assets/javascripts/lunr/min/lunr.*.min.js"):
+            lang = path.name.split(".")[1]
+            if len(lang) == 2 and lang not in langs:
+                path.unlink()
+        # Word segmenters Material loads only for Japanese (tinyseg), Hindi and Thai.
+        for name, users in (("tinyseg.js", {"ja"}), ("wordcut.js", {"hi", "th"})):
+            path = site / "assets" / "javascripts" / "lunr" / name
+            if path.exists() and not users & langs:
+                path.unlink()
+
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         """Rebuild when a record changes, not only when docs/ does."""
         if self.root is not None:
@@ -120,27 +159,54 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         return server
 
 
+def _search_langs(config: MkDocsConfig) -> list[str]:
+    for name, plugin in config.plugins.items():
+        if name.endswith("search"):
+            return list(getattr(plugin.config, "lang", None) or [])
+    return []
+
+
 def _teach_segmenter(records: list[Record], config: MkDocsConfig) -> None:
     """Give jieba our Chinese keywords, so search indexes 权重预取 as one term.
 
-    Material segments Chinese text with jieba at build time; without our terms it
-    splits domain words apart and a query for the whole word finds nothing.
+    Material segments Chinese text with jieba at build time whenever jieba is
+    installed; without our terms it splits domain words apart and a query for the
+    whole word finds nothing.
     """
-    langs: list[str] = []
-    for name, plugin in config.plugins.items():
-        if name.endswith("search"):
-            langs = list(getattr(plugin.config, "lang", None) or [])
-    if "zh" not in langs:
-        return
+    langs = _search_langs(config)
     try:
         import jieba
     except ImportError:
-        log.warning(
-            "Chinese search needs jieba to segment text at build time: pip install '.[site]'"
-        )
+        if "zh" in langs:
+            log.warning(
+                "Chinese search needs jieba to segment text at build time: pip install '.[site]'"
+            )
         return
     jieba.setLogLevel(logging.WARNING)
+    _keep_jieba_cache_in_kb_cache()
+    if "zh" not in langs:
+        return
     for rec in records:
         for word in (rec.get("keywords") or {}).get("zh", []):
             if word.strip() and not any(ch.isspace() for ch in word):
                 jieba.add_word(word)
+
+
+def _keep_jieba_cache_in_kb_cache() -> None:
+    """Point jieba's 9 MB dictionary cache at kb's cache dir, not $TMPDIR.
+
+    jieba writes ``jieba.cache`` into ``tempfile.gettempdir()`` on first use unless told
+    otherwise; kb promises to write only into its own cache dir.  When that dir cannot
+    be created, jieba still works (it rebuilds the dictionary each time) and its
+    "dump failed" log is silenced, since nothing is wrong with the build.
+    """
+    import jieba
+
+    from kb.paths import cache_dir
+
+    target = cache_dir() / "jieba"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        jieba.setLogLevel(logging.CRITICAL + 1)
+    jieba.dt.tmp_dir = str(target)

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Site builds are session fixtures (one build of each site per test run).
+from site_builds import fixture_site, real_site  # noqa: F401
+
 # Never touch the user's ~/.cache/kb from tests; one cache for the whole session.
 os.environ.setdefault("KB_CACHE_DIR", tempfile.mkdtemp(prefix="kb-test-cache-"))
 os.environ.pop("KB_RECORDS_DIR", None)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Any
 
 import pytest
 
 from kb.cli import main
+from kb.compiled import open_catalog
 
 
 def advise(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
@@ -17,8 +19,21 @@ def advise(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     return result
 
 
+def text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["advise", *argv]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def stages(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [st for ch in result["chains"] for st in ch["stages"]]
+
+
 def stage_ops(result: dict[str, Any]) -> list[str]:
-    return [st["operator"] for ch in result["chains"] for st in ch["stages"]]
+    return [st["operator"] for st in stages(result)]
+
+
+def stage(result: dict[str, Any], operator: str) -> dict[str, Any]:
+    return next(st for st in stages(result) if st["operator"] == operator)
 
 
 def fail(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -29,87 +44,193 @@ def fail(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return captured.err
 
 
+GQA = ("attention", "--arch", "gqa", "--sinks", "no")
+MLA = ("attention", "--arch", "mla", "--indexer", "no")
+EP_DECODE = ("moe", "--moe", "yes", "--gate", "sigmoid", "--routed-experts", "256",
+             "--activation", "swiglu", "--parallel", "ep", "--phase", "decode")  # fmt: skip
+
+
+# ------------------------------------------------------------------------- attention
+
+
 def test_mla_indexer_decode_names_the_sparse_chain(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode")
     assert [c["name"] for c in result["chains"]] == ["mla-indexer-sparse"]
     ops = stage_ops(result)
     for op in ("npu_mla_prolog_v3", "npu_lightning_indexer", "npu_sparse_flash_attention"):
         assert op in ops and op in result["operators"]
-    # the shared chain is narrowed to decode: the indexer cache is written by slot
     assert "npu_scatter_nd_update_" in ops and "scatter_update_" not in ops
-    assert result["chains"][0]["stages_omitted"] == 1
     assert {"rope-precompute", "paged-kv-cache", "absorbed-weights"} <= {
         p["id"] for p in result["prerequisites"]
     }
 
 
-def test_mla_indexer_decode_text_lists_operators_with_constraints(
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_indexer_cache_is_written_by_slot_in_both_phases(capsys: pytest.CaptureFixture[str],
+                                                         phase: str) -> None:  # fmt: skip
+    result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", phase)
+    write = next(st for st in stages(result) if st["stage"] == "indexer_cache_write")
+    assert write["operator"] == "npu_scatter_nd_update_"
+    assert write["passed"]["indices"] == "slot_mapping.view(-1, 1)"
+
+
+def test_text_prints_complete_call_lines_and_whole_constraints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert (
-        main(["advise", "attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode"]) == 0
-    )
-    out = capsys.readouterr().out
+    out = text(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode")
     assert "Chain mla-indexer-sparse" in out
-    assert "mla_prolog: npu_mla_prolog_v3 (cache_mode=PA_BSND" in out
-    # one-line facts from the operator record: products and formats
-    prolog = out[out.index("\n  npu_mla_prolog_v3 [") :]
-    assert "products: ascend-950, atlas-a3, atlas-a2" in prolog
-    assert "weight_dq" in prolog and "FRACTAL_NZ" in prolog
-    assert "Prerequisites" in out and "- paged-kv-cache:" in out
+    flat = " ".join(out.split())
+    # the call line: positional required arguments, then what the port sets, by keyword
+    assert "torch_npu.npu_mla_prolog_v3(hidden_states.view(T, -1), q_a_proj.weight," in flat
+    assert "cache_index=slot_mapping.view(-1)" in flat and "cache_mode='PA_BSND'" in flat
+    assert "seen in DeepSeek-V3.2-Exp: hicann/cann-recipes-infer@fbc225d2de" in flat
+    # constraints are never cut: the text has no ellipsis, and says how many were left out
+    assert "…" not in out
+    assert re.search(r"\(\d+ more constraint\(s\): kb show npu_mla_prolog_v3\)", out)
 
 
-def test_mla_indexer_prefill_writes_indexer_cache_by_position(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", "prefill")
-    ops = stage_ops(result)
-    assert "scatter_update_" in ops and "npu_scatter_nd_update_" not in ops
+def test_json_carries_whole_constraints_and_call_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")
+    record = open_catalog().get("npu_mla_prolog_v3") or {}
+    assert result["operators"]["npu_mla_prolog_v3"]["constraints"] == [
+        " ".join(c["text"].split()) for c in record["constraints"]
+    ]
+    prolog = stage(result, "npu_mla_prolog_v3")
+    required = [p["name"] for p in record["parameters"]
+                if p.get("required", True) and not p["type"].endswith("?") and p.get("default") is None]  # fmt: skip
+    given = {a["name"]: a for a in prolog["arguments"]}
+    assert set(required) <= set(given)
+    assert given["cache_mode"] == {"name": "cache_mode", "value": "'PA_NZ'", "given": "literal"}
+    assert given["cache_index"]["given"] == "expression"
+    assert prolog["call"].startswith("torch_npu.npu_mla_prolog_v3(hidden_states, q_a_proj.weight,")
 
 
-def test_mla_indexer_c8_uses_quantized_kernels(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(
-        capsys, "attention", "--arch", "mla", "--indexer", "yes-c8", "--phase", "decode"
-    )
+def test_mla_decode_quant_answer_narrows_the_prolog_stages(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "w8a8c8")
+    assert result["quantization"] == "w8a8c8"
+    (chain,) = result["chains"]
+    prologs = [st for st in chain["stages"] if st["operator"] == "npu_mla_prolog_v3"]
+    assert [st["args"]["kv_cache_quant_mode"] for st in prologs] == [1]
+    assert stage(result, "npu_fused_infer_attention_score_v2")["args"]["query_quant_mode"] == 3
+    assert chain["stages_omitted"] == 3  # the bf16 and w8a8 prolog, the bf16/w8a8 attention
+
+
+def test_absorbed_decode_allows_sparse_mode_3_under_mtp(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")
+    attention = stage(result, "npu_fused_infer_attention_score_v2")
+    assert attention["args"]["sparse_mode"] == 0
+    assert "MTP" in attention["notes"] and "sparse_mode 3" in attention["notes"]
+    assert "npu_transpose_batchmatmul" in stage_ops(result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "chain", "core"),
+    [("expand", "mla-absorb-prefill", "npu_kv_rmsnorm_rope_cache_v2"),
+     ("absorbed", "mla-prolog-absorbed", "npu_mla_prolog_v3")],
+)  # fmt: skip
+def test_mla_prefill_asks_which_of_the_two_real_paths(capsys: pytest.CaptureFixture[str],
+                                                      answer: str, chain: str, core: str) -> None:  # fmt: skip
+    result = advise(capsys, *MLA, "--phase", "prefill", "--prefill", answer)
+    assert [c["name"] for c in result["chains"]] == [chain]
+    assert core in stage_ops(result)
+    assert result["chains"][0]["sources"], "a chain cites the port it comes from"
+
+
+def test_mla_decode_without_prolog_takes_the_split_path(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "no")
+    assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode-split"]
+    assert "npu_kv_rmsnorm_rope_cache_v2" in stage_ops(result)
+
+
+def test_c8_uses_the_repository_cache_and_quantized_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes-c8", "--phase", "decode")
     ops = stage_ops(result)
     assert "npu_kv_quant_sparse_flash_attention" in ops and "npu_quant_lightning_indexer" in ops
-    assert "npu_sparse_flash_attention" not in ops
-
-
-def test_mla_without_indexer_decode_uses_prolog_and_fa_v2(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    result = advise(capsys, "attention", "--arch", "mla", "--indexer", "no", "--phase", "decode")
-    assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode"]
-    stages = {st["operator"]: st for st in result["chains"][0]["stages"]}
-    assert stages["npu_fused_infer_attention_score_v2"]["args"]["sparse_mode"] == 0
-    assert "npu_transpose_batchmatmul" in stages
+    assert stage(result, "npu_mla_prolog_v3")["args"]["ckvkr_repo_mode"] == 1
 
 
 @pytest.mark.parametrize(
     ("cache", "chain"), [("contiguous", "gqa-decode-contiguous"), ("paged", "gqa-decode-paged")]
 )
-def test_gqa_decode_by_cache(capsys: pytest.CaptureFixture[str], cache: str, chain: str) -> None:
-    result = advise(capsys, "attention", "--arch", "gqa", "--phase", "decode", "--cache", cache)
+def test_gqa_decode_by_cache_uses_fa_v2(capsys: pytest.CaptureFixture[str], cache: str, chain: str) -> None:
+    result = advise(capsys, *GQA, "--phase", "decode", "--cache", cache)
     assert [c["name"] for c in result["chains"]] == [chain]
+    assert "npu_fused_infer_attention_score_v2" in stage_ops(result)
+    assert "npu_fused_infer_attention_score" not in stage_ops(result)
+
+
+@pytest.mark.parametrize(
+    ("history", "chain", "first"),
+    [("no", "gqa-prefill-paged", "attention"), ("yes", "gqa-prefill-chunked", "cache_write")],
+)  # fmt: skip
+def test_gqa_prefill_distinguishes_fresh_kv_from_chunked_prefill(
+    capsys: pytest.CaptureFixture[str], history: str, chain: str, first: str
+) -> None:
+    result = advise(capsys, *GQA, "--phase", "prefill", "--cache", "paged", "--history", history)
+    assert [c["name"] for c in result["chains"]] == [chain]
+    names = [st["stage"] for st in stages(result)]
+    assert names.index(first) < names.index({"attention": "cache_write", "cache_write": "attention"}[first])
+    attention = stage(result, "npu_fused_infer_attention_score_v2")
+    assert ("block_table" in attention["passed"]) is (history == "yes")
+
+
+def test_sinks_lead_to_fa_v2_with_learnable_sink(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "attention", "--arch", "gqa", "--sinks", "yes", "--phase", "decode")
+    assert [c["name"] for c in result["chains"]] == ["gqa-sinks-paged"]
+    attention = stage(result, "npu_fused_infer_attention_score_v2")
+    assert attention["passed"]["learnable_sink"] == "sinks"
+    assert "sliding_window" in attention["passed"]["sparse_mode"]
+    assert any("v1) has no such argument" in n for n in result["notes"])
+
+
+@pytest.mark.parametrize(("phase", "op"), [("prefill", "npu_chunk_gated_delta_rule"),
+                                           ("decode", "npu_recurrent_gated_delta_rule")])  # fmt: skip
+def test_linear_attention(capsys: pytest.CaptureFixture[str], phase: str, op: str) -> None:
+    result = advise(capsys, "attention", "--arch", "linear", "--phase", phase)
+    assert op in stage_ops(result)
+    assert result["outcome"] == "advice"
+
+
+# ------------------------------------------------------------------------------- moe
 
 
 def test_softmax_gate_names_the_softmax_top_k(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax", "--parallel", "tp",
-                    "--quant", "bf16")  # fmt: skip
+    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax", "--activation", "swiglu",
+                    "--parallel", "tp", "--quant", "bf16")  # fmt: skip
     assert [c["name"] for c in result["chains"]] == ["moe-gate-softmax", "moe-tp-routing"]
     ops = stage_ops(result)
-    assert "npu_moe_gating_top_k_softmax" in ops
-    assert "npu_moe_gating_top_k" not in ops
+    assert "npu_moe_gating_top_k_softmax" in ops and "npu_moe_gating_top_k" not in ops
     assert ops.index("npu_moe_init_routing_v2") < ops.index("npu_moe_finalize_routing")
 
 
-def test_sigmoid_gate_names_grouped_top_k(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "sigmoid", "--parallel", "ep",
-                    "--phase", "prefill", "--quant", "bf16")  # fmt: skip
+def test_softmax_with_bias_is_the_grouped_gate_with_norm_type_0(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax-bias", "--activation", "swiglu",
+                    "--parallel", "tp", "--quant", "bf16")  # fmt: skip
+    gate = stage(result, "npu_moe_gating_top_k")
+    assert gate["args"]["norm_type"] == 0 and "bias" in gate["passed"]
+    assert "npu_moe_gating_top_k_softmax" not in stage_ops(result)
+
+
+@pytest.mark.parametrize(("count", "answer", "fused"), [("256", "256", True), ("160", "other", False)])
+def test_sigmoid_gate_follows_the_ports_expert_count_guard(
+    capsys: pytest.CaptureFixture[str], count: str, answer: str, fused: bool
+) -> None:
+    result = advise(capsys, "moe", "--moe", "yes", "--gate", "sigmoid", "--routed-experts", count,
+                    "--activation", "swiglu", "--parallel", "tp", "--quant", "bf16")  # fmt: skip
+    assert result["answers"]["--routed-experts"] == answer
+    assert ("moe-gate-sigmoid" in [c["name"] for c in result["chains"]]) is fused
+    if not fused:
+        assert any("256 or 384" in n for n in result["notes"])
+
+
+def test_gpt_oss_glu_is_not_npu_swiglu(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax", "--activation",
+                    "clamped-interleaved")  # fmt: skip
+    assert [c["name"] for c in result["chains"]] == ["moe-gate-softmax", "moe-tp-routing-v1-glu"]
     ops = stage_ops(result)
-    assert "npu_moe_gating_top_k" in ops
-    assert "npu_moe_re_routing" in ops and "npu_moe_distribute_dispatch_v2" not in ops
+    assert {"npu_moe_init_routing", "npu_moe_compute_expert_tokens"} <= set(ops)
+    assert "npu_swiglu" not in ops
+    assert "bias" in stage(result, "npu_grouped_matmul")["passed"]
 
 
 @pytest.mark.parametrize(
@@ -122,32 +243,43 @@ def test_sigmoid_gate_names_grouped_top_k(capsys: pytest.CaptureFixture[str]) ->
 def test_ep_decode_names_mc2_dispatch_and_combine_v2(
     capsys: pytest.CaptureFixture[str], path: tuple[str, ...]
 ) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "sigmoid", "--parallel", "ep",
-                    "--phase", "decode", *path, "--quant", "bf16")  # fmt: skip
+    result = advise(capsys, *EP_DECODE, *path, "--quant", "bf16")
     assert "moe-ep-decode-mc2" in [c["name"] for c in result["chains"]]
     ops = stage_ops(result)
     assert "npu_moe_distribute_dispatch_v2" in ops and "npu_moe_distribute_combine_v2" in ops
     assert "mc2-experts-per-rank" in {p["id"] for p in result["prerequisites"]}
 
 
-def test_a2_with_too_many_experts_per_rank_falls_back(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "sigmoid", "--parallel", "ep",
-                    "--phase", "decode", "--product", "atlas-a2",
-                    "--experts-per-rank", "more-than-24", "--quant", "w8a8")  # fmt: skip
+def test_a2_fallback_prints_its_stages(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, *EP_DECODE, "--product", "atlas-a2", "--experts-per-rank", "32",
+                    "--quant", "w8a8")  # fmt: skip
     names = [c["name"] for c in result["chains"]]
     assert "moe-ep-decode-mc2" not in names
-    assert names[-2:] == ["moe-ep-prefill-alltoall", "moe-w8a8-experts"]
-    assert any("local experts" in n for n in result["notes"])
+    assert names[-2:] == ["moe-ep-allgather", "moe-w8a8-experts"]
+    fallback = result["chains"][-2]
+    assert [st["stage"] for st in fallback["stages"]][:2] == ["gather_tokens", "routing_init"]
+    # the bf16 expert stages of the routing chain give way to the W8A8 ones
+    assert "npu_swiglu" not in [st["operator"] for st in fallback["stages"]]
     assert "npu_dequant_swiglu_quant" in stage_ops(result)
+    assert stage(result, "npu_dequant_swiglu_quant")["args"]["activate_left"] is True
 
 
 def test_a3_combine_with_add_rms_norm(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax", "--parallel", "ep",
-                    "--phase", "decode", "--product", "atlas-a3", "--fuse-norm", "yes",
-                    "--quant", "bf16")  # fmt: skip
+    result = advise(capsys, *EP_DECODE, "--product", "atlas-a3", "--fuse-norm", "yes", "--quant", "bf16")
     ops = stage_ops(result)
     assert "npu_moe_distribute_combine_add_rms_norm" in ops
     assert "npu_moe_distribute_combine_v2" not in ops
+
+
+def test_experts_per_rank_accepts_a_count(capsys: pytest.CaptureFixture[str]) -> None:
+    common = (*EP_DECODE, "--product", "atlas-a2", "--quant", "bf16")
+    over = advise(capsys, *common, "--experts-per-rank", "32")  # 256 experts on EP8
+    assert over["answers"]["--experts-per-rank"] == "more-than-24"
+    fits = advise(capsys, *common, "--experts-per-rank", "24")
+    assert fits["answers"]["--experts-per-rank"] == "24-or-fewer"
+
+
+# ---------------------------------------------------------------- kv-cache, prefetch
 
 
 def test_kv_cache_tree_pairs_writer_and_core(capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,6 +289,13 @@ def test_kv_cache_tree_pairs_writer_and_core(capsys: pytest.CaptureFixture[str])
     assert any("slot = block_table" in n for n in result["notes"])
 
 
+def test_contiguous_mla_cache_is_not_a_dead_end(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "kv-cache", "--cache", "contiguous", "--index", "position", "--arch", "mla")
+    assert result["outcome"] == "advice"
+    assert [c["name"] for c in result["chains"]] == ["mla-contiguous-cache"]
+    assert stage(result, "npu_mla_prolog_v3")["args"]["cache_mode"] == "BSND"
+
+
 def test_stop_leaf_is_a_verdict_without_chains(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, "prefetch-placement", "--target", "mlp-weight", "--memory-bound", "no")
     assert result["outcome"] == "stop"
@@ -164,17 +303,79 @@ def test_stop_leaf_is_a_verdict_without_chains(capsys: pytest.CaptureFixture[str
     assert "compute-bound" in result["verdict"]
 
 
-def test_prefetch_tree_leads_to_chain_and_npu_prefetch(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "prefetch-placement", "--target", "expert-weight", "--memory-bound", "yes",
-                    "--window", "light-op")  # fmt: skip
+def test_router_classifier_is_a_prefetch_target(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "prefetch-placement", "--target", "router", "--memory-bound", "yes",
+                    "--window", "matmul-output")  # fmt: skip
     assert result["outcome"] == "advice"
-    assert [c["name"] for c in result["chains"]] == ["prefetch-moe-experts"]
-    assert "npu_prefetch" in result["operators"]
+    prefetches = [st for st in stages(result) if st["stage"] == "prefetch_router"]
+    assert prefetches and prefetches[0]["passed"]["self"] == "router.classifier.weight.data"
+
+
+@pytest.mark.parametrize(("window", "outcome"), [("communication-output", "advice"), ("communication", "stop")])
+def test_a_finished_communication_output_is_a_window(capsys: pytest.CaptureFixture[str],
+                                                     window: str, outcome: str) -> None:  # fmt: skip
+    result = advise(capsys, "prefetch-placement", "--target", "mlp-weight", "--memory-bound", "yes",
+                    "--window", window)  # fmt: skip
+    assert result["outcome"] == outcome
+    assert ("npu_prefetch" in result["operators"]) is (outcome == "advice")
+
+
+# ------------------------------------------------------ quantization, graph, TP trees
+
+
+def test_fp8_on_a3_is_a_verdict_backed_by_the_records(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "quantization", "--product", "atlas-a3", "--quant", "mxfp8")
+    assert result["outcome"] == "stop" and "Ascend 950" in result["verdict"]
+
+
+def test_mxfp8_on_950_with_fused_norm(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "quantization", "--product", "ascend-950", "--quant", "mxfp8",
+                    "--fuse-norm", "mxfp8")  # fmt: skip
+    assert [c["name"] for c in result["chains"]] == ["quant-mxfp8-linear", "norm-quant-mxfp8"]
+    assert "npu_add_rms_norm_dynamic_mx_quant" in stage_ops(result)
+
+
+def test_w8a8_with_a_fused_dynamic_norm(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "quantization", "--product", "atlas-a2", "--quant", "w8a8",
+                    "--fuse-norm", "dynamic")  # fmt: skip
+    assert stage(result, "npu_add_rms_norm_dynamic_quant")["args"]["output_mask"] == [True, False]
+
+
+def test_a_note_only_option_marked_not_stop_keeps_the_advice(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "graph-mode", "--mode", "torchair", "--streams", "none")
+    assert result["outcome"] == "advice"
+    assert [c["name"] for c in result["chains"]] == ["graph-mode-torchair"]
+    graph = result["operators"]["npu_fused_infer_attention_score_v2"]["graph_mode"]
+    assert set(graph) == {"aclgraph", "torchair", "notes"}
+
+
+def test_graph_mode_text_lists_each_operators_graph_support(capsys: pytest.CaptureFixture[str]) -> None:
+    out = text(capsys, "graph-mode", "--mode", "torchair", "--streams", "none")
+    record = open_catalog().get("npu_prefetch") or {}
+    expected = f"graph mode: aclgraph {record['graph_mode']['aclgraph']}, torchair {record['graph_mode']['torchair']}"
+    prefetch = out[out.index("\n  npu_prefetch [") :]
+    assert expected in " ".join(prefetch.split())
+
+
+def test_graph_mode_with_shared_expert_streams(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, "graph-mode", "--mode", "aclgraph", "--streams", "shared-experts")
+    assert [c["name"] for c in result["chains"]] == ["graph-mode-aclgraph", "multistream-overlap"]
+
+
+@pytest.mark.parametrize(("product", "outcome"), [("ascend-950", "advice"), ("atlas-a3", "stop")])
+def test_tensor_parallel_fused_all_reduce(capsys: pytest.CaptureFixture[str], product: str,
+                                          outcome: str) -> None:  # fmt: skip
+    result = advise(capsys, "tensor-parallel", "--phase", "prefill", "--product", product)
+    assert result["outcome"] == outcome
+    if outcome == "advice":
+        assert stage(result, "npu_mm_all_reduce_base")["args"]["reduce_op"] == "sum"
+
+
+# ------------------------------------------------------------------- the command line
 
 
 def test_flags_not_on_the_path_are_reported(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "attention", "--arch", "gqa", "--phase", "decode", "--cache", "paged",
-                    "--indexer", "yes")  # fmt: skip
+    result = advise(capsys, *GQA, "--phase", "decode", "--cache", "paged", "--indexer", "yes")
     assert result["ignored"] == ["--indexer"]
 
 
@@ -193,7 +394,12 @@ def test_missing_answer_without_a_terminal_is_an_error(capsys: pytest.CaptureFix
 def test_bad_value_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     err = fail(capsys, "attention", "--arch", "transformer")
     assert "--arch 'transformer' is not an answer" in err
-    assert all(v in err for v in ("gqa", "mha", "mla"))
+    assert all(v in err for v in ("gqa", "mha", "mla", "linear"))
+
+
+def test_a_count_with_no_catch_all_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    err = fail(capsys, "attention", "--arch", "7")
+    assert "--arch '7' is not an answer" in err
 
 
 def test_unknown_flag_lists_the_tree_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -238,6 +444,7 @@ def test_tree_help_lists_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["advise", "moe", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--experts-per-rank {24-or-fewer,more-than-24}" in out
+    assert "--routed-experts {256,384,other}" in out
 
 
 def test_kb_tree_prints_and_lists(capsys: pytest.CaptureFixture[str]) -> None:
@@ -246,7 +453,8 @@ def test_kb_tree_prints_and_lists(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(--indexer)" in out and "chain mla-indexer-sparse" in out
     assert main(["tree", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)["trees"]
-    assert {t["name"] for t in listed} >= {"attention", "moe", "kv-cache", "prefetch-placement"}
+    assert {t["name"] for t in listed} >= {"attention", "moe", "kv-cache", "prefetch-placement",
+                                           "quantization", "graph-mode", "tensor-parallel"}  # fmt: skip
     assert main(["tree", "prefetch"]) == 2
     assert "is a playbook" in capsys.readouterr().err
 
@@ -257,12 +465,3 @@ def test_verbs_have_help(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
         main([verb, "--help"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: kb {verb}")
-
-
-def test_experts_per_rank_accepts_a_count(capsys: pytest.CaptureFixture[str]) -> None:
-    common = ("moe", "--moe", "yes", "--gate", "sigmoid", "--parallel", "ep", "--phase", "decode",
-              "--product", "atlas-a2", "--quant", "bf16")  # fmt: skip
-    over = advise(capsys, *common, "--experts-per-rank", "32")  # 256 experts on EP8
-    assert over["answers"]["--experts-per-rank"] == "more-than-24"
-    fits = advise(capsys, *common, "--experts-per-rank", "24")
-    assert fits["answers"]["--experts-per-rank"] == "24-or-fewer"

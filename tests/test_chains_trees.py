@@ -1,4 +1,9 @@
-"""Chains and trees: cross-references resolve, stage arguments are real, every path ends well."""
+"""Chains and trees: cross-references resolve, every path ends well, the cross-check holds.
+
+The cross-check (``kb validate``) runs the real ``kb check`` rules on every chain stage
+and every tree verdict; these tests pin its behaviour on small record trees and on the
+shipped records.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,17 @@ from kb.cli import main
 from kb.compiled import Catalog, open_catalog
 from kb.paths import records_dir
 from kb.store import load_store
-from kb.vocab import normalize
 from tests.conftest import operator_yaml
+
+SOURCE = """\
+sources:
+  - model: Test-Model
+    repo: example/port
+    commit: 0123456789abcdef0123456789abcdef01234567
+    path: model.py
+    lines: 10-20
+    shows: the call in the port.
+"""
 
 CHAIN = """\
 kind: chain
@@ -24,11 +38,12 @@ title: {{en: Test chain, zh: 测试链路}}
 summary: {{en: A chain for tests., zh: 测试用链路。}}
 module: norm
 phases: [decode]
+products: [atlas-a2]
 stages:
   - stage: norm
     operator: {operator}
     phase: decode
-  - stage: tail
+{extra}  - stage: tail
     operator: plain-torch
     torch: "y = x + 1"
 """
@@ -58,7 +73,7 @@ PREREQUISITES = {
     "absorbed-weights", "nz-weights", "kv-quant-scales", "int32-expert-ids", "moe-tp-group",
     "ep-groups", "mc2-group", "mc2-experts-per-rank", "quant-scales-float",
     "smooth-scales-complete", "merged-gate-up", "memory-bound-profile", "prefetch-switch",
-    "multi-stream", "graph-dependency",
+    "multi-stream", "graph-dependency", "linear-attention-state", "tp-groups", "static-shapes",
 }  # fmt: skip
 
 
@@ -66,19 +81,28 @@ def line_of(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
+def chain_yaml(operator: str = "npu_test_op", extra: str = "", sources: bool = True) -> str:
+    return CHAIN.format(operator=operator, extra=extra) + (SOURCE if sources else "")
+
+
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
     return open_catalog()
 
 
+def validate(capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["validate"])
+    return code, capsys.readouterr().out
+
+
 def test_dangling_chain_stage_is_reported_with_file_and_line(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chain = CHAIN.format(operator="npu_tset_op")
+    chain = chain_yaml("npu_tset_op")
     root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
                         "chains/test-chain.yaml": chain})  # fmt: skip
-    assert main(["validate"]) == 1
-    out = capsys.readouterr().out
+    code, out = validate(capsys)
+    assert code == 1
     line = line_of(chain, "operator: npu_tset_op")
     expected = (f"{root / 'chains/test-chain.yaml'}:{line}:15: stages[0].operator: "
                 "'npu_tset_op' names no record (did you mean npu_test_op?)")  # fmt: skip
@@ -91,10 +115,10 @@ def test_dangling_tree_leaf_is_reported_with_file_and_line(
 ) -> None:
     tree = TREE.format(chain="test-chian")
     root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": CHAIN.format(operator="npu_test_op"),
+                        "chains/test-chain.yaml": chain_yaml(),
                         "trees/test-tree.yaml": tree})  # fmt: skip
-    assert main(["validate"]) == 1
-    out = capsys.readouterr().out
+    code, out = validate(capsys)
+    assert code == 1
     line = line_of(tree, "chain: test-chian")
     assert (f"{root / 'trees/test-tree.yaml'}:{line}:16: nodes[0].options[0].chain: "
             "'test-chian' names no record (did you mean test-chain?)") in out  # fmt: skip
@@ -119,17 +143,165 @@ def test_valid_fixture_tree_walks_to_its_chain(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                 "chains/test-chain.yaml": CHAIN.format(operator="npu_test_op"),
+                 "chains/test-chain.yaml": chain_yaml(),
                  "trees/test-tree.yaml": TREE.format(chain="test-chain")})  # fmt: skip
     assert main(["advise", "test-tree", "--kind", "a", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [c["name"] for c in result["chains"]] == ["test-chain"]
     assert result["operators"]["npu_test_op"]["products"] == ["atlas-a2"]
+    assert result["chains"][0]["sources"][0]["lines"] == "10-20"
 
 
-def test_shipped_records_have_no_problems_but_pending_operators() -> None:
-    problems = [p for p in load_store(records_dir()).problems if "names no record" not in p.message]
-    assert problems == []
+# ----------------------------------------------------------------------- record contract
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("    args: {eps: 1.0e-6}\n    passed: {eps: epsilon}\n",
+         "given both a literal value (args) and an expression (passed)"),
+        ("    passed: {x: None}\n", "passed as None: write them under args with the value null"),
+    ],
+)  # fmt: skip
+def test_stage_argument_contract(record_tree: Callable[..., Path], extra: str, message: str) -> None:
+    chain = chain_yaml().replace("    phase: decode\n  - stage: tail", "    phase: decode\n" + extra
+                                 + "  - stage: tail")  # fmt: skip
+    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
+                        "chains/test-chain.yaml": chain})  # fmt: skip
+    (problem,) = load_store(root).problems
+    assert message in str(problem)
+
+
+def test_citation_lines_must_be_a_range(record_tree: Callable[..., Path]) -> None:
+    chain = chain_yaml().replace("lines: 10-20", "lines: 20-10")
+    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
+                        "chains/test-chain.yaml": chain})  # fmt: skip
+    (problem,) = load_store(root).problems
+    assert "lines '20-10' end before they start" in str(problem)
+
+
+# ------------------------------------------------------------------------- cross-check
+
+
+def test_crosscheck_reports_a_stage_the_record_rejects(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = chain_yaml(extra="").replace("    phase: decode\n  - stage: tail",
+                                         "    phase: decode\n    args: {mode: c}\n  - stage: tail")  # fmt: skip
+    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
+                        "chains/test-chain.yaml": chain})  # fmt: skip
+    code, out = validate(capsys)
+    assert code == 1
+    line = line_of(chain, "- stage: norm")
+    assert (f"{root / 'chains/test-chain.yaml'}:{line}:5: stages[0]: KB106 on atlas-a2 for stage "
+            "'norm': mode='c' is not allowed; use one of a, b") in out  # fmt: skip
+
+
+#: An operator whose source refuses atlas-a3 (absence from the product list is only KB208).
+REFUSING_OPERATOR = operator_yaml().replace(
+    "products: [atlas-a2]",
+    "products: [atlas-a2]\nunsupported_products: [atlas-a3]\n"
+    "evidence:\n  - {about: [unsupported_products], kind: page, repo: example/kernels,"
+    " commit: abc1234, path: docs/op.md, says: The product table marks atlas-a3 unsupported.}",
+)
+
+
+def test_crosscheck_checks_every_product_the_chain_claims(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
+    record_tree({"operators/npu_test_op.yaml": REFUSING_OPERATOR,
+                 "chains/test-chain.yaml": chain})  # fmt: skip
+    code, out = validate(capsys)
+    assert code == 1
+    assert "KB201 on atlas-a3 for stage 'norm': npu_test_op is documented as not supported on atlas-a3" in out
+    assert "on atlas-a2" not in out
+
+
+def test_waiver_silences_a_known_finding_and_a_stale_one_is_reported(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    waived = ("    waivers:\n      - {code: KB201, product: atlas-a3, reason: product absence}\n"
+              "      - {code: KB107, reason: no such finding}\n")  # fmt: skip
+    chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
+    chain = chain.replace("    phase: decode\n  - stage: tail", "    phase: decode\n" + waived
+                          + "  - stage: tail")  # fmt: skip
+    record_tree({"operators/npu_test_op.yaml": REFUSING_OPERATOR,
+                 "chains/test-chain.yaml": chain})  # fmt: skip
+    code, out = validate(capsys)
+    assert code == 1
+    assert "KB201" not in out.split("waiver")[0]
+    assert "stages[0].waivers[1]: waiver KB107 matches no finding any more; remove it" in out
+    assert out.rstrip().endswith("1 problem(s)")
+
+
+REQUIRING_OPERATOR = operator_yaml().replace(
+    "products: [atlas-a2]",
+    "products: [atlas-a2]\nrules:\n  - id: mode-b-needs-eps\n    when: [{arg: mode, equals: b}]\n"
+    "    require: [eps]\n    message: Mode b needs eps.",
+)
+
+
+@pytest.mark.parametrize(("passed", "problems"), [("", 1), ("    passed: {eps: epsilon}\n", 0)])
+def test_crosscheck_asks_for_arguments_a_fired_rule_requires(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], passed: str, problems: int
+) -> None:
+    chain = chain_yaml().replace("    phase: decode\n  - stage: tail",
+                                 "    phase: decode\n    args: {mode: b}\n" + passed + "  - stage: tail")  # fmt: skip
+    record_tree({"operators/npu_test_op.yaml": REQUIRING_OPERATOR,
+                 "chains/test-chain.yaml": chain})  # fmt: skip
+    code, out = validate(capsys)
+    assert code == (1 if problems else 0)
+    if problems:
+        assert ("KB110 on atlas-a2: npu_test_op requires eps here (record rule mode-b-needs-eps: "
+                "Mode b needs eps.); pass it in args or passed") in out  # fmt: skip
+
+
+DENYING_TREE = TREE.format(chain="test-chain") + """\
+      - value: c
+        label: C
+        note: Mode c does not exist.
+        denies:
+          - {operator: npu_test_op, args: {mode: MODE}}
+"""
+
+
+@pytest.mark.parametrize(("mode", "holds"), [("c", True), ("b", False)])
+def test_a_verdict_may_not_deny_what_the_record_allows(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], mode: str, holds: bool
+) -> None:
+    tree = DENYING_TREE.replace("MODE", mode)
+    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
+                        "chains/test-chain.yaml": chain_yaml(),
+                        "trees/test-tree.yaml": tree})  # fmt: skip
+    code, out = validate(capsys)
+    if holds:
+        assert code == 0, out
+        return
+    assert code == 1
+    line = line_of(tree, "- {operator: npu_test_op")
+    assert (f"{root / 'trees/test-tree.yaml'}:{line}:13: nodes[0].options[2].denies[0]: the note "
+            "denies npu_test_op(mode='b') on atlas-a2, but the operator record allows it") in out  # fmt: skip
+
+
+def test_a_path_answer_must_fit_the_chain_it_reaches(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = TREE.format(chain="test-chain").replace("key: kind", "key: product").replace(
+        "value: a", "value: atlas-a3")  # fmt: skip
+    record_tree({"operators/npu_test_op.yaml": operator_yaml(),
+                 "chains/test-chain.yaml": chain_yaml(),
+                 "trees/test-tree.yaml": tree})  # fmt: skip
+    code, out = validate(capsys)
+    assert code == 1
+    assert "the path answers --product atlas-a3, but chain test-chain is for atlas-a2" in out
+
+
+def test_shipped_records_pass_validation_and_the_crosscheck(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--records", str(records_dir())]) == 0, capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------ shipped data
 
 
 def _paths(tree: dict[str, Any]) -> Iterator[dict[str, str]]:
@@ -150,7 +322,8 @@ def _paths(tree: dict[str, Any]) -> Iterator[dict[str, str]]:
 
 def test_every_path_of_every_shipped_tree_ends_in_advice_or_a_verdict(catalog: Catalog) -> None:
     trees = list(catalog.records("tree"))
-    assert {t["name"] for t in trees} >= {"attention", "moe", "kv-cache", "prefetch-placement"}
+    assert {t["name"] for t in trees} >= {"attention", "moe", "kv-cache", "prefetch-placement",
+                                          "quantization", "graph-mode", "tensor-parallel"}  # fmt: skip
     for tree in trees:
         for answers in _paths(tree):
             walked = walk(tree, answers)
@@ -163,26 +336,44 @@ def test_every_path_of_every_shipped_tree_ends_in_advice_or_a_verdict(catalog: C
                 assert (catalog.get(name) or {}).get("kind") == "chain", name
 
 
-def test_stage_arguments_are_real_parameters_with_allowed_values(catalog: Catalog) -> None:
+def test_every_shipped_chain_cites_the_port_it_comes_from(catalog: Catalog) -> None:
+    uncited = [c["name"] for c in catalog.records("chain") if not c.get("sources")]
+    assert uncited == []
+
+
+#: The vLLM-Ascend commit whose files ../shared/corpus holds (tests may read it).
+CORPUS_COMMIT = "182b75ea84ff13ece27b57391331ef8935410aea"
+_ROOT = Path(__file__).resolve().parents[1]
+#: ``../shared/corpus`` of the checkout (CI), or of the directory holding a git worktree.
+CORPUS = next((p / "shared" / "corpus" / "vllm-ascend" for p in (_ROOT.parent, _ROOT.parent.parent)
+               if (p / "shared" / "corpus" / "vllm-ascend").is_dir()),
+              _ROOT.parent / "shared" / "corpus" / "vllm-ascend")  # fmt: skip
+
+
+def _cited_corpus_ranges(catalog: Catalog) -> Iterator[tuple[str, dict[str, Any], list[str]]]:
     for chain in catalog.records("chain"):
-        for stage in chain["stages"]:
-            if stage["operator"] == "plain-torch":
-                assert stage["torch"], (chain["name"], stage["stage"])
-                continue
-            op = catalog.get(stage["operator"])
-            if op is None:
-                assert not stage.get("args"), f"{chain['name']}: args on a missing operator"
-                continue
-            params = {p["name"]: p for p in op["parameters"]}
-            for arg, value in (stage.get("args") or {}).items():
-                where = f"{chain['name']} {stage['stage']} {stage['operator']}.{arg}"
-                assert arg in params, f"{where}: not a parameter"
-                allowed = params[arg].get("allowed")
-                if params[arg].get("takes") == "dtype":
-                    value = normalize("dtype", value) or value
-                assert allowed is None or value in allowed, f"{where}={value!r} not in {allowed}"
-            if stage.get("phase", "both") != "both" and op.get("phases"):
-                assert stage["phase"] in op["phases"], f"{chain['name']} {stage['stage']}"
+        for src in chain.get("sources") or []:
+            path = CORPUS / src["path"]
+            if src["repo"] == "vllm-project/vllm-ascend" and src["commit"] == CORPUS_COMMIT \
+                    and path.is_file():  # fmt: skip
+                yield chain["name"], src, path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not present")
+def test_citations_into_the_corpus_point_at_the_code_they_describe(catalog: Catalog) -> None:
+    """Every cited range exists, and mentions an operator of the chain or a name it quotes."""
+    checked = 0
+    for name, src, lines in _cited_corpus_ranges(catalog):
+        first, _, last = src["lines"].partition("-")
+        lo, hi = int(first), int(last or first)
+        assert hi <= len(lines), f"{name}: {src['path']} has {len(lines)} lines, not {hi}"
+        text = "\n".join(lines[lo - 1 : hi])
+        chain = catalog.get(name) or {}
+        names = {st["operator"] for st in chain["stages"] if st["operator"] != "plain-torch"}
+        names |= {w for w in src["shows"].replace(",", " ").split() if "_" in w.strip(".()")}
+        assert any(n.strip(".()") in text for n in names), (name, src["path"], src["lines"])
+        checked += 1
+    assert checked >= 10
 
 
 def test_chains_share_one_prerequisite_vocabulary(catalog: Catalog) -> None:
@@ -194,15 +385,29 @@ def test_chains_share_one_prerequisite_vocabulary(catalog: Catalog) -> None:
     assert {"rope-precompute", "paged-kv-cache", "nz-weights", "absorbed-weights"} <= set(used)
 
 
+def test_dequant_swiglu_quant_stages_activate_the_left_half(catalog: Catalog) -> None:
+    """Every port sets activate_left=True; the default would gate the wrong half."""
+    stages = [st for c in catalog.records("chain") for st in c["stages"]
+              if st["operator"] == "npu_dequant_swiglu_quant"]  # fmt: skip
+    assert stages and all(st["args"].get("activate_left") is True for st in stages)
+
+
 def test_issue_chains_exist(catalog: Catalog) -> None:
     expected = {
         "gqa-prefill-contiguous", "gqa-decode-contiguous", "gqa-prefill-paged", "gqa-decode-paged",
-        "mla-absorb-prefill", "mla-absorb-decode", "mla-indexer-sparse", "mla-indexer-sparse-c8",
-        "moe-gate-softmax", "moe-gate-sigmoid", "moe-tp-routing",
-        "moe-ep-prefill-alltoall", "moe-ep-decode-mc2", "moe-ep-decode-mc2-add-rms-norm",
-        "moe-w8a8-experts", "dense-gated-ffn", "residual-norm", "rope-precompute",
+        "gqa-prefill-chunked", "gqa-sinks-paged", "gqa-fp8-kv-cache",
+        "mla-absorb-prefill", "mla-absorb-decode", "mla-absorb-decode-split", "mla-prolog-absorbed",
+        "mla-indexer-sparse", "mla-indexer-sparse-c8", "mla-contiguous-cache",
+        "gdn-prefill-chunked", "gdn-decode-recurrent",
+        "moe-gate-softmax", "moe-gate-softmax-bias", "moe-gate-sigmoid", "moe-tp-routing",
+        "moe-tp-routing-v1-glu", "moe-ep-prefill-alltoall", "moe-ep-decode-mc2",
+        "moe-ep-decode-mc2-add-rms-norm", "moe-ep-allgather", "moe-w8a8-experts",
+        "dense-gated-ffn", "dense-gated-ffn-w8a8", "residual-norm", "rope-precompute",
         "kv-cache-contiguous", "kv-cache-paged", "prefetch-dense-mlp", "prefetch-attention-weights",
-        "prefetch-moe-experts",
+        "prefetch-moe-experts", "quant-w8a8-dynamic-linear", "quant-w8a16-linear", "quant-w4a16-moe",
+        "quant-w4a8-moe", "quant-mxfp8-linear", "norm-quant-static", "norm-quant-dynamic",
+        "norm-quant-mxfp8", "tp-row-parallel-fusion", "multistream-overlap", "graph-mode-torchair",
+        "graph-mode-aclgraph",
     }  # fmt: skip
     assert expected <= set(catalog.names("chain"))
 
@@ -215,6 +420,8 @@ def test_issue_chains_exist(catalog: Catalog) -> None:
         ("预取大小", "prefetch"),
         ("分页 kv cache", "kv-cache-paged"),
         ("softmax gate", "moe-gate-softmax"),
+        ("linear attention prefill chain", "gdn-prefill-chunked"),
+        ("attention sinks sliding window", "gqa-sinks-paged"),
     ],
 )
 def test_chains_trees_and_playbook_are_searchable(
@@ -223,3 +430,11 @@ def test_chains_trees_and_playbook_are_searchable(
     assert main(["search", query, "--limit", "3", "--format", "json"]) == 0
     hits = [r["name"] for r in json.loads(capsys.readouterr().out)["results"]]
     assert name in hits, hits
+
+
+def test_chain_schema_names_the_structured_citation_and_waiver_fields() -> None:
+    """Editors validate chains against the exported schema; it must know the new fields."""
+    schema = json.loads((Path(__file__).parents[1] / "schema" / "chain.schema.json").read_text())
+    assert {"Citation", "Waiver", "StageTensor"} <= set(schema.get("$defs", {}))
+    stage = schema["$defs"]["Stage"]["properties"]
+    assert {"passed", "tensors", "waivers", "quantization"} <= set(stage)

@@ -107,14 +107,25 @@ def test_metadata_is_preferred_and_stale_dist_info_ignored(tmp_path: Path) -> No
     assert got.metadata == site / "torch_npu-2.1.0.post8.dist-info"
 
 
-def test_no_torch_npu_exits_2(record_tree, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_no_torch_npu_is_a_finding_exit_1(record_tree, tmp_path: Path, monkeypatch,
+                                           capsys) -> None:  # fmt: skip
+    """Not installed is a fact about the environment (1), not bad usage (2)."""
     _records(record_tree, "npu_alpha")
     (tmp_path / "empty").mkdir()
-    assert main(["doctor", "--path", str(tmp_path / "empty")]) == 2
+    assert main(["doctor", "--path", str(tmp_path / "empty")]) == 1
     assert "no torch_npu package in" in capsys.readouterr().err
     monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])
-    assert main(["doctor"]) == 2
+    assert main(["doctor"]) == 1
     assert "no torch_npu in this Python environment" in capsys.readouterr().err
+    assert main(["doctor", "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["torch_npu"] is None and "no torch_npu" in out["finding"]
+
+
+def test_doctor_path_that_does_not_exist_is_usage_error(record_tree, tmp_path: Path,
+                                                        capsys) -> None:  # fmt: skip
+    assert main(["doctor", "--path", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
     broken = tmp_path / "broken" / "torch_npu"
     broken.mkdir(parents=True)
     with pytest.raises(NotInstalled, match="has no csrc/aten"):

@@ -9,8 +9,26 @@ from typing import Any
 
 import pytest
 
+from kb.check import check_text
+from kb.check.rules.prefetch import point
 from kb.cli import main
 from kb.prefetch_size import SizeInputError, evaluate, human
+
+
+def playbook(dense: str, factor: float) -> str:
+    """A one-formula prefetch playbook (``dense`` is the shape formula)."""
+    return f"""\
+        kind: playbook
+        name: prefetch
+        title: {{en: Test playbook, zh: 测试}}
+        summary: {{en: Test., zh: 测试。}}
+        op_classes:
+          - {{id: large-matmul, names: [matmul], weight_heavy: true, window: output-only, why: test}}
+        conservative_factor: {factor}
+        ladder: [{factor}, 1.0]
+        formulas:
+          - {{id: dense, applies_to: test, formula: {dense}, explanation: test}}
+        """
 
 
 def sizes(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
@@ -66,18 +84,7 @@ def test_factor_override_and_ladder(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_formulas_and_factor_come_from_the_playbook(record_tree: Callable[..., Path],
                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    record_tree({"playbooks/prefetch.yaml": """\
-        kind: playbook
-        name: prefetch
-        title: {en: Test playbook, zh: 测试}
-        summary: {en: Test., zh: 测试。}
-        op_classes:
-          - {id: large-matmul, names: [matmul], weight_heavy: true, window: output-only, why: test}
-        conservative_factor: 0.25
-        ladder: [0.25, 1.0]
-        formulas:
-          - {id: dense, applies_to: test, formula: elements * dtype_bytes * 3, explanation: test}
-        """})  # fmt: skip
+    record_tree({"playbooks/prefetch.yaml": playbook("elements * dtype_bytes * 3", factor=0.25)})
     (r,) = sizes(capsys, "--shape", "100x100", "--dtype", "fp32")
     assert r["theoretical_bytes"] == 100 * 100 * 4 * 3 and r["max_size"] == 30_000
     assert main(["prefetch-size", "--moe", "--hidden", "8", "--moe-intermediate", "8",
@@ -113,6 +120,14 @@ def test_formulas_and_factor_come_from_the_playbook(record_tree: Callable[..., P
         (["--hidden", "-5"], "--hidden '-5' must be a positive whole number"),
         (["--shape", "10x10", "--factor", "1.5"], "must be above 0 and at most 1"),
         (["--shape", "10x10", "--factor", "half"], "is not a number"),
+        (["--shape", "10x10", "--tp", "0"], "--tp '0' must be a positive whole number"),
+        (["--moe", "--hidden", "8", "--moe-intermediate", "8", "--experts-per-rank", "2", "--tp", "2"],
+         "for expert weights use --moe-tp"),
+        (["--shape", "10x10", "--window-us", "40"], "--window-us and --bandwidth go together"),
+        (["--shape", "10x10", "--window-us", "fast", "--bandwidth", "100"], "--window-us 'fast' is not a number"),
+        (["--shape", "10x10", "--window-us", "10", "--bandwidth", "-1"], "--bandwidth '-1' must be a positive"),
+        (["--shape", "10x10", "--l2", "96 parsecs"], "--l2: unknown unit"),
+        (["--shape", "10x10", "--l2", "0"], "--l2 '0' must be above 0"),
     ],
 )
 def test_bad_or_missing_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str],
@@ -137,3 +152,73 @@ def test_human_units() -> None:
     assert human(132120576) == "126 MiB / 132.12 MB"
     assert human(18 * 1000**2) == "17.17 MiB / 18 MB"
     assert human(512) == "512 B"
+
+
+def test_tp_sharded_weights_are_sized_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    """LongCat-Flash: hidden * intermediate * 2 * bytes // dense_tp_size for gate_up."""
+    hidden, inter, tp = 6144, 12288, 2
+    (r,) = sizes(capsys, "--hidden", str(hidden), "--intermediate", str(inter), "--gate-up",
+                 "--tp", str(tp))  # fmt: skip
+    assert r["theoretical_bytes"] == hidden * inter * 2 * 2 // tp
+    assert r["tp"] == 2 and r["inputs"]["tp"] == 2
+    (whole,) = sizes(capsys, "--shape", f"{hidden}x{inter}", "--tp", str(tp))
+    assert whole["theoretical_bytes"] == hidden * inter * 2 // tp
+
+
+def test_window_and_l2_caps_bound_max_size(capsys: pytest.CaptureFixture[str]) -> None:
+    # 40 us x 1200 GB/s = 48,000,000 bytes < 0.5 x 264,241,152
+    (r,) = sizes(capsys, "--shape", "7168x18432", "--window-us", "40", "--bandwidth", "1200",
+                 "--l2", "96MiB")  # fmt: skip
+    assert [c["id"] for c in r["caps"]] == ["window-cap", "l2-cap"]
+    assert [c["bytes"] for c in r["caps"]] == [48_000_000, 96 * 1024**2]
+    assert r["uncapped_max_size"] == 132120576 and r["max_size"] == 48_000_000
+    assert r["limited_by"] == "window-cap"
+    assert max(step["max_size"] for step in r["ladder"]) == 48_000_000
+    (loose,) = sizes(capsys, "--shape", "1000x1000", "--l2", "96MiB")
+    assert loose["max_size"] == loose["uncapped_max_size"] == 1_000_000 and loose["limited_by"] is None
+    assert main(["prefetch-size", "--shape", "7168x18432", "--l2", "32MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "max_size     33554432 bytes" in out and "= l2-cap (the conservative factor 0.5 gives" in out
+
+
+def test_json_without_caps_keeps_its_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = sizes(capsys, "--shape", "100x100")
+    assert r["caps"] == [] and r["limited_by"] is None and r["uncapped_max_size"] == r["max_size"]
+    assert {"label", "formula", "inputs", "dtype", "theoretical_bytes", "factor", "max_size",
+            "human", "ladder"} <= set(r)  # fmt: skip
+
+
+def test_a_formula_without_tp_refuses_a_tp_degree(record_tree: Callable[..., Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    record_tree({"playbooks/prefetch.yaml": playbook("elements * dtype_bytes", factor=0.5)})
+    assert main(["prefetch-size", "--shape", "10x10", "--tp", "2"]) == 2
+    assert "does not divide by tp" in capsys.readouterr().err
+
+
+# ------------------------------------------- targets and windows from the same playbook
+
+HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+
+
+def codes(text: str) -> set[str]:
+    return {f.code for f in check_text(text)}
+
+
+def test_the_router_classifier_is_a_legal_target() -> None:
+    router = point(target="router.classifier", target_op="router", weight="{shape: [6144, 768], dtype: float32}",
+                   dependency='{name: "o_proj output", op: matmul, output: true}', max_size="9MiB")  # fmt: skip
+    assert "KB401" not in codes(HEAD + router)
+    assert "KB401" in codes(HEAD + point(target="input_layernorm", target_op="rms_norm"))
+
+
+@pytest.mark.parametrize(
+    ("dependency", "expected"),
+    [
+        ('{name: "reduce_scatter output", op: reduce_scatter, output: true}', set()),
+        ('{name: "reduce_scatter input", op: reduce_scatter}', {"KB403"}),
+        ('{name: "kv concat", op: concat}', {"KB402"}),
+    ],
+)
+def test_a_finished_communication_output_is_a_legal_window(dependency: str, expected: set[str]) -> None:
+    found = codes(HEAD + point(dependency=dependency)) & {"KB402", "KB403"}
+    assert found == expected

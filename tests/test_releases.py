@@ -366,7 +366,7 @@ def test_show_prints_history_without_loading_the_data(fixture_data: ReleaseData,
     releases._load.cache_clear()
     assert main(["show", "npu_alpha"]) == 0
     out = capsys.readouterr().out
-    assert "torch_npu: 2.1.0.post8 .. (3 harvested releases)" in out
+    assert out.count("torch_npu: 2.1.0.post8+ (3 harvested releases)") == 1
     assert "releases: 2.1.0.post8/10, 2.2.0" in out
     assert "Signature history" in out
     assert '2.2.0         + str mode="a" [= signature above]' in out

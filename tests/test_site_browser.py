@@ -1,14 +1,18 @@
-"""The built site in Debian's headless Chromium: it renders, searches, draws diagrams.
+"""The built site in Debian's headless Chromium, at a desktop (1280 px) and a phone (390 px).
 
-The site is built from the real records, served from 127.0.0.1 on a free port, and
-driven through Playwright with the system browser (never a downloaded one).  A failing
-test leaves a screenshot in test-artifacts/.
+The real site and the fixture site are built once per test session (tests/site_builds.py),
+served from 127.0.0.1 on a free port, and driven through Playwright with the system
+browser (never a downloaded one).  A failing test leaves a screenshot in
+test-artifacts/.  What is checked is what a reader meets: operator, tree and matrix
+pages whose tables and diagrams fit their box, search that forgives a typo, filters,
+diagrams that link, and record text that cannot run script.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from kb.cli import main
-from kb.compiled import open_catalog
+from site_builds import FixtureSite, RealSite
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -32,6 +34,7 @@ ARGS = [
 ]
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+WIDTHS = {"desktop": 1280, "phone": 390}
 #: Material draws Mermaid into a closed shadow root; open it so the test can see the SVG.
 OPEN_SHADOW_ROOTS = (
     "const attach = Element.prototype.attachShadow;"
@@ -39,6 +42,31 @@ OPEN_SHADOW_ROOTS = (
     "  return attach.call(this, Object.assign({}, init, {mode: 'open'}));"
     "};"
 )
+#: Every visible table and diagram in the article that is wider than its box: a table
+#: wider than its scroll wrapper (or the article), a wrapper that scrolls sideways, an
+#: SVG wider than its diagram box or reaching past the article.
+TOO_WIDE = """() => {
+  const article = document.querySelector("article");
+  const box = article.getBoundingClientRect();
+  const out = [];
+  const visible = e => e.getClientRects().length > 0 && e.getBoundingClientRect().width > 0;
+  for (const t of article.querySelectorAll("table")) {
+    if (!visible(t)) continue;
+    const wrap = t.closest(".md-typeset__scrollwrap") || t.parentElement;
+    const w = t.getBoundingClientRect().width;
+    if (w > wrap.clientWidth + 1 || wrap.scrollWidth > wrap.clientWidth + 1)
+      out.push(`table ${Math.round(w)}px in ${wrap.clientWidth}px: ${t.innerText.slice(0, 40)}`);
+  }
+  for (const d of article.querySelectorAll("div.mermaid")) {
+    if (!visible(d)) continue;
+    const svg = d.shadowRoot && d.shadowRoot.querySelector("svg");
+    if (!svg) { out.push("diagram not drawn"); continue; }
+    const r = svg.getBoundingClientRect();
+    if (r.width > d.clientWidth + 1 || r.right > box.right + 1)
+      out.push(`diagram ${Math.round(r.width)}px in ${d.clientWidth}px`);
+  }
+  return out;
+}"""
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -52,9 +80,9 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(directory: Path) -> Iterator[str]:
+def serve(directory: Path, port: int) -> Iterator[str]:
     handler = functools.partial(QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -65,18 +93,15 @@ def serve(directory: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def site_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    site = tmp_path_factory.mktemp("browser") / "site"
-    assert main(["site", "build", "-q", "--site-dir", str(site)]) == 0
-    with serve(site) as url:
+def site_url(real_site: RealSite) -> Iterator[str]:
+    with serve(real_site.path, real_site.port) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def tree_url(site_url: str) -> str:
-    trees = open_catalog().names("tree")
-    assert trees, "no decision tree record: the tree test needs one"
-    return f"{site_url}trees/{trees[0]}/"
+def fixture_url(fixture_site: FixtureSite) -> Iterator[str]:
+    with serve(fixture_site.path, fixture_site.port) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -90,24 +115,45 @@ def browser() -> Iterator[Any]:
 
 
 class Page:
-    """A browser page that records console errors (screenshots: screenshot_on_failure)."""
+    """A browser page that records console errors, dialogs and requests off the site."""
 
     def __init__(self, page: Any, name: str) -> None:
         self.page = page
         self.name = name
         self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
         page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("request", lambda r: self.requests.append(r.url))
+
+        def dialog(d: Any) -> None:
+            self.dialogs.append(d.message)
+            d.dismiss()
+
+        page.on("dialog", dialog)
+
+    def offsite(self, base: str) -> list[str]:
+        return [u for u in self.requests if not u.startswith((base, "data:", "blob:"))]
+
+
+def open_page(browser: Any, request: pytest.FixtureRequest, width: int) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.add_init_script(OPEN_SHADOW_ROOTS)
+    try:
+        yield Page(context.new_page(), f"{request.node.name}")
+    finally:
+        context.close()
 
 
 @pytest.fixture
 def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_init_script(OPEN_SHADOW_ROOTS)
-    try:
-        yield Page(context.new_page(), request.node.name)
-    finally:
-        context.close()
+    yield from open_page(browser, request, WIDTHS["desktop"])
+
+
+@pytest.fixture(params=list(WIDTHS))
+def sized_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Page]:
+    yield from open_page(browser, request, WIDTHS[request.param])
 
 
 @contextmanager
@@ -117,36 +163,201 @@ def screenshot_on_failure(p: Page) -> Iterator[None]:
         assert not p.errors, f"console errors: {p.errors}"
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)
-        p.page.screenshot(path=str(ARTIFACTS / f"{p.name}.png"), full_page=True)
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in p.name)
+        p.page.screenshot(path=str(ARTIFACTS / f"{safe}.png"), full_page=True)
         raise
+
+
+def open_search(p: Page, base: str, query: str) -> None:
+    """Search from ``base`` (loaded first), or from the current page when it is empty."""
+    if base:
+        p.page.goto(base)
+    p.page.locator("label.md-search__icon, .md-search__input").first.click()
+    box = p.page.locator("input.md-search__input")
+    box.fill(query)
+    box.press("End")
 
 
 def search(p: Page, base: str, query: str) -> list[str]:
     """Type into Material's search box; the result links, best first."""
-    p.page.goto(base)
-    box = p.page.locator("input.md-search__input")
-    box.click()
-    box.fill(query)
-    box.press("End")
+    open_search(p, base, query)
     p.page.wait_for_selector(".md-search-result__item", timeout=15000)
     links = p.page.locator(".md-search-result__item > a.md-search-result__link")
     return [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
 
 
-def test_home_page_renders(page: Page, site_url: str) -> None:
+def wait_for_diagrams(p: Page) -> None:
+    p.page.wait_for_function(
+        "() => [...document.querySelectorAll('article div.mermaid')]"
+        ".every(d => d.shadowRoot && d.shadowRoot.querySelector('svg'))"
+        " && !document.querySelector('article pre.mermaid')",
+        timeout=20000,
+    )
+
+
+def wait_for_title(p: Page, title: str) -> None:
+    """Instant navigation changes the URL before it swaps the content: wait for the page
+    (whether it arrives by a swap or by a full load)."""
+    from playwright.sync_api import expect
+
+    expect(p.page.locator("article h1")).to_have_text(re.compile("^" + re.escape(title)))
+
+
+# -- pages that fit ----------------------------------------------------------------------
+
+FITTING_PAGES = [
+    "operators/npu_mla_prolog_v3/",
+    "operators/npu_fused_infer_attention_score_v2/",
+    "operators/",
+    "trees/moe/",
+    "trees/attention/",
+    "matrices/products/",
+    "matrices/quantization/",
+    "matrices/versions/",
+]
+
+
+@pytest.mark.parametrize("path", FITTING_PAGES)
+def test_tables_and_diagrams_fit_their_box(sized_page: Page, site_url: str, path: str) -> None:
+    p = sized_page
+    with screenshot_on_failure(p):
+        p.page.goto(site_url + path)
+        p.page.wait_for_load_state("networkidle")
+        wait_for_diagrams(p)
+        assert p.page.locator("article h1").count() == 1
+        assert p.page.evaluate(TOO_WIDE) == []
+        assert p.offsite(site_url) == []
+
+
+def test_operator_page_answers_first(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
-        page.page.goto(site_url)
-        title = page.page.locator("article h1").first.inner_text()
-        assert title.rstrip("¶").strip() == "torch_npu fused operators"
-        tabs = page.page.locator(".md-tabs__link").all_inner_texts()
-        assert [t.strip() for t in tabs][:3] == ["Home", "Guides", "Operators"]
-        assert page.page.locator(".md-search__input").is_visible()
+        page.page.goto(f"{site_url}operators/npu_mla_prolog_v3/")
+        card = page.page.locator("article .kb-card")
+        assert "Atlas A3" in card.inner_text() and "torch_npu" in card.inner_text()
+        example = page.page.locator("article h2#example ~ div.highlight").first
+        signature = page.page.locator("article h2#signature")
+        # The first example starts within the first two screens, before the signature.
+        top = example.bounding_box()["y"]
+        assert top < 1800 and top < signature.bounding_box()["y"]
+        params = page.page.locator("h2#parameters ~ .kb-params dt").all_inner_texts()
+        assert params[0].startswith("token_x · Tensor · required")
+        # Search terms are indexed, not shown; no mermaid script on a page without diagrams.
+        assert not page.page.locator("article .kb-terms").is_visible()
+        assert not [u for u in page.requests if "mermaid" in u]
+        page.page.wait_for_selector('button[data-md-type="copy"]', state="attached")
+
+
+def test_trees_draw_every_step_and_fold_on_a_phone(browser: Any, request, site_url: str) -> None:
+    for width in WIDTHS.values():
+        for p in open_page(browser, request, width):
+            with screenshot_on_failure(p):
+                p.page.goto(f"{site_url}trees/moe/")
+                steps = p.page.locator("article details.question")
+                assert steps.count() >= 5
+                if width == WIDTHS["phone"]:
+                    assert not p.page.locator("article .kb-wide").first.is_visible()
+                    summary = steps.first.locator("summary")
+                    summary.click()
+                    assert steps.first.get_attribute("open") is None  # it folds
+                else:
+                    wait_for_diagrams(p)
+                    assert p.page.locator("article div.mermaid").count() == steps.count() + 1
+
+
+def test_tree_nodes_are_links(page: Page, site_url: str) -> None:
+    with screenshot_on_failure(page):
+        url = f"{site_url}trees/attention/"
+        page.page.goto(url)
+        wait_for_diagrams(page)
+        links = page.page.locator("article div.mermaid svg a")
+        assert links.count() >= 5
+        for i in range(links.count()):
+            box = links.nth(i).bounding_box()
+            assert box and box["width"] > 0 and box["x"] + box["width"] <= 1280
+        hrefs = [
+            links.nth(i).get_attribute("xlink:href") or links.nth(i).get_attribute("href") or ""
+            for i in range(links.count())
+        ]
+        chain = next(i for i, h in enumerate(hrefs) if "chains/" in h)
+        links.nth(chain).click()
+        page.page.wait_for_url("**/chains/**")
+        assert page.page.locator("article h1").count() == 1
+
+
+def test_operator_filter_by_product_and_release(page: Page, site_url: str) -> None:
+    with screenshot_on_failure(page):
+        page.page.goto(f"{site_url}operators/")
+        rows = page.page.locator("#kb-operators tbody tr")
+        total = rows.count()
+        assert total > 200
+        visible = "#kb-operators tbody tr:not([hidden])"
+        page.page.select_option("select[data-kb-attr=data-products]", "ascend-950")
+        on_950 = page.page.locator(visible).count()
+        assert 0 < on_950 < total
+        page.page.select_option("select[data-kb-attr=data-rel]", label="2.1.0.post8")
+        both = page.page.locator(visible).count()
+        assert both < on_950
+        page.page.fill(".kb-filter input[type=search]", "npu_mla_prolog_v3")
+        assert page.page.locator(visible).count() <= 1
+
+
+def test_matrix_filter_hides_empty_categories(sized_page: Page, site_url: str) -> None:
+    p = sized_page
+    with screenshot_on_failure(p):
+        p.page.goto(f"{site_url}matrices/products/")
+        groups = p.page.locator("[data-kb-group]")
+        assert groups.count() > 5
+        p.page.fill(".kb-filter input[type=search]", "npu_mla_prolog_v3")
+        assert p.page.locator("[data-kb-group]:not([hidden])").count() == 1
+        assert p.page.locator("#kb-matrix tbody tr:not([hidden])").count() == 1
+
+
+def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) -> None:
+    """One page load, then content swaps: the search index is fetched once per visit."""
+    with screenshot_on_failure(page):
+        page.page.goto(f"{site_url}operators/npu_rms_norm/")
+        page.page.wait_for_load_state("networkidle")
+        page.page.evaluate("window.__kb_marker = 1")
+        page.page.locator("nav.md-nav--primary a[href*='npu_add_rms_norm']").first.click()
+        wait_for_title(page, "npu_add_rms_norm")
+        assert page.page.evaluate("window.__kb_marker") == 1  # no reload
+        page.page.locator(".md-tabs a[href*='trees/']").first.click()
+        wait_for_title(page, "Decision trees")
+        page.page.locator("article a[href*='moe/']").first.click()
+        wait_for_title(page, "Which MoE")
+        wait_for_diagrams(page)  # Mermaid arrives with the first page that draws
+        hits = search(page, "", "npu_rms_norm")
+        assert hits
+        assert sum("search_index.json" in u for u in page.requests) == 1
+        assert sum("mermaid-11" in u for u in page.requests) == 1
+
+
+# -- search ------------------------------------------------------------------------------
 
 
 def test_search_finds_an_operator_by_name_first(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
         hits = search(page, site_url, "npu_mla_prolog_v3")
         assert hits and "/operators/npu_mla_prolog_v3/" in hits[0], hits[:5]
+
+
+@pytest.mark.parametrize("typo", ["npu_mla_prolog_v4", "npu_mla_prlog_v3", "mla prolog v3"])
+def test_a_mistyped_name_lands_on_the_operator(page: Page, site_url: str, typo: str) -> None:
+    with screenshot_on_failure(page):
+        open_search(page, site_url, typo)
+        suggestion = page.page.locator(".kb-didyoumean a").first
+        suggestion.wait_for(state="visible", timeout=15000)
+        assert suggestion.inner_text() == "npu_mla_prolog_v3"
+        suggestion.click()
+        page.page.wait_for_url("**/operators/npu_mla_prolog_v3/")
+        wait_for_title(page, "npu_mla_prolog_v3")
+
+
+def test_an_exact_name_gets_no_suggestion(page: Page, site_url: str) -> None:
+    with screenshot_on_failure(page):
+        search(page, site_url, "npu_rms_norm")
+        page.page.wait_for_timeout(300)
+        assert not page.page.locator(".kb-didyoumean").is_visible()
 
 
 def test_search_finds_the_prefetch_page_for_a_chinese_query(page: Page, site_url: str) -> None:
@@ -156,27 +367,28 @@ def test_search_finds_the_prefetch_page_for_a_chinese_query(page: Page, site_url
         assert hits and any(w in hits[0] for w in wanted), hits[:5]
 
 
-def test_decision_tree_renders_as_svg_with_links(page: Page, tree_url: str) -> None:
+def test_search_finds_a_task_phrase(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
-        page.page.goto(tree_url)
-        svg = page.page.locator(".mermaid svg").first
-        svg.wait_for(state="visible", timeout=15000)
-        assert page.page.locator(".mermaid svg .node").count() >= 3
-        links = page.page.locator(".mermaid svg a")
-        assert links.count() >= 1
-        links.first.click()
-        page.page.wait_for_load_state()
-        assert page.page.url != tree_url
-        assert page.page.locator("article h1").count() == 1
+        hits = search(page, site_url, "paged attention decode")
+        assert any("/chains/" in h or "/operators/" in h for h in hits[:5]), hits[:5]
 
 
-def test_operator_page_shows_its_parameter_table(page: Page, site_url: str) -> None:
+# -- record text cannot run script -------------------------------------------------------
+
+
+def test_injected_links_are_inert(page: Page, fixture_url: str) -> None:
     with screenshot_on_failure(page):
-        page.page.goto(f"{site_url}operators/npu_mla_prolog_v3/")
-        table = page.page.locator("h2#parameters ~ .md-typeset__scrollwrap table").first
-        headers = [h.strip() for h in table.locator("th").all_inner_texts()]
-        assert headers[:4] == ["Name", "Type", "Default", "Dtypes"]
-        first_row = table.locator("tbody tr").first.inner_text()
-        assert "token_x" in first_row and "bfloat16" in first_row
-        copy_button = 'button[data-md-type="copy"]'  # Material's code copy button
-        page.page.wait_for_selector(copy_button, state="attached", timeout=10000)
+        page.page.goto(f"{fixture_url}operators/npu_fixture_attention/")
+        links = page.page.locator("article a")
+        hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+        assert hrefs and not [h for h in hrefs if "script" in h.lower()]
+        # The split link reaches the page as text (its target refused); clicking it, or
+        # the text the escaper neutralized, runs nothing and goes nowhere.
+        split = page.page.locator("article span", has_text="split").last
+        assert split.inner_text() == "split"
+        split.click()
+        notes = page.page.get_by_text("See [notes](javascript:alert(5))", exact=False).first
+        notes.click()
+        page.page.wait_for_timeout(300)
+        assert page.dialogs == []
+        assert page.page.url.endswith("/operators/npu_fixture_attention/")

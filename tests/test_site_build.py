@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
+from site_builds import FIXTURES, FixtureSite, RealSite, build, fixture_config
 
 from kb.cli import main
 from kb.compiled import open_catalog
 from site_plugins.rules import load_rules
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "site_records"
-BUILD_BUDGET_SECONDS = 60
 
 
 class Scan(HTMLParser):
@@ -27,6 +23,9 @@ class Scan(HTMLParser):
         super().__init__()
         self.scripts: list[str] = []
         self.handlers: list[str] = []
+        self.ids: list[str] = []
+        self.classes: list[str] = []
+        self.text = ""
         self.title = ""
         self._in: str | None = None
         self.feed(html)
@@ -34,6 +33,8 @@ class Scan(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._in = tag if tag in ("script", "title") else None
         self.handlers += [f"{tag} {k}={v}" for k, v in attrs if k.startswith("on")]
+        self.ids += [v or "" for k, v in attrs if k == "id"]
+        self.classes += [f"{tag}.{v}" for k, v in attrs if k == "class"]
 
     def handle_endtag(self, tag: str) -> None:
         self._in = None
@@ -43,46 +44,12 @@ class Scan(HTMLParser):
             self.scripts.append(data)
         elif self._in == "title":
             self.title += data
+        else:
+            self.text += data
 
 
-def fixture_config(tmp: Path) -> Path:
-    """mkdocs.yml of the repository, but with a docs dir that links to no real record."""
-    docs = tmp / "docs"
-    shutil.copytree(ROOT / "docs" / "assets", docs / "assets")
-    (docs / "index.md").write_text("# Fixture site\n\nSee `npu_fixture_norm`.\n", encoding="utf-8")
-    (docs / "cli.md").write_text("# CLI\n\n<!-- kb:cli-reference -->\n", encoding="utf-8")
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "\ndocs_dir: docs\n" in text
-    config = tmp / "mkdocs.yml"
-    config.write_text(text.replace("\ndocs_dir: docs\n", f"\ndocs_dir: {docs}\n"), encoding="utf-8")
-    return config
-
-
-def build(*argv: str) -> int:
-    return main(["site", "build", "-q", *argv])
-
-
-@pytest.fixture(scope="module")
-def real_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    site = tmp_path_factory.mktemp("real") / "site"
-    start = time.perf_counter()
-    assert build("--site-dir", str(site)) == 0
-    return site, time.perf_counter() - start
-
-
-@pytest.fixture(scope="module")
-def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("fixture")
-    site = tmp / "site"
-    assert (
-        build("-f", str(fixture_config(tmp)), "--records", str(FIXTURES), "--site-dir", str(site))
-        == 0
-    )
-    return site
-
-
-def test_real_records_build_strictly_with_a_page_for_everything(real_site) -> None:
-    site, seconds = real_site
+def test_real_records_build_strictly_with_a_page_for_everything(real_site: RealSite) -> None:
+    site = real_site.path
     catalog = open_catalog()
     dirs = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
     for kind, folder in dirs.items():
@@ -103,11 +70,10 @@ def test_real_records_build_strictly_with_a_page_for_everything(real_site) -> No
         "matrices/versions",
     ):
         assert (site / page / "index.html").is_file(), page
-    assert seconds < BUILD_BUDGET_SECONDS
 
 
-def test_search_index_is_bilingual_and_segments_chinese(real_site) -> None:
-    site, _ = real_site
+def test_search_index_is_bilingual_and_segments_chinese(real_site: RealSite) -> None:
+    site = real_site.path
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     assert index["config"]["lang"] == ["en", "zh"]
     assert "\\u200b" in index["config"]["separator"]  # a JS regex escape
@@ -115,37 +81,46 @@ def test_search_index_is_bilingual_and_segments_chinese(real_site) -> None:
     assert prefetch and "\u200b权重预取\u200b" in prefetch[0]["title"] + prefetch[0]["text"]
 
 
-def test_cli_reference_page_is_generated(real_site) -> None:
-    site, _ = real_site
+def test_cli_reference_page_is_generated(real_site: RealSite) -> None:
+    site = real_site.path
     html = (site / "cli" / "index.html").read_text(encoding="utf-8")
     assert "kb:cli-reference" not in html
     assert "usage: kb site build" in html and "usage: kb check" in html
 
 
-def test_hostile_fixture_records_do_not_inject(fixture_site: Path) -> None:
-    pages = list(fixture_site.rglob("*.html"))
+def test_hostile_fixture_records_do_not_inject(fixture_site: FixtureSite) -> None:
+    pages = list(fixture_site.path.rglob("*.html"))
     assert len(pages) > 10
     for page in pages:
         scan = Scan(page.read_text(encoding="utf-8"))
         assert not [s for s in scan.scripts if "alert" in s], page
         assert not [h for h in scan.handlers if "alert" in h], page
         assert "<" not in scan.title, page
-    attention = (fixture_site / "operators" / "npu_fixture_attention" / "index.html").read_text()
-    assert "&lt;script&gt;alert(&#39;summary&#39;)&lt;/script&gt;" in attention or (
-        "&lt;script&gt;alert('summary')&lt;/script&gt;" in attention
+    attention = Scan(
+        (fixture_site.path / "operators" / "npu_fixture_attention" / "index.html").read_text()
     )
-    assert 'id="signature"' in attention and 'id="parameters"' in attention
+    assert "Hostile text <script>alert('summary')</script> with a | pipe" in attention.text
+    assert {"signature", "parameters"} <= set(attention.ids)
 
 
-def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: Path) -> None:
-    html = (fixture_site / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
-    assert '<pre class="mermaid">' in html
-    assert 'click c0 href "../../chains/fixture-decode-chain/"' in html
+def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: FixtureSite) -> None:
+    html = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
+    scan = Scan(html)
+    assert scan.classes.count("pre.mermaid") == 3  # the map and one per question
+    assert 'click t0 href "../../chains/fixture-decode-chain/"' in scan.text
+    # Mermaid is fetched on demand from this site, by the path kb.js names.
+    script = (fixture_site.path / "assets" / "javascripts" / "kb.js").read_text()
+    vendored = re.search(r'var MERMAID = "([^"]+)"', script)
+    assert vendored and (fixture_site.path / vendored.group(1)).is_file()
+    operator = (fixture_site.path / "operators" / "npu_fixture_norm" / "index.html").read_text()
+    assert "mermaid" not in operator  # no diagram, no Mermaid
 
 
-def test_failed_build_leaves_the_previous_site(tmp_path: Path, fixture_site: Path, capsys) -> None:
+def test_failed_build_leaves_the_previous_site(
+    tmp_path: Path, fixture_site: FixtureSite, capsys
+) -> None:
     site = tmp_path / "site"
-    shutil.copytree(fixture_site, site)
+    shutil.copytree(fixture_site.path, site)
     before = (site / "index.html").read_bytes()
     broken = tmp_path / "records"
     shutil.copytree(FIXTURES, broken)
@@ -197,3 +172,59 @@ def test_missing_mkdocs_gives_an_install_hint(monkeypatch, capsys) -> None:
 def test_site_without_action_prints_help(capsys) -> None:
     assert main(["site"]) == 2
     assert "build" in capsys.readouterr().err
+
+
+def test_the_built_site_keeps_its_weight_budgets(real_site: RealSite) -> None:
+    """Issue 13's size budgets, measured on the real build (the time budget is in the log)."""
+    from kb.commands.site import BUDGET_OPERATOR_PAGE_KB, BUDGET_SITE_MB, measure, report
+
+    figures = measure(real_site.path)
+    assert figures.total_mb <= BUDGET_SITE_MB, figures
+    assert 0 < figures.operator_page_kb <= BUDGET_OPERATOR_PAGE_KB, figures
+    line, _ = report(real_site.path, 1.0)
+    assert f"{figures.pages} pages, {figures.total_mb:.1f} MB" in line
+
+
+def test_theme_files_no_page_loads_are_not_shipped(real_site: RealSite) -> None:
+    assets = real_site.path / "assets" / "javascripts"
+    assert not list(real_site.path.glob("assets/**/*.map"))
+    shipped = {p.name for p in (assets / "lunr" / "min").iterdir()}
+    assert "lunr.zh.min.js" in shipped and "lunr.multi.min.js" in shipped
+    assert "lunr.de.min.js" not in shipped and not (assets / "lunr" / "wordcut.js").exists()
+
+
+def test_sitemap_and_404_use_the_site_url(real_site: RealSite) -> None:
+    sitemap = (real_site.path / "sitemap.xml").read_text(encoding="utf-8")
+    assert sitemap.count("<loc>") == len(list(real_site.path.rglob("index.html")))
+    site_url = f"http://127.0.0.1:{real_site.port}/"
+    assert f"<loc>{site_url}operators/npu_mla_prolog_v3/</loc>" in sitemap
+    not_found = (real_site.path / "404.html").read_text(encoding="utf-8")
+    assert "/assets/stylesheets/kb.css" in not_found and "../" not in not_found
+
+
+def test_search_index_is_lean(real_site: RealSite) -> None:
+    """Pages, their words and parameters; no keyword dumps, link lists or release lists."""
+    index = json.loads((real_site.path / "search" / "search_index.json").read_text())
+    locations = [d["location"] for d in index["docs"]]
+    generated = ("operators/", "chains/", "trees/", "playbooks/")
+    anchors = {
+        loc.split("#", 1)[1] for loc in locations if "#" in loc and loc.startswith(generated)
+    }
+    noise = {
+        "search-keywords",
+        "see-also",
+        "related-operators",
+        "used-in-chains-and-trees",
+        "torch_npu-releases",
+        "upstream",
+        "example",
+        "signature",
+        "checkable-rules",
+    }
+    assert not anchors & noise
+    assert not [a for a in anchors if a.startswith("rule-")]
+    mla = next(d for d in index["docs"] if d["location"] == "operators/npu_mla_prolog_v3/")
+    assert "slot_mapping" in mla["text"]  # the record's search terms count for the page
+    assert "operators/npu_mla_prolog_v3/#parameters" in locations
+    matrix = next(d for d in index["docs"] if d["location"] == "matrices/products/")
+    assert "npu_mla_prolog_v3" not in matrix["text"]  # listing tables are not indexed

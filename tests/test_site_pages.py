@@ -13,13 +13,13 @@ import pytest
 from mkdocs.config import load_config
 
 from kb.compiled import open_catalog
-from site_plugins import md
+from site_plugins import md, products, versions
 from site_plugins.autolink import autolink
 from site_plugins.chains import chain_page
 from site_plugins.cli_help import cli_reference
 from site_plugins.common import SiteData
 from site_plugins.generate import generate
-from site_plugins.matrices import availability, release_key, version_matrix
+from site_plugins.matrices import version_matrix
 from site_plugins.operators import operator_page, pretty_signature
 from site_plugins.playbooks import playbook_page
 from site_plugins.rules import load_rules, rule_page, rules_index
@@ -66,44 +66,59 @@ def headings(page: str, level: int = 2) -> list[str]:
     return re.findall(rf"^{'#' * level} (.+?)(?: \{{.*\}})?$", page, re.M)
 
 
-def test_operator_page_has_every_section(data: SiteData) -> None:
+def test_operator_page_answers_first_and_has_every_section(data: SiteData) -> None:
     page = operator_page(data.operators["npu_fixture_norm"], data)
     assert page.startswith("# npu_fixture_norm\n")
     assert headings(page) == [
+        "Example",
         "Signature",
+        "What it does",
         "Parameters",
         "Returns",
         "Constraints",
-        "Checkable rules",
         "Quantization",
-        "Products and phases",
-        "torch_npu versions",
+        "Checkable rules",
+        "torch_npu releases",
         "Graph mode",
         "Fused steps",
-        "Examples",
+        "Used in production by",
+        "Used in chains and trees",
         "Related operators",
-        "Used in",
         "Upstream",
-        "Search keywords",
     ]
-    assert "[stable](../status/stable.md){ .kb-badge .kb-badge--stable }" in page
-    assert '=== "English"' in page and '=== "中文"' in page
+    # The card comes before the first section: status, call, products, range, schemes.
+    card = page.split("## Example")[0]
+    assert "[stable](../status/stable.md){ .kb-badge .kb-badge--stable }" in card
+    assert "**Fixture norm operator for the site tests.**" in card
+    assert "Call\n:   `torch_npu.npu_fixture_norm` · `torch.ops.npu.npu_fixture_norm`" in card
+    assert "Pass\n:   `x`, `gamma`, `out`" in card
     assert (
-        "| Name | Type | Default | Dtypes | Formats | Shapes | Allowed values | Description |"
-        in page
+        'kb-chip--yes" title="Atlas A3 training/inference series: documented as supported"' in card
     )
-    assert "| `mode`<br>*keyword-only* | `int` | `0` |" in page
-    assert "`0` ≤ `epsilon` (small positive)" in page
-    assert "**`out`**<br>*mutated in place*" in page
-    # A constraint links to its rule, and the rule carries that anchor.
+    assert "torch_npu\n:   `2.5.1+`" in card
+    assert '<span class="kb-chip kb-chip--scheme">w8a8</span>' in card
+    # Search terms ride with the page's first section, hidden from readers.
+    assert '<p class="kb-terms" hidden>fixture norm · site test · 测试归一化</p>' in card
+    assert "Search keywords" not in page
+    # The first example comes before the signature; English and Chinese words in tabs.
+    assert page.index("import torch_npu") < page.index("## Signature")
+    assert '=== "English"' in page and '=== "中文"' in page
+    # Parameters: a list, never a wide table.
+    params = page.split("## Parameters")[1].split("## Returns")[0]
+    assert "| Name |" not in params
+    assert "**`mode`** · `int` · default `0` · *keyword-only*\n:   values `0`, `1`, `2`" in params
+    assert "`0` ≤ `epsilon` (small positive)" in params
+    assert "**`out`** · `Tensor` · required · *mutated in place*" in params
+    assert '<span class="kb-chip kb-chip--dtype">bfloat16</span>' in params
+    # A constraint links to its rule, and the folded rule carries that anchor.
     assert "[`mode-two-int8`](#rule-mode-two-int8)" in page
-    assert "### mode-two-int8 { #rule-mode-two-int8 }" in page
-    assert "- **When** `mode` = `2` and product ∈ {`atlas-a3`}" in page
-    assert "- **Then** pass `mode`; `mode` ∈ {`1`, `2`}" in page
-    # Quantization: how to select the scheme.
-    assert "| `mode` = `2` | `gamma`: `int8` | `atlas-a3` |" in page
-    assert "- **First release:** `2.5.1`" in page and "| `2.6.0` |" in page
-    assert "```python\nimport torch_npu\n" in page
+    assert "- **mode-two-int8**{ #rule-mode-two-int8 }: when `mode` = `2` and product" in page
+    assert '??? success "2 rules kb check applies"' in page
+    # Quantization detail folded: how to select each scheme.
+    assert '??? abstract "2 schemes and how to select each"' in page
+    assert "select: `mode` = `2`" in page
+    # Releases as ranges; the full history of the schema folded.
+    assert "Ships in `2.5.1+`" in page
     # Reverse lookups: the chain stage and the tree leaf that name this operator.
     assert (
         "- chain [Fixture chain" in page
@@ -111,6 +126,25 @@ def test_operator_page_has_every_section(data: SiteData) -> None:
     )
     assert "- decision tree [Fixture attention tree](../trees/fixture-tree.md)" in page
     assert "(https://example.invalid/docs/npu_fixture_norm%20%28page%29.md)" in page
+
+
+def test_production_evidence_links_every_call_site(data: SiteData) -> None:
+    page = operator_page(data.operators["npu_fixture_norm"], data)
+    section = page.split("## Used in production by")[1].split("\n## ")[0]
+    assert "**example-org/serving-engine** at `0123456789ab`: 2 call sites" in section
+    url = "https://github.com/example-org/serving-engine/blob/0123456789abcdef0123456789abcdef01234567"
+    assert f"- [`engine/layers/norm.py:42`]({url}/engine/layers/norm.py#L42)" in section
+    assert (
+        "`epsilon` = `1e-06`, `mode` = `2` · on Atlas A3 · `decode` · fused residual path"
+        in section
+    )
+    assert (
+        f"- [`engine/layers/norm_quant.py:7`]({url}/engine/layers/norm_quant.py#L7)\n"
+        in section + "\n"
+    )
+    # No evidence, no section.
+    other = operator_page(data.operators["npu_fixture_attention_v2"], data)
+    assert "Used in production" not in other
 
 
 def test_superseded_operator_warns_and_links_both_ways(data: SiteData) -> None:
@@ -128,16 +162,19 @@ def test_hostile_operator_text_is_escaped(data: SiteData) -> None:
         extensions=cfg.markdown_extensions, extension_configs=cfg.mdx_configs
     ).convert(page)
     tags = Tags(html)
-    assert not {"script", "img", "em", "b"} & tags.names
+    assert not {"script", "img", "b"} & tags.names
+    assert "&lt;em&gt;now&lt;/em&gt;" in html  # record markup shows as text
     assert not {"onerror", "onclick"} & tags.attributes
     assert not any(h.startswith("javascript") for h in tags.hrefs)
     assert '&lt;script&gt;alert("description")&lt;/script&gt;' in html
     # The stray fence in the description did not swallow the page: later sections exist.
-    assert re.findall(r"<h2 id=\"([a-z-]+)\"", html)[:3] == ["signature", "parameters", "returns"]
-    table = html.split('<h2 id="parameters"')[1].split("</table>")[0]
-    rows = table.split("<tr>")[2:]
-    assert [row.count("<td") for row in rows] == [8, 8]
-    assert "<code>T|ND</code>" in table and "<code>&lt;b&gt;</code>" in table
+    sections = re.findall(r"<h2[^>]* id=\"([a-z-]+)\"", html)
+    assert sections[:4] == ["example", "signature", "what-it-does", "parameters"]
+    assert "returns" in sections
+    params = html.split('id="parameters"')[1].split('id="returns"')[0]
+    assert params.count("<dt>") == 2
+    assert "<code>T|ND</code>" in params and "<code>&lt;b&gt;</code>" in params
+    assert "<code>[B, S, N|D]</code> (layout &#124; BSND)" in params
 
 
 def test_long_signatures_are_wrapped_without_changing_tokens() -> None:
@@ -176,29 +213,41 @@ def test_chain_page_has_stages_per_phase_and_a_diagram(data: SiteData) -> None:
     assert "- Model &lt;script&gt;" in page
 
 
-def test_tree_page_links_leaves_and_reads_as_a_list(data: SiteData) -> None:
+def test_tree_page_is_a_map_and_one_step_per_question(data: SiteData) -> None:
     page = tree_page(data.trees["fixture-tree"], data)
     generated = generate(data).pages
-    mermaid = page.split("```mermaid\n")[1].split("```")[0]
+    charts = [c.split("```")[0] for c in page.split("```mermaid\n")[1:]]
+    assert len(charts) == 3  # the map, then one diagram per question
+    overview, arch, phase = charts
+    assert "flowchart TD" in overview and '"useMaxWidth": true' in overview
     # Labels are quoted and escaped: no raw quote, angle bracket or tag inside one.
     assert (
-        "q0[\"Which #quot;architecture#quot; #lt;script#gt;alert('q')#lt;/script#gt; #amp; more?\"]"
-        in mermaid
+        "q0[\"1. Which #quot;architecture#quot; #lt;script#gt;alert('q')#lt;/script#gt; #amp; "
+        'more?"]' in overview
     )
-    hrefs = re.findall(r'click \w+ href "([^"]+)"', mermaid)
+    assert 'click q0 href "#q-arch" "Go to step 1"' in overview
+    assert 'q0 -->|"mha"| q1' in overview and 'q1 -->|"restart"| q0' in overview
+    # Each step: its question, its answers on the arrows, every leaf a link.
+    assert 'q -->|"other"| t' in arch and "No fused path; keep plain torch." in arch
+    hrefs = re.findall(r'click \w+ href "([^"#]+)"', phase)
     assert len(hrefs) == 3
     built = {md.page_url(p) for p in generated}
     for href in hrefs:
         assert posixpath.normpath(posixpath.join("trees/fixture-tree", href)) + "/" in built
-    assert 'q1 -->|"decode"| c0' in mermaid and 'q1 -->|"restart"| q0' in mermaid
-    outline = page.split("## Questions")[1]
-    assert "- **Which phase?** (`--phase`)" in outline
-    assert "→ chain [`fixture-decode-chain`](../chains/fixture-decode-chain.md)" in outline
+    assert 'click t3 href "#q-arch" "Go to step 1"' in phase  # restart goes back to step 1
+    # The steps fold, carry an anchor, and list the same answers as text.
+    assert '???+ question "Step 2 · Which phase?"' in page
+    assert "    Flag `--phase`\n    {: #q-phase }" in page
+    assert "→ chain [`fixture-decode-chain`](../chains/fixture-decode-chain.md)" in page
     assert (
-        "→ operators [`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md)"
-        in outline
+        "→ operators [`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md)" in page
     )
-    assert "→ back to *Which" in outline  # the cycle is named, not expanded forever
+    assert "→ then [step 1](#q-arch): Which" in page  # the cycle is a link, not a copy
+    # Chinese only in its tab; the English view carries no Chinese.
+    english, chinese = page.split('=== "中文"')
+    assert not re.search(r"[\u4e00-\u9fff]", english)
+    assert "1. 哪种架构？ (`--arch`: `mha`, `other`)" in chinese.split("## Map")[0]
+    assert not re.search(r"[\u4e00-\u9fff]", chinese.split("## Map", 1)[1].replace("测试树", ""))
 
 
 def test_playbook_page(data: SiteData) -> None:
@@ -210,8 +259,8 @@ def test_playbook_page(data: SiteData) -> None:
         "Success criteria",
         "Failure signals",
         "Related",
-        "Search keywords",
     ]
+    assert '<p class="kb-terms" hidden>' in page.split("## Operator classes")[0]
     assert "[`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md)" in page
     assert "| only once its output exists |" in page
 
@@ -241,44 +290,77 @@ def test_missing_rule_registry_gives_no_rules_but_broken_ones_raise(tmp_path, mo
         load_rules("broken_registry")
 
 
-def test_matrices(data: SiteData) -> None:
+def test_matrices_group_by_category_under_a_filter(data: SiteData) -> None:
     pages = generate(data).pages
-    products = pages["matrices/products.md"]
-    assert "| Operator | Category | `ascend-950` | `atlas-a3` | `atlas-a2` |" in products
-    quant = pages["matrices/quantization.md"]
-    assert "| Operator | `bf16` | `w8a8` | `kv-int8` |" in quant
-    versions = version_matrix(data)
-    assert "| Operator | `2.5` | `2.6` | `2.7` |" in versions
-    assert (
-        "| [`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md) | – | new | ✓ |"
-        in versions
-    )
-    assert "| [`npu_fixture_norm`](../operators/npu_fixture_norm.md) | new | Δ | ✓ |" in versions
-    assert (
-        "| [`npu_fixture_norm`](../operators/npu_fixture_norm.md) | `2.5.1` |   | `2.6.0` |"
-        in versions
-    )
-    v2 = data.operators["npu_fixture_attention_v2"]
+    products_page = pages["matrices/products.md"]
+    assert products_page.startswith("---\nhide:\n  - toc\n---\n# Operator × product")
+    assert '<div class="kb-filter" data-kb-filter="kb-matrix" hidden>' in products_page
+    assert products_page.count("<div data-kb-group markdown>") == 2  # attention, norm
+    assert "### Attention { #attention }" in products_page
+    header = products_page.split("<thead><tr>")[1].split("</tr>")[0]
+    assert '<span title="Ascend 950PR/950DT">950</span>' in header
+    assert header.count("<th") == 1 + len(products.families())
+    norm_row = products_page.split("npu_<wbr>fixture_<wbr>norm</code></a>")[1].split("</tr>")[0]
+    marks = re.findall(r"kb-mark--(\w+)", norm_row)
     norm = data.operators["npu_fixture_norm"]
-    assert [availability(v2, r) for r in ("2.5.1", "2.6.0rc1", "2.6.0", "2.7.1")] == [
-        "–",
-        "new",
-        "✓",
-        "✓",
-    ]
-    assert [availability(norm, r) for r in ("2.5.1", "2.6.0", "2.7.1")] == ["new", "Δ", "✓"]
-    assert "No release information yet: [`npu_fixture_attention`]" in versions
+    assert marks == [products.support(norm, p) for p in products.families()]
+    assert marks[:3] == ["undocumented", "yes", "yes"]
+    quant = pages["matrices/quantization.md"]
+    assert '<td><span class="kb-chip kb-chip--scheme">bf16</span> ' in quant
+    assert (
+        '<span class="kb-chip kb-chip--scheme">w8a8</span></td>'
+        '<td style="text-align: right">1</td>' in quant
+    )
 
 
-def test_release_order() -> None:
-    releases = ["2.8.0", "2.7.1.post2", "2.7.1", "2.7.1rc1", "2.10.0"]
-    assert sorted(releases, key=release_key) == [
-        "2.7.1rc1",
-        "2.7.1",
-        "2.7.1.post2",
-        "2.8.0",
-        "2.10.0",
+def test_version_matrix_shows_ranges_not_release_lines(data: SiteData) -> None:
+    page = version_matrix(data)
+    assert "<th>Added in</th><th>Ships in</th>" in page
+    assert "<td><code>2.5.1</code></td><td><code>2.5.1+</code></td>" in page
+    runs = [["2.1.0.post17", "2.1.0.post17"], ["2.6.0.post3", None]]
+    backport = dict(
+        data.operators["npu_fixture_attention_v2"],
+        versions={"first": "2.1.0.post17", "ranges": runs},
+    )
+    assert versions.ranges_text(backport) == "2.1.0.post17, 2.6.0.post3+"
+    shown = SiteData.from_records([backport])
+    assert "<code>2.1.0.post17, 2.6.0.post3+</code>" in version_matrix(shown)
+    words = operator_page(backport, shown)
+    assert "Ships in `2.1.0.post17, 2.6.0.post3+` (a gap between runs is a release line" in words
+
+
+def test_signature_changes_are_diffs_in_release_order() -> None:
+    old = "f(Tensor x) -> Tensor"
+    new = "f(Tensor x, *, int mode=0) -> Tensor"
+    changes = [
+        {"release": "2.8.0", "schema": old},
+        {"release": "2.7.1.post4", "schema": new},
+        {"release": "2.1.0.post17", "schema": old},
     ]
+    op = {"versions": {"changes": changes}}
+    assert versions.changes(op) == [("2.7.1.post4", ["+ int mode=0"]), ("2.8.0", ["- mode"])]
+
+
+def test_product_support_folds_sub_series_into_their_family(monkeypatch) -> None:
+    """New vocabulary ids need no code: sub-series fold into family columns."""
+    from kb import vocab
+
+    family = {"atlas-a2-training": "atlas-a2", "atlas-a2-inference": "atlas-a2"}
+    monkeypatch.setattr(vocab, "PRODUCT_FAMILY", family, raising=False)
+    canon = dict(vocab.CANONICAL)
+    canon["product"] = (*vocab.CANONICAL["product"], *family)
+    monkeypatch.setattr(vocab, "CANONICAL", canon)
+    assert "atlas-a2-training" not in products.families() and "atlas-a2" in products.families()
+    only_inference = {"products": ["atlas-a2-inference"], "unsupported_products": ["atlas-a3"]}
+    assert products.support(only_inference, "atlas-a2") == products.PARTIAL
+    assert products.support(only_inference, "atlas-a2-inference") == products.YES
+    assert products.support(only_inference, "atlas-a2-training") == products.UNKNOWN
+    assert products.support(only_inference, "atlas-a3") == products.NO
+    assert products.support({"products": ["atlas-a2"]}, "atlas-a2-training") == products.YES
+    both_out = {"unsupported_products": list(family)}
+    assert products.support(both_out, "atlas-a2") == products.NO
+    assert "◐ Atlas A2" in products.chips(only_inference)
+    assert "✗ Atlas A3" in products.chips(only_inference)
 
 
 def test_every_record_and_rule_gets_a_page_and_a_nav_entry(data: SiteData) -> None:

@@ -55,10 +55,16 @@ def _and(values: Iterable[Tri]) -> Tri:
     return result
 
 
-def stated(cand: Candidate, name: str) -> Tri:
-    """Is argument ``name`` passed?  True/False when the candidate says, else None."""
+def stated(cand: Candidate, name: str, *, maybe: Tri = None) -> Tri:
+    """Is argument ``name`` passed?  True/False when the candidate says, else None.
+
+    An argument under ``passed`` has a value the candidate does not state, which may be
+    None: it satisfies a rule that requires it (``maybe=True``), but it is *unknown* to
+    a rule that forbids it or tests its presence (the default), since unknown is never
+    an error.
+    """
     if name in cand.passed:
-        return True
+        return maybe
     if name in cand.args:
         return cand.args[name] is not None
     if name in cand.tensors:
@@ -134,6 +140,7 @@ class Violation:
     message: str
     key: bool = False
     subject: str = ""  # tensor or argument name
+    severity: str = "error"  # the record rule's: warning when the setting is only ignored
 
 
 def _describe_when(rule: dict[str, Any]) -> str:
@@ -166,6 +173,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
         if not fires(rule, cand, target):
             continue
         rid, msg = rule.get("id", "?"), rule.get("message", "")
+        sev = str(rule.get("severity") or "error")
         when = _describe_when(rule)
         ctx = f" (record rule {rid}" + (f", when {when})" if when else ")")
         for name, allowed in (rule.get("dtypes") or {}).items():
@@ -173,20 +181,20 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
             if spec is not None and spec.dtype is not None and spec.dtype not in allowed:
                 yield Violation("dtype", rid, ("tensors", name, "dtype"),
                                 f"{name} is {spec.dtype}, expected {'/'.join(allowed)}{ctx}", msg,
-                                subject=name)  # fmt: skip
+                                subject=name, severity=sev)  # fmt: skip
         for name, allowed in (rule.get("formats") or {}).items():
             spec = cand.tensors.get(name)
             if spec is not None and spec.format is not None and spec.format not in allowed:
                 yield Violation("format", rid, ("tensors", name, "format"),
                                 f"{name} is {spec.format}, expected {'/'.join(allowed)}{ctx}", msg,
-                                subject=name)  # fmt: skip
+                                subject=name, severity=sev)  # fmt: skip
         for name, allowed in (rule.get("values") or {}).items():
             value = cand.args.get(name)
             if value is not None and not isinstance(value, list) and not one_of(value, allowed):
                 shown = ", ".join(map(str, allowed))
                 yield Violation("value", rid, ("args", name),
                                 f"{name}={value} is not allowed here, use {shown}{ctx}", msg,
-                                subject=name)  # fmt: skip
+                                subject=name, severity=sev)  # fmt: skip
         products = rule.get("products") or []
         if products and target.product is not None and product_support(
             target.product, products
@@ -197,19 +205,20 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                 ("operator",),
                 f"not on {target.product}, only {', '.join(products)}{ctx}",
                 msg,
+                severity=sev,
             )
         for name in rule.get("forbid") or []:
             if stated(cand, name):
                 where = ("args", name) if name in cand.args else ("tensors", name)
                 yield Violation("forbid", rid, where, f"{name} must not be passed{ctx}", msg,
-                                key=True, subject=name)  # fmt: skip
+                                key=True, subject=name, severity=sev)  # fmt: skip
         missing = []
         for name in rule.get("require") or []:
-            given = stated(cand, name)
+            given = stated(cand, name, maybe=True)
             if given is False:
                 where = ("args", name) if name in cand.args else ("tensors", name)
                 yield Violation("require-null", rid, where, f"{name} is required{ctx}", msg,
-                                subject=name)  # fmt: skip
+                                subject=name, severity=sev)  # fmt: skip
             elif given is None:
                 missing.append(name)
         if missing and rule.get("when"):

@@ -34,6 +34,12 @@ def active_rules(select: Sequence[str] | None, ignore: Sequence[str] | None) -> 
                  if (not chosen or matches(r.code, chosen)) and not matches(r.code, dropped))  # fmt: skip
 
 
+def rules_for(front: str, codes: Iterable[str]) -> list[RuleUnit]:
+    """The rule units a front end runs, among the selected codes, in code order."""
+    wanted = set(codes)
+    return [r for r in RULES if r.code in wanted and front in r.fronts]
+
+
 def _suppressed(findings: list[Finding], text: str, first_lines: dict[int, int]) -> list[Finding]:
     comments = ignore_comments(text)
     if not comments:
@@ -64,7 +70,7 @@ class Checker:
         self.ctx = Context(catalog)
         codes = set(active_rules(select, ignore))
         self.codes = codes
-        self.rules: list[RuleUnit] = [r for r in RULES if r.code in codes]
+        self.rules: list[RuleUnit] = rules_for("check", codes)
 
     def check_text(self, file: str, text: str, report: Report | None = None) -> list[Finding]:
         doc, found = parse(file, text)

@@ -54,9 +54,9 @@ def text(report: Report, *, color: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def as_json(report: Report) -> str:
+def payload(report: Report) -> dict[str, Any]:
     """Exactly the PRODUCT.md shape: findings plus a summary of files, candidates, errors, warnings."""
-    payload: dict[str, Any] = {
+    return {
         "findings": [f.as_dict() for f in report.findings],
         "summary": {
             "files": report.files,
@@ -65,7 +65,10 @@ def as_json(report: Report) -> str:
             "warnings": report.count("warning"),
         },
     }
-    return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+
+
+def as_json(report: Report) -> str:
+    return json.dumps(payload(report), ensure_ascii=False, indent=2) + "\n"
 
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}

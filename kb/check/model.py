@@ -77,6 +77,8 @@ class Candidate:
     switch: str | None = None
     switch_default: bool | None = None
     validated: bool | None = None
+    #: what rules computed about this candidate once (record rule violations ...)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def path(self) -> Path:

@@ -337,6 +337,7 @@ class _Parser:
                 for j, name in enumerate(passed):
                     if isinstance(name, str) and name.strip():
                         cand.passed.add(name.strip())
+                        self.doc.aliases[path + ("passed", name.strip())] = path + ("passed", j)
                     else:
                         self.wrong_type(path + ("passed", j), name, "an argument name", i)
         if item.get("prerequisites") is not None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from kb.check.rules import operator, prefetch, structure, target, workflow
 from kb.check.rules.base import RuleUnit
+from kb.scan import patterns as scan_patterns
+from kb.scan import rules as scan_rules
 
 RULES: tuple[RuleUnit, ...] = tuple(
     sorted(
-        (*structure.RULES, *operator.RULES, *target.RULES, *workflow.RULES, *prefetch.RULES),
+        (*structure.RULES, *operator.RULES, *target.RULES, *workflow.RULES, *prefetch.RULES,
+         *scan_rules.RULES, *scan_patterns.RULES),
         key=lambda r: r.code,
     )
 )

@@ -22,8 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "the installed one, knowledge-base operators it lacks, and installed operators "
         "the knowledge base does not describe. Exit 0 when every knowledge-base operator "
         "is installed as documented, 1 when something differs or is missing (installed "
-        "operators the knowledge base lacks are listed but do not count), 2 when no "
-        "torch_npu is found.",
+        "operators the knowledge base lacks are listed but do not count) and when no "
+        "torch_npu is installed (a finding about the environment, like a difference), 2 "
+        "for bad usage: a --path that does not exist, or schemas that cannot be read.",
     )
     p.add_argument(
         "--path",
@@ -41,10 +42,17 @@ def run(args: argparse.Namespace) -> int:
     from kb.commands._common import catalog_or_exit
     from kb.doctor import NotInstalled, compare, find_install
 
+    if args.path is not None and not args.path.exists():
+        raise UsageError(f"--path {args.path} does not exist")
     try:
         install = find_install(args.path)
     except NotInstalled as exc:
-        raise UsageError(str(exc)) from None
+        # Nothing to compare is itself the finding: exit 1, like a difference.
+        if args.format == "json":
+            print(json.dumps({"torch_npu": None, "finding": str(exc)}, indent=2))
+        else:
+            print(f"kb doctor: {exc}", file=sys.stderr)
+        return 1
     catalog = catalog_or_exit()
     try:
         report = compare(install, catalog.records("operator"), resolve=catalog.resolve)

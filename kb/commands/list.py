@@ -7,7 +7,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kb.compiled import Catalog
     from kb.releases import Match
+
+KINDS = ("operator", "chain", "tree", "playbook")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="List records with their one-line summary. Filters combine (AND). "
         "Products and other vocabularies accept aliases such as A3, 910b, bf16.",
     )
-    p.add_argument("--kind", choices=("operator", "chain", "tree", "playbook"))
+    p.add_argument("--kind", choices=KINDS)
     p.add_argument("--category", help="operator category, e.g. attention, moe, mla, norm")
     p.add_argument("--product", help="supported on this product, e.g. atlas-a3 or A2")
     p.add_argument("--status", help="stable, beta, deprecated or undocumented")
@@ -29,9 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def payload(catalog: Catalog, *, kind: str | None = None, category: str | None = None,
+            product: str | None = None, status: str | None = None, fuses: str | None = None,
+            torch_npu: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The ``--format json`` document; UsageError for a value outside its vocabulary."""
     from kb.cli import UsageError
-    from kb.commands._common import catalog_or_exit
     from kb.vocab import CANONICAL, normalize
 
     def canon(vocab: str, value: str | None) -> str | None:
@@ -42,41 +47,49 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"unknown {vocab} {value!r}; one of: {', '.join(CANONICAL[vocab])}")
         return got
 
-    product = canon("product", args.product)
-    status = canon("status", args.status)
-    category = canon("category", args.category)
-    step = canon("step", args.fuses.replace(" ", "_") if args.fuses else None)
-    release = torch_npu_release(args.torch_npu) if args.torch_npu else None
-    catalog = catalog_or_exit()
+    if kind is not None and kind not in KINDS:
+        raise UsageError(f"unknown kind {kind!r}; one of: {', '.join(KINDS)}")
+    want_product = canon("product", product)
+    want_status = canon("status", status)
+    want_category = canon("category", category)
+    step = canon("step", fuses.replace(" ", "_") if fuses else None)
+    release = torch_npu_release(torch_npu) if torch_npu else None
     rows = []
-    for rec in catalog.records(args.kind):
+    for rec in catalog.records(kind):
         if release and not shipped_in(rec, release.release):
             continue
-        if category and rec.get("category") != category:
+        if want_category and rec.get("category") != want_category:
             continue
-        if product and product not in rec.get("products", []):
+        if want_product and want_product not in rec.get("products", []):
             continue
-        if status and rec.get("status") != status:
+        if want_status and rec.get("status") != want_status:
             continue
         if step and step not in rec.get("fuses", []):
             continue
-        rows.append(rec)
+        rows.append({"kind": rec["kind"], "name": rec["name"],
+                     "category": rec.get("category", rec.get("module")),
+                     "status": rec.get("status"), "summary": rec["summary"]["en"]})  # fmt: skip
+    doc: dict[str, Any] = {"results": rows}
+    if release:
+        doc["torch_npu"] = {"asked": torch_npu, "release": release.release, "exact": release.exact}
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.commands._common import catalog_or_exit
+
+    doc = payload(catalog_or_exit(), kind=args.kind, category=args.category,
+                  product=args.product, status=args.status, fuses=args.fuses,
+                  torch_npu=args.torch_npu)  # fmt: skip
     if args.format == "json":
-        out = [{"kind": r["kind"], "name": r["name"], "category": r.get("category", r.get("module")),
-                "status": r.get("status"), "summary": r["summary"]["en"]} for r in rows]  # fmt: skip
-        doc: dict[str, object] = {"results": out}
-        if release:
-            doc["torch_npu"] = {"asked": args.torch_npu, "release": release.release,
-                                "exact": release.exact}  # fmt: skip
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0
-    for r in rows:
+    for r in doc["results"]:
         tag = r.get("status") or r["kind"]
-        head = f"{r['name']}  [{tag}]"
-        summary = r["summary"]["en"]
-        print(head)
+        summary = r["summary"]
+        print(f"{r['name']}  [{tag}]")
         print(f"    {summary[:75] + '…' if len(summary) > 76 else summary}")
-    print(f"{len(rows)} record(s)")
+    print(f"{len(doc['results'])} record(s)")
     return 0
 
 

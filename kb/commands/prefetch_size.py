@@ -19,7 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "  kb prefetch-size --shape 7168x18432 --dtype bf16\n"
         "  kb prefetch-size --hidden 7168 --intermediate 18432 --gate-up\n"
         "  kb prefetch-size --moe --hidden 7168 --moe-intermediate 2048 "
-        "--experts-per-rank 16 --moe-tp 1 --gmm 1 --dtype int8",
+        "--experts-per-rank 16 --moe-tp 1 --gmm 1 --dtype int8\n"
+        "  kb prefetch-size --hidden 6144 --intermediate 12288 --gate-up --tp 2 "
+        "--window-us 40 --bandwidth 1200 --l2 96MiB",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--shape", metavar="KxN", help="weight shape, e.g. 7168x18432 (any rank)")
@@ -36,7 +38,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--moe-tp", metavar="T", default="1", help="moe TP size (default 1)")
     p.add_argument("--gmm", choices=("1", "2"),
                    help="GMM1 (gate+up, w13) or GMM2 (down, w2); both when omitted")  # fmt: skip
+    p.add_argument("--tp", metavar="T", default="1",
+                   help="TP degree a dense weight is sharded by; sizes are per rank (default 1)")  # fmt: skip
     p.add_argument("--factor", help="override the playbook's conservative factor (0 < f <= 1)")
+    p.add_argument("--window-us", metavar="US",
+                   help="window duration in microseconds (with --bandwidth): cap max_size "
+                   "at what the window can move")  # fmt: skip
+    p.add_argument("--bandwidth", metavar="GBPS",
+                   help="bandwidth available to the prefetch in GB/s (with --window-us)")
+    p.add_argument("--l2", metavar="SIZE",
+                   help="L2 capacity the prefetch may use (bytes or e.g. 96MiB): cap max_size at it")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -49,16 +60,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         requests = _requests(args)
         factor = _factor(args.factor)
+        cap_inputs = _caps(args)
     except SizeInputError as exc:
         raise UsageError(str(exc)) from None
     playbook = catalog_or_exit().get(PLAYBOOK)
     if playbook is None or playbook.get("kind") != "playbook":
         print(f"kb prefetch-size: the {PLAYBOOK!r} playbook record is missing", file=sys.stderr)
         return 1
-    from kb.prefetch_size import compute
+    from kb.prefetch_size import cap, compute
 
     try:
-        sizes = [compute(playbook, fid, label, inputs, args.dtype, factor)
+        caps = [cap(playbook, fid, inputs) for fid, inputs in cap_inputs]
+        sizes = [compute(playbook, fid, label, inputs, args.dtype, factor, caps)
                  for fid, label, inputs in requests]  # fmt: skip
     except SizeInputError as exc:
         raise UsageError(str(exc)) from None
@@ -78,6 +91,41 @@ def _positive(flag: str, value: str | None) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise SizeInputError(f"{flag} {value!r} must be a positive whole number")
     return int(text)
+
+
+def _positive_number(flag: str, value: str) -> float:
+    from kb.prefetch_size import SizeInputError
+
+    try:
+        number = float(value)
+    except ValueError:
+        raise SizeInputError(f"{flag} {value!r} is not a number") from None
+    if not (number > 0) or number == float("inf"):
+        raise SizeInputError(f"{flag} {value!r} must be a positive number")
+    return number
+
+
+def _caps(args: argparse.Namespace) -> list[tuple[str, dict[str, float]]]:
+    """(playbook formula id, inputs) of every cap the flags ask for."""
+    from kb.check.values import SizeError, parse_size
+    from kb.prefetch_size import CAP_L2, CAP_WINDOW, SizeInputError
+
+    out: list[tuple[str, dict[str, float]]] = []
+    if (args.window_us is None) != (args.bandwidth is None):
+        raise SizeInputError("--window-us and --bandwidth go together: the window cap is "
+                             "window time x bandwidth")  # fmt: skip
+    if args.window_us is not None:
+        out.append((CAP_WINDOW, {"window_us": _positive_number("--window-us", args.window_us),
+                                 "bandwidth_gbps": _positive_number("--bandwidth", args.bandwidth)}))  # fmt: skip
+    if args.l2 is not None:
+        try:
+            l2 = parse_size(args.l2)
+        except SizeError as exc:
+            raise SizeInputError(f"--l2: {exc}") from None
+        if l2 <= 0:
+            raise SizeInputError(f"--l2 {args.l2!r} must be above 0")
+        out.append((CAP_L2, {"l2_bytes": l2}))
+    return out
 
 
 def _factor(value: str | None) -> float | None:
@@ -109,7 +157,10 @@ def _requests(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]
     moe_only = [f for f, v in (("--moe-intermediate", args.moe_intermediate),
                                ("--experts-per-rank", args.experts_per_rank),
                                ("--gmm", args.gmm)) if v is not None]  # fmt: skip
+    tp = _positive("--tp", args.tp)
     if args.moe:
+        if tp != 1:
+            raise SizeInputError("--tp shards dense weights; for expert weights use --moe-tp")
         if args.shape or args.intermediate or args.gate_up:
             raise SizeInputError("--moe sizes expert weights from --hidden, --moe-intermediate, "
                                  "--experts-per-rank and --moe-tp; drop --shape/--intermediate/--gate-up")  # fmt: skip
@@ -139,20 +190,21 @@ def _requests(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]
         elements = 1
         for d in dims:
             elements *= d
-        label = "weight " + " x ".join(str(d) for d in dims)
-        return [(FORMULA_SHAPE, label, {"elements": elements})]
+        label = "weight " + " x ".join(str(d) for d in dims) + (f" / tp {tp}" if tp > 1 else "")
+        return [(FORMULA_SHAPE, label, {"elements": elements, "tp": tp})]
     if args.hidden is None:
         raise SizeInputError("say which weight to size: --shape KxN, or --hidden H [--intermediate I "
                              "[--gate-up]], or --moe with its sizes (see kb prefetch-size --help)")  # fmt: skip
     hidden = _positive("--hidden", args.hidden)
+    per_rank = f" / tp {tp}" if tp > 1 else ""
     if args.intermediate is None:
         if args.gate_up:
             raise SizeInputError("--gate-up needs --intermediate")
-        return [(FORMULA_SQUARE, f"hidden x hidden projection ({hidden} x {hidden})",
-                 {"hidden": hidden})]  # fmt: skip
+        return [(FORMULA_SQUARE, f"hidden x hidden projection ({hidden} x {hidden})" + per_rank,
+                 {"hidden": hidden, "tp": tp})]  # fmt: skip
     inter = _positive("--intermediate", args.intermediate)
     if args.gate_up:
-        return [(FORMULA_GATE_UP, f"gate_up_proj ({hidden} x 2*{inter})",
-                 {"hidden": hidden, "intermediate": inter})]  # fmt: skip
-    return [(FORMULA_HIDDEN_INTERMEDIATE, f"hidden x intermediate matrix ({hidden} x {inter})",
-             {"hidden": hidden, "intermediate": inter})]  # fmt: skip
+        return [(FORMULA_GATE_UP, f"gate_up_proj ({hidden} x 2*{inter})" + per_rank,
+                 {"hidden": hidden, "intermediate": inter, "tp": tp})]  # fmt: skip
+    return [(FORMULA_HIDDEN_INTERMEDIATE, f"hidden x intermediate matrix ({hidden} x {inter})" + per_rank,
+             {"hidden": hidden, "intermediate": inter, "tp": tp})]  # fmt: skip

@@ -13,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "rules",
         help="list the kb check rules, or explain one",
-        description="Without CODE, list every kb check rule. With a code (KB104), a prefix "
+        description="Without CODE, list every rule of kb check and kb scan. With a code (KB104), a prefix "
         "(KB4) or a rule name (unknown-argument), explain the matching rules: what they "
         "check, why, and a failing and a fixed candidate-list snippet.",
     )
@@ -22,9 +22,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def as_dict(rule: Any) -> dict[str, str]:
+def as_dict(rule: Any) -> dict[str, Any]:
     return {
-        k: getattr(rule, k) for k in ("code", "name", "severity", "summary", "why", "fail", "fix")
+        k: getattr(rule, k) if k != "fronts" else list(rule.fronts)
+        for k in ("code", "name", "severity", "summary", "why", "fail", "fix", "fronts", "language")
     }
 
 

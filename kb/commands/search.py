@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kb.compiled import Catalog
+    from kb.search import Session
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,50 +30,55 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def payload(catalog: Catalog, query: str, *, limit: int = 10, kind: str | None = None,
+            torch_npu: str | None = None, session: Session | None = None) -> dict[str, Any]:
+    """The ``--format json`` document; UsageError for an unusable query or release."""
     from kb.cli import UsageError
-    from kb.commands._common import catalog_or_exit
-    from kb.render import WIDTH
-
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
-    query = " ".join(args.query)
-    release = None
-    if args.torch_npu:
-        from kb.commands.list import torch_npu_release
-
-        release = torch_npu_release(args.torch_npu)
-    catalog = catalog_or_exit()
     from kb.search import search
 
-    kinds = {args.kind} if args.kind else None
+    if limit < 1:
+        raise UsageError("--limit must be at least 1")
+    release = None
+    if torch_npu:
+        from kb.commands.list import torch_npu_release
+
+        release = torch_npu_release(torch_npu)
+    kinds = {kind} if kind else None
     try:
         if release is None:
-            hits = search(catalog, query, limit=args.limit, kinds=kinds)
+            hits = search(catalog, query, limit=limit, kinds=kinds, session=session)
         else:  # rank everything, then keep what the release ships
             from kb.commands.list import shipped_in
 
-            hits = search(catalog, query, limit=len(catalog.names()), kinds=kinds)
+            hits = search(catalog, query, limit=len(catalog.names()), kinds=kinds, session=session)
             hits = [h for h in hits if shipped_in(catalog.get(h.name) or {}, release.release)]
-            hits = hits[: args.limit]
+            hits = hits[:limit]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    out: dict[str, Any] = {"query": query, "results": [h.as_json() for h in hits]}
+    if release:
+        out["torch_npu"] = {"asked": torch_npu, "release": release.release, "exact": release.exact}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.commands._common import catalog_or_exit
+    from kb.render import WIDTH
+
+    query = " ".join(args.query)
+    doc = payload(catalog_or_exit(), query, limit=args.limit, kind=args.kind,
+                  torch_npu=args.torch_npu)  # fmt: skip
     if args.format == "json":
-        out: dict[str, object] = {"query": query, "results": [h.as_json() for h in hits]}
-        if release:
-            out["torch_npu"] = {"asked": args.torch_npu, "release": release.release,
-                                "exact": release.exact}  # fmt: skip
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
     else:
-        if not hits:
+        if not doc["results"]:
             print(f"no results for {query!r}", file=sys.stderr)
-        for h in hits:
-            head = f"{h.name}  ({h.kind})"
-            summary = h.summary
+        for h in doc["results"]:
+            summary = h["summary"]
             room = WIDTH - 4
             if len(summary) > room:
                 summary = summary[: room - 1] + "…"
-            print(head)
+            print(f"{h['name']}  ({h['kind']})")
             if summary:
                 print(f"    {summary}")
-    return 0 if hits else 1
+    return 0 if doc["results"] else 1

@@ -13,10 +13,12 @@ import importlib.util
 import logging
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kb.cli import UsageError
 
@@ -26,8 +28,15 @@ SITE_PACKAGES = {
     "material": "mkdocs-material",
     "pymdownx": "pymdown-extensions",
     "jieba": "jieba",
+    "nh3": "nh3",
+    "minify_html": "minify-html",
 }
 INSTALL_HINT = "pip install '.[site]'"
+#: Budgets a build reports against (issue 13): the whole site, the median operator
+#: page's HTML, and a strict build on the 2-core reference machine.
+BUDGET_SITE_MB = 25.0
+BUDGET_OPERATOR_PAGE_KB = 60.0
+BUDGET_BUILD_SECONDS = 30.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -168,8 +177,46 @@ def _swap(built: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+class SiteFigures(NamedTuple):
+    """What a built site weighs: the numbers the budgets are about."""
+
+    pages: int
+    total_mb: float
+    operator_page_kb: float  # median HTML of the operator pages (0 without any)
+
+
+def measure(site: Path) -> SiteFigures:
+    files = [p for p in site.rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    pages = sum(1 for p in files if p.suffix == ".html")
+    ops = [p.stat().st_size for p in (site / "operators").glob("*/index.html")]
+    median = statistics.median(ops) / 1000 if ops else 0.0
+    return SiteFigures(pages, total / 1e6, median)
+
+
+def report(site: Path, seconds: float) -> tuple[str, list[str]]:
+    """The build-log line with the site's figures, and a warning per budget exceeded."""
+    fig = measure(site)
+    line = (
+        f"site built in {site} in {seconds:.1f} s: {fig.pages} pages, {fig.total_mb:.1f} MB, "
+        f"median operator page {fig.operator_page_kb:.0f} KB"
+    )
+    over = []
+    if fig.total_mb > BUDGET_SITE_MB:
+        over.append(f"the site is {fig.total_mb:.1f} MB (budget {BUDGET_SITE_MB:.0f} MB)")
+    if fig.operator_page_kb > BUDGET_OPERATOR_PAGE_KB:
+        over.append(
+            f"the median operator page is {fig.operator_page_kb:.0f} KB "
+            f"(budget {BUDGET_OPERATOR_PAGE_KB:.0f} KB)"
+        )
+    if seconds > BUDGET_BUILD_SECONDS:
+        over.append(f"the build took {seconds:.1f} s (budget {BUDGET_BUILD_SECONDS:.0f} s)")
+    return line, over
+
+
 def run_build(args: argparse.Namespace) -> int:
     config_file = _prepare(args)
+    started = time.perf_counter()
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
     from mkdocs.exceptions import MkDocsException
@@ -200,8 +247,11 @@ def run_build(args: argparse.Namespace) -> int:
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
+    line, over = report(target, time.perf_counter() - started)
     if not args.quiet:
-        print(f"site built in {target}")
+        print(line)
+    for problem in over:
+        print(f"kb site: over budget: {problem}", file=sys.stderr)
     return 0
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kb.compiled import Catalog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,46 +24,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def payload(catalog: Catalog, name: str | None = None) -> dict[str, Any]:
+    """The ``--format json`` document: one tree record, or every tree with its flags."""
     from kb.advise import flags
     from kb.cli import UsageError
-    from kb.commands._common import catalog_or_exit
     from kb.commands.advise import tree_hint
 
-    catalog = catalog_or_exit()
-    if not args.name:
-        trees = list(catalog.records("tree"))
-        if args.format == "json":
-            out = [
-                {"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)} for t in trees
-            ]
-            print(json.dumps({"trees": out}, ensure_ascii=False, indent=2))
-            return 0
-        from kb.render import wrap
-
-        for t in trees:
-            print(f"{t['name']}  [decision tree]")
-            print("\n".join(wrap(t["summary"]["en"], "    ")))
-            print("\n".join(wrap("flags: " + " ".join(f"--{k}" for k in flags(t)), "    ")))
-        print(
-            f"{len(trees)} tree(s); 'kb tree NAME' prints one, 'kb advise NAME --FLAG VALUE …' walks it"
-        )
-        return 0
-    rec = catalog.get(args.name)
+    if not name:
+        return {"trees": [{"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)}
+                          for t in catalog.records("tree")]}  # fmt: skip
+    rec = catalog.get(name)
     tree_names = catalog.names("tree")
     names = ", ".join(tree_names)
     if rec is None:
-        raise UsageError(f"no decision tree named {args.name!r}{tree_hint(args.name, tree_names)}; "
+        raise UsageError(f"no decision tree named {name!r}{tree_hint(name, tree_names)}; "
                          f"trees: {names}")  # fmt: skip
     if rec["kind"] != "tree":
         raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree (try 'kb show "
                          f"{rec['name']}'); trees: {names}")  # fmt: skip
+    return rec
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.advise import flags
+    from kb.commands._common import catalog_or_exit
+
+    doc = payload(catalog_or_exit(), args.name)
     if args.format == "json":
-        print(json.dumps(rec, ensure_ascii=False, indent=2))
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
+        return 0
+    if not args.name:
+        from kb.render import wrap
+
+        for t in doc["trees"]:
+            print(f"{t['name']}  [decision tree]")
+            print("\n".join(wrap(t["summary"], "    ")))
+            print("\n".join(wrap("flags: " + " ".join(f"--{k}" for k in t["flags"]), "    ")))
+        print(f"{len(doc['trees'])} tree(s); 'kb tree NAME' prints one, "
+              "'kb advise NAME --FLAG VALUE …' walks it")  # fmt: skip
         return 0
     from kb.render import record_text
 
-    sys.stdout.write(record_text(rec))
-    example = " ".join(f"--{k} …" for k in list(flags(rec))[:3])
-    print(f"\nwalk it: kb advise {rec['name']} {example}")
+    sys.stdout.write(record_text(doc))
+    example = " ".join(f"--{k} …" for k in list(flags(doc))[:3])
+    print(f"\nwalk it: kb advise {doc['name']} {example}")
     return 0

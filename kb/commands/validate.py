@@ -12,12 +12,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "validate",
         help="validate every record and cross-reference",
         description="Load all records under the records directory, validate them against "
-        "the models and resolve every cross-reference. Problems are printed as "
-        "file:line:col: field: message; exit 1 when there is any.",
+        "the models and resolve every cross-reference; then cross-check chains and trees "
+        "against the operator records with the kb check rules, and replay every recorded "
+        "shipping call (seen_in) against its own record: a record that rejects a call that "
+        "ships must be fixed with evidence, or the site marked a defect. Problems are "
+        "printed as file:line:col: field: message; exit 1 when there is any.",
     )
     p.add_argument("--records", type=Path, help="records directory (default: the shipped ones)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
+
+
+def practice_problems(root: Path, result: object) -> list:  # type: ignore[type-arg]
+    """Recorded shipping calls (``seen_in``) that their own record rejects, as problems."""
+    from kb.compiled import StoreInvalid, open_catalog
+    from kb.practice import contradictions
+    from kb.store import Problem
+
+    try:
+        catalog = open_catalog(root)
+    except StoreInvalid:
+        return []
+    problems = []
+    for c in contradictions(catalog):
+        loaded = result.records[c.record]  # type: ignore[attr-defined]
+        line, col = loaded.located.where(("seen_in", c.repo, "sites", c.site))
+        problems.append(Problem(loaded.file, line, col, f"seen_in[{c.repo}].sites[{c.site}]",
+                                f"{c.message}; fix the record with evidence, or mark the site "
+                                "a defect"))  # fmt: skip
+    return problems
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     root = (args.records or records_dir()).resolve()
     result = load_store(root)
+    if not result.problems:
+        from kb.crosscheck import crosscheck
+
+        result.problems += crosscheck(result, root)
+        result.problems += practice_problems(root, result)
     counts: dict[str, int] = {}
     for loaded in result.records.values():
         kind = loaded.record.kind  # type: ignore[attr-defined]

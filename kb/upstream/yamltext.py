@@ -43,6 +43,12 @@ def scalar(value: Any, *, flow: bool = False, quote: bool = False) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        text = repr(value)
+        mantissa, e, exponent = text.partition("e")
+        if e and "." not in mantissa:  # YAML 1.1 reads 1e-20 as text; 1.0e-20 is a float
+            text = f"{mantissa}.0e{exponent}"
+        return text
     if isinstance(value, (int, float)):
         return repr(value)
     text = str(value)
@@ -241,6 +247,15 @@ class _Editor:
             return
         if key_node is None or parent_flow or _flow(node) or isinstance(node, yaml.ScalarNode):
             self.edits.append((node.start_mark.index, _end(node, self.text), flow(value)))
+            return
+        if isinstance(value, dict) or (isinstance(value, list) and value
+                                       and all(isinstance(v, dict) for v in value)):  # fmt: skip
+            # a block collection stays a block collection (seen_in, quantization ...)
+            start = _line_start(self.text, key_node.start_mark.index)
+            pad = " " * key_node.start_mark.column
+            lines = _entry(str(key_node.value), value, pad)
+            end = _end(node, self.text)
+            self.edits.append((start, end, "\n".join(lines)))
             return
         colon = self.text.index(":", key_node.end_mark.index)
         self.edits.append((colon + 1, _end(node, self.text), " " + flow(value)))

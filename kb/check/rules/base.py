@@ -27,6 +27,10 @@ class RuleUnit:
     why: ClassVar[str] = ""
     fail: ClassVar[str] = ""
     fix: ClassVar[str] = ""
+    #: Which front ends run the rule: ``check`` (candidate lists), ``scan`` (Python code).
+    fronts: ClassVar[tuple[str, ...]] = ("check",)
+    #: Language of the fail/fix snippets: candidate-list YAML, or Python for scan rules.
+    language: ClassVar[str] = "yaml"
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
         """Findings for one parsed document; the default finds nothing."""
@@ -51,6 +55,8 @@ class CandidateRule(RuleUnit):
 
     kinds: ClassVar[tuple[str, ...]] = ("fusion",)
     skip_not_applicable: ClassVar[bool] = True
+    #: Operator rules judge a call in scanned code the same way as a candidate.
+    fronts: ClassVar[tuple[str, ...]] = ("check", "scan")
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
         for cand in doc.candidates:

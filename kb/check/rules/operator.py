@@ -176,7 +176,8 @@ class UnknownArgument(CandidateRule):
         if not params:
             return
         outputs = {r.get("name") for r in rec.get("returns") or []} if rec else set()
-        for section, names in (("args", cand.args), ("tensors", cand.tensors)):
+        passed = {n: None for n in sorted(cand.passed)}
+        for section, names in (("args", cand.args), ("tensors", cand.tensors), ("passed", passed)):
             for name in names:
                 if name in params:
                     continue
@@ -417,11 +418,10 @@ class FormatNotSupported(CandidateRule):
 
 def record_violations(ctx: Context, doc: Document, cand: Candidate) -> list[Violation]:
     """The fired record rules' contradictions for a candidate, computed once per run."""
-    key = ("violations", doc.file, cand.index)
-    if key not in ctx.memo:
+    if "violations" not in cand.memo:
         rec = ctx.operator(cand.operator)
-        ctx.memo[key] = list(violations(rec, cand, doc.target)) if rec else []
-    return ctx.memo[key]  # type: ignore[no-any-return]
+        cand.memo["violations"] = list(violations(rec, cand, doc.target)) if rec else []
+    return cand.memo["violations"]  # type: ignore[no-any-return]
 
 
 class OperatorRule(CandidateRule):
@@ -449,7 +449,7 @@ class OperatorRule(CandidateRule):
         products = rec.get("products") or []
         seen: set[tuple[str, tuple[Any, ...]]] = set()
         for v in record_violations(ctx, doc, cand):
-            if v.kind == "require-unstated" or (v.kind, v.path) in seen:
+            if v.kind == "require-unstated" or (v.kind, v.path) in seen or v.severity != "error":
                 continue
             if self._duplicate(v, cand, params, products, doc):
                 continue
@@ -543,6 +543,32 @@ def _literal(text: str) -> object:
     return num if num is not None else t
 
 
+class IgnoredSetting(CandidateRule):
+    code = "KB112"
+    name = "ignored-setting"
+    severity = "warning"
+    summary = "A setting that upstream ignores in this situation (the call runs, the setting does nothing)."
+    why = (
+        "Some record rules describe settings a kernel accepts but does not read on a product "
+        "or in a mode, such as a rotary_mode on a kernel that only computes 'half'. The call "
+        "succeeds, so it is not an error, but the result is not what the setting asks for."
+    )
+    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+            "  - module: model.layers.*.self_attn.rotary_emb\n"
+            "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: interleave}\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+           "  - module: model.layers.*.self_attn.rotary_emb\n"
+           "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: half}\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        seen: set[tuple[str, tuple[Any, ...]]] = set()
+        for v in record_violations(ctx, doc, cand):
+            if v.severity != "warning" or v.kind == "require-unstated" or (v.kind, v.path) in seen:
+                continue
+            seen.add((v.kind, v.path))
+            yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}", key=v.key)
+
+
 RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
          ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
-         OperatorRule(), RuleRequiresArgument(), ReservedArgument())  # fmt: skip
+         OperatorRule(), RuleRequiresArgument(), ReservedArgument(), IgnoredSetting())  # fmt: skip

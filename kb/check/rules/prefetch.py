@@ -71,6 +71,7 @@ def _window_class(ctx: Context, cand: Candidate) -> tuple[Record | None, Path, s
 
 
 class PrefetchRule(CandidateRule):
+    fronts = ("check",)
     kinds = ("prefetch",)
 
 
@@ -80,9 +81,10 @@ class TargetNotWeightHeavy(PrefetchRule):
     severity = "error"
     summary = "The prefetch target is not a weight-heavy op (norm, RoPE, activation, routing …)."
     why = (
-        "Prefetching only pays for a memory-bound consumer of a large weight: a matmul, "
-        "quantized matmul, grouped matmul or MLA prolog. Norms, RoPE and activations read "
-        "little weight; they are windows, not targets. The playbook's op classes decide."
+        "Prefetching only pays for a memory-bound consumer of a weight: a matmul (the router "
+        "classifier included), quantized matmul, grouped matmul or MLA prolog. Norms, RoPE "
+        "and activations read little weight; they are windows, not targets. The playbook's "
+        "op classes decide."
     )
     fail = _HEAD + point(target="input_layernorm", target_op="rms_norm")
     fix = _HEAD + point()
@@ -101,15 +103,14 @@ class UnsafeWindow(PrefetchRule):
     code = "KB402"
     name = "prefetch-unsafe-window"
     severity = "error"
-    summary = (
-        "The dependency window is communication or a large data move, which competes for bandwidth."
-    )
+    summary = "The dependency window is a large data move, which competes for bandwidth."
     why = (
-        "A prefetch issued next to an all-reduce, all-to-all or a large transpose/concat "
-        "shares HBM bandwidth with it: both slow down and the gain disappears. If no safe "
-        "window exists in the phase, the honest answer is no prefetch there."
+        "A prefetch issued next to a large transpose, concat or copy shares HBM bandwidth "
+        "with it: both slow down and the gain disappears. Communication is different only in "
+        "that its finished output is a legal trigger (KB403 asks for it). If no safe window "
+        "exists in the phase, the honest answer is no prefetch there."
     )
-    fail = _HEAD + point(dependency='{name: "attention all_reduce", op: all_reduce}')
+    fail = _HEAD + point(dependency='{name: "kv concat", op: concat}')
     fix = _HEAD + point()
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
@@ -130,11 +131,11 @@ class OutputOnlyWindow(PrefetchRule):
     code = "KB403"
     name = "prefetch-output-only-window"
     severity = "warning"
-    summary = "An output-only window (large matmul, attention core) is used without saying the trigger is its output."
+    summary = "An output-only window (large matmul, attention core, communication) is used without saying the trigger is its output."
     why = (
-        "A large matmul or attention core is itself bandwidth-bound while it runs; only "
-        "after it finishes is bandwidth free. Its output is a good trigger, its input is "
-        "not. Say so with dependency.output: true (or a name such as 'o_proj output')."
+        "A large matmul, an attention core or a collective is itself bandwidth-bound while it "
+        "runs; only after it finishes is bandwidth free. Its output is a good trigger, its "
+        "input is not. Say so with dependency.output: true (or a name such as 'o_proj output')."
     )
     fail = _HEAD + point(target="gate_up_proj", weight="{shape: [7168, 36864], dtype: bfloat16}",
                          dependency="{name: o_proj, op: matmul}")  # fmt: skip

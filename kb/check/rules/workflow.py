@@ -21,7 +21,13 @@ def _suggest(name: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(hits)}?)" if hits else ""
 
 
-class NotApplicableWithoutEvidence(CandidateRule):
+class WorkflowRule(CandidateRule):
+    """Rules about the plan itself (status, evidence, chains): candidate lists only."""
+
+    fronts = ("check",)
+
+
+class NotApplicableWithoutEvidence(WorkflowRule):
     code = "KB301"
     name = "not-applicable-without-evidence"
     severity = "error"
@@ -43,7 +49,7 @@ class NotApplicableWithoutEvidence(CandidateRule):
                           "the operator out (error text, documented limit, profiling result)")  # fmt: skip
 
 
-class PrerequisiteMissing(CandidateRule):
+class PrerequisiteMissing(WorkflowRule):
     code = "KB302"
     name = "needs-prerequisite-without-prerequisites"
     severity = "error"
@@ -73,7 +79,7 @@ class PrerequisiteMissing(CandidateRule):
                       f"{known}")  # fmt: skip
 
 
-class UnknownChain(CandidateRule):
+class UnknownChain(WorkflowRule):
     code = "KB303"
     name = "unknown-chain"
     severity = "error"
@@ -109,7 +115,7 @@ def _stage_ops(ctx: Context, chain: Record) -> list[tuple[str, str]]:
     return out
 
 
-class OperatorOutsideChain(CandidateRule):
+class OperatorOutsideChain(WorkflowRule):
     code = "KB304"
     name = "operator-outside-chain"
     severity = "error"
@@ -149,7 +155,7 @@ class OperatorOutsideChain(CandidateRule):
                           f"not {cand.phase}")  # fmt: skip
 
 
-class ChainStageArguments(CandidateRule):
+class ChainStageArguments(WorkflowRule):
     code = "KB307"
     name = "chain-stage-arguments"
     severity = "warning"
@@ -275,7 +281,15 @@ def _role(rec: Record) -> str | None:
 
 
 def cache_layout(cand: Candidate, rec: Record) -> tuple[str, Path, str] | None:
-    """("paged" | "contiguous", where it is stated, how) — None when the candidate does not say."""
+    """("paged" | "contiguous", where it is stated, how) — None when the candidate does not say.
+
+    An operator whose record fixes the organisation (``cache_layout``) is that, whatever
+    its mode strings say: npu_scatter_pa_kv_cache's "Norm" is an ND block pool, not a
+    contiguous cache.
+    """
+    fixed = rec.get("cache_layout")
+    if fixed:
+        return str(fixed), ("operator",), f"{rec['name']} always uses a {fixed} cache"
     for arg in LAYOUT_ARGS:
         value = cand.args.get(arg)
         if isinstance(value, str) and value:

@@ -1,0 +1,40 @@
+"""``kb mcp``: serve the knowledge base to coding agents over the Model Context Protocol."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+
+INSTALL_HINT = "pip install 'torch-npu-kb[mcp]' (in a checkout: bash scripts/setup.sh mcp)"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from kb.mcp.prompts import PROMPTS
+    from kb.mcp.tools import TOOLS
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve the knowledge base as MCP tools for coding agents (stdio)",
+        description="Run an MCP server on standard input/output. Tools: "
+        f"{', '.join(t.name for t in TOOLS)} (JSON-schema'd arguments, results shaped like "
+        "the CLI's --format json). Resources: kb://operator/NAME, kb://chain/NAME, "
+        f"kb://tree/NAME, kb://playbook/NAME. Prompts: {', '.join(p.name for p in PROMPTS)}. "
+        "Records and the index stay open; an edited record is picked up on the next call. "
+        "An agent client starts this command itself: see docs/mcp.md. Needs the mcp "
+        "extra: " + INSTALL_HINT + ".",
+        epilog="Exit status: 0 when the client closes the connection, 2 when the mcp package "
+        "is not installed.",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("mcp.server") is None:
+        print(f"kb mcp: the MCP server needs the 'mcp' package, which is not installed: "
+              f"{INSTALL_HINT}", file=sys.stderr)  # fmt: skip
+        return 2
+    from kb.mcp.server import serve
+
+    serve()
+    return 0

@@ -1,0 +1,114 @@
+"""The MCP server: the tool, prompt and resource tables wired into the ``mcp`` SDK.
+
+Tools and prompts run on the event loop's thread, one call at a time: they are fast,
+and the open catalog (SQLite) and search searcher must stay on the thread that opened
+them.  A caller's mistake becomes a tool error (``isError``) with the message; any
+other exception is logged on stderr and reported as a failed call: the server stays up.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp_types import Resource, ToolAnnotations
+
+from kb import __version__
+from kb.compiled import Catalog, StoreInvalid
+from kb.mcp.prompts import PROMPTS
+from kb.mcp.state import state
+from kb.mcp.tools import CALLER_ERRORS, TOOLS
+
+#: URI scheme of the records: kb://operator/NAME, kb://chain/NAME, ...
+RESOURCE_KINDS = ("operator", "chain", "tree", "playbook")
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)  # fmt: skip
+INSTRUCTIONS = """\
+Validated facts about torch_npu fused operators for Ascend NPUs: signatures, parameter
+dtypes/formats/shapes, products, torch_npu releases, quantization schemes, constraints;
+reference operator chains, decision trees and the weight-prefetch playbook.
+Find with `search`, read with `show` (brief, or one section), walk the fusion
+decision trees with `advise`, lint a replacement plan with `check`, size npu_prefetch
+with `prefetch_size`. The `fusion` and `prefetch` prompts walk the two workflows."""
+
+log = logging.getLogger("kb.mcp")
+
+
+def on_loop(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An async wrapper (run on the loop's thread) that turns caller errors into ToolError."""
+
+    @functools.wraps(fn)
+    async def call(**kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except CALLER_ERRORS as exc:
+            raise ToolError(str(exc)) from None
+
+    return call
+
+
+class KbServer(MCPServer[Any]):
+    """MCPServer whose resource list is the current records (edits show up at once)."""
+
+    async def list_resources(self) -> list[Resource]:
+        try:
+            catalog = state().current().catalog
+        except StoreInvalid as exc:  # the tools report the problems; list nothing meanwhile
+            log.warning("records do not validate (%d problems)", len(exc.problems))
+            return []
+        return [Resource(uri=f"kb://{rec['kind']}/{rec['name']}", name=rec["name"],
+                         description=rec["summary"]["en"], mime_type="application/json")
+                for rec in catalog.records()]  # fmt: skip
+
+
+def _reader(kind: str) -> Callable[[str], Any]:
+    async def read(name: str) -> str:
+        rec = _catalog().get(name)
+        if rec is None or rec["kind"] != kind:
+            raise ResourceNotFoundError(f"no {kind} record named {name!r}")
+        return json.dumps(rec, ensure_ascii=False, indent=2)
+
+    read.__name__ = f"read_{kind}"
+    return read
+
+
+def _catalog() -> Catalog:
+    try:
+        return state().current().catalog
+    except StoreInvalid as exc:
+        raise ResourceError(f"the records do not validate ({len(exc.problems)} problems, the "
+                            f"first: {exc.problems[0]}); run 'kb validate'") from None
+
+
+def build() -> KbServer:
+    server = KbServer("torch-npu-kb", title="torch_npu knowledge base", version=__version__,
+                      instructions=INSTRUCTIONS, log_level="WARNING")  # fmt: skip
+    for spec in TOOLS:
+        server.add_tool(on_loop(spec.fn), name=spec.name, title=spec.title,
+                        annotations=READ_ONLY, structured_output=True)  # fmt: skip
+    for kind in RESOURCE_KINDS:
+        server.resource(f"kb://{kind}/{{name}}", name=f"{kind} record",
+                        description=f"One {kind} record as JSON (all validated fields)",
+                        mime_type="application/json")(_reader(kind))  # fmt: skip
+    for prompt in PROMPTS:
+        server.prompt(name=prompt.name, title=prompt.title)(on_loop(prompt.fn))
+    return server
+
+
+def serve() -> None:
+    """Open the records and the index, then serve over stdio until the client leaves.
+
+    Records that do not validate do not stop the server: every call reports them until
+    they are fixed, and the fix is picked up without a restart.
+    """
+    try:
+        state().current().session()
+    except StoreInvalid as exc:
+        log.warning("the records do not validate (%d problems); run 'kb validate'",
+                    len(exc.problems))  # fmt: skip
+    build().run("stdio")

@@ -1,0 +1,224 @@
+"""``[tool.kb]`` in the scanned project's ``pyproject.toml`` (ruff's convention).
+
+Example::
+
+    [tool.kb]
+    product = "atlas-a3"
+    torch-npu = "2.7.1"
+    graph-mode = { prefill = "eager", decode = "aclgraph" }
+    ignore = ["KB208"]
+    exclude = ["tests/"]
+    custom-ops = ["npu_my_fused_op"]
+
+    [tool.kb.per-file-ignores]
+    "tools/*.py" = ["KB6"]
+
+    [[tool.kb.overrides]]
+    files = ["model/_310p/**"]
+    product = "atlas-inference"
+
+Command-line options win over the file; overrides apply to the files their globs match
+(relative to the directory of the ``pyproject.toml``).  Keys may use ``-`` or ``_``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kb.vocab import normalize
+
+KEYS = ("product", "torch-npu", "graph-mode", "quantization", "select", "ignore", "exclude",
+        "custom-ops", "per-file-ignores", "overrides")  # fmt: skip
+OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "select",
+                 "ignore")  # fmt: skip
+GRAPH_MODES = ("eager", "aclgraph", "torchair")
+
+
+class ConfigError(Exception):
+    """A ``[tool.kb]`` table that cannot be used; the message names file and key."""
+
+
+@dataclass
+class Settings:
+    """Scan settings for one file (after overrides)."""
+
+    product: str | None = None
+    torch_npu: str | None = None
+    graph_mode: str | None = None
+    graph_modes: dict[str, str] = field(default_factory=dict)
+    quantization: str | None = None
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Override:
+    files: list[str]
+    values: dict[str, Any]
+
+
+@dataclass
+class Config:
+    path: Path | None = None  # the pyproject.toml, when one has [tool.kb]
+    base: Settings = field(default_factory=Settings)
+    exclude: list[str] = field(default_factory=list)
+    custom_ops: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    overrides: list[Override] = field(default_factory=list)
+
+    def settings_for(self, file: Path) -> Settings:
+        """The settings that apply to ``file``: the table, then matching overrides."""
+        import copy
+
+        out = copy.deepcopy(self.base)
+        rel = self._relative(file)
+        if rel is None:
+            return out
+        import pathspec
+
+        for ov in self.overrides:
+            if pathspec.GitIgnoreSpec.from_lines(ov.files).match_file(rel):
+                _apply(out, ov.values, where=f"{self.path}: overrides")
+        for pattern, codes in self.per_file_ignores.items():
+            if pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel):
+                out.ignore = out.ignore + codes
+        return out
+
+    def _relative(self, file: Path) -> str | None:
+        if self.path is None:
+            return None
+        try:
+            return file.resolve().relative_to(self.path.parent.resolve()).as_posix()
+        except ValueError:
+            return None
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return data
+
+
+def find(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.kb]`` table."""
+    here = start.resolve()
+    if not here.is_dir():
+        here = here.parent
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = _load_toml(candidate)
+            except ConfigError:
+                raise
+            if isinstance(data.get("tool"), dict) and "kb" in data["tool"]:
+                return candidate
+    return None
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{where} must be a string or a list of strings")
+
+
+def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
+    for raw, value in values.items():
+        key = _key(raw)
+        if key == "files":
+            continue
+        if key == "product":
+            canon = normalize("product", value)
+            if canon is None:
+                raise ConfigError(f"{where}: product {value!r} is not a known product")
+            out.product = canon
+        elif key == "torch-npu":
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ConfigError(f"{where}: torch-npu must be a release such as \"2.7.1\"")
+            out.torch_npu = str(value)
+        elif key == "graph-mode":
+            if isinstance(value, dict):
+                for phase, mode in value.items():
+                    if phase not in ("prefill", "decode", "training") or mode not in GRAPH_MODES:
+                        raise ConfigError(f"{where}: graph-mode.{phase} = {mode!r}; phases are "
+                                          "prefill/decode/training, modes eager/aclgraph/torchair")  # fmt: skip
+                    out.graph_modes[phase] = mode
+            elif value in GRAPH_MODES:
+                out.graph_mode = value
+            else:
+                raise ConfigError(f"{where}: graph-mode {value!r} is not one of {', '.join(GRAPH_MODES)}")
+        elif key == "quantization":
+            from kb.vocab import normalize_scheme
+
+            canon = normalize_scheme(value)
+            if canon is None:
+                raise ConfigError(f"{where}: quantization {value!r} is not a known scheme")
+            out.quantization = canon
+        elif key == "select":
+            out.select = _str_list(value, f"{where}: select")
+        elif key == "ignore":
+            out.ignore = _str_list(value, f"{where}: ignore")
+
+
+def load(start: Path, explicit: Path | None = None) -> Config:
+    """The configuration for a scan rooted at ``start`` (or the file given explicitly)."""
+    path = explicit or find(start)
+    if path is None:
+        return Config()
+    data = _load_toml(path)
+    table = (data.get("tool") or {}).get("kb")
+    if table is None:
+        return Config(path=path)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.kb] must be a table")
+    where = f"{path}: [tool.kb]"
+    unknown = [k for k in table if _key(k) not in KEYS]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(KEYS)}")
+    cfg = Config(path=path)
+    plain = {k: v for k, v in table.items() if _key(k) not in
+             ("exclude", "custom-ops", "per-file-ignores", "overrides")}  # fmt: skip
+    _apply(cfg.base, plain, where=where)
+    for raw, value in table.items():
+        key = _key(raw)
+        if key == "exclude":
+            cfg.exclude = _str_list(value, f"{where} exclude")
+        elif key == "custom-ops":
+            cfg.custom_ops = _str_list(value, f"{where} custom-ops")
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where} per-file-ignores must be a table of glob = [codes]")
+            cfg.per_file_ignores = {g: _str_list(c, f"{where} per-file-ignores.{g}")
+                                    for g, c in value.items()}  # fmt: skip
+        elif key == "overrides":
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise ConfigError(f"{where} overrides must be an array of tables ([[tool.kb.overrides]])")
+            for i, ov in enumerate(value):
+                ov_where = f"{where} overrides[{i}]"
+                bad = [k for k in ov if _key(k) not in OVERRIDE_KEYS]
+                if bad:
+                    raise ConfigError(f"{ov_where}: unknown key {bad[0]!r}")
+                if "files" not in ov:
+                    raise ConfigError(f"{ov_where}: needs files = [globs]")
+                files = _str_list(ov["files"], f"{ov_where} files")
+                _apply(Settings(), ov, where=ov_where)  # validate now, apply per file
+                cfg.overrides.append(Override(files, ov))
+    return cfg

@@ -1,0 +1,102 @@
+"""``kb scan --emit-candidates``: the first steps of the fusion workflow, automated.
+
+The draft candidate list (format v1, ``docs/candidate-list.md``) has one candidate per
+fusion opportunity the scan found (status ``candidate``, the operator the records rank
+first, the alternatives in ``notes``) and one per torch_npu operator the code already
+calls (status ``replaced``, with the literal arguments it passes), so ``kb check`` lints
+the plan and the port together.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kb.scan.engine import ScanReport, SiteInfo
+
+
+def _module(file: str, scope: str) -> str:
+    stem = Path(file).stem
+    owner = scope.rsplit(".", 1)[0] if "." in scope else scope
+    return f"{stem}.{owner}" if owner else stem
+
+
+def _scalar_args(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items()
+            if v is None or isinstance(v, (bool, int, float, str))
+            or (isinstance(v, list) and all(isinstance(x, (bool, int, float, str)) for x in v))}  # fmt: skip
+
+
+def candidates(report: ScanReport) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    for opp in report.opportunities:
+        if not opp.operators:
+            continue  # a whole-module match names chains, reported by the scan itself
+        key = (_module(opp.file, opp.scope), opp.operators[0])
+        if key in by_key:  # two patterns of one module with one answer (attention + repeat_kv)
+            by_key[key]["replaces"] += f"; {opp.what} ({opp.file}:{opp.line}-{opp.end_line})"
+            continue
+        cand: dict[str, Any] = {"module": _module(opp.file, opp.scope)}
+        if opp.phase:
+            cand["phase"] = opp.phase
+        cand["operator"] = opp.operators[0]
+        cand["status"] = "candidate"
+        cand["replaces"] = f"{opp.what} ({opp.file}:{opp.line}-{opp.end_line})"
+        notes = []
+        if len(opp.operators) > 1:
+            notes.append(f"alternatives: {', '.join(opp.operators[1:4])}")
+        if opp.chains:
+            notes.append(f"reference chains: {', '.join(opp.chains)}")
+        if notes:
+            cand["notes"] = "; ".join(notes)
+        by_key[key] = cand
+        out.append(cand)
+    merged: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+    for site in report.sites:
+        if site.custom or site.record is None:
+            continue
+        site_key = (_module(site.file, site.scope), site.record, site.phase)
+        found = merged.get(site_key)
+        if found is None:
+            cand = {"module": site_key[0]}
+            if site.phase:
+                cand["phase"] = site.phase
+            cand.update({"operator": site.record, "status": "replaced",
+                         "evidence": f"{site.file}:{site.line}"})  # fmt: skip
+            args = _scalar_args(site.args)
+            if args:
+                cand["args"] = args
+            if site.passed:
+                cand["passed"] = list(site.passed)
+            merged[site_key] = cand
+        else:
+            found["evidence"] += f", {site.file}:{site.line}"
+            _merge_args(found, site)
+    return out + list(merged.values())
+
+
+def _merge_args(cand: dict[str, Any], site: SiteInfo) -> None:
+    """Two calls of one operator in one module: keep what they agree on, the rest is passed."""
+    args = cand.get("args", {})
+    passed = set(cand.get("passed", [])) | set(site.passed)
+    new = _scalar_args(site.args)
+    for name in set(args) | set(new):
+        if args.get(name, object()) != new.get(name, object()):
+            args.pop(name, None)
+            passed.add(name)
+    if args:
+        cand["args"] = args
+    else:
+        cand.pop("args", None)
+    if passed:
+        cand["passed"] = sorted(passed)
+
+
+def document(report: ScanReport, target: dict[str, Any], model: str) -> str:
+    import yaml
+
+    body = {"version": 1, "model": model, "target": target, "candidates": candidates(report)}
+    head = ("# Draft candidate list written by `kb scan --emit-candidates`.\n"
+            "# Review it: confirm each operator, set phases, then run `kb check` on it.\n")  # fmt: skip
+    return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)

@@ -1,0 +1,406 @@
+"""``kb scan``: Python model code → call sites → candidates → the same rule units as ``kb check``.
+
+One rule engine, two readers: every torch_npu call becomes a candidate (its literal
+arguments under ``args``, passed tensors under ``tensors``, variables under ``passed``)
+and is judged by the operator and product/release rules of ``kb check``; what only
+Python can get wrong (positional binding, missing arguments, keyword spellings) is the
+KB5xx family, and unfused PyTorch patterns are the KB6xx family.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kb.check.context import Context
+from kb.check.engine import active_rules, rules_for
+from kb.check.findings import Finding
+from kb.check.model import Candidate, Document, Target
+from kb.check.suppress import IGNORE, matches
+from kb.scan import hints
+from kb.scan.binding import Bound, bind_releases
+from kb.scan.config import Config, ConfigError, Settings
+from kb.scan.config import load as load_config
+from kb.scan.interp import CallSite, FileScan, Interpreter
+from kb.scan.sources import Skipped, SourceError, discover, read
+from kb.vocab import product_family
+from kb.yamlpos import Located
+
+OPERATOR_NAMESPACES = ("torch_npu", "npu", "atb", "torch.npu")
+#: Severity a rule has in scanned code when it differs from a candidate list's: a
+#: deprecated operator in working code is a note about its successor, not a warning.
+SCAN_SEVERITY = {"KB102": "info"}
+
+
+@dataclass
+class ScanOptions:
+    product: str | None = None
+    torch_npu: str | None = None
+    graph_mode: str | None = None
+    quantization: str | None = None
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    custom_ops: list[str] = field(default_factory=list)
+    config: Path | None = None  # an explicit pyproject.toml
+    use_config: bool = True
+    fusion: bool = True  # report fusion opportunities (KB6xx)
+
+
+@dataclass
+class SiteInfo:
+    """One call of a torch_npu operator as the scan saw it (all variants merged)."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    spelled: str
+    record: str | None
+    custom: bool
+    scope: str
+    products: list[str]
+    phase: str | None
+    args: dict[str, Any]
+    passed: list[str]
+
+
+@dataclass
+class ScanReport:
+    findings: list[Finding] = field(default_factory=list)
+    files: int = 0
+    sites: list[SiteInfo] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    opportunities: list[Any] = field(default_factory=list)
+    config: Path | None = None
+
+    @property
+    def calls(self) -> int:
+        return len(self.sites)
+
+    @property
+    def ops(self) -> int:
+        return len({s.record or s.spelled for s in self.sites})
+
+    @property
+    def candidates(self) -> int:
+        return len(self.sites)
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+
+class ScanError(Exception):
+    """The scan cannot start: bad configuration or an unknown rule pattern."""
+
+
+def parse_file(path: Path) -> tuple[FileScan | None, Finding | None, ast.Module | None, str]:
+    """Read and interpret one file; a file that cannot be read yields one KB500 finding."""
+    try:
+        source = read(path)
+    except SourceError as exc:
+        return None, Finding(str(path), exc.line, exc.column, "KB500", "error", exc.message), None, ""
+    scan = FileScan(source.path, lines=source.text.splitlines())
+    try:
+        tree = ast.parse(source.text, filename=source.path)
+    except SyntaxError as exc:
+        msg = f"Python syntax error: {exc.msg}"
+        return None, Finding(source.path, exc.lineno or 1, exc.offset or 1, "KB500", "error", msg), None, ""
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return None, Finding(source.path, 1, 1, "KB500", "error", f"cannot parse: {exc}"), None, ""
+    try:
+        Interpreter(scan, tree).run()
+    except RecursionError:
+        return None, Finding(source.path, 1, 1, "KB500", "error",
+                             "nesting too deep to analyse"), None, ""  # fmt: skip
+    return scan, None, tree, source.text
+
+
+def ignore_comments(text: str) -> dict[int, tuple[str, ...]]:
+    """Line → codes of ``# kb: ignore[...]`` in real comments (read with tokenize)."""
+    out: dict[int, tuple[str, ...]] = {}
+    if "kb:" not in text.lower():
+        return out
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type != tokenize.COMMENT:
+                continue
+            for m in IGNORE.finditer(tok.string):
+                codes = tuple(c.strip().upper() for c in (m.group(2) or "").replace(",", " ").split())
+                out[tok.start[0]] = out.get(tok.start[0], ()) + (codes or ("KB",))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return out
+
+
+class Scanner:
+    def __init__(self, catalog: Any = None, options: ScanOptions | None = None) -> None:
+        if catalog is None:
+            from kb.compiled import open_catalog
+
+            catalog = open_catalog()
+        self.catalog = catalog
+        self.ctx = Context(catalog)
+        self.options = options or ScanOptions()
+
+    # -- configuration -----------------------------------------------------------------
+    def _config(self, paths: Sequence[str]) -> Config:
+        if not self.options.use_config:
+            return Config()
+        start = Path(paths[0]) if paths else Path.cwd()
+        try:
+            return load_config(start, self.options.config)
+        except ConfigError as exc:
+            raise ScanError(str(exc)) from None
+
+    def _settings(self, config: Config, file: Path) -> Settings:
+        s = config.settings_for(file)
+        o = self.options
+        if o.product:
+            s.product = o.product
+        if o.torch_npu:
+            s.torch_npu = o.torch_npu
+        if o.graph_mode:
+            s.graph_mode, s.graph_modes = o.graph_mode, {}
+        if o.quantization:
+            s.quantization = o.quantization
+        if o.select:
+            s.select = list(o.select)
+        s.ignore = s.ignore + list(o.ignore)
+        return s
+
+    # -- the scan ------------------------------------------------------------------------
+    def scan(self, paths: Sequence[str]) -> ScanReport:
+        config = self._config(paths)
+        report = ScanReport(config=config.path)
+        files, skipped = discover(paths, [*config.exclude, *self.options.exclude])
+        report.skipped = skipped
+        parsed: list[tuple[Path, FileScan, ast.Module, str]] = []
+        for path in files:
+            report.files += 1
+            scan, problem, tree, text = parse_file(path)
+            if problem is not None:
+                report.findings.append(problem)
+            if scan is not None and tree is not None:
+                parsed.append((path, scan, tree, text))
+        mounts = {m for _p, s, _t, _x in parsed for m in s.mounts}
+        self._loaded = {n for _p, s, _t, _x in parsed for n in s.extension_names}
+        custom = set(config.custom_ops) | set(self.options.custom_ops)
+        for path, scan, tree, text in parsed:
+            settings = self._settings(config, path)
+            try:
+                codes = set(active_rules(settings.select or None, settings.ignore or None))
+            except ValueError as exc:
+                raise ScanError(str(exc)) from None
+            found = self._judge(scan, settings, codes, mounts, custom, report)
+            if self.options.fusion:
+                from kb.scan.patterns import opportunities
+
+                opps = opportunities(scan, tree, self.ctx, settings)
+                report.opportunities += opps
+                found += [o.finding for o in opps if o.finding.code in codes]
+            report.findings += _suppressed(found, ignore_comments(text), scan)
+        report.findings = sorted(set(report.findings), key=Finding.sort_key)
+        return report
+
+    def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
+                   custom: set[str]) -> bool:  # fmt: skip
+        """Mounted or defined in the tree, declared in [tool.kb], or (when no record knows
+        the name) loaded from a compiled extension by a file of the tree."""
+        op = site.op
+        if (op.namespace, op.name) in mounts or op.name in custom or op.spelled in custom:
+            return True
+        if record is None and (op.namespace, "*") in mounts:
+            return True  # the tree mounts a whole torch.ops namespace onto torch_npu
+        return record is None and op.name in getattr(self, "_loaded", set())
+
+    def _judge(self, scan: FileScan, settings: Settings, codes: set[str],
+               mounts: set[tuple[str, str]], custom: set[str], report: ScanReport) -> list[Finding]:  # fmt: skip
+        by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
+        infos: dict[int, SiteInfo] = {}
+        found: list[tuple[Finding, CallSite]] = []
+        path_names = [p for p in Path(scan.path).parts]
+        for site in scan.calls:
+            op = site.op
+            if op.namespace not in OPERATOR_NAMESPACES:
+                continue
+            record = self.ctx.operator(op.spelled)
+            if record is None and op.namespace == "torch.npu":
+                continue  # torch.npu is mostly device API, not operators
+            is_custom = self._is_custom(site, record, mounts, custom)
+            names = [*path_names, *site.scope.split(".")]
+            only, never = hints.products(site.cond, names)
+            product = _site_product(settings.product, only, never)
+            phase = hints.phase(site.cond, site.scope.split("."))
+            info = infos.get(site.node_id)
+            if info is None:
+                info = SiteInfo(scan.path, site.where.line, site.where.column, site.end_line,
+                                op.spelled, record["name"] if record else None, is_custom,
+                                site.scope, sorted(only), phase, {}, [])  # fmt: skip
+                infos[site.node_id] = info
+            if is_custom:
+                if site.variant == 0:
+                    report.notes.append(f"{scan.path}:{site.where.line}:{site.where.column}: "
+                                        f"{op.spelled} is a custom operator in this tree (or "
+                                        "declared in [tool.kb] custom-ops); not checked against "
+                                        "the official record of that name")  # fmt: skip
+                continue
+            bound = bind_releases(site, record, self._schemas(record, settings)) if record else Bound()
+            if not record:
+                for name, entry in site.keywords.items():
+                    bound.entries[name] = entry
+            for name, value in bound.args.items():
+                info.args.setdefault(name, value)
+            info.passed = sorted((set(info.passed) | bound.passed | set(bound.tensors)) - set(info.args))
+            for problem in bound.problems:
+                if problem.code in codes:
+                    found.append((Finding(scan.path, problem.where.line, problem.where.column,
+                                          problem.code, problem.severity,  # type: ignore[arg-type]
+                                          problem.message), site))  # fmt: skip
+            cand = Candidate(index=0, kind="fusion", operator=op.spelled, phase=phase,
+                             args=dict(bound.args), tensors=dict(bound.tensors),
+                             passed=set(bound.passed),
+                             stated={"module", "operator", "args", "tensors"})  # fmt: skip
+            by_product.setdefault(product, []).append((site, bound, cand))
+        report.sites += [infos[k] for k in sorted(infos)]
+        rules = rules_for("scan", codes)
+        for product, items in by_product.items():
+            found += self._run_rules(scan, settings, product, items, rules)
+        return _settle(found, scan)
+
+    def _schemas(self, record: dict[str, Any], settings: Settings) -> list[tuple[str, str]]:
+        """The schemas a call may meet: the target release's, else every harvested one."""
+        key = ("schemas", record["name"], settings.torch_npu)
+        if key in self.ctx.memo:
+            return self.ctx.memo[key]  # type: ignore[no-any-return]
+        changes = [(c["release"], c["schema"]) for c in (record.get("versions") or {}).get("changes") or []]
+        out = changes
+        if settings.torch_npu:
+            release, _exact = self.ctx.release(settings.torch_npu)
+            from kb.releases import record_schema_in
+
+            schema = record_schema_in(record, release) if release else None
+            out = [(release, schema)] if release and schema else []
+        distinct: dict[str, str] = {}
+        for rel, schema in out:
+            distinct.setdefault(" ".join(schema.split()), rel)
+        self.ctx.memo[key] = [(rel, schema) for schema, rel in distinct.items()]
+        return self.ctx.memo[key]  # type: ignore[no-any-return]
+
+    def _run_rules(self, scan: FileScan, settings: Settings, product: str | None,
+                   items: list[tuple[CallSite, Bound, Candidate]],
+                   rules: list[Any]) -> list[tuple[Finding, CallSite]]:  # fmt: skip
+        located = Located(data=None)
+        doc = Document(file=scan.path, text="", located=located,
+                       target=Target(product=product, torch_npu=settings.torch_npu,
+                                     quantization=settings.quantization,
+                                     graph_mode=settings.graph_mode,
+                                     graph_modes=dict(settings.graph_modes)))  # fmt: skip
+        doc.target_stated = True
+        for i, (site, bound, cand) in enumerate(items):
+            cand.index = i
+            base = ("candidates", i)
+            at = (site.where.line, site.where.column)
+            fn = (site.func_where.line, site.func_where.column)
+            located.values[base] = at
+            for key in ("operator", "phase", "kind", "quantization", "status", "chain"):
+                located.values[base + (key,)] = fn
+                located.keys[base + (key,)] = fn
+            for name, entry in bound.entries.items():
+                section = "tensors" if name in bound.tensors else "args"
+                located.values[base + (section, name)] = (entry.where.line, entry.where.column)
+                kw = entry.key_where or entry.where
+                located.keys[base + (section, name)] = (kw.line, kw.column)
+                for other in ("args", "tensors", "passed"):
+                    located.values.setdefault(base + (other, name), (entry.where.line, entry.where.column))
+                    located.keys.setdefault(base + (other, name), (kw.line, kw.column))
+            doc.candidates.append(cand)
+        out: list[tuple[Finding, CallSite]] = []
+        for rule in rules:
+            for f in rule.check(doc, self.ctx):
+                severity = SCAN_SEVERITY.get(f.code, f.severity)
+                site = items[f.candidate][0] if f.candidate is not None else items[0][0]
+                out.append((Finding(f.file, f.line, f.column, f.code, severity,  # type: ignore[arg-type]
+                                    f.message, None), site))  # fmt: skip
+        return out
+
+
+def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:
+    """One finding per problem across a call's variants; joint-only errors become warnings.
+
+    A branch atom is *relevant* to a finding when the call has variants with both truths
+    of it but the finding appears under one truth only.  A finding with two or more
+    relevant atoms (beyond the branches enclosing the call) needs separate conditions to
+    hold together, which the code does not promise: it is reported as a warning that
+    names them.
+    """
+    variants: dict[int, list[CallSite]] = {}
+    for site in scan.calls:
+        variants.setdefault(site.node_id, []).append(site)
+    occurrences: dict[Finding, list[CallSite]] = {}
+    for finding, site in found:
+        occurrences.setdefault(finding, []).append(site)
+    out: list[Finding] = []
+    for finding, sites in occurrences.items():
+        if finding.severity != "error":
+            out.append(finding)
+            continue
+        node = sites[0].node_id
+        truths: dict[str, set[bool]] = {}
+        for v in variants.get(node, []):
+            for atom, truth in v.cond - v.path_cond:
+                truths.setdefault(atom, set()).add(truth)
+        seen: dict[str, set[bool]] = {}
+        for v in (s for s in sites if s.node_id == node):
+            for atom, truth in v.cond - v.path_cond:
+                seen.setdefault(atom, set()).add(truth)
+        relevant = [a for a, both in truths.items() if len(both) == 2 and len(seen.get(a, both)) == 1
+                    and all(a in {x for x, _ in v.cond} for v in sites if v.node_id == node)]  # fmt: skip
+        if len(relevant) >= 2:
+            when = " and ".join(f"{'' if next(iter(seen[a])) else 'not '}{a}" for a in sorted(relevant))
+            out.append(Finding(finding.file, finding.line, finding.column, finding.code, "warning",
+                               f"{finding.message} (only when {when}; the code does not say "
+                               "whether these hold together)", None))  # fmt: skip
+        else:
+            out.append(finding)
+    return out
+
+
+def _site_product(target: str | None, only: set[str], never: set[str]) -> str | None:
+    """The product a call is judged on: the target, unless the code says the call runs elsewhere."""
+    if only:
+        if target is not None and (target in only or product_family(target) in only):
+            return target
+        return sorted(only)[0]
+    if target is not None and (target in never or product_family(target) in never):
+        return None
+    return target
+
+
+def _suppressed(findings: list[Finding], comments: dict[int, tuple[str, ...]],
+                scan: FileScan) -> list[Finding]:  # fmt: skip
+    if not comments:
+        return findings
+    spans = sorted({(c.where.line, c.end_line) for c in scan.calls})
+    kept = []
+    for f in findings:
+        codes = list(comments.get(f.line, ()))
+        for start, end in spans:
+            if start <= f.line <= end and start != f.line:
+                codes += comments.get(start, ())
+        if codes and matches(f.code, codes):
+            continue
+        kept.append(f)
+    return kept
+
+
+def scan_paths(paths: Iterable[str], options: ScanOptions | None = None,
+               catalog: Any = None) -> ScanReport:  # fmt: skip
+    """Scan files and directories; raises ScanError for unusable settings."""
+    return Scanner(catalog, options).scan(list(paths))

@@ -1,0 +1,545 @@
+"""KB6xx: unfused PyTorch patterns that a torch_npu fused operator (or chain) replaces.
+
+Each detector recognises one written-out computation in a function body by its
+ingredients (a squared mean and an rsqrt is an RMSNorm; a softmax feeding a topk is a
+router) and names the primitive *steps* it computes, from the records' ``fuses``
+vocabulary.  Which operator or chain to use is then looked up in the records -- the
+operators whose ``fuses`` cover the steps, best documented first, proven chains
+preferred -- never from a table in this code.  Findings are ``info``: an opportunity,
+not a defect.  ``kb scan --emit-candidates`` turns them into a candidate list.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb.check.context import Context
+from kb.check.findings import Finding
+from kb.check.rules.base import RuleUnit
+from kb.scan.interp import FileScan, segment
+from kb.scan.values import Where
+
+_STANDING = {"stable": 3, "beta": 2, "undocumented": 1}
+
+
+@dataclass
+class Opportunity:
+    """One unfused pattern: where, what it computes, and what the records offer for it."""
+
+    code: str
+    file: str
+    scope: str
+    line: int
+    column: int
+    end_line: int
+    steps: tuple[str, ...]
+    what: str
+    operators: list[str] = field(default_factory=list)
+    chains: list[str] = field(default_factory=list)
+    phase: str | None = None
+    finding: Finding = field(default=None)  # type: ignore[assignment]
+
+
+class PatternRule(RuleUnit):
+    """A fusion-opportunity rule: its detector and the steps it reports."""
+
+    fronts = ("scan",)
+    language = "python"
+    severity = "info"
+    steps: tuple[str, ...] = ()
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        """(first node, last node, steps, description) per match in one function."""
+        return iter(())
+
+
+# -- small AST helpers -----------------------------------------------------------------------
+
+
+def _name(node: ast.AST) -> str:
+    """Dotted name of a callee or target: ``torch.nn.functional.silu``, ``self.q_proj``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif isinstance(node, ast.Call):
+        parts.append(_name(node.func) + "()")
+    return ".".join(reversed(parts))
+
+
+class FnIndex:
+    """One function body read once: its nodes (nested functions and classes excluded,
+    they are indexed on their own), calls by the last part of their callee name, and its
+    statement lists.  Every detector works from this instead of walking the tree again."""
+
+    def __init__(self, fn: ast.AST) -> None:
+        self.node = fn
+        self.nodes: list[ast.AST] = []
+        self.bodies: list[list[ast.stmt]] = []
+        self.calls: list[ast.Call] = []
+        self.by_last: dict[str, list[ast.Call]] = {}
+        stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            self.nodes.append(node)
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+                self.by_last.setdefault(_last(_name(node.func)), []).append(node)
+            for attr in ("body", "orelse", "finalbody"):
+                body = getattr(node, attr, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    self.bodies.append(body)
+            stack.extend(ast.iter_child_nodes(node))
+        body = getattr(fn, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            self.bodies.append(body)
+        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+
+
+def _calls(fn: FnIndex) -> list[ast.Call]:
+    return fn.calls
+
+
+def _last(name: str) -> str:
+    return name.rsplit(".", 1)[-1].lower()
+
+
+def _is_const(node: ast.AST, *values: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value in values
+
+
+def _span(nodes: list[ast.AST]) -> tuple[ast.AST, ast.AST]:
+    ordered = sorted(nodes, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+    return ordered[0], max(ordered, key=lambda n: getattr(n, "end_lineno", 0) or 0)
+
+
+def _calls_named(fn: FnIndex, *names: str) -> list[ast.Call]:
+    return [c for n in names for c in fn.by_last.get(n.lower(), [])]
+
+
+# -- detectors --------------------------------------------------------------------------------
+
+
+class HandwrittenRmsNorm(PatternRule):
+    code = "KB601"
+    name = "handwritten-rms-norm"
+    summary = "RMSNorm written out (square, mean over the last axis, rsqrt, scale): one fused call does it."
+    why = (
+        "Each step of a hand-written RMSNorm is a separate kernel with its own trip through "
+        "memory; the fused norm reads the activation once. Most decoder layers run two per "
+        "layer, so the saving repeats across the whole model."
+    )
+    fail = ("import torch\n\n\ndef rms_norm(x, weight, eps=1e-6):\n"
+            "    variance = x.pow(2).mean(-1, keepdim=True)\n"
+            "    return weight * (x * torch.rsqrt(variance + eps))\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef rms_norm(x, weight, eps=1e-6):\n"
+           "    return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]\n")  # fmt: skip
+    steps = ("rms_norm",)
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        squares: list[ast.AST] = [c for c in _calls_named(fn, "pow", "square")
+                                  if _last(_name(c.func)) == "square" or any(_is_const(a, 2, 2.0) for a in c.args)]  # fmt: skip
+        squares += [n for n in fn.nodes if isinstance(n, ast.BinOp)
+                    and isinstance(n.op, ast.Pow) and _is_const(n.right, 2, 2.0)]  # fmt: skip
+        means = _calls_named(fn, "mean")
+        roots = _calls_named(fn, "rsqrt")
+        if not (squares and means and roots):
+            return
+        text = " ".join(segment(lines, m) for m in means)
+        if "-1" not in text and "dim" not in text:
+            return
+        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and "mean" in segment(lines, n)
+               for n in fn.nodes):  # fmt: skip
+            return  # x - mean: a LayerNorm
+        first, last = _span([*squares, *means, *roots])
+        yield first, last, self.steps, "RMSNorm written out"
+
+
+class ResidualAddThenNorm(PatternRule):
+    code = "KB602"
+    name = "residual-add-then-norm"
+    summary = "A residual add immediately followed by an RMSNorm: the add-and-norm fuses into one call."
+    why = (
+        "Decoder layers add the residual and normalise the sum twice per layer; the fused "
+        "operator returns both the normalised output and the new residual from one read, "
+        "saving a full pass over the hidden states."
+    )
+    fail = ("class Layer:\n    def forward(self, hidden_states, residual):\n"
+            "        hidden_states = residual + hidden_states\n"
+            "        residual = hidden_states\n"
+            "        hidden_states = self.post_attention_layernorm(hidden_states)\n"
+            "        return hidden_states, residual\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\nclass Layer:\n    def forward(self, hidden_states, residual):\n"
+           "        hidden_states, _, residual = torch_npu.npu_add_rms_norm(\n"
+           "            residual, hidden_states, self.post_attention_layernorm.weight)\n"
+           "        return hidden_states, residual\n")  # fmt: skip
+    steps = ("residual_add", "rms_norm")
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        for body in fn.bodies:
+            for i, stmt in enumerate(body):
+                if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp)
+                        and isinstance(stmt.value.op, ast.Add)):  # fmt: skip
+                    continue
+                operands = (_name(stmt.value.left), _name(stmt.value.right))
+                if not any("residual" in o.lower() for o in operands):
+                    continue
+                for later in body[i + 1 : i + 4]:
+                    norm = [c for c in ast.walk(later) if isinstance(c, ast.Call)
+                            and "norm" in _last(_name(c.func))]  # fmt: skip
+                    if norm:
+                        yield stmt, later, self.steps, "residual add followed by a norm"
+                        break
+
+
+class RotateHalfRope(PatternRule):
+    code = "KB603"
+    name = "rotate-half-rope"
+    summary = "RoPE written with rotate_half (x*cos + rotate_half(x)*sin): a fused rotary call does it."
+    why = (
+        "rotate_half slices, negates and concatenates, then two multiplies and an add follow, "
+        "for query and key separately; the fused rotary kernels do it in one pass (for q and "
+        "k together in npu_apply_rotary_pos_emb)."
+    )
+    fail = ("import torch\n\n\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
+            "    return torch.cat((-x2, x1), dim=-1)\n\n\ndef apply_rope(q, cos, sin):\n"
+            "    return q * cos + rotate_half(q) * sin\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef apply_rope(q, cos, sin):\n"
+           "    return torch_npu.npu_rotary_mul(q, cos, sin)\n")  # fmt: skip
+    steps = ("rope",)
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        calls = [c for c in _calls(fn) if _last(_name(c.func)) in ("rotate_half", "_rotate_half",
+                                                                     "rotate_every_two", "rotate_neox",
+                                                                     "rotate_gptj")]  # fmt: skip
+        if calls:
+            first, last = _span(list(calls))
+            yield first, last, self.steps, "rotary embedding via rotate_half"
+
+
+class GatedActivation(PatternRule):
+    code = "KB604"
+    name = "gated-activation"
+    summary = "A gated MLP activation written out (silu(gate) * up, gelu(gate) * up): the GLU kernels fuse it."
+    why = (
+        "The activation and the product are two kernels over the widest tensor of the MLP; the "
+        "fused GLU reads the concatenated gate/up projection once. Check the variant first: a "
+        "clamped GLU (GPT-OSS style, alpha and a limit) is not plain SwiGLU."
+    )
+    fail = ("import torch.nn.functional as F\n\n\ndef mlp(self, x):\n"
+            "    return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef mlp(self, x):\n"
+           "    return self.down_proj(torch_npu.npu_swiglu(self.gate_up_proj(x), dim=-1))\n")  # fmt: skip
+    steps = ("silu", "mul")
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        file_text = "\n".join(lines).lower()
+        clamped = bool(_calls_named(fn, "clamp", "clamp_", "clip"))
+        for node in fn.nodes:
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            for side in (node.left, node.right):
+                if not isinstance(side, ast.Call):
+                    continue
+                act = _last(_name(side.func))
+                if act in ("silu", "swish") and clamped:
+                    yield node, node, ("silu", "mul", "clamp"), "clamped SiLU-gated product"
+                elif act in ("silu", "swish"):
+                    yield node, node, ("silu", "mul"), "SiLU-gated product (SwiGLU)"
+                elif act in ("gelu", "gelu_new", "gelu_pytorch_tanh"):
+                    yield node, node, ("gelu", "mul"), "GELU-gated product (GeGLU)"
+                elif act in ("act_fn", "activation_fn", "act") and "silu" in file_text:
+                    yield node, node, ("silu", "mul"), "gated product through act_fn (SiLU in this file)"
+                else:
+                    continue
+                break
+
+
+class SoftmaxTopkGate(PatternRule):
+    code = "KB605"
+    name = "softmax-topk-gate"
+    summary = "A MoE router written out (softmax or sigmoid scores, then topk): the gating kernels fuse it."
+    why = (
+        "The router scores every expert, picks the top k and often renormalises; fused gating "
+        "does it in one kernel. A correction bias on sigmoid scores (DeepSeek-V3) or on "
+        "softmax scores needs the gate that takes a bias, not the plain softmax one."
+    )
+    fail = ("import torch\n\n\ndef route(logits, k):\n"
+            "    probs = torch.softmax(logits, dim=-1, dtype=torch.float)\n"
+            "    weights, ids = torch.topk(probs, k, dim=-1)\n    return weights, ids\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef route(logits, k):\n"
+           "    weights, ids, _ = torch_npu.npu_moe_gating_top_k_softmax(logits, k=k)\n"
+           "    return weights, ids\n")  # fmt: skip
+    steps = ("gating", "softmax", "top_k")
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        topk = _calls_named(fn, "topk")
+        if not topk:
+            return
+        soft = _calls_named(fn, "softmax")
+        sig = _calls_named(fn, "sigmoid")
+        if not (soft or sig):
+            return
+        score = "sigmoid" if sig and not soft else "softmax"
+        steps: tuple[str, ...] = ("gating", score, "top_k")
+        text = segment(lines, fn.node).lower()
+        if "bias" in text and "correction" in text:
+            steps += ("bias_add",)
+        first, last = _span([*topk, *(sig or soft)])
+        yield first, last, steps, f"{score} scores then topk (MoE router)"
+
+
+class AttentionWrittenOut(PatternRule):
+    code = "KB606"
+    name = "attention-written-out"
+    summary = "Attention computed by scaled_dot_product_attention or softmax(QK^T)V: the fused attention kernels do it."
+    why = (
+        "A written-out attention materialises the score matrix; the NPU's fused attention "
+        "streams it and reads a paged KV cache directly. Which kernel fits depends on the "
+        "phase and the cache layout (see 'kb advise attention')."
+    )
+    fail = ("import torch.nn.functional as F\n\n\ndef attend(q, k, v):\n"
+            "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef attend(q, k, v, heads):\n"
+           "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+           "        q, k, v, num_query_heads=heads, input_layout=\"BNSD\", sparse_mode=3)[0]\n")  # fmt: skip
+    steps = ("attention", "softmax")
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        for c in _calls_named(fn, "scaled_dot_product_attention"):
+            yield c, c, self.steps, "scaled_dot_product_attention"
+        soft = _calls_named(fn, "softmax")
+        products = [n for n in fn.nodes if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+                    or (isinstance(n, ast.Call) and _last(_name(n.func)) in ("matmul", "bmm"))]  # fmt: skip
+        transposed = [n for n in fn.nodes if isinstance(n, ast.Call)
+                      and _last(_name(n.func)) in ("transpose", "mT")]  # fmt: skip
+        if soft and len(products) >= 2 and transposed:
+            first, last = _span([*products, *soft])
+            yield first, last, self.steps, "softmax(QK^T)V written out"
+
+
+class RepeatKv(PatternRule):
+    code = "KB607"
+    name = "repeat-kv"
+    summary = "Key/value heads repeated for grouped-query attention: the fused attention takes the KV head count."
+    why = (
+        "repeat_kv copies the KV cache num_heads / num_kv_heads times before attention; the "
+        "fused attention kernels read the grouped heads directly (num_key_value_heads), so the "
+        "copy and its memory go away."
+    )
+    fail = ("def attend(self, q, k, v):\n    k = repeat_kv(k, self.num_key_value_groups)\n"
+            "    v = repeat_kv(v, self.num_key_value_groups)\n    return self.core(q, k, v)\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef attend(self, q, k, v):\n"
+           "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+           "        q, k, v, num_query_heads=self.num_heads,\n"
+           "        num_key_value_heads=self.num_kv_heads, input_layout=\"BNSD\")[0]\n")  # fmt: skip
+    steps = ("attention",)
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        calls = [c for c in _calls(fn) if _last(_name(c.func)) in ("repeat_kv", "_repeat_kv")]
+        calls += [c for c in _calls_named(fn, "repeat_interleave")
+                  if any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
+        if calls:
+            first, last = _span(list(calls))
+            yield first, last, self.steps, "KV heads repeated for GQA"
+
+
+class IndexPutCacheWrite(PatternRule):
+    code = "KB608"
+    name = "index-put-cache-write"
+    summary = "A KV cache written by indexing (cache[slots] = k, index_copy_): the cache writers do it in one call."
+    why = (
+        "Writing K and V into the cache with Python indexing launches a scatter per tensor; the "
+        "fused writers take a slot mapping (paged) or positions (contiguous) and write K and V "
+        "together, and some also fuse the norm and RoPE before the write."
+    )
+    fail = ("def write(k_cache, v_cache, k, v, slots):\n"
+            "    k_cache[slots] = k\n    v_cache[slots] = v\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef write(k_cache, v_cache, k, v, slots):\n"
+           "    torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n")  # fmt: skip
+    steps = ("kv_cache_write",)
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        hits: list[ast.AST] = [n for n in fn.nodes if _cache_store(n)]
+        if hits:
+            first, last = _span(hits)
+            yield first, last, self.steps, "KV cache written by indexing"
+
+
+class SeparateQkvRopeCache(PatternRule):
+    code = "KB609"
+    name = "separate-qkv-rope-cache"
+    summary = "Separate q/k/v projections feeding RoPE and a cache write: a reference chain covers the module."
+    why = (
+        "When projections, RoPE, the cache write and attention are separate steps, the module "
+        "matches a whole reference chain rather than one operator; the chain lists the fused "
+        "stages and their prerequisites (a merged qkv weight, a paged cache, RoPE tables)."
+    )
+    fail = ("class Attn:\n    def forward(self, x, cos, sin, cache, slots):\n"
+            "        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)\n"
+            "        q, k = apply_rotary_pos_emb(q, k, cos, sin)\n"
+            "        cache.update(k, v, slots)\n        return self.attn(q, k, v)\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\nclass Attn:\n    def forward(self, x, cos, sin, k_cache, v_cache, slots):\n"
+           "        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)\n"
+           "        q, k = torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin)\n"
+           "        torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n"
+           "        return self.attn(q, k_cache, v_cache)\n")  # fmt: skip
+    steps = ("q_projection", "kv_projection", "rope", "kv_cache_write")
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        names = [(_name(c.func).lower(), c) for c in _calls(fn)]
+        proj = {p: [c for n, c in names if n.endswith(p)] for p in ("q_proj", "k_proj", "v_proj")}
+        if not all(proj.values()):
+            return
+        rope = [c for n, c in names if "rotary" in n or "rope" in n or n.endswith("rotate_half")]
+        cache: list[ast.AST] = [c for n, c in names if ("cache" in n or "past_key_value" in n)
+                                and n.rsplit(".", 1)[-1] in ("update", "write", "store", "append", "copy_")]  # fmt: skip
+        cache += [a for a in fn.nodes if _cache_store(a)]
+        if rope and cache:
+            first, last = _span([*proj["q_proj"], *proj["k_proj"], *proj["v_proj"], *rope, *cache])
+            yield first, last, self.steps, "separate q/k/v projections, RoPE and a cache write"
+
+
+class PerTokenQuantWrittenOut(PatternRule):
+    code = "KB610"
+    name = "per-token-quant-written-out"
+    summary = "Dynamic per-token int8 quantization written out (abs-max per row, scale, round, cast): one call does it."
+    why = (
+        "Quantizing activations per token by hand takes an abs, a max, a divide, a round, a "
+        "clamp and a cast; the fused dynamic quantization returns the int8 tensor and its "
+        "per-token scales in one kernel, in the layout the quantized matmuls expect."
+    )
+    fail = ("import torch\n\n\ndef quant(x):\n"
+            "    scale = x.abs().amax(dim=-1, keepdim=True) / 127.0\n"
+            "    q = torch.clamp(torch.round(x / scale), -128, 127).to(torch.int8)\n"
+            "    return q, scale\n")  # fmt: skip
+    fix = ("import torch_npu\n\n\ndef quant(x):\n"
+           "    return torch_npu.npu_dynamic_quant(x)\n")  # fmt: skip
+    steps = ("dynamic_quantize",)
+
+    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        absmax = [c for c in _calls_named(fn, "amax", "max") if "abs" in segment(lines, c)]
+        if not absmax:
+            return
+        text = segment(lines, fn.node)
+        if "127" not in text or "int8" not in text:
+            return
+        rounds = _calls_named(fn, "round", "round_")
+        if rounds:
+            first, last = _span([*absmax, *rounds])
+            yield first, last, self.steps, "per-token int8 quantization written out"
+
+
+RULES: tuple[PatternRule, ...] = (HandwrittenRmsNorm(), ResidualAddThenNorm(), RotateHalfRope(),
+                                  GatedActivation(), SoftmaxTopkGate(), AttentionWrittenOut(),
+                                  RepeatKv(), IndexPutCacheWrite(), SeparateQkvRopeCache(),
+                                  PerTokenQuantWrittenOut())  # fmt: skip
+
+
+def _cache_store(node: ast.AST) -> bool:
+    """``cache[idx] = x`` or ``cache.index_copy_(...)`` and kin on a name mentioning a cache."""
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and "cache" in _name(t.value).lower()
+                   for t in node.targets)  # fmt: skip
+    if isinstance(node, ast.Call):
+        return _last(_name(node.func)) in ("index_copy_", "index_put_", "scatter_", "index_copy",
+                                           "index_put") and "cache" in _name(node.func).lower()  # fmt: skip
+    return False
+
+
+# -- choosing what the records offer -----------------------------------------------------------
+
+
+def fused_for(ctx: Context, steps: tuple[str, ...], product: str | None) -> list[str]:
+    """Operators whose ``fuses`` cover ``steps``, best first: close matches (at most two
+    extra steps) before wide ones, current before superseded; then the ones shipping code
+    calls most (``seen_in``), the closest (a plain RMSNorm gets the plain norm, not
+    add+norm), documented for the product before not (refused ones are left out), the
+    better documented, and those proven in chains."""
+    key = ("fused_for", steps, product)
+    if key in ctx.memo:
+        return ctx.memo[key]  # type: ignore[no-any-return]
+    from kb.vocab import product_support
+
+    uses: dict[str, int] = {}
+    for chain in ctx.catalog.records("chain"):
+        for stage in chain.get("stages") or []:
+            uses[stage.get("operator", "")] = uses.get(stage.get("operator", ""), 0) + 1
+    scored = []
+    for rec in ctx.catalog.records("operator"):
+        fuses = set(rec.get("fuses") or [])
+        if not set(steps) <= fuses or rec.get("status") == "deprecated":
+            continue
+        if rec.get("category") == "training" or rec.get("phases") == ["training"]:
+            continue
+        support = "yes"
+        if product and rec.get("products"):
+            support = product_support(product, rec["products"], rec.get("unsupported_products") or [])
+        if support == "no":
+            continue
+        successor = rec.get("superseded_by")
+        superseded = bool(successor and ctx.operator(successor) is not None)
+        extra = len(fuses - set(steps))
+        practice = sum(len(r.get("sites") or []) for r in rec.get("seen_in") or [])
+        scored.append((extra > 2, superseded, -min(practice, 20), extra, support == "undocumented",
+                       -_STANDING.get(str(rec.get("status")), 0),
+                       -min(uses.get(rec["name"], 0), 5), rec["name"]))  # fmt: skip
+    ctx.memo[key] = [name for *_rest, name in sorted(scored)]
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def chains_for(ctx: Context, operators: list[str], steps: tuple[str, ...]) -> list[str]:
+    """Chains using the best operator; for a whole module (several steps and no single
+    operator), attention chains whose stages cover RoPE and the cache write."""
+    out = []
+    for chain in ctx.catalog.records("chain"):
+        stages = chain.get("stages") or []
+        if operators:
+            if operators[0] in {s.get("operator") for s in stages}:
+                out.append(chain["name"])
+            continue
+        names = " ".join(str(s.get("stage", "")) for s in stages).lower()
+        if chain.get("module") == "attention" and "rope" in names and "cache" in names:
+            out.append(chain["name"])
+    return sorted(out, key=lambda n: (0 if "gqa" in n or "mha" in n else 1, n))[:3]
+
+
+def opportunities(scan: FileScan, tree: ast.Module, ctx: Context, settings: Any) -> list[Opportunity]:
+    """Every KB6xx match in a parsed file, with what the records offer for it."""
+    from kb.scan import hints
+
+    found: list[Opportunity] = []
+    seen: set[tuple[str, int]] = set()
+    functions = scan.functions or [("", tree)]
+    for qual, fn in functions:
+        index = FnIndex(fn)
+        for rule in RULES:
+            for first, last, steps, what in rule.detect(index, scan.lines):
+                line = getattr(first, "lineno", 1)
+                if (rule.code, line) in seen:
+                    continue
+                seen.add((rule.code, line))
+                ops = [] if rule.code == "KB609" else fused_for(ctx, steps, settings.product)
+                chains = chains_for(ctx, ops, steps) if not ops else []
+                col = Where(line, getattr(first, "col_offset", 0) + 1)
+                end = getattr(last, "end_lineno", line) or line
+                offer = (f"use {ops[0]}" + (f" (or {', '.join(ops[1:3])})" if len(ops) > 1 else "")
+                         if ops else "")  # fmt: skip
+                if chains:
+                    offer += ("; " if offer else "") + f"reference chain {', '.join(chains)}"
+                if not offer:
+                    offer = f"no operator in the records fuses {' + '.join(steps)}"
+                message = f"{what} (lines {line}-{end}): {offer}"
+                phase = hints.phase(frozenset(), qual.split("."))
+                finding = Finding(scan.path, col.line, col.column, rule.code, "info", message)
+                found.append(Opportunity(rule.code, scan.path, qual, line, col.column, end, steps,
+                                         what, ops, chains, phase, finding))  # fmt: skip
+    return found
+

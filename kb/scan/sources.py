@@ -1,0 +1,171 @@
+"""Finding and reading the Python files ``kb scan`` looks at.
+
+Directories are walked without following symlinks (no loops), honouring the
+``.gitignore`` files on the way down and ``--exclude`` / ``[tool.kb] exclude`` patterns
+(gitignore syntax, via pathspec).  A file is read only when it is a regular file of
+sane size; its encoding comes from the coding cookie (PEP 263), as Python reads it.
+Nothing here imports or runs the scanned code.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tokenize
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_EXCLUDES = (".git/", ".hg/", ".svn/", ".venv/", "venv/", "__pycache__/", ".tox/",
+                    ".nox/", "node_modules/", "build/", "dist/", ".eggs/", "*.egg-info/",
+                    "site-packages/", ".mypy_cache/", ".ruff_cache/")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A path that was named or found but cannot be scanned, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # as shown in findings (relative to the working directory when possible)
+    text: str
+
+
+class SourceError(Exception):
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+def _spec(patterns: Sequence[str]) -> object | None:
+    if not patterns:
+        return None
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def _matches(spec: object | None, rel: str) -> bool:
+    return spec is not None and spec.match_file(rel)  # type: ignore[attr-defined]
+
+
+def _display(path: Path) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def discover(paths: Sequence[str], exclude: Sequence[str] = (), *,
+             respect_gitignore: bool = True) -> tuple[list[Path], list[Skipped]]:  # fmt: skip
+    """The ``.py`` files under ``paths`` (files named explicitly are always taken)."""
+    found: list[Path] = []
+    skipped: list[Skipped] = []
+    user = _spec(list(exclude))
+    defaults = _spec(DEFAULT_EXCLUDES)
+    for raw in paths:
+        path = Path(raw)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            skipped.append(Skipped(raw, f"cannot read: {exc.strerror or exc}"))
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append(path)
+        elif stat.S_ISDIR(st.st_mode):
+            found += _walk(path, user, defaults, respect_gitignore, skipped)
+        else:
+            skipped.append(Skipped(raw, "not a regular file or directory (a FIFO, socket or "
+                                   "device); give a .py file or a directory"))  # fmt: skip
+    unique: dict[str, Path] = {}
+    for p in found:
+        unique.setdefault(os.path.normpath(str(p)), p)
+    return list(unique.values()), skipped
+
+
+def _walk(root: Path, user: object | None, defaults: object | None, gitignore: bool,
+          skipped: list[Skipped]) -> Iterator[Path]:  # fmt: skip
+    ignores: list[tuple[str, object]] = []  # (directory relative to root, spec)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        if gitignore and ".gitignore" in filenames:
+            try:
+                with open(os.path.join(dirpath, ".gitignore"), encoding="utf-8",
+                          errors="replace") as fh:  # fmt: skip
+                    ignores.append((rel_dir, _spec(fh.read(MAX_BYTES).splitlines())))
+            except OSError:
+                pass
+
+        def ignored(rel: str, is_dir: bool) -> bool:
+            probe = rel + "/" if is_dir else rel
+            if _matches(defaults, probe) or _matches(user, probe):
+                return True
+            for base, spec in ignores:
+                if base and not rel.startswith(base + "/"):
+                    continue
+                sub = rel[len(base) + 1 :] if base else rel
+                if _matches(spec, sub + "/" if is_dir else sub):
+                    return True
+            return False
+
+        keep = []
+        for d in sorted(dirnames):
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if not ignored(rel, True) and not os.path.islink(os.path.join(dirpath, d)):
+                keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            full = Path(dirpath) / name
+            if ignored(rel, False):
+                continue
+            try:
+                st = full.stat()
+            except OSError:
+                skipped.append(Skipped(_display(full), "dangling symlink or unreadable"))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(Skipped(_display(full), "not a regular file"))
+                continue
+            yield full
+
+
+def read(path: Path) -> Source:
+    """The text of one file; SourceError says why it cannot be Python source."""
+    shown = _display(path)
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError("not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise SourceError(f"file is {st.st_size} bytes, larger than the {MAX_BYTES} byte limit")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    if b"\x00" in raw:
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise SourceError("binary file (NUL bytes), not Python source", line)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        text = raw.decode(encoding)
+    except (SyntaxError, LookupError) as exc:
+        raise SourceError(f"unreadable encoding: {exc}") from None
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SourceError(f"not valid {encoding} text (byte {exc.start})", line) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return Source(shown, text)
