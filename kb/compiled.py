@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
 FORMAT_VERSION = "4"
 #: Code whose change must invalidate the cache (it decides what a valid record is).
 _CODE_FILES = ("models.py", "vocab.py", "store.py", "compiled.py", "releases.py",
-               "data/releases.json", "yamlpos.py", "recordfiles.py")  # fmt: skip
+               "data/releases.json", "yamlpos.py", "recordfiles.py", "consistency.py")  # fmt: skip
 MEMORY = ":memory:"
 
 

@@ -251,6 +251,20 @@ class Example(Strict):
     phase: Phase | None = None
 
 
+class Deprecation(Strict):
+    """Upstream's own word that the operator is deprecated, as the importer read it.
+
+    ``kb validate`` holds ``status`` and ``superseded_by`` to it, so a successor can
+    neither be invented nor drift away from ``deprecated.yaml``.
+    """
+
+    listed_in: list[Literal["deprecated.yaml", "page"]] = Field(min_length=1)
+    replace: str | None = Field(
+        default=None,
+        description="the replacement exactly as deprecated.yaml (else the page) names it",
+    )
+
+
 class Upstream(Strict):
     path: str | None = None
     commit: str | None = None
@@ -258,6 +272,49 @@ class Upstream(Strict):
     schema_source: str | None = Field(
         default=None, description="where the schema string comes from (file name)"
     )
+    deprecation: Deprecation | None = Field(
+        default=None, description="written by the importer from deprecated.yaml and the page"
+    )
+    unsupported_products: list[Product] = Field(
+        default_factory=list, description="written by the importer: products the page marks x"
+    )
+
+
+#: What an evidence entry may back: a top-level fact field, one parameter (or one of its
+#: fields), one rule, or a return value.
+EVIDENCE_ABOUT = re.compile(
+    r"^(?:superseded_by|unsupported_products|products|phase_limit|phases|quantization"
+    r"|quant_roles|constraints|returns(?:\.[A-Za-z_]\w*)?|graph_mode|signature"
+    r"|parameters\.[A-Za-z_]\w*(?:\.(?:dtypes|formats|shapes|allowed|also_accepted"
+    r"|python_name|range|default|reserved))?|rules\.[a-z0-9][a-z0-9\-]*)$"
+)
+
+
+class Evidence(Strict):
+    """Where a fact comes from when the official page does not state it: a file of a
+    public repository at a commit (op-plugin source or tests, deprecated.yaml, a page of
+    another revision, shipping code).  ``kind`` says whether only code supports it."""
+
+    about: list[str] = Field(min_length=1, description="the record fields it backs")
+    values: list[Scalar] = Field(
+        default_factory=list, description="the values it backs (products, phases …); empty: all"
+    )
+    kind: Literal["page", "source", "test", "config", "docstring", "shipping-code"]
+    repo: str = Field(pattern=r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$", description="owner/name")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$")
+    path: str = Field(min_length=1)
+    lines: str | None = Field(default=None, pattern=r"^\d+(?:-\d+)?$")
+    says: str = Field(min_length=1, description="what the file establishes, in our words")
+
+    @field_validator("about")
+    @classmethod
+    def _known_fields(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if not EVIDENCE_ABOUT.match(a)]
+        if bad:
+            raise ValueError(f"evidence cannot be about {bad}: name superseded_by, "
+                             "unsupported_products, phase_limit, parameters.<name>[.<field>], "
+                             "rules.<id>, quantization, products, returns or constraints")  # fmt: skip
+        return v
 
 
 class Site(Strict):
@@ -336,6 +393,9 @@ class Operator(Strict):
     rules: list[Rule] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
     seen_in: list[SeenIn] = Field(default_factory=list, description="calls in shipping code")
+    evidence: list[Evidence] = Field(
+        default_factory=list, description="citations for facts the official page does not state"
+    )
     upstream: Upstream = Field(default_factory=Upstream)
     superseded_by: str | None = None
     supersedes: list[str] = Field(default_factory=list)

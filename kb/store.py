@@ -209,6 +209,25 @@ def _check_signature(loaded: Loaded) -> list[Problem]:
     return problems
 
 
+def _check_consistency(result: StoreResult) -> None:
+    """Cross-field checks of operator records (:mod:`kb.consistency`)."""
+    from kb.consistency import Report, check_lineage, check_operator
+
+    def report_for(name: str) -> Report:
+        loaded = result.records[name]
+
+        def report(path: tuple[Any, ...], msg: str) -> None:
+            line, col = loaded.located.where(path)
+            result.problems.append(Problem(loaded.file, line, col, _format_field(path), msg))
+
+        return report
+
+    ops = {n: ld.record for n, ld in result.records.items() if isinstance(ld.record, Operator)}
+    for name, rec in ops.items():
+        check_operator(rec, report_for(name))
+    check_lineage(ops, report_for)
+
+
 def _suggest(name: str, names: dict[str, str]) -> str | None:
     from kb.fuzzy import suggest
 
@@ -262,5 +281,6 @@ def load_store(root: Path) -> StoreResult:
                 continue
             result.names[spelling] = name
     _check_references(result)
+    _check_consistency(result)
     result.problems.sort(key=lambda p: (p.file, p.line, p.column))
     return result

@@ -76,7 +76,7 @@ def test_shipped_dtype_arguments_are_canonical() -> None:
     shipped = open_catalog(PACKAGE_DIR / "records")
     qmm = {p["name"]: p for p in shipped.get("npu_quant_matmul")["parameters"]}  # type: ignore[index]
     assert qmm["output_dtype"]["takes"] == "dtype"
-    assert qmm["output_dtype"]["allowed"] == [None, "int8", "float16", "bfloat16", "int32"]
+    assert qmm["output_dtype"]["allowed"] == [None, "int8", "float16", "bfloat16", "int32", "float32"]
     mx = {p["name"]: p for p in shipped.get("npu_dynamic_mx_quant")["parameters"]}  # type: ignore[index]
     assert "float8_e4m3fn" in mx["dst_type"]["allowed"]
 

@@ -199,7 +199,10 @@ def test_crosscheck_reports_a_stage_the_record_rejects(
 
 #: An operator whose source refuses atlas-a3 (absence from the product list is only KB208).
 REFUSING_OPERATOR = operator_yaml().replace(
-    "products: [atlas-a2]", "products: [atlas-a2]\nunsupported_products: [atlas-a3]"
+    "products: [atlas-a2]",
+    "products: [atlas-a2]\nunsupported_products: [atlas-a3]\n"
+    "evidence:\n  - {about: [unsupported_products], kind: page, repo: example/kernels,"
+    " commit: abc1234, path: docs/op.md, says: The product table marks atlas-a3 unsupported.}",
 )
 
 

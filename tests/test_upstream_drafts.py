@@ -45,7 +45,9 @@ def test_every_page_api_and_undocumented_operator_gets_a_draft(drafted: Path) ->
     names = sorted(p.stem for p in drafted.rglob("*.yaml"))
     assert names == [
         "_npu_fake_paged",
+        "_npu_fake_paged_get_workspace",
         "fake_limit",
+        "get_npu_format",
         "npu_fake_cast",
         "npu_fake_codegen_only",
         "npu_fake_norm",
@@ -59,7 +61,7 @@ def test_every_page_api_and_undocumented_operator_gets_a_draft(drafted: Path) ->
 def test_drafts_validate_together(drafted: Path) -> None:
     result = load_store(drafted)
     assert result.ok, [str(p) for p in result.problems]
-    assert len(result.records) == 8
+    assert len(result.records) == 10
 
 
 def test_draft_facts_are_exact(drafted: Path) -> None:
@@ -88,12 +90,17 @@ def test_draft_facts_are_exact(drafted: Path) -> None:
         "url": "https://gitcode.com/Ascend/op-plugin/blob/master/docs/zh/custom_APIs/torch_npu/"
         "torch_npu-npu_fake_norm.md",
         "schema_source": "op_plugin_functions.yaml",
+        "unsupported_products": ["atlas-inference"],
     }
 
 
 def test_status_and_lineage(drafted: Path) -> None:
     cast = _load(drafted, "npu_fake_cast")
     assert cast["status"] == "deprecated" and cast["superseded_by"] == "npu_fake_norm"
+    assert cast["upstream"]["deprecation"] == {
+        "listed_in": ["deprecated.yaml", "page"],
+        "replace": "torch_npu.npu_fake_norm",
+    }
     assert _load(drafted, "npu_fake_scatter_")["parameters"][0]["mutated"] is True
     undoc = _load(drafted, "npu_fake_undoc")
     assert undoc["status"] == "undocumented" and "path" not in undoc["upstream"]

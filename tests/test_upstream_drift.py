@@ -53,7 +53,7 @@ def test_no_drift_against_the_sources_records_were_built_from(
 ) -> None:
     code, report = _drift(*built, capsys)
     assert (code, report["drift"]) == (0, [])
-    assert report["summary"]["records"] == 8
+    assert report["summary"]["records"] == 10
     assert (
         main(
             [
@@ -68,7 +68,7 @@ def test_no_drift_against_the_sources_records_were_built_from(
         )
         == 0
     )
-    assert capsys.readouterr().out.startswith("no drift (8 records, 8 upstream operators)")
+    assert capsys.readouterr().out.startswith("no drift (10 records, 10 upstream operators)")
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -250,3 +250,71 @@ def test_skeleton_script(tmp_path: Path) -> None:
     ).stdout
     assert out.startswith("signature: npu_fake_norm(Tensor x, Tensor gamma, *, int mode=0")
     assert "summary" not in out
+
+
+def test_superseded_by_and_deprecation_facts_follow_deprecated_yaml(
+    built: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_plugin, wheel, records = built
+    path = next(records.rglob("npu_fake_cast.yaml"))
+    assert "replace: torch_npu.npu_fake_norm" in path.read_text()
+    _edit(path, "superseded_by: npu_fake_norm", "superseded_by: npu_fake_scatter")
+    _edit(path, "listed_in: [deprecated.yaml, page]", "listed_in: [page]")
+    code, report = _drift(op_plugin, wheel, records, capsys)
+    assert code == 1
+    messages = sorted(d["message"] for d in report["drift"])
+    assert [(d["kind"], d["name"]) for d in report["drift"]] == [
+        ("deprecation", "npu_fake_cast")
+    ] * 2
+    assert messages[0] == "superseded_by is npu_fake_scatter, deprecated.yaml names npu_fake_norm"
+    assert messages[1].startswith("upstream.deprecation is {'listed_in': ['page']")
+    args = ["--op-plugin", str(op_plugin), "--wheel", str(wheel), "--records", str(records)]
+    assert main(["import", *args, "--commit", "abc1234"]) == 0
+    assert _drift(op_plugin, wheel, records, capsys) == (
+        0,
+        _drift(op_plugin, wheel, records, capsys)[1],
+    )
+    assert _drift(op_plugin, wheel, records, capsys)[1]["drift"] == []
+    assert "superseded_by: npu_fake_norm" in path.read_text()
+
+
+def test_refresh_drops_a_deprecation_upstream_withdrew(
+    built: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_plugin, wheel, records = built
+    config, pages = config_dir(op_plugin), pages_dir(op_plugin)
+    _edit(
+        config / "deprecated.yaml",
+        "  - name: npu_fake_cast\n    replace: 'torch_npu.npu_fake_norm'\n",
+        "",
+    )
+    _edit(pages / "beta-torch_npu-npu_fake_cast.md", "该接口计划废弃，", "")
+    args = ["--op-plugin", str(op_plugin), "--wheel", str(wheel), "--records", str(records)]
+    assert main(["import", *args]) == 0
+    text = next(records.rglob("npu_fake_cast.yaml")).read_text()
+    assert "deprecation:" not in text and "listed_in" not in text
+    code, report = _drift(op_plugin, wheel, records, capsys)
+    assert code == 1
+    assert [(d["kind"], d["name"]) for d in report["drift"]] == [("deprecation", "npu_fake_cast")]
+    assert report["drift"][0]["message"] == "the record says deprecated, upstream does not"
+
+
+def test_products_named_by_evidence_are_not_drift(
+    built: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_plugin, wheel, records = built
+    path = next(records.rglob("npu_fake_norm.yaml"))
+    text = path.read_text()
+    products = re.search(r"^products: \[(.*)\]$", text, re.M)
+    assert products is not None
+    _edit(path, products.group(0), f"products: [{products.group(1)}, atlas-200i-500-a2]")
+    code, report = _drift(op_plugin, wheel, records, capsys)
+    assert code == 1 and report["drift"][0]["removed"] == ["atlas-200i-500-a2"]
+    path.write_text(
+        path.read_text()
+        + "evidence:\n  - about: [products]\n    values: [atlas-200i-500-a2]\n"
+        "    kind: page\n    repo: example/kernels\n    commit: abc1234\n"
+        "    path: docs/fake_norm.md\n    says: A newer kernel reference lists it.\n"
+    )
+    code, report = _drift(op_plugin, wheel, records, capsys)
+    assert (code, report["drift"]) == (0, [])

@@ -179,6 +179,30 @@ def test_dtypes_are_added_never_removed(curated: Path) -> None:
     assert x["dtypes"] == ["float16", "int4", "bfloat16"]
 
 
+EVIDENCE = """\
+evidence:
+  - about: [products]
+    values: [atlas-200i-500-a2]
+    kind: page
+    repo: example/kernels
+    commit: abc1234
+    path: docs/fake_norm.md
+    says: A newer kernel reference lists the 200I/500 A2 series.
+"""
+
+
+@pytest.mark.parametrize("cited", [True, False])
+def test_products_evidence_names_survive_a_refresh(curated: Path, cited: bool) -> None:
+    text = CURATED.replace("  - atlas-a2\n", "  - atlas-a2\n  - atlas-200i-500-a2\n")
+    text = text.replace("upstream:\n", (EVIDENCE if cited else "") + "upstream:\n")
+    curated.write_text(text, encoding="utf-8")
+    assert _refresh(curated.parents[2]) == 0
+    data = yaml.safe_load(curated.read_text(encoding="utf-8"))
+    page = ["ascend-950", "atlas-a3-training", "atlas-a2"]
+    assert data["products"] == page + (["atlas-200i-500-a2"] if cited else [])
+    assert load_store(curated.parents[2]).ok
+
+
 # -- the text editor itself --------------------------------------------------------------
 
 ORDERS = {(): ["a", "b", "c", "d"], ("items", "*"): ["name", "type", "extra"]}
@@ -247,3 +271,61 @@ def test_dump_record_quotes_what_yaml_would_retype() -> None:
         "signature": 'f(str m="a") -> Tensor',
         "on": "yes",
     }
+
+
+def test_multi_line_strings_are_written_as_literal_blocks() -> None:
+    data = {"examples": [{"title": "t", "code": "import torch\n\nx = 1\n"}], "note": "a\nb"}
+    text = dump_record(data)
+    assert "    code: |\n      import torch\n\n      x = 1\n" in text
+    assert "note: |-\n  a\n  b\n" in text
+    assert yaml.safe_load(text) == data
+    # leading spaces or trailing blanks cannot be literal blocks and stay quoted
+    odd = {"a": "  indented\nx\n", "b": "x\n\n"}
+    assert yaml.safe_load(dump_record(odd)) == odd and '"' in dump_record(odd)
+
+
+def test_growing_a_block_list_of_mappings_keeps_it_in_block_style() -> None:
+    text = "name: x\nconstraints:\n  - text: one\n  - text: two\n    rule: r\nnote: kept\n"
+    data = yaml.safe_load(text)
+    data["constraints"].insert(1, {"text": "new one"})
+    out = update_text(text, data, {}, {})
+    assert out == ("name: x\nconstraints:\n  - text: one\n  - text: new one\n  - text: two\n"
+                   "    rule: r\nnote: kept\n")  # fmt: skip
+
+
+def test_long_paragraphs_are_written_folded() -> None:
+    words = " ".join(f"word{i}" for i in range(60))
+    data = {"description": words + "\n", "short": "one line\n"}
+    text = dump_record(data)
+    assert text.startswith("description: >\n  word0 word1") and yaml.safe_load(text) == data
+    assert max(len(line) for line in text.splitlines()) <= 92
+    assert 'short: "one line\\n"' in text  # too short to fold
+
+
+def test_a_changed_list_keeps_the_text_of_items_that_stay() -> None:
+    text = (
+        "rules:\n"
+        "  - id: a   # hand comment\n"
+        "    values: {mode: [0, 3]}\n"
+        "  - id: b\n"
+        "    when: [{arg: mode, equals: 3}]\n"
+        "    values: {other: [1]}\n"
+        "note: kept\n"
+    )
+    data = yaml.safe_load(text)
+    data["rules"][1]["values"] = {"other": [1, 2]}
+    data["rules"].append({"id": "c", "select": {"x": 1}, "tensors": {"q": ["int8"]}})
+    out = update_text(text, data, {}, {})
+    assert out == (
+        "rules:\n"
+        "  - id: a   # hand comment\n"
+        "    values: {mode: [0, 3]}\n"
+        "  - id: b\n"
+        "    when: [{arg: mode, equals: 3}]\n"
+        "    values: {other: [1, 2]}\n"
+        "  - id: c\n"
+        "    select: {x: 1}\n"
+        "    tensors: {q: [int8]}\n"
+        "note: kept\n"
+    )
+    assert yaml.safe_load(out) == data

@@ -151,7 +151,7 @@ def cmd_import(ns: argparse.Namespace) -> int:
             continue
         if ns.no_refresh:
             continue
-        result = refreshed(record.data, facts, ns.commit)
+        result = refreshed(record.data, facts, ns.commit, known)
         summary["warnings"] += [f"{name}: {w}" for w in result.warnings]
         if not result.changes:
             summary["unchanged"] += 1

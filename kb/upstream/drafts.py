@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kb.consistency import replacement_operator
 from kb.signature import SchemaArg
 from kb.upstream import PLACEHOLDER
 from kb.upstream.facts import OperatorFacts
@@ -173,10 +174,23 @@ def upstream_block(facts: OperatorFacts, commit: str | None) -> dict[str, Any]:
         block["url"] = facts.url
     if facts.schema_source:
         block["schema_source"] = facts.schema_source
+    dep = deprecation_block(facts)
+    if dep:
+        block["deprecation"] = dep
+    if facts.unsupported_products:
+        block["unsupported_products"] = list(facts.unsupported_products)
     return block
 
 
-_OPERATOR_REF = re.compile(r"^(?:torch_npu\.)?(npu_[A-Za-z0-9_]+)$")
+def deprecation_block(facts: OperatorFacts) -> dict[str, Any] | None:
+    """``upstream.deprecation``: where upstream deprecates the operator and the
+    replacement it names, exactly as written (``kb validate`` holds superseded_by to it)."""
+    if facts.status != "deprecated" or not facts.deprecated_in:
+        return None
+    out: dict[str, Any] = {"listed_in": list(facts.deprecated_in)}
+    if facts.replacement:
+        out["replace"] = facts.replacement
+    return out
 
 
 def deprecation_fields(facts: OperatorFacts, known: set[str]) -> dict[str, Any]:
@@ -185,9 +199,9 @@ def deprecation_fields(facts: OperatorFacts, known: set[str]) -> dict[str, Any]:
     if facts.status != "deprecated":
         return {}
     replacement = facts.replacement
-    m = _OPERATOR_REF.match(replacement or "")
-    if m and m.group(1) in known and m.group(1) != facts.name:
-        return {"superseded_by": m.group(1)}
+    named = replacement_operator(replacement)
+    if named and named in known and named != facts.name:
+        return {"superseded_by": named}
     if replacement:
         return {
             "replacement_note": f"{PLACEHOLDER} say what to use instead (upstream names {replacement})"
@@ -224,11 +238,45 @@ def build_draft(facts: OperatorFacts, commit: str | None, known: set[str]) -> di
         data["unsupported_products"] = list(facts.unsupported_products)
     if facts.versions:
         data["versions"] = {"pytorch": list(facts.versions)}
+    cited = docstring_evidence(facts, data, commit)
+    if cited:
+        data["evidence"] = [cited]
     up = upstream_block(facts, commit)
     if up:
         data["upstream"] = up
     data.update(deprecation_fields(facts, known))
     return data
+
+
+DOCSTRING_SOURCE = ("Ascend/op-plugin", "codegen/templates/_op_plugin_docs.py")
+"""Where op-plugin keeps the docstrings the wheel ships (``help(torch_npu.npu_x)``)."""
+
+
+def docstring_evidence(
+    facts: OperatorFacts, data: dict[str, Any], commit: str | None
+) -> dict[str, Any] | None:
+    """The citation ``kb validate`` wants for facts of a page-less operator that came from
+    its docstring: which fields, and the file op-plugin keeps docstrings in."""
+    if facts.page is not None or not facts.docstring or not commit:
+        return None
+    about = [
+        f"parameters.{p['name']}"
+        for p in data.get("parameters") or []
+        if any(p.get(k) for k in ("dtypes", "formats", "allowed"))
+    ]
+    if data.get("products"):
+        about.append("products")
+    if not about:
+        return None
+    repo, path = DOCSTRING_SOURCE
+    return {
+        "about": about,
+        "kind": "docstring",
+        "repo": repo,
+        "commit": commit,
+        "path": path,
+        "says": f"the docstring of {facts.name} lists these dtypes, formats, values and products",
+    }
 
 
 def draft_text(data: dict[str, Any]) -> str:

@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kb.consistency import evidenced_values, replacement_operator
+from kb.upstream.drafts import deprecation_block
 from kb.upstream.facts import OperatorFacts, Upstream
 from kb.upstream.records import RecordFile, RecordSet
 
@@ -91,7 +93,8 @@ def compare(record: RecordFile, facts: OperatorFacts) -> list[Drift]:
     if facts.products is not None:
         have = list(data.get("products") or [])
         added = [p for p in facts.products if p not in have]
-        removed = [p for p in have if p not in facts.products]
+        kept = evidenced_values(data.get("evidence"), "products")
+        removed = [p for p in have if p not in facts.products and p not in kept]
         if added or removed:
             parts = ([f"added {', '.join(added)}"] if added else []) + (
                 [f"removed {', '.join(removed)}"] if removed else []
@@ -146,6 +149,7 @@ def compare(record: RecordFile, facts: OperatorFacts) -> list[Drift]:
                 {"record": rec_status, "upstream": up_status},
             )
         )
+    out += _deprecation_facts(record, facts)
     versions = data.get("versions") if isinstance(data.get("versions"), dict) else {}
     held = (versions or {}).get("pytorch") or []
     if held and facts.versions and held != facts.versions:
@@ -156,6 +160,38 @@ def compare(record: RecordFile, facts: OperatorFacts) -> list[Drift]:
                 rel,
                 "PyTorch versions differ",
                 {"record": held, "upstream": facts.versions},
+            )
+        )
+    return out
+
+
+def _deprecation_facts(record: RecordFile, facts: OperatorFacts) -> list[Drift]:
+    """``upstream.deprecation`` and ``superseded_by`` against deprecated.yaml and the page."""
+    data, out = record.data, []
+    up = data.get("upstream") if isinstance(data.get("upstream"), dict) else {}
+    have = (up or {}).get("deprecation") or None
+    want = deprecation_block(facts)
+    same_status = (data.get("status") == "deprecated") == (want is not None)
+    if have != want and same_status:  # a status change is reported once, by compare()
+        out.append(
+            Drift(
+                "deprecation",
+                facts.name,
+                record.rel,
+                f"upstream.deprecation is {have}, upstream says {want}",
+                {"record": have, "upstream": want},
+            )
+        )
+    named = replacement_operator(facts.replacement) if want else None
+    succ = data.get("superseded_by")
+    if named and named != facts.name and succ != named:
+        out.append(
+            Drift(
+                "deprecation",
+                facts.name,
+                record.rel,
+                f"superseded_by is {succ}, deprecated.yaml names {named}",
+                {"record": succ, "upstream": named},
             )
         )
     return out

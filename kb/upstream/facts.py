@@ -35,6 +35,7 @@ class OperatorFacts:
     docstring: bool = False
     unknown_products: list[str] = field(default_factory=list)
     unsupported_products: list[str] | None = None  # None: upstream states no product table
+    deprecated_in: list[str] = field(default_factory=list)  # deprecated.yaml and/or page
 
     @property
     def upstream_path(self) -> str | None:
@@ -75,11 +76,15 @@ EXCLUSION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("backward or gradient kernel", re.compile(r"backward|(?:^|_)grad(?:_|$)|bk$")),
     ("out variant", re.compile(r"_out$")),
     ("_functional twin of an in-place operator", re.compile(r"_functional$")),
-    (
-        "graph-mode helper (workspace size or output-shape inference)",
-        re.compile(r"_get_workspace$|_get_max_workspace$|_infer_output$"),
-    ),
+    ("graph-mode helper (output-shape inference)", re.compile(r"_infer_output$")),
 )
+#: Workspace helpers (``*_get_workspace``, ``*_get_max_workspace``) stay in: model code
+#: calls them to size the scratch buffer of a graph-captured attention call.
+
+#: Public torch_npu functions without the ``npu_`` prefix that shipping code calls
+#: (vllm-ascend reads tensor formats with get_npu_format); the rest of that name space
+#: (aten overrides, internal helpers) is not an operator a model picks.
+EXTRA_PUBLIC = frozenset({"get_npu_format"})
 #: torch_npu calls these itself; model code never does.
 INTERNAL = {
     "_npu_silent_check": "torch_npu internal (silent data corruption check)",
@@ -136,7 +141,10 @@ class Upstream:
                 self.warnings.append(f"{name}: schema does not parse: {schema.text}")
         arg_names = [a.name for a in parsed.args] if parsed else []
         dep = self.deprecated.get(name)
-        deprecated = dep is not None or bool(page and page.deprecated)
+        deprecated_in = (["deprecated.yaml"] if dep is not None else []) + (
+            ["page"] if page is not None and page.deprecated else []
+        )
+        deprecated = bool(deprecated_in)
         if deprecated and dep is None:
             dep = sch.Deprecation(name, page.replacement_hint if page else None)
         calls: list[str] = []
@@ -180,6 +188,7 @@ class Upstream:
             docstring=docstring,
             unknown_products=unknown,
             unsupported_products=unsupported,
+            deprecated_in=deprecated_in,
         )
 
     def documented(self) -> dict[str, OperatorFacts]:
@@ -198,7 +207,7 @@ class Upstream:
         candidates = sorted(
             n
             for n in self.schemas.names() | set(self.atb_ops)
-            if _PUBLIC_PREFIX.match(n) and n not in documented
+            if (_PUBLIC_PREFIX.match(n) or n in EXTRA_PUBLIC) and n not in documented
         )
         included: dict[str, OperatorFacts] = {}
         excluded: list[Exclusion] = []

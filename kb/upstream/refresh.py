@@ -2,8 +2,8 @@
 
 Only facts move: the signature, each parameter's type/required/default/keyword_only/
 mutated, the dtypes and formats a page lists (added, never removed — a person may have
-narrowed or derived them), products, PyTorch versions and the upstream reference.
-Summaries, descriptions, rules, constraints, examples, keywords and shapes are never
+narrowed or derived them), products (the page's, plus those ``evidence`` names), PyTorch
+versions and the upstream reference.  Summaries, descriptions, rules, constraints, examples, keywords and shapes are never
 read or written here, and the file keeps its layout (see :mod:`yamltext`).
 """
 
@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb.models import Operator, Parameter, Upstream, Versions
+from kb.consistency import evidenced_values, replacement_operator
+from kb.models import Deprecation, Operator, Parameter, Upstream, Versions
 from kb.upstream.drafts import parameter_facts, upstream_block
 from kb.upstream.facts import OperatorFacts
 from kb.upstream.yamltext import PatchError, update_text
@@ -23,9 +24,12 @@ ORDERS: dict[tuple[Any, ...], Sequence[str]] = {
     (): [f.alias or n for n, f in Operator.model_fields.items()],
     ("parameters", "*"): list(Parameter.model_fields),
     ("upstream",): list(Upstream.model_fields),
+    ("upstream", "deprecation"): list(Deprecation.model_fields),
     ("versions",): list(Versions.model_fields),
 }
 LIST_KEYS = {("parameters",): "name"}
+#: Keys of ``upstream:`` only the importer writes: removed when upstream stops saying them.
+IMPORTER_OWNED = ("deprecation", "unsupported_products")
 _SCHEMA_FIELDS = (
     ("type", None),
     ("required", True),
@@ -51,8 +55,13 @@ def _merge(have: list[Any] | None, add: list[str]) -> list[Any]:
     return out
 
 
-def refreshed(data: dict[str, Any], facts: OperatorFacts, commit: str | None) -> Refresh:
-    """The record's data with upstream facts applied; ``data`` itself is not changed."""
+def refreshed(
+    data: dict[str, Any], facts: OperatorFacts, commit: str | None, known: set[str] | None = None
+) -> Refresh:
+    """The record's data with upstream facts applied; ``data`` itself is not changed.
+
+    ``known`` are the operator names that have records: ``superseded_by`` is set to the
+    replacement deprecated.yaml names only when it is one of them."""
     new = copy.deepcopy(data)
     result = Refresh(facts.name, new)
     parsed = facts.parsed
@@ -108,11 +117,21 @@ def refreshed(data: dict[str, Any], facts: OperatorFacts, commit: str | None) ->
                 f"returns: the record lists {len(returns)}, the schema has {len(parsed.returns)};"
                 " a person has to reconcile them"
             )
-    if facts.products is not None and set(new.get("products") or []) != set(facts.products):
-        result.changes.append("products")
-        new["products"] = list(facts.products)
+    if facts.products is not None:
+        # products evidence names (a newer kernel reference, say) stay next to the page's
+        kept = evidenced_values(new.get("evidence"), "products")
+        have = list(new.get("products") or [])
+        products = list(facts.products)
+        products += [p for p in have if p in kept and p not in products]
+        if set(products) != set(have):
+            result.changes.append("products")
+            new["products"] = products
     # x marks add to unsupported_products; entries stated from source code stay
-    gone = [p for p in facts.unsupported_products or [] if p not in (new.get("unsupported_products") or [])]
+    gone = [
+        p
+        for p in facts.unsupported_products or []
+        if p not in (new.get("unsupported_products") or [])
+    ]
     if gone:
         result.changes.append("unsupported_products")
         new["unsupported_products"] = _merge(new.get("unsupported_products"), gone)
@@ -126,15 +145,23 @@ def refreshed(data: dict[str, Any], facts: OperatorFacts, commit: str | None) ->
             versions["pytorch"] = list(facts.versions)
             new["versions"] = versions
     want_up = upstream_block(facts, commit)
-    if want_up:
-        up = new.get("upstream")
-        up = dict(up) if isinstance(up, dict) else {}
-        changed = [k for k, v in want_up.items() if up.get(k) != v]
-        if changed:
-            for k in changed:
-                up[k] = want_up[k]
-            result.changes += [f"upstream.{k}" for k in changed]
-            new["upstream"] = up
+    up = new.get("upstream")
+    up = dict(up) if isinstance(up, dict) else {}
+    changed = [k for k, v in want_up.items() if up.get(k) != v]
+    stale = [k for k in IMPORTER_OWNED if k in up and k not in want_up]
+    if changed or stale:
+        for k in changed:
+            up[k] = want_up[k]
+        for k in stale:
+            del up[k]
+        result.changes += [f"upstream.{k}" for k in changed]
+        result.changes += [f"upstream.{k} removed" for k in stale]
+        new["upstream"] = up
+    named = replacement_operator(facts.replacement) if facts.status == "deprecated" else None
+    wanted = named and named != facts.name and (known is None or named in known)
+    if wanted and new.get("superseded_by") != named:
+        result.changes.append("superseded_by")
+        new["superseded_by"] = named
     return result
 
 

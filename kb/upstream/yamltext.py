@@ -73,6 +73,9 @@ def flow(value: Any) -> str:
 QUOTED_KEYS = {"default"}
 #: Lists of mappings written in flow style inside a block (short, structured items).
 FLOW_ITEM_KEYS = {"shapes", "when"}
+#: Small mappings written in flow style when they fit on one line, as records are written.
+FLOW_MAP_KEYS = {"select", "tensors", "values", "dtypes", "formats", "range"}
+FLOW_WIDTH = 110
 
 
 def block(value: dict[str, Any], indent: int = 0) -> list[str]:
@@ -88,6 +91,9 @@ def block(value: dict[str, Any], indent: int = 0) -> list[str]:
 def _entry(key: str, val: Any, pad: str) -> list[str]:
     head = f"{pad}{scalar(key)}:"
     if isinstance(val, dict) and val:
+        inline = f"{head} {flow(val)}"
+        if key in FLOW_MAP_KEYS and len(inline) <= FLOW_WIDTH:
+            return [inline]
         return [head] + block(val, len(pad) + 2)
     if (
         isinstance(val, list)
@@ -101,7 +107,48 @@ def _entry(key: str, val: Any, pad: str) -> list[str]:
         return lines
     if isinstance(val, str) and key in QUOTED_KEYS:
         return [f"{head} {scalar(val, quote=True)}"]
+    literal = (_literal(val, len(pad) + 2) or _folded(val, len(pad) + 2)) if isinstance(val, str) else None
+    if literal is not None:
+        return [f"{head} {literal[0]}", *literal[1:]]
     return [f"{head} {flow(val) if isinstance(val, (list, dict)) else scalar(val)}"]
+
+
+def _folded(text: str, indent: int, width: int = 92) -> list[str] | None:
+    """A long one-paragraph string ending in a newline as a folded block (``>``), wrapped
+    at word boundaries the way records are hand-written; None when it would not read
+    back unchanged."""
+    body = text[:-1]
+    if not text.endswith("\n") or "\n" in body or len(body) < width - indent:
+        return None
+    if body != body.strip() or "  " in body or "\t" in body:
+        return None
+    lines, line = [], ""
+    for word in body.split(" "):
+        if line and len(line) + 1 + len(word) > width - indent:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    pad = " " * indent
+    out = [">"] + [pad + ln for ln in lines]
+    probe = "k: " + "\n".join([">"] + ["  " + ln for ln in lines]) + "\n"
+    return out if _loads(probe) == {"k": text} else None
+
+
+def _literal(text: str, indent: int) -> list[str] | None:
+    """A multi-line string as a literal block (``|`` or ``|-``), as people write example
+    code; None when a literal block would not read back unchanged."""
+    if "\n" not in text.rstrip("\n") or "\t" in text or text[:1] in (" ", "\n"):
+        return None
+    body = text[:-1] if text.endswith("\n") else text
+    if body.endswith("\n") or any(line != line.rstrip() for line in body.split("\n")):
+        return None
+    pad = " " * indent
+    lines = ["|" if text.endswith("\n") else "|-"]
+    lines += [pad + line if line else "" for line in body.split("\n")]
+    probe = "k: " + "\n".join(lines[:1] + [line[indent - 2 :] if line else "" for line in lines[1:]]) + "\n"
+    return lines if _loads(probe) == {"k": text} else None
 
 
 def sequence_item(item: dict[str, Any], indent: int) -> list[str]:
@@ -283,6 +330,43 @@ class _Editor:
                 out[-1] += "\n"
             self.edits.append((span_start, span_end, "".join(out)))
             return
+        self.block_sequence(path, items)
+
+    def splice_sequence(self, path: Path, old: list[Any], new: list[dict[str, Any]]) -> None:
+        """Rewrite a block sequence of mappings whose items were added, removed or
+        changed, reusing the text of each item that is unchanged."""
+        _, node, parent_flow = self.node(path)
+        if (
+            not isinstance(node, yaml.SequenceNode)
+            or not node.value
+            or _flow(node)
+            or parent_flow
+            or len(node.value) != len(old)
+        ):
+            self.block_sequence(path, new)
+            return
+        starts = [_line_start(self.text, item.start_mark.index) for item in node.value]
+        ends = starts[1:] + [_line_end(self.text, _end(node.value[-1], self.text))]
+        indent = node.value[0].start_mark.column - 2
+        if indent < 0:
+            raise PatchError(f"unusual sequence layout at {path}")
+        unused = list(zip(old, (self.text[s:e] for s, e in zip(starts, ends, strict=True)), strict=True))
+        out = []
+        for item in new:
+            hit = next((i for i, (o, _) in enumerate(unused) if o == item), None)
+            if hit is not None:
+                out.append(unused.pop(hit)[1])
+            else:
+                out.append("\n".join(sequence_item(item, indent)) + "\n")
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n"
+        self.edits.append((starts[0], ends[-1], "".join(out)))
+
+    def block_sequence(self, path: Path, items: list[dict[str, Any]]) -> None:
+        """Write a sequence of mappings in block style under its key (items re-rendered)."""
+        key_node, node, _ = self.node(path)
+        if key_node is None or node is None:
+            raise PatchError(f"no sequence at {path}")
         indent = key_node.start_mark.column + 2
         colon = self.text.index(":", key_node.end_mark.index)
         lines = [line for item in items for line in sequence_item(item, indent)]
@@ -406,6 +490,19 @@ def _sync(
     ):
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
             _sync(editor, path + (i,), o, n, orders)
+        return
+    if (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and new
+        and isinstance(node, yaml.SequenceNode)
+        and node.value
+        and not _flow(node)
+        and all(isinstance(v, dict) for v in old + new)
+    ):
+        # items added or removed: keep the block layout people wrote, and the text of
+        # every item that stays as it was
+        editor.splice_sequence(path, old, new)
         return
     editor.replace(path, new)
 

@@ -356,14 +356,15 @@ class PhaseNotSupported(CandidateRule):
     severity = "warning"
     summary = "Upstream restricts the operator to other phases than the candidate's."
     why = (
-        "Some fused operators exist for one phase only (npu_chunk_gated_delta_rule is the "
-        "prefill kernel, its recurrent sibling serves decode) and their shape limits assume "
+        "Some fused operators exist for some phases only (npu_chunk_gated_delta_rule and its "
+        "recurrent sibling are inference-only, npu_incre_flash_attention is the decode kernel) and "
+        "their shape limits assume "
         "it. A page that merely "
         "shows a decode example restricts nothing (real ports call npu_transpose_batchmatmul in "
         "prefill), so this fires only where upstream states a restriction (phase_limit)."
     )
     fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-            "  - module: model.layers.*.linear_attn\n    phase: decode\n"
+            "  - module: model.layers.*.linear_attn\n    phase: training\n"
             "    operator: npu_chunk_gated_delta_rule\n")  # fmt: skip
     fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
            "  - module: model.layers.*.linear_attn\n    phase: prefill\n"
