@@ -61,6 +61,30 @@ def test_every_spelling_resolves_to_its_operator() -> None:
     assert by_line[17].args == {"epsilon": 1e-6}  # a module constant
 
 
+def test_a_call_summary_keeps_only_what_every_arm_agrees_on(tmp_path: Path) -> None:
+    """The per-call summary (what `seen_in` records) never mixes one arm's value with
+    another arm's: a literal that differs between arms is only 'passed'."""
+    by_line = {s.line: s for s in _scan(SPELLINGS, fusion=False).sites}
+    assert by_line[47].args == {"cache_mode": "BSND"}  # the same in both arms
+    assert "weight_quant_mode" in by_line[47].passed  # 1 in one arm, 0 in the other
+    code = (
+        "import torch_npu\n"
+        "def attend(q, k, v, meta, spec):\n"
+        "    if spec:\n"
+        "        layout = 'TND'\n"
+        "        lens = meta.query_lens\n"
+        "    else:\n"
+        "        layout = 'BNSD'\n"
+        "        lens = None\n"
+        "    return torch_npu.npu_fused_infer_attention_score(\n"
+        "        q, k, v, input_layout=layout, actual_seq_lengths=lens)\n"
+    )
+    (tmp_path / "attend.py").write_text(code, encoding="utf-8")
+    (site,) = _scan(tmp_path, fusion=False).sites
+    assert "input_layout" not in site.args and "actual_seq_lengths" not in site.args
+    assert {"input_layout", "actual_seq_lengths"} <= set(site.passed)
+
+
 def test_both_arms_are_checked_and_correlated_arms_stay_together() -> None:
     report = _scan(SPELLINGS, fusion=False)
     # weight_quant_mode 1 (one arm) asks for its scale; mode 0 (the other arm) does not

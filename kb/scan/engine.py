@@ -15,7 +15,7 @@ import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kb.check.context import Context
 from kb.check.engine import active_rules, rules_for
@@ -248,6 +248,7 @@ class Scanner:
                mounts: set[tuple[str, str]], custom: set[str], report: ScanReport) -> list[Finding]:  # fmt: skip
         by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
         infos: dict[int, SiteInfo] = {}
+        seen: dict[int, list[_Variant]] = {}
         found: list[tuple[Finding, CallSite]] = []
         path_names = [p for p in Path(scan.path).parts]
         for site in scan.calls:
@@ -268,6 +269,7 @@ class Scanner:
                                 op.spelled, record["name"] if record else None, is_custom,
                                 site.scope, sorted(only), phase, {}, [])  # fmt: skip
                 infos[site.node_id] = info
+                seen[site.node_id] = []
             if is_custom:
                 if site.variant == 0:
                     report.notes.append(f"{scan.path}:{site.where.line}:{site.where.column}: "
@@ -279,9 +281,8 @@ class Scanner:
             if not record:
                 for name, entry in site.keywords.items():
                     bound.entries[name] = entry
-            for name, value in bound.args.items():
-                info.args.setdefault(name, value)
-            info.passed = sorted((set(info.passed) | bound.passed | set(bound.tensors)) - set(info.args))
+            seen[site.node_id].append(_Variant(dict(bound.args), bound.passed | set(bound.tensors),
+                                               frozenset(only), phase))  # fmt: skip
             for problem in bound.problems:
                 if problem.code in codes:
                     found.append((Finding(scan.path, problem.where.line, problem.where.column,
@@ -292,6 +293,8 @@ class Scanner:
                              passed=set(bound.passed),
                              stated={"module", "operator", "args", "tensors"})  # fmt: skip
             by_product.setdefault(product, []).append((site, bound, cand))
+        for k, variants in seen.items():
+            _merge_variants(infos[k], variants)
         report.sites += [infos[k] for k in sorted(infos)]
         rules = rules_for("scan", codes)
         for product, items in by_product.items():
@@ -394,6 +397,39 @@ def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Findi
         else:
             out.append(finding)
     return out
+
+
+class _Variant(NamedTuple):
+    """What one combination of a call's argument alternatives passes."""
+
+    args: dict[str, Any]
+    passed: set[str]
+    only: frozenset[str]
+    phase: str | None
+
+
+def _merge_variants(info: SiteInfo, variants: list[_Variant]) -> None:
+    """Fill a call's summary with what holds in *every* variant of it.
+
+    An argument keeps its literal only when all variants agree on it; otherwise it is
+    merely passed (a value the scan cannot pin down).  Products and phase count only
+    when every variant names them.  Mixing one branch's layout with another branch's
+    sequence lengths would describe a call the code never makes.
+    """
+    if not variants:
+        return
+    first = variants[0].args
+    agreed = {name: value for name, value in first.items()
+              if all(name in v.args and v.args[name] == value for v in variants[1:])}  # fmt: skip
+    named: set[str] = set()
+    for v in variants:
+        named |= set(v.args) | v.passed
+    info.args = agreed
+    info.passed = sorted(named - set(agreed))
+    only = frozenset.intersection(*(v.only for v in variants))
+    info.products = sorted(only)
+    phases = {v.phase for v in variants}
+    info.phase = phases.pop() if len(phases) == 1 else None
 
 
 def _site_product(target: str | None, only: set[str], never: set[str]) -> str | None:
