@@ -139,3 +139,16 @@ def test_a5_fp8_mla_decode_attention_is_accepted(shipped: Catalog) -> None:
     )
     assert _check(shipped, body, "ascend-950") == []
     assert "KB203" in _check(shipped, body, "atlas-a3")
+
+
+def test_an_mxfp8_model_runs_any_float8_kv_mode_of_the_attention_core(shipped: Catalog) -> None:
+    # the attention core only sees the KV cache of the scheme: in an mxfp8+kv-fp8 model the
+    # per-token FP8 MLA mode (3/0/0) is as valid as the MX one (6/6/8)
+    body = (
+        "  - module: attn\n    operator: npu_fused_infer_attention_score_v2\n"
+        "    quantization: mxfp8+kv-fp8\n"
+        "    args: {query_quant_mode: 3, key_quant_mode: 0, value_quant_mode: 0}\n"
+    )
+    assert _check(shipped, body, "ascend-950") == []
+    int8_cache = body + "    tensors:\n      key: {dtype: int8}\n"
+    assert "KB204" in _check(shipped, int8_cache, "ascend-950")  # no float8-KV mode reads int8

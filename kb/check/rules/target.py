@@ -220,19 +220,22 @@ def quant_roles(rec: Record) -> set[str]:
 def _schemes(rec: Record, scheme: str) -> list[dict[str, Any]]:
     """The record's quantization modes that can run in a model quantized as ``scheme``.
 
-    The modes named exactly as the scheme when there are any; else every mode whose
-    scheme agrees with it on the roles the operator handles
-    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8 modes serve a w8a8c8 model.
+    The modes named exactly as the scheme first, then (for a scheme that quantizes
+    something) every other mode whose scheme
+    agrees with it on the roles the operator handles
+    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8 modes serve a w8a8c8 model, and
+    an attention core that only sees the KV cache runs any of its float8-KV modes in an
+    mxfp8+kv-fp8 model, not just the one named mxfp8.
     """
     modes = rec.get("quantization") or []
     canon = normalize_scheme(scheme) or scheme
     roles = quant_roles(rec)
     exact = [m for m in modes if _expression(m) == canon]
-    if exact:
-        return exact
-    return [m for m in modes
-            if schemes_compatible(canon, _expression(m), roles,
-                                  partial=bool(m.get("partial")))]  # fmt: skip
+    if exact and not quantized_roles(canon):
+        return exact  # bf16 / fp16: the float dtype itself is what the candidate asks for
+    return exact + [m for m in modes if m not in exact
+                    and schemes_compatible(canon, _expression(m), roles,
+                                           partial=bool(m.get("partial")))]  # fmt: skip
 
 
 class QuantizationNotSupported(CandidateRule):
