@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kb.check.context import Context
 from kb.check.findings import Finding
@@ -82,7 +82,10 @@ class FnIndex:
         self.nodes: list[ast.AST] = []
         self.bodies: list[list[ast.stmt]] = []
         self.calls: list[ast.Call] = []
+        self.named: list[tuple[str, ast.Call]] = []  # (lower-cased callee name, call)
         self.by_last: dict[str, list[ast.Call]] = {}
+        self.binops: list[ast.BinOp] = []
+        self.cache_stores: list[ast.AST] = []  # see _cache_store
         stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
         while stack:
             node = stack.pop()
@@ -90,8 +93,16 @@ class FnIndex:
                 continue
             self.nodes.append(node)
             if isinstance(node, ast.Call):
+                callee = _name(node.func)
                 self.calls.append(node)
-                self.by_last.setdefault(_last(_name(node.func)), []).append(node)
+                self.named.append((callee.lower(), node))
+                self.by_last.setdefault(_last(callee), []).append(node)
+                if _cache_store(node):
+                    self.cache_stores.append(node)
+            elif isinstance(node, ast.BinOp):
+                self.binops.append(node)
+            elif isinstance(node, ast.Assign) and _cache_store(node):
+                self.cache_stores.append(node)
             for attr in ("body", "orelse", "finalbody"):
                 body = getattr(node, attr, None)
                 if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
@@ -101,10 +112,6 @@ class FnIndex:
         if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
             self.bodies.append(body)
         self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
-
-
-def _calls(fn: FnIndex) -> list[ast.Call]:
-    return fn.calls
 
 
 def _last(name: str) -> str:
@@ -146,8 +153,7 @@ class HandwrittenRmsNorm(PatternRule):
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         squares: list[ast.AST] = [c for c in _calls_named(fn, "pow", "square")
                                   if _last(_name(c.func)) == "square" or any(_is_const(a, 2, 2.0) for a in c.args)]  # fmt: skip
-        squares += [n for n in fn.nodes if isinstance(n, ast.BinOp)
-                    and isinstance(n.op, ast.Pow) and _is_const(n.right, 2, 2.0)]  # fmt: skip
+        squares += [n for n in fn.binops if isinstance(n.op, ast.Pow) and _is_const(n.right, 2, 2.0)]
         means = _calls_named(fn, "mean")
         roots = _calls_named(fn, "rsqrt")
         if not (squares and means and roots):
@@ -155,8 +161,7 @@ class HandwrittenRmsNorm(PatternRule):
         text = " ".join(segment(lines, m) for m in means)
         if "-1" not in text and "dim" not in text:
             return
-        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and "mean" in segment(lines, n)
-               for n in fn.nodes):  # fmt: skip
+        if any(isinstance(n.op, ast.Sub) and "mean" in segment(lines, n) for n in fn.binops):
             return  # x - mean: a LayerNorm
         first, last = _span([*squares, *means, *roots])
         yield first, last, self.steps, "RMSNorm written out"
@@ -216,9 +221,8 @@ class RotateHalfRope(PatternRule):
     steps = ("rope",)
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        calls = [c for c in _calls(fn) if _last(_name(c.func)) in ("rotate_half", "_rotate_half",
-                                                                     "rotate_every_two", "rotate_neox",
-                                                                     "rotate_gptj")]  # fmt: skip
+        calls = _calls_named(fn, "rotate_half", "_rotate_half", "rotate_every_two", "rotate_neox",
+                             "rotate_gptj")  # fmt: skip
         if calls:
             first, last = _span(list(calls))
             yield first, last, self.steps, "rotary embedding via rotate_half"
@@ -240,10 +244,10 @@ class GatedActivation(PatternRule):
     steps = ("silu", "mul")
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        file_text = "\n".join(lines).lower()
         clamped = bool(_calls_named(fn, "clamp", "clamp_", "clip"))
-        for node in fn.nodes:
-            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+        silu_in_file: bool | None = None
+        for node in fn.binops:
+            if not isinstance(node.op, ast.Mult):
                 continue
             for side in (node.left, node.right):
                 if not isinstance(side, ast.Call):
@@ -255,7 +259,11 @@ class GatedActivation(PatternRule):
                     yield node, node, ("silu", "mul"), "SiLU-gated product (SwiGLU)"
                 elif act in ("gelu", "gelu_new", "gelu_pytorch_tanh"):
                     yield node, node, ("gelu", "mul"), "GELU-gated product (GeGLU)"
-                elif act in ("act_fn", "activation_fn", "act") and "silu" in file_text:
+                elif act in ("act_fn", "activation_fn", "act"):
+                    if silu_in_file is None:
+                        silu_in_file = any("silu" in line.lower() for line in lines)
+                    if not silu_in_file:
+                        continue
                     yield node, node, ("silu", "mul"), "gated product through act_fn (SiLU in this file)"
                 else:
                     continue
@@ -316,10 +324,11 @@ class AttentionWrittenOut(PatternRule):
         for c in _calls_named(fn, "scaled_dot_product_attention"):
             yield c, c, self.steps, "scaled_dot_product_attention"
         soft = _calls_named(fn, "softmax")
-        products = [n for n in fn.nodes if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
-                    or (isinstance(n, ast.Call) and _last(_name(n.func)) in ("matmul", "bmm"))]  # fmt: skip
-        transposed = [n for n in fn.nodes if isinstance(n, ast.Call)
-                      and _last(_name(n.func)) in ("transpose", "mT")]  # fmt: skip
+        if not soft:
+            return
+        products: list[ast.AST] = [n for n in fn.binops if isinstance(n.op, ast.MatMult)]
+        products += _calls_named(fn, "matmul", "bmm")
+        transposed = _calls_named(fn, "transpose", "mT")
         if soft and len(products) >= 2 and transposed:
             first, last = _span([*products, *soft])
             yield first, last, self.steps, "softmax(QK^T)V written out"
@@ -343,7 +352,7 @@ class RepeatKv(PatternRule):
     steps = ("attention",)
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        calls = [c for c in _calls(fn) if _last(_name(c.func)) in ("repeat_kv", "_repeat_kv")]
+        calls = _calls_named(fn, "repeat_kv", "_repeat_kv")
         calls += [c for c in _calls_named(fn, "repeat_interleave")
                   if any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
         if calls:
@@ -367,7 +376,7 @@ class IndexPutCacheWrite(PatternRule):
     steps = ("kv_cache_write",)
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        hits: list[ast.AST] = [n for n in fn.nodes if _cache_store(n)]
+        hits: list[ast.AST] = list(fn.cache_stores)
         if hits:
             first, last = _span(hits)
             yield first, last, self.steps, "KV cache written by indexing"
@@ -394,14 +403,14 @@ class SeparateQkvRopeCache(PatternRule):
     steps = ("q_projection", "kv_projection", "rope", "kv_cache_write")
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        names = [(_name(c.func).lower(), c) for c in _calls(fn)]
+        names = fn.named
         proj = {p: [c for n, c in names if n.endswith(p)] for p in ("q_proj", "k_proj", "v_proj")}
         if not all(proj.values()):
             return
         rope = [c for n, c in names if "rotary" in n or "rope" in n or n.endswith("rotate_half")]
         cache: list[ast.AST] = [c for n, c in names if ("cache" in n or "past_key_value" in n)
                                 and n.rsplit(".", 1)[-1] in ("update", "write", "store", "append", "copy_")]  # fmt: skip
-        cache += [a for a in fn.nodes if _cache_store(a)]
+        cache += fn.cache_stores
         if rope and cache:
             first, last = _span([*proj["q_proj"], *proj["k_proj"], *proj["v_proj"], *rope, *cache])
             yield first, last, self.steps, "separate q/k/v projections, RoPE and a cache write"
@@ -457,6 +466,55 @@ def _cache_store(node: ast.AST) -> bool:
 # -- choosing what the records offer -----------------------------------------------------------
 
 
+class _Fusing(NamedTuple):
+    """What :func:`fused_for` ranks an operator on (read from the catalog once per scan)."""
+
+    name: str
+    fuses: frozenset[str]
+    status: str
+    products: tuple[str, ...]
+    unsupported: tuple[str, ...]
+    superseded: bool
+    practice: int
+    chain_uses: int
+
+
+def _fusing_operators(ctx: Context) -> list[_Fusing]:
+    """Current inference operators that fuse something, with their ranking facts.
+
+    Decoding every record body once per scan instead of once per opportunity kind keeps
+    a 200-file scan from spending most of its time in JSON.
+    """
+    key = ("fusing_operators",)
+    if key in ctx.memo:
+        return ctx.memo[key]  # type: ignore[no-any-return]
+    uses: dict[str, int] = {}
+    for chain in _chains(ctx):
+        for stage in chain.get("stages") or []:
+            uses[stage.get("operator", "")] = uses.get(stage.get("operator", ""), 0) + 1
+    out = []
+    for rec in ctx.catalog.records("operator"):
+        if not rec.get("fuses") or rec.get("status") == "deprecated":
+            continue
+        if rec.get("category") == "training" or rec.get("phases") == ["training"]:
+            continue
+        successor = rec.get("superseded_by")
+        out.append(_Fusing(rec["name"], frozenset(rec["fuses"]), str(rec.get("status")),
+                           tuple(rec.get("products") or ()), tuple(rec.get("unsupported_products") or ()),
+                           bool(successor and ctx.operator(successor) is not None),
+                           sum(len(r.get("sites") or []) for r in rec.get("seen_in") or []),
+                           uses.get(rec["name"], 0)))  # fmt: skip
+    ctx.memo[key] = out
+    return out
+
+
+def _chains(ctx: Context) -> list[dict[str, Any]]:
+    key = ("chain_records",)
+    if key not in ctx.memo:
+        ctx.memo[key] = list(ctx.catalog.records("chain"))
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
 def fused_for(ctx: Context, steps: tuple[str, ...], product: str | None) -> list[str]:
     """Operators whose ``fuses`` cover ``steps``, best first: close matches (at most two
     extra steps) before wide ones, current before superseded; then the ones shipping code
@@ -468,29 +526,19 @@ def fused_for(ctx: Context, steps: tuple[str, ...], product: str | None) -> list
         return ctx.memo[key]  # type: ignore[no-any-return]
     from kb.vocab import product_support
 
-    uses: dict[str, int] = {}
-    for chain in ctx.catalog.records("chain"):
-        for stage in chain.get("stages") or []:
-            uses[stage.get("operator", "")] = uses.get(stage.get("operator", ""), 0) + 1
     scored = []
-    for rec in ctx.catalog.records("operator"):
-        fuses = set(rec.get("fuses") or [])
-        if not set(steps) <= fuses or rec.get("status") == "deprecated":
-            continue
-        if rec.get("category") == "training" or rec.get("phases") == ["training"]:
+    for op in _fusing_operators(ctx):
+        if not set(steps) <= op.fuses:
             continue
         support = "yes"
-        if product and rec.get("products"):
-            support = product_support(product, rec["products"], rec.get("unsupported_products") or [])
+        if product and op.products:
+            support = product_support(product, list(op.products), list(op.unsupported))
         if support == "no":
             continue
-        successor = rec.get("superseded_by")
-        superseded = bool(successor and ctx.operator(successor) is not None)
-        extra = len(fuses - set(steps))
-        practice = sum(len(r.get("sites") or []) for r in rec.get("seen_in") or [])
-        scored.append((extra > 2, superseded, -min(practice, 20), extra, support == "undocumented",
-                       -_STANDING.get(str(rec.get("status")), 0),
-                       -min(uses.get(rec["name"], 0), 5), rec["name"]))  # fmt: skip
+        extra = len(op.fuses - set(steps))
+        scored.append((extra > 2, op.superseded, -min(op.practice, 20), extra,
+                       support == "undocumented", -_STANDING.get(op.status, 0),
+                       -min(op.chain_uses, 5), op.name))  # fmt: skip
     ctx.memo[key] = [name for *_rest, name in sorted(scored)]
     return ctx.memo[key]  # type: ignore[no-any-return]
 
@@ -499,7 +547,7 @@ def chains_for(ctx: Context, operators: list[str], steps: tuple[str, ...]) -> li
     """Chains using the best operator; for a whole module (several steps and no single
     operator), attention chains whose stages cover RoPE and the cache write."""
     out = []
-    for chain in ctx.catalog.records("chain"):
+    for chain in _chains(ctx):
         stages = chain.get("stages") or []
         if operators:
             if operators[0] in {s.get("operator") for s in stages}:
