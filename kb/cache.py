@@ -142,13 +142,17 @@ def clean_dead() -> None:
 
 
 def _remove_if_unmarked_and_empty(entry: Path) -> None:
-    """A build killed between creating its temp dir and marking it leaves it empty:
-    remove it when the pid in its name is gone (rmdir cannot remove anything else)."""
+    """A build killed between creating its temp dir and finishing its marker leaves it
+    empty, or holding only a half-written marker: remove it when the pid in its name is
+    gone (only the marker file is unlinked, and rmdir cannot remove anything else)."""
     parts = entry.name[len(TMP_PREFIX) :].split("-")
     pid = int(parts[-2]) if len(parts) >= 2 and parts[-2].isdigit() else None
-    if pid is not None and not _alive(pid):
-        with contextlib.suppress(OSError):
-            entry.rmdir()
+    if pid is None or _alive(pid) or entry.is_symlink():
+        return
+    with contextlib.suppress(OSError):
+        if [p.name for p in entry.iterdir()] == [MARKER]:
+            (entry / MARKER).unlink()
+        entry.rmdir()
 
 
 def clean_stale(directory: Path, tag: str) -> None:

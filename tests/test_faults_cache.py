@@ -173,6 +173,24 @@ def test_a_killed_build_leaves_nothing_behind(tmp_path: Path) -> None:
     assert list(cache.glob(".kb-tmp-*")) == []
 
 
+def test_a_build_killed_while_writing_its_marker_is_cleaned(tmp_path: Path) -> None:
+    # the window the kill test can hit: temp dir made, marker created but still empty
+    assert kb(tmp_path, "show", "npu_rms_norm").rc == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    cache = tmp_path / "cache"
+    half = cache / f".kb-tmp-0123456789abcdef-index-{dead.pid}-abc"
+    half.mkdir()
+    (half / ".kb-owned").write_text("", encoding="utf-8")
+    foreign = cache / f".kb-tmp-0123456789abcdef-index-{dead.pid}-def"
+    foreign.mkdir()
+    (foreign / ".kb-owned").write_text("", encoding="utf-8")
+    (foreign / "notes.txt").write_text("not kb's", encoding="utf-8")
+    assert kb(tmp_path, "search", "rms norm").rc == 0
+    assert not half.exists()
+    assert (foreign / "notes.txt").exists()  # anything else in it: never deleted
+
+
 def test_the_compiled_cache_is_sqlite_with_a_checksum_per_body(tmp_path: Path) -> None:
     assert kb(tmp_path, "show", "npu_rms_norm").rc == 0
     con = sqlite3.connect(_records_db(tmp_path))
