@@ -20,7 +20,7 @@ from site_plugins.matrices import MATRICES
 from site_plugins.names import NAMES_PATH, names_json
 from site_plugins.operators import operator_page
 from site_plugins.playbooks import playbook_page
-from site_plugins.rules import rule_page, rule_title, rules_index
+from site_plugins.rules import rule_family, rule_page, rule_title, rules_index
 from site_plugins.trees import tree_page
 
 NavItem = str | dict[str, Any]
@@ -95,9 +95,13 @@ def generate(data: SiteData) -> Generated:
 
     pages["rules/index.md"] = rules_index(data.rules)
     rules_nav: list[NavItem] = ["rules/index.md"]
+    families: dict[str, list[NavItem]] = {}
     for rule in data.rules:
         path = rule_path(rule.code)
         pages[path] = rule_page(rule, data.rule_reports.get(rule.code))
-        rules_nav.append({nav_title(rule_title(rule)): path})
+        families.setdefault(rule_family(rule), []).append({nav_title(rule_title(rule)): path})
+    # one (pruned) level per family, as operators have categories: a rule page's
+    # navigation lists its own family, not all 60 rules
+    rules_nav.append({"By family": [{name: items} for name, items in families.items()]})
     out.nav.append({"Checker rules": rules_nav})
     return out

@@ -188,7 +188,8 @@ def _signature(op: Record) -> str:
     head = no_search("## Signature")
     if not op.get("signature"):
         return head + "\n\nNo schema string is recorded for this operator."
-    return head + "\n\n" + md.code_block(pretty_signature(op["signature"]), "python")
+    # plain text: an ATen schema is not Python (pygments flags every `?` as an error)
+    return head + "\n\n" + md.code_block(pretty_signature(op["signature"]), "text")
 
 
 def _description(op: Record) -> str:

@@ -31,9 +31,10 @@ def load_rules(module: str = REGISTRY) -> list[RuleUnit]:
 
 
 def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
-    """What ``kb check`` prints for each rule's failing example, run at build time.
+    """What ``kb check`` (candidate lists) or ``kb scan`` (Python) prints for each rule's
+    failing example, run at build time.
 
-    Shown on the rule page, so the example output is the checker's, not a copy of it.
+    Shown on the rule page, so the example output is the tool's, not a copy of it.
     """
     if not rules:
         return {}
@@ -44,10 +45,42 @@ def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
     reports = {}
     for rule in rules:
         try:
-            reports[rule.code] = text(checker.check_sources([("candidates.yaml", rule.fail)]))
+            if _scan_only(rule):
+                reports[rule.code] = _scan_example(rule.fail, catalog)
+            else:
+                reports[rule.code] = text(checker.check_sources([("candidates.yaml", rule.fail)]))
         except Exception as exc:  # a checker bug must not hide the rest of the site
-            log.warning(f"kb check failed on the failing example of {rule.code}: {exc!r}")
+            log.warning(f"kb check/scan failed on the failing example of {rule.code}: {exc!r}")
     return reports
+
+
+def _scan_only(rule: RuleUnit) -> bool:
+    return "check" not in getattr(rule, "fronts", ("check",))
+
+
+def _scan_example(code: str, catalog: Any) -> str:
+    """``kb scan model.py`` on a snippet (written to a temp dir, reported as model.py)."""
+    import tempfile
+    from pathlib import Path
+
+    from kb.scan.engine import Scanner, ScanOptions
+    from kb.scan.format import text
+
+    with tempfile.TemporaryDirectory(prefix="kb-site-scan-") as tmp:
+        file = Path(tmp) / "model.py"
+        file.write_text(code, encoding="utf-8")
+        report = Scanner(catalog, ScanOptions(use_config=False)).scan([str(file)])
+        return text(report).replace(str(file), "model.py")
+
+
+def rule_family(rule: RuleUnit) -> str:
+    """``KB1xx Operator calls``: the navigation section of a rule page."""
+    try:
+        from kb.check.registry import family
+    except ImportError:
+        return f"{rule.code[:3]}xx"
+    code, title = family(rule)  # type: ignore[arg-type]
+    return f"{code} {title}"
 
 
 def rule_title(rule: RuleUnit) -> str:
@@ -56,30 +89,35 @@ def rule_title(rule: RuleUnit) -> str:
 
 def rule_page(rule: RuleUnit, report: str | None = None) -> str:
     here = rule_path(rule.code)
+    language = getattr(rule, "language", "yaml")
+    command = "kb scan model.py" if _scan_only(rule) else "kb check candidates.yaml"
     shown = (
-        f"{md.code('kb check candidates.yaml')} on the failing example prints:\n\n"
-        + md.code_block(report, "text")
+        f"{md.code(command)} on the failing example prints:\n\n" + md.code_block(report, "text")
         if report
         else ""
     )
+    fronts = " and ".join(f"`kb {f}`" for f in getattr(rule, "fronts", ("check",)))
     return join_sections(
         h1(rule_title(rule)),
-        badge(rule.severity, None, here, f"severity-{rule.severity}") + f" · {md.code(rule.code)}",
+        badge(rule.severity, None, here, f"severity-{rule.severity}")
+        + f" · {md.code(rule.code)} · run by {fronts}",
         "## What it checks\n\n" + md.block(rule.summary),
         "## Why it matters\n\n" + md.block(rule.why),
-        "## Failing example\n\n" + md.code_block(rule.fail, "yaml"),
+        "## Failing example\n\n" + md.code_block(rule.fail, language),
         shown,
-        "## Fixed example\n\n" + md.code_block(rule.fix, "yaml"),
-        f"Run {md.code('kb check candidates.yaml')} to apply every rule to a candidate list; "
-        "the finding names this code.",
+        "## Fixed example\n\n" + md.code_block(rule.fix, language),
+        f"Run {md.code(command)} to apply every rule to "
+        + ("your model code" if _scan_only(rule) else "a candidate list")
+        + "; the finding names this code.",
     )
 
 
 def rules_index(rules: Sequence[RuleUnit]) -> str:
     here = "rules/index.md"
     intro = (
-        "Every rule `kb check` applies to a candidate list. Codes are stable: "
-        "a finding's code always leads to the same page."
+        "Every rule `kb check` applies to a candidate list and `kb scan` to Python model "
+        "code (KB5xx and KB6xx are scan's own). Codes are stable: a finding's code always "
+        "leads to the same page."
     )
     if not rules:
         return join_sections(

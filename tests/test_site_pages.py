@@ -282,6 +282,21 @@ def test_rule_pages_from_rule_units(data: SiteData) -> None:
     assert "No checker rules" in rules_index([])
 
 
+def test_scan_rule_pages_show_python_and_the_scan_command() -> None:
+    from kb.check.registry import BY_CODE
+    from site_plugins.rules import check_examples, rule_family
+
+    rule = BY_CODE["KB503"]
+    report = check_examples([rule], open_catalog())[rule.code]
+    assert report.startswith("model.py:") and "KB503" in report  # kb scan ran on the snippet
+    page = rule_page(rule, report)
+    assert "````python\n" in page or "```python\n" in page
+    assert "`kb scan model.py` on the failing example prints" in page
+    assert "run by `kb scan`" in page
+    assert rule_family(rule) == "KB5xx Python calls (scan)"
+    assert rule_family(BY_CODE["KB106"]) == "KB1xx Operator calls"
+
+
 def test_missing_rule_registry_gives_no_rules_but_broken_ones_raise(tmp_path, monkeypatch) -> None:
     assert load_rules("kb.check.no_such_registry") == []
     (tmp_path / "broken_registry.py").write_text("import no_such_dependency\nRULES = ()\n")

@@ -22,6 +22,14 @@ RULES: tuple[RuleUnit, ...] = tuple(
 BY_CODE: dict[str, RuleUnit] = {r.code: r for r in RULES}
 
 
+def family(rule: RuleUnit) -> tuple[str, str]:
+    """(``KB1xx``, title) of a rule's family: the module that defines it says the title."""
+    import sys
+
+    title = getattr(sys.modules[type(rule).__module__], "FAMILY", "Other rules")
+    return f"{rule.code[:3]}xx", str(title)
+
+
 def get(code: str) -> RuleUnit | None:
     """A rule by code (case-insensitive) or by name."""
     wanted = code.strip()

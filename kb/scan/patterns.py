@@ -446,6 +446,9 @@ class PerTokenQuantWrittenOut(PatternRule):
             yield first, last, self.steps, "per-token int8 quantization written out"
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "Fusion opportunities (scan)"
+
 RULES: tuple[PatternRule, ...] = (HandwrittenRmsNorm(), ResidualAddThenNorm(), RotateHalfRope(),
                                   GatedActivation(), SoftmaxTopkGate(), AttentionWrittenOut(),
                                   RepeatKv(), IndexPutCacheWrite(), SeparateQkvRopeCache(),

@@ -110,5 +110,8 @@ class TensorListExpected(ScanRule):
            "    return torch_npu.npu_grouped_matmul([x], [weight], group_list=group_list)\n")  # fmt: skip
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "Python calls (scan)"
+
 RULES = (SourceUnreadable(), TooManyPositional(), KeywordOnlyPositional(), MissingRequired(),
          DuplicateArgument(), BindingKeyword(), TensorListExpected())  # fmt: skip

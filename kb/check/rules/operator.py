@@ -569,6 +569,9 @@ class IgnoredSetting(CandidateRule):
             yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}", key=v.key)
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "Operator calls"
+
 RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
          ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
          OperatorRule(), RuleRequiresArgument(), ReservedArgument(), IgnoredSetting())  # fmt: skip

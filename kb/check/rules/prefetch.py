@@ -335,6 +335,9 @@ class SeveralUnvalidated(RuleUnit):
                           candidate=cand.index)  # fmt: skip
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "Prefetch points"
+
 RULES = (TargetNotWeightHeavy(), UnsafeWindow(), OutputOnlyWindow(), MaxSizeNotPositive(),
          MaxSizeAboveWeight(), MaxSizeAboveConservative(), MissingSwitch(), SwitchDefaultsOn(),
          GraphModeWithoutDependency(), SeveralUnvalidated())  # fmt: skip

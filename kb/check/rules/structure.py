@@ -124,4 +124,7 @@ class BadIgnoreComment(RuleUnit):
                                   f"'# kb: ignore[{code}]' matches no rule; 'kb rules' lists the codes")  # fmt: skip
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "The input file"
+
 RULES = (Syntax(), WrongType(), UnknownField(), MissingField(), UnknownValue(), BadIgnoreComment())

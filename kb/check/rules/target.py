@@ -419,6 +419,9 @@ class GraphModeNotSupported(CandidateRule):
                           candidate=cand.index)  # fmt: skip
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "Target fit"
+
 RULES = (ProductNotSupported(), ProductNotDocumented(), TorchNpuTooOld(), ArgumentNotInRelease(),
          QuantizationNotSupported(), QuantizationMismatch(), PhaseNotSupported(),
          GraphModeNotSupported())  # fmt: skip

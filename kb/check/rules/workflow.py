@@ -366,6 +366,9 @@ class CacheLayoutMismatch(RuleUnit):
                 break
 
 
+#: The family title of this module's codes (site navigation, ``kb rules``).
+FAMILY = "Workflow bookkeeping"
+
 RULES = (NotApplicableWithoutEvidence(), PrerequisiteMissing(), UnknownChain(),
          OperatorOutsideChain(), DuplicateCandidate(), CacheLayoutMismatch(),
          ChainStageArguments())  # fmt: skip
