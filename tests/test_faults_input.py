@@ -41,9 +41,12 @@ def check(tmp: Path, text: str, *args: str) -> tuple[int | None, str, str]:
         (HEAD.replace("version: 1", f"version: '{H}'"), "c.yaml:1:10: KB002"),
         (f"version: 1\ntarget: {{product: atlas-a3, torch_npu: '2.{H}'}}\ncandidates: []\n",
          "c.yaml:2:40: KB005"),
+        # YAML 1.1 reads 1.0e400 (no exponent sign) as text; as a float it would be inf
+        (HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: 1.0e400}}\n",
+         "c.yaml:4:57: KB106"),
     ],
     ids=["version", "tp", "max_size", "torch_npu", "max_size-10**400", "shape-10**400",
-         "args-10**400", "version-text", "torch_npu-text"],
+         "args-10**400", "version-text", "torch_npu-text", "float-text-overflow"],
 )  # fmt: skip
 def test_unbounded_numbers_are_findings_at_their_position(tmp_path: Path, text: str,
                                                           where: str) -> None:  # fmt: skip

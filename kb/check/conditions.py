@@ -7,6 +7,7 @@ are plain dicts here (the catalog's JSON), so this module needs no pydantic.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from kb.check.model import Candidate, Path, Target
 from kb.vocab import product_support
 
 Tri = bool | None
-_FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+NUMERIC_TEXT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
 
 
 def as_number(value: object) -> float | None:
@@ -25,8 +26,9 @@ def as_number(value: object) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str) and _FLOAT.match(value.strip()):
-        return float(value)
+    if isinstance(value, str) and NUMERIC_TEXT.match(value.strip()):
+        number = float(value)
+        return number if math.isfinite(number) else None  # "1.0e400": out of range, not inf
     return None
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kb.check.conditions import Violation, as_number, one_of, same, violations
+from kb.check.conditions import NUMERIC_TEXT, Violation, as_number, one_of, same, violations
 from kb.check.context import Context, Record
 from kb.check.findings import Finding
 from kb.check.model import Candidate, Document
@@ -243,6 +243,8 @@ def type_problem(param_type: str, value: object) -> str | None:
             return f"expects an integer, not {value!r}"
     elif base in ("float", "double"):
         if as_number(value) is None:
+            if isinstance(value, str) and NUMERIC_TEXT.match(value.strip()):
+                return f"expects a number; {value!r} is out of the float range"
             return f"expects a number, not {value!r}"
     elif base == "bool":
         if not isinstance(value, bool):
