@@ -59,18 +59,11 @@ def _scan_only(rule: RuleUnit) -> bool:
 
 
 def _scan_example(code: str, catalog: Any) -> str:
-    """``kb scan model.py`` on a snippet (written to a temp dir, reported as model.py)."""
-    import tempfile
-    from pathlib import Path
-
+    """``kb scan model.py`` on a snippet."""
     from kb.scan.engine import Scanner, ScanOptions
     from kb.scan.format import text
 
-    with tempfile.TemporaryDirectory(prefix="kb-site-scan-") as tmp:
-        file = Path(tmp) / "model.py"
-        file.write_text(code, encoding="utf-8")
-        report = Scanner(catalog, ScanOptions(use_config=False)).scan([str(file)])
-        return text(report).replace(str(file), "model.py")
+    return text(Scanner(catalog, ScanOptions(use_config=False)).scan_text(code, "model.py"))
 
 
 def rule_family(rule: RuleUnit) -> str:

@@ -273,7 +273,6 @@ def scan(
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
     patterns named with the fused operator that replaces them. Same result as
     `kb scan PATH --format json`."""
-    import tempfile
     from pathlib import Path as _Path
 
     from kb.scan.engine import ScanError, Scanner, ScanOptions
@@ -298,12 +297,7 @@ def scan(
             body = text or ""
             if len(body.encode("utf-8")) > 4 * 1024 * 1024:
                 raise ToolInputError("the text is larger than the 4 MiB limit")
-            with tempfile.TemporaryDirectory(prefix="kb-mcp-scan-") as tmp:
-                file = _Path(tmp) / "code.py"
-                file.write_text(body, encoding="utf-8")
-                report = scanner.scan([str(file)])
-                for f in report.findings:
-                    object.__setattr__(f, "file", "<text>")
+            report = scanner.scan_text(body, "<text>")
     except ScanError as exc:
         raise ToolInputError(str(exc)) from None
     return payload(report)  # type: ignore[return-value]

@@ -200,6 +200,24 @@ class Scanner:
         return s
 
     # -- the scan ------------------------------------------------------------------------
+    def scan_text(self, text: str, shown_as: str) -> ScanReport:
+        """Scan Python source given as text (one file), reported under ``shown_as``.
+
+        The scanner reads files, so the text goes into a private temp dir first.
+        """
+        import dataclasses
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="kb-scan-text-") as tmp:
+            file = Path(tmp) / "code.py"
+            file.write_text(text, encoding="utf-8")
+            report = self.scan([str(file)])
+        report.findings = [dataclasses.replace(f, file=shown_as) for f in report.findings]
+        for site in report.sites:
+            site.file = shown_as
+        return report
+
+    # -- the scan ------------------------------------------------------------------------
     def scan(self, paths: Sequence[str]) -> ScanReport:
         config = self._config(paths)
         report = ScanReport(config=config.path)
