@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kb.schema_export import write
+from kb.catalog.schema_export import write
 
 if __name__ == "__main__":
     for path in write(Path(__file__).resolve().parent.parent / "schema"):

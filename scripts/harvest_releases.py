@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kb.releases import (
+from kb.catalog.releases import (
     DATA_FILE,
     DATA_FORMAT,
     DOCS_MEMBER,

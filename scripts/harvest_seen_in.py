@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kb.practice import harvest, seen_in_entry
+from kb.audit.practice import harvest, seen_in_entry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import yaml
 
-    from kb.models import SeenIn
-    from kb.upstream.refresh import LIST_KEYS, ORDERS
-    from kb.upstream.yamltext import PatchError, update_text
+    from kb.catalog.models import SeenIn
+    from tools.upstream.refresh import LIST_KEYS, ORDERS
+    from tools.upstream.yamltext import PatchError, update_text
 
     facts = harvest(args.root, include_tests=args.include_tests)
     by_record: dict[str, list] = defaultdict(list)

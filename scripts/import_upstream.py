@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kb.upstream.cli import main
+from tools.upstream.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

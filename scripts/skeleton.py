@@ -5,7 +5,7 @@ usage: python scripts/skeleton.py NAME --op-plugin DIR [--wheel PATH]
 
 Record authors start from this so the schema string and parameter list are copied
 mechanically, never retyped.  It is ``import_upstream.py skeleton``; the facts come
-from :mod:`kb.upstream`, the same code that drafts and refreshes records.
+from :mod:`tools.upstream`, the same code that drafts and refreshes records.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kb.upstream.cli import main
+from tools.upstream.cli import main
 
 
 def _translate(argv: list[str]) -> list[str]:

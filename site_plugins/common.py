@@ -21,7 +21,7 @@ KIND_DIRS = {"operator": "operators", "chain": "chains", "tree": "trees", "playb
 
 
 class RuleUnit(Protocol):
-    """The part of a checker rule unit (``kb.check.registry.RULES``) the site reads."""
+    """The part of a checker rule unit (``kb.rules.RULES``) the site reads."""
 
     code: str
     name: str

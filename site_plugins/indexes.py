@@ -29,7 +29,7 @@ STATUS_WORDS = {
 
 def release_bits(op: Record, releases: list[str]) -> str:
     """Hex bitmask of the harvested releases that ship ``op`` (bit i: ``releases[i]``)."""
-    from kb.releases import record_has
+    from kb.catalog.releases import record_has
 
     bits = 0
     for i, release in enumerate(releases):
@@ -51,7 +51,7 @@ def _op_table(
     ops: Iterable[Record], here: str, data: SiteData, category: bool = True, status: bool = True
 ) -> str:
     """Operators with a one-line summary; rows carry what the filters above match."""
-    from kb.releases import load
+    from kb.catalog.releases import load
 
     releases = load().releases
     rows = []

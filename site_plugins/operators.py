@@ -170,7 +170,7 @@ def pretty_signature(schema: str, width: int = 88) -> str:
 
     Only whitespace changes; the text stays the upstream schema, token for token.
     """
-    from kb.signature import SchemaError, _matching_paren, _split_top
+    from kb.catalog.signature import SchemaError, _matching_paren, _split_top
 
     if len(schema) <= width:
         return schema

@@ -60,8 +60,8 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         self.generated = Generated()
 
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
-        from kb.compiled import StoreInvalid, open_catalog
-        from kb.paths import records_dir
+        from kb.catalog.compiled import StoreInvalid, open_catalog
+        from kb.core.paths import records_dir
 
         if self.config.records:
             base_dir = Path(config.config_file_path or ".").parent
@@ -222,7 +222,7 @@ def _keep_jieba_cache_in_kb_cache() -> None:
     """
     import jieba
 
-    from kb.paths import cache_dir
+    from kb.core.paths import cache_dir
 
     target = cache_dir() / "jieba"
     try:

@@ -1,6 +1,6 @@
 """Checker rule pages, generated from the same rule units the checker runs.
 
-Each unit (``kb.check.registry.RULES``) carries its code, name, severity, one-line
+Each unit (``kb.rules.RULES``) carries its code, name, severity, one-line
 summary, why it matters, and a failing and a fixed candidate-list snippet; the page
 shows exactly those, so the documentation cannot drift from the checker.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from site_plugins import md
 from site_plugins.common import RuleUnit, badge, h1, join_sections, rule_path
 
-REGISTRY = "kb.check.registry"
+REGISTRY = "kb.rules"
 log = logging.getLogger("mkdocs.plugins.kb-records")
 
 
@@ -38,10 +38,10 @@ def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
     """
     if not rules:
         return {}
-    from kb.check.engine import Checker
-    from kb.check.format import text
+    from kb.api.check import checker as make_checker
+    from kb.text.findings import text
 
-    checker = Checker(catalog)
+    checker = make_checker(catalog)
     reports = {}
     for rule in rules:
         try:
@@ -60,16 +60,17 @@ def _scan_only(rule: RuleUnit) -> bool:
 
 def _scan_example(code: str, catalog: Any) -> str:
     """``kb scan model.py`` on a snippet."""
-    from kb.scan.engine import Scanner, ScanOptions
-    from kb.scan.format import text
+    from kb.api.scan import scanner
+    from kb.scan.engine import ScanOptions
+    from kb.text.scan import text
 
-    return text(Scanner(catalog, ScanOptions(use_config=False)).scan_text(code, "model.py"))
+    return text(scanner(catalog, ScanOptions(use_config=False)).scan_text(code, "model.py"))
 
 
 def rule_family(rule: RuleUnit) -> str:
     """``KB1xx Operator calls``: the navigation section of a rule page."""
     try:
-        from kb.check.registry import family
+        from kb.rules import family
     except ImportError:
         return f"{rule.code[:3]}xx"
     code, title = family(rule)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 
-from kb.releases import format_ranges, release_key, schema_diff
+from kb.catalog.releases import format_ranges, release_key, schema_diff
 from site_plugins.common import Record
 
 

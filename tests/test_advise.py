@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from kb.catalog.compiled import open_catalog
 from kb.cli import main
-from kb.compiled import open_catalog
 
 
 def advise(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.check import Finding, check_text
-from kb.compiled import Catalog, open_catalog
-from kb.paths import PACKAGE_DIR
+from kb.api.check import Finding, check_text
+from kb.catalog.compiled import Catalog, open_catalog
+from kb.core.paths import PACKAGE_DIR
 from kb.vocab import normalize, normalize_scheme, product_support, schemes_compatible
 
 RECORDS = Path(__file__).parent / "fixtures" / "calibration_records"

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from kb.advise import walk
+from kb.advice.advise import walk
+from kb.catalog.compiled import Catalog, open_catalog
+from kb.catalog.store import load_store
 from kb.cli import main
-from kb.compiled import Catalog, open_catalog
-from kb.paths import records_dir
-from kb.store import load_store
+from kb.core.paths import records_dir
 from tests.conftest import operator_yaml
 
 SOURCE = """\

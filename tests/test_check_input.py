@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.check import InputError, check_paths, check_text
+from kb.api.check import InputError, check_paths, check_text
+from kb.catalog.compiled import Catalog, open_catalog
 from kb.cli import main
-from kb.compiled import Catalog, open_catalog
 
 HERE = Path(__file__).parent
 FIXTURE_RECORDS = HERE / "fixtures" / "check_records"
@@ -324,8 +324,8 @@ def test_github_output(tmp_path: Path, capsys: pytest.CaptureFixture[str],
 
 def test_github_escapes_message_data() -> None:
     from kb.check.engine import Report
-    from kb.check.findings import Finding
-    from kb.check.format import github
+    from kb.lint.findings import Finding
+    from kb.text.findings import github
 
     report = Report([Finding("f.yaml", 1, 2, "KB101", "warning", "50% done\nnext")], 1, 1)
     assert github(report) == "::warning file=f.yaml,line=1,col=2,title=KB101::50%25 done%0Anext\n"

@@ -14,10 +14,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb.check import Finding, InputError, check_paths, check_text
+from kb.api.check import Finding, InputError, check_paths, check_text
+from kb.catalog.compiled import Catalog, open_catalog
 from kb.check.parse import FUSION_FIELDS, PREFETCH_FIELDS, TARGET_FIELDS, TENSOR_FIELDS
-from kb.check.registry import BY_CODE
-from kb.compiled import Catalog, open_catalog
+from kb.rules import BY_CODE
 
 FIXTURE_RECORDS = Path(__file__).parent / "fixtures" / "check_records"
 SETTINGS = settings(max_examples=150, deadline=None,

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from kb.check import check_text
-from kb.check.findings import SEVERITIES
-from kb.check.registry import RULES, expand, get
-from kb.check.rules.base import RuleUnit
+from kb.api.check import check_text
+from kb.catalog.compiled import Catalog, open_catalog
 from kb.cli import main
-from kb.compiled import Catalog, open_catalog
-from kb.paths import PACKAGE_DIR
+from kb.core.paths import PACKAGE_DIR
+from kb.lint.findings import SEVERITIES
+from kb.lint.unit import RuleUnit
+from kb.rules import RULES, expand, get
 
 FIXTURE_RECORDS = Path(__file__).parent / "fixtures" / "check_records"
 #: Rules whose snippets are candidate lists; the scan rules' Python snippets are scanned

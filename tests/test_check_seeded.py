@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.check import Finding, check_paths
-from kb.compiled import Catalog, open_catalog
-from kb.paths import PACKAGE_DIR
+from kb.api.check import Finding, check_paths
+from kb.catalog.compiled import Catalog, open_catalog
+from kb.core.paths import PACKAGE_DIR
 
 HERE = Path(__file__).parent
 FIXTURE_RECORDS = HERE / "fixtures" / "check_records"

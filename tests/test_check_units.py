@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from kb.check.conditions import fires, holds, same, violations
-from kb.check.model import Candidate, Target, TensorSpec, Weight
 from kb.check.rules.prefetch import weight_bytes
-from kb.check.suppress import ignore_comments
 from kb.check.values import SizeError, parse_size, parse_version, version_before
+from kb.lint.model import Candidate, Target, TensorSpec, Weight
+from kb.lint.suppress import ignore_comments
 
 
 @pytest.mark.parametrize(
@@ -138,8 +138,8 @@ FIXTURE_RECORDS = Path(__file__).parent / "fixtures" / "check_records"
     ],
 )
 def test_release_matching_for_the_version_rule(typed: str, expected: str | None) -> None:
-    from kb.check import check_text
-    from kb.compiled import open_catalog
+    from kb.api.check import check_text
+    from kb.catalog.compiled import open_catalog
 
     text = (f'version: 1\ntarget: {{product: atlas-a3, torch_npu: "{typed}"}}\ncandidates:\n'
             "  - {module: m, operator: npu_mla_prolog_v3}\n")  # fmt: skip

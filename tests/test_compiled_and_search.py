@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from kb.catalog.compiled import db_path, open_catalog
 from kb.cli import main
-from kb.compiled import db_path, open_catalog
-from kb.paths import records_dir
-from kb.search import search
-from kb.searchindex import index_dir, open_index
+from kb.core.paths import records_dir
+from kb.index.search import search
+from kb.index.searchindex import index_dir, open_index
 from tests.conftest import operator_yaml
 
 

@@ -1,7 +1,7 @@
-"""kb.consistency: cross-field checks that keep corrected facts corrected.
+"""kb.catalog.consistency: cross-field checks that keep corrected facts corrected.
 
 Every test writes small records into a temporary tree and runs the real validation
-(:func:`kb.store.load_store`), so the messages carry file and line as ``kb validate``
+(:func:`kb.catalog.store.load_store`), so the messages carry file and line as ``kb validate``
 prints them.  Each case has a clean twin: the check must fire on the defect only.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.consistency import replacement_operator
-from kb.store import load_store
+from kb.catalog.consistency import replacement_operator
+from kb.catalog.store import load_store
 
 HEAD = """\
 kind: operator

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kb.audit.doctor import NotInstalled, find_install
+from kb.catalog.releases import ReleaseData
 from kb.cli import main
-from kb.doctor import NotInstalled, find_install
-from kb.releases import ReleaseData
 from tests.conftest import operator_yaml
 from tests.test_releases import FIXTURES, fixture_data  # noqa: F401 - a fixture
 

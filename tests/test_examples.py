@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.check import check_paths
+from kb.api.check import check_paths
 from kb.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kb.check import check_paths
-from kb.compiled import open_catalog
-from kb.scan.engine import ScanOptions, scan_paths
+from kb.api.check import check_paths
+from kb.api.scan import ScanOptions, scan_paths
+from kb.catalog.compiled import open_catalog
 
 HERE = Path(__file__).parent
 PRACTICE = sorted((HERE / "fixtures" / "practice").glob("*.yaml"))

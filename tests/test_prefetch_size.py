@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from kb.check import check_text
+from kb.advice.prefetch_size import SizeInputError, evaluate, human
+from kb.api.check import check_text
 from kb.check.rules.prefetch import point
 from kb.cli import main
-from kb.prefetch_size import SizeInputError, evaluate, human
 
 
 def playbook(dense: str, factor: float) -> str:

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from kb.catalog.compiled import open_catalog
+from kb.catalog.schema_export import schemas
+from kb.catalog.store import load_store
 from kb.cli import main
-from kb.compiled import open_catalog
-from kb.paths import PACKAGE_DIR, records_dir
-from kb.render import record_text
-from kb.schema_export import schemas
-from kb.store import load_store
+from kb.core.paths import PACKAGE_DIR, records_dir
+from kb.text.render import record_text
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,8 @@ def _records(kind: str | None) -> list[dict[str, Any]]:
 def test_examples_pass_kb_scan(tmp_path: Any) -> None:
     """Every example is Python that kb scan accepts on the record's first product: real
     operators, real keywords bound the way the binding binds them, allowed values."""
-    from kb.scan.engine import Scanner, ScanOptions
+    from kb.api.scan import scanner
+    from kb.scan.engine import ScanOptions
 
     catalog = open_catalog()
     problems = []
@@ -97,7 +98,7 @@ def test_examples_pass_kb_scan(tmp_path: Any) -> None:
             path = tmp_path / f"{rec['name']}__{i}.py"
             path.write_text(ex["code"], encoding="utf-8")
             options = ScanOptions(fusion=False, use_config=False, product=product)
-            report = Scanner(catalog, options).scan([str(path)])
+            report = scanner(catalog, options).scan([str(path)])
             problems += [f"{rec['name']} example {i}: {f.line}: {f.code} {f.message}"
                          for f in report.findings if f.severity == "error"]  # fmt: skip
     assert problems == []
@@ -157,7 +158,7 @@ def test_examples_pass_the_records_own_rules(rec: dict[str, Any]) -> None:
     """A record's example must not break the record's own checkable rules on some product."""
     import yaml
 
-    from kb.check import check_text
+    from kb.api.check import check_text
 
     catalog = open_catalog()
     for cand in _example_candidates(rec, catalog):

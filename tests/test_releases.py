@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-import kb.releases as releases
-from kb.cli import main
-from kb.compiled import open_catalog
-from kb.releases import (
+import kb.catalog.releases as releases
+from kb.catalog.compiled import open_catalog
+from kb.catalog.releases import (
     ReleaseData,
     args_missing,
     availability,
@@ -29,6 +28,7 @@ from kb.releases import (
     schema_diff,
     sort_releases,
 )
+from kb.cli import main
 from tests.conftest import operator_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,7 @@ def build_fixture_data(tmp: Path) -> Path:
 
 @pytest.fixture
 def fixture_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ReleaseData]:
-    """Point kb.releases at the fixture data for the whole test."""
+    """Point kb.catalog.releases at the fixture data for the whole test."""
     path = build_fixture_data(tmp_path / "data")
     monkeypatch.setattr(releases, "DATA_FILE", path)
     releases._load.cache_clear()
@@ -401,7 +401,7 @@ def test_search_filters_by_release(fixture_data: ReleaseData, record_tree, capsy
 
 
 def test_release_ranges_keep_gaps() -> None:
-    from kb.releases import ReleaseData, format_ranges, release_ranges
+    from kb.catalog.releases import ReleaseData, format_ranges, release_ranges
 
     data = ReleaseData({"format": 1, "releases": ["2.1.0", "2.2.0", "2.3.0", "2.4.0", "2.5.0"],
                         "operators": {}})  # fmt: skip

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kb.check import check_text
-from kb.check.registry import RULES
+from kb.api.check import check_text
+from kb.api.scan import ScanOptions, scan_paths
 from kb.cli import main
-from kb.scan.engine import ScanOptions, scan_paths
+from kb.rules import RULES
 
 HERE = Path(__file__).parent
 FIX = HERE / "fixtures" / "scan"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kb.compiled import open_catalog
-from kb.search import search
+from kb.catalog.compiled import open_catalog
+from kb.index.search import search
 
 QUERIES = yaml.safe_load((Path(__file__).parent / "data" / "search_queries.yaml").read_text())
 TUNED = [q for q in QUERIES if not q.get("heldout")]

@@ -1,7 +1,7 @@
 """Issue 11's fact defects stay fixed in the shipped records.
 
 Each test pins one corrected fact (the evidence for it is cited in the record itself);
-kb validate keeps the general contract (kb/consistency.py), these keep the specific
+kb validate keeps the general contract (kb/catalog/consistency.py), these keep the specific
 values.  The checker tests at the end run shipping call shapes against the shipped
 catalog: they must not be errors.
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from kb.check import check_text
-from kb.compiled import Catalog, open_catalog
-from kb.paths import PACKAGE_DIR
+from kb.api.check import check_text
+from kb.catalog.compiled import Catalog, open_catalog
+from kb.core.paths import PACKAGE_DIR
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from kb.api.recordview import brief, section_key
+from kb.catalog.compiled import open_catalog
 from kb.cli import main
-from kb.compiled import open_catalog
-from kb.recordview import brief, section_key
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from site_builds import FIXTURES, FixtureSite, RealSite, build, fixture_config
 
+from kb.catalog.compiled import open_catalog
 from kb.cli import main
-from kb.compiled import open_catalog
 from site_plugins.rules import load_rules
 
 
@@ -176,7 +176,7 @@ def test_site_without_action_prints_help(capsys) -> None:
 
 def test_the_built_site_keeps_its_weight_budgets(real_site: RealSite) -> None:
     """Issue 13's size budgets, measured on the real build (the time budget is in the log)."""
-    from kb.commands.site import BUDGET_OPERATOR_PAGE_KB, BUDGET_SITE_MB, measure, report
+    from kb.cli.site import BUDGET_OPERATOR_PAGE_KB, BUDGET_SITE_MB, measure, report
 
     figures = measure(real_site.path)
     assert figures.total_mb <= BUDGET_SITE_MB, figures

@@ -12,7 +12,7 @@ import markdown
 import pytest
 from mkdocs.config import load_config
 
-from kb.compiled import open_catalog
+from kb.catalog.compiled import open_catalog
 from site_plugins import md, products, versions
 from site_plugins.autolink import autolink
 from site_plugins.chains import chain_page
@@ -283,7 +283,7 @@ def test_rule_pages_from_rule_units(data: SiteData) -> None:
 
 
 def test_scan_rule_pages_show_python_and_the_scan_command() -> None:
-    from kb.check.registry import BY_CODE
+    from kb.rules import BY_CODE
     from site_plugins.rules import check_examples, rule_family
 
     rule = BY_CODE["KB503"]

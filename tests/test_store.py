@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kb.catalog.store import load_store
 from kb.cli import main
-from kb.store import load_store
 from tests.conftest import operator_yaml
 
 

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from fixtures.upstream.helpers import FIXTURES, build_wheel
 
-from kb.store import load_store
-from kb.upstream import PLACEHOLDER
-from kb.upstream.cli import main
-from kb.upstream.drafts import guess_category, needs_words
+from kb.catalog.store import load_store
+from tools.upstream import PLACEHOLDER
+from tools.upstream.cli import main
+from tools.upstream.drafts import guess_category, needs_words
 
 
 @pytest.fixture

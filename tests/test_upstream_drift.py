@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures.upstream.helpers import build_wheel, config_dir, op_plugin_copy, pages_dir
 
-from kb.upstream.cli import main
+from tools.upstream.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from fixtures.upstream.helpers import FIXTURES, build_wheel, op_plugin_copy
 
-from kb.upstream import schemas as sch
-from kb.upstream.docstrings import parse_docstring, product_from_doc
-from kb.upstream.facts import load_upstream
-from kb.upstream.pages import parse_page
-from kb.upstream.text import allowed_values, clean_markdown, dtypes_in, formats_in
-from kb.upstream.wheel import WheelError, docstrings_from_python, read_wheel
+from tools.upstream import schemas as sch
+from tools.upstream.docstrings import parse_docstring, product_from_doc
+from tools.upstream.facts import load_upstream
+from tools.upstream.pages import parse_page
+from tools.upstream.text import allowed_values, clean_markdown, dtypes_in, formats_in
+from tools.upstream.wheel import WheelError, docstrings_from_python, read_wheel
 
 PAGES = FIXTURES / "op-plugin" / "docs" / "torch_npu"
 CONFIG = FIXTURES / "op-plugin" / "config"

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from fixtures.upstream.helpers import FIXTURES
 
-from kb.store import load_store
-from kb.upstream.cli import main
-from kb.upstream.yamltext import PatchError, dump_record, update_text
+from kb.catalog.store import load_store
+from tools.upstream.cli import main
+from tools.upstream.yamltext import PatchError, dump_record, update_text
 
 CURATED = """\
 kind: operator

@@ -12,28 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kb.check.model import Candidate, Document
-from kb.vocab import normalize
+from kb.catalog.binding import dtype_value, python_name, takes_dtype
+from kb.lint.model import Candidate, Document
 
-
-def python_name(param: dict[str, Any]) -> str:
-    """The keyword the torch_npu binding accepts for a schema parameter."""
-    explicit = param.get("python_name")
-    if explicit:
-        return str(explicit)
-    return "input" if param.get("name") == "self" else str(param.get("name"))
-
-
-def takes_dtype(param: dict[str, Any] | None) -> bool:
-    return bool(param) and param.get("takes") == "dtype"  # type: ignore[union-attr]
-
-
-def dtype_value(param: dict[str, Any], value: object) -> object:
-    """The canonical dtype a value names for a dtype argument, else the value unchanged."""
-    if value is None or isinstance(value, (list, bool)):
-        return value
-    canon = normalize("dtype", value)
-    return canon if canon is not None else value
+__all__ = ["bind", "dtype_value", "python_name", "takes_dtype"]
 
 
 def bind(doc: Document, cand: Candidate, record: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kb.check.model import Candidate, Path, Target
+from kb.lint.model import Candidate, Path, Target
 from kb.vocab import product_support
 
 Tri = bool | None

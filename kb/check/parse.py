@@ -2,7 +2,7 @@
 
 Structure problems (does not parse, wrong type, unknown or missing field, a value
 outside a controlled vocabulary) become findings here, each at the key or value it is
-about.  Whatever is wrong is left out of the parsed :class:`~kb.check.model.Document`,
+about.  Whatever is wrong is left out of the parsed :class:`~kb.lint.model.Document`,
 so the rules that run afterwards never see a value of the wrong type.
 """
 
@@ -13,11 +13,11 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kb import yamlpos
-from kb.check.findings import Finding
-from kb.check.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.check.values import SizeError, parse_size, parse_version
-from kb.paths import NotRegularFile, read_regular_file
+from kb.core import yamlpos
+from kb.core.paths import NotRegularFile, read_regular_file
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.vocab import CANONICAL, normalize, normalize_scheme
 
 SYNTAX = "KB001"
@@ -477,7 +477,7 @@ def _field(path: Path) -> str:
 
 
 def _did_you_mean(value: str, options: Iterable[str]) -> str:
-    from kb.fuzzy import suggest
+    from kb.core.fuzzy import suggest
 
     if len(value) > 200:  # no name is that long; fuzzy matching it only costs time
         return ""

@@ -30,7 +30,7 @@ def _target(model: str, product: str, torch_npu: str, extra: str = "") -> str:
 def _trees(catalog: Any) -> str:
     lines = []
     for t in catalog.records("tree"):
-        from kb.advise import flags
+        from kb.advice.advise import flags
 
         asks = ", ".join(f"{k} ({'/'.join(v)})" for k, v in flags(t).items())
         lines.append(f"  - {t['name']}: {t['summary']['en']} Asks: {asks}.")
@@ -113,7 +113,7 @@ def prefetch(
     """Add npu_prefetch weight prefetching where profiling shows memory-bound weight
     consumers: choose target and window, size max_size conservatively, guard it with a
     switch that is off by default, validate one point at a time."""
-    from kb.prefetch_size import PLAYBOOK
+    from kb.advice.prefetch_size import PLAYBOOK
 
     catalog = state().current().catalog
     book = catalog.get(PLAYBOOK) or {}

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Resource, ToolAnnotations
 
 from kb import __version__
-from kb.compiled import Catalog, StoreInvalid
+from kb.catalog.compiled import Catalog, StoreInvalid
 from kb.mcp.prompts import PROMPTS
 from kb.mcp.state import state
 from kb.mcp.tools import CALLER_ERRORS, TOOLS

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb.compiled import Catalog, StoreInvalid, fingerprint, open_catalog
-from kb.paths import records_dir
+from kb.catalog.compiled import Catalog, StoreInvalid, fingerprint, open_catalog
+from kb.core.paths import records_dir
 
 if TYPE_CHECKING:
-    from kb.search import Session
+    from kb.index.search import Session
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Snapshot:
 
     def session(self) -> Session:
         if self._session is None:
-            from kb.search import Session, open_index
+            from kb.index.search import Session, open_index
 
             self._session = Session(open_index(self.catalog))
         return self._session

@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
+from kb.catalog.compiled import StoreInvalid
 from kb.check.parse import InputError
 from kb.cli import UsageError
-from kb.compiled import StoreInvalid
 from kb.mcp.state import state
 
 
@@ -165,7 +165,7 @@ def search(
     """Search operators, reference chains, decision trees and the prefetch playbook, best
     first: exact names, partial or misspelt names, English task phrases, Chinese.
     Same result as `kb search QUERY --format json`."""
-    from kb.commands.search import payload
+    from kb.cli.search import payload
 
     snap = _current()
     return payload(snap.catalog, query, limit=limit, kind=kind, torch_npu=torch_npu,  # type: ignore[return-value]
@@ -183,10 +183,10 @@ def show(
 ) -> dict[str, Any]:
     """One record with every validated field (as `kb show NAME --format json`), one section
     of it ({kind, name, SECTION}), or its brief card."""
-    from kb.fuzzy import suggest
-    from kb.recordview import brief as card
-    from kb.recordview import section as cut
-    from kb.recordview import section_key, section_names
+    from kb.api.recordview import brief as card
+    from kb.api.recordview import section as cut
+    from kb.api.recordview import section_key, section_names
+    from kb.core.fuzzy import suggest
 
     catalog = _current().catalog
     rec = catalog.get(name)
@@ -222,7 +222,7 @@ def list_records(
 ) -> ListResult:
     """Records filtered by kind, category, product, status, fused step and torch_npu
     release (filters combine). Same result as `kb list ... --format json`."""
-    from kb.commands.list import payload
+    from kb.cli.list import payload
 
     return payload(_current().catalog, kind=kind, category=category, product=product,  # type: ignore[return-value]
                    status=status, fuses=fuses, torch_npu=torch_npu)  # fmt: skip
@@ -240,10 +240,10 @@ def check(
     """Lint a candidate list (fusion candidates, prefetch points) against the records:
     findings with line, column, rule code, severity and what to do. Same result as
     `kb check FILE --format json`; `rules` explains a code."""
-    from kb import yamlpos
-    from kb.check.engine import Checker
-    from kb.check.format import payload
+    from kb.api.check import checker as make_checker
     from kb.check.parse import read_source
+    from kb.core import yamlpos
+    from kb.text.findings import payload
 
     if (text is None) == (path is None):
         raise ToolInputError("give either text (the candidate list) or path (a file), not both")
@@ -255,7 +255,7 @@ def check(
         file, body = "<text>", text or ""
         if len(body.encode("utf-8")) > yamlpos.MAX_BYTES:
             raise ToolInputError(f"the text is larger than the {yamlpos.MAX_BYTES} byte limit")
-    checker = Checker(_current().catalog, select=select, ignore=ignore)
+    checker = make_checker(_current().catalog, select=select, ignore=ignore)
     return payload(checker.check_sources([(file, body)]))  # type: ignore[return-value]
 
 
@@ -275,8 +275,9 @@ def scan(
     `kb scan PATH --format json`."""
     from pathlib import Path as _Path
 
-    from kb.scan.engine import ScanError, Scanner, ScanOptions
-    from kb.scan.format import payload
+    from kb.api.scan import scanner as make_scanner
+    from kb.scan.engine import ScanError, ScanOptions
+    from kb.text.scan import payload
     from kb.vocab import normalize
 
     if (text is None) == (path is None):
@@ -287,7 +288,7 @@ def scan(
     options = ScanOptions(product=canon, torch_npu=torch_npu, select=list(select or []),
                           ignore=list(ignore or []), fusion=fusion,
                           use_config=path is not None)  # fmt: skip
-    scanner = Scanner(_current().catalog, options)
+    scanner = make_scanner(_current().catalog, options)
     try:
         if path is not None:
             if not _Path(path).exists():
@@ -314,7 +315,7 @@ def advise(
     operators with products and key dtypes, prerequisites) plus complete=true; when an
     answer is still needed, complete=false and `needed` names the next question, its
     flag and the values it accepts: ask it (or read it from the code) and call again."""
-    from kb.advise import AdviceError, advice, walk
+    from kb.advice.advise import AdviceError, advice, walk
 
     catalog = _current().catalog
     rec = catalog.get(tree)
@@ -355,7 +356,7 @@ def tree(
 ) -> dict[str, Any]:
     """A decision tree record (questions, answers, the chains they lead to), or every tree
     with its flags. Same result as `kb tree [NAME] --format json`."""
-    from kb.commands.tree import payload
+    from kb.cli.tree import payload
 
     return payload(_current().catalog, name)
 
@@ -402,8 +403,8 @@ def rules(
 ) -> RulesResult:
     """The checker's rules: code, severity, what each checks, why, and a failing and a fixed
     candidate-list snippet (`kb rules [CODE] --format json`, always as a list)."""
-    from kb.check.registry import RULES, get
-    from kb.commands.rules import as_dict
+    from kb.cli.rules import as_dict
+    from kb.rules import RULES, get
 
     chosen = list(RULES)
     if code:

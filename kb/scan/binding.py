@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb.check.binding import python_name
-from kb.check.model import TensorSpec
+from kb.catalog.binding import python_name
+from kb.lint.model import TensorSpec
 from kb.scan.interp import CallSite
 from kb.scan.values import Entry, Typed, Where, literal_of
 
@@ -45,7 +45,7 @@ def _ordinal(n: int) -> str:
 
 def schema_params(record: dict[str, Any], schema: str) -> list[dict[str, Any]] | None:
     """A historical schema's parameters in the record's terms (python_name kept)."""
-    from kb.signature import SchemaError, parse_schema
+    from kb.catalog.signature import SchemaError, parse_schema
 
     try:
         parsed = parse_schema(schema)

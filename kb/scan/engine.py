@@ -12,16 +12,18 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kb.check.context import Context
-from kb.check.engine import active_rules, rules_for
-from kb.check.findings import Finding
-from kb.check.model import Candidate, Document, Target
-from kb.check.suppress import IGNORE, matches
+from kb.core.yamlpos import Located
+from kb.lint.context import Context
+from kb.lint.engine import active_rules, rules_for
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document, Target
+from kb.lint.suppress import IGNORE, matches
+from kb.lint.unit import RuleUnit
 from kb.scan import hints
 from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
@@ -29,7 +31,6 @@ from kb.scan.config import load as load_config
 from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.sources import Skipped, SourceError, discover, read
 from kb.vocab import product_family
-from kb.yamlpos import Located
 
 OPERATOR_NAMESPACES = ("torch_npu", "npu", "atb", "torch.npu")
 #: Severity a rule has in scanned code when it differs from a candidate list's: a
@@ -164,13 +165,21 @@ def ignore_comments(text: str) -> dict[int, tuple[str, ...]]:
 
 
 class Scanner:
-    def __init__(self, catalog: Any = None, options: ScanOptions | None = None) -> None:
+    """Scans Python files with one catalog and the rule units it is handed.
+
+    ``rules`` is the whole registry (:data:`kb.rules.RULES`); each file's settings pick
+    the codes that run, and the ``scan`` front end keeps the units meant for it.
+    """
+
+    def __init__(self, catalog: Any = None, options: ScanOptions | None = None, *,
+                 rules: Sequence[RuleUnit]) -> None:  # fmt: skip
         if catalog is None:
-            from kb.compiled import open_catalog
+            from kb.catalog.compiled import open_catalog
 
             catalog = open_catalog()
         self.catalog = catalog
-        self.ctx = Context(catalog)
+        self.rules = tuple(rules)
+        self.ctx = Context(catalog, codes=tuple(r.code for r in self.rules))
         self.options = options or ScanOptions()
 
     # -- configuration -----------------------------------------------------------------
@@ -237,7 +246,8 @@ class Scanner:
         for path, scan, tree, text in parsed:
             settings = self._settings(config, path)
             try:
-                codes = set(active_rules(settings.select or None, settings.ignore or None))
+                codes = set(active_rules(self.rules, settings.select or None,
+                                         settings.ignore or None))
             except ValueError as exc:
                 raise ScanError(str(exc)) from None
             found = self._judge(scan, settings, codes, mounts, custom, report)
@@ -314,7 +324,7 @@ class Scanner:
         for k, variants in seen.items():
             _merge_variants(infos[k], variants)
         report.sites += [infos[k] for k in sorted(infos)]
-        rules = rules_for("scan", codes)
+        rules = rules_for(self.rules, "scan", codes)
         for product, items in by_product.items():
             found += self._run_rules(scan, settings, product, items, rules)
         return _settle(found, scan)
@@ -328,7 +338,7 @@ class Scanner:
         out = changes
         if settings.torch_npu:
             release, _exact = self.ctx.release(settings.torch_npu)
-            from kb.releases import record_schema_in
+            from kb.catalog.releases import record_schema_in
 
             schema = record_schema_in(record, release) if release else None
             out = [(release, schema)] if release and schema else []
@@ -476,9 +486,3 @@ def _suppressed(findings: list[Finding], comments: dict[int, tuple[str, ...]],
             continue
         kept.append(f)
     return kept
-
-
-def scan_paths(paths: Iterable[str], options: ScanOptions | None = None,
-               catalog: Any = None) -> ScanReport:  # fmt: skip
-    """Scan files and directories; raises ScanError for unusable settings."""
-    return Scanner(catalog, options).scan(list(paths))

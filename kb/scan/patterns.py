@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from kb.check.context import Context
-from kb.check.findings import Finding
-from kb.check.rules.base import RuleUnit
+from kb.lint.context import Context
+from kb.lint.findings import Finding
+from kb.lint.unit import RuleUnit
 from kb.scan.interp import FileScan, segment
 from kb.scan.values import Where
 

@@ -10,7 +10,7 @@ allowed set, product, release) keeps its KB1xx/KB2xx code.
 
 from __future__ import annotations
 
-from kb.check.rules.base import RuleUnit
+from kb.lint.unit import RuleUnit
 
 _IMPORT = "import torch\nimport torch_npu\n\n\n"
 

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from kb.check.conditions import NUMERIC_TEXT, Violation, as_number, one_of, same, violations
-from kb.check.context import Context, Record
-from kb.check.findings import Finding
-from kb.check.model import Candidate, Document
-from kb.check.rules.base import CandidateRule
+from kb.lint.context import Context, Record
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document
+from kb.lint.unit import CandidateRule
 from kb.vocab import normalize
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
@@ -25,7 +25,7 @@ def _is_tensor(param: dict[str, Any]) -> bool:
 
 
 def _suggest(name: str, choices: list[str]) -> str:
-    from kb.fuzzy import suggest
+    from kb.core.fuzzy import suggest
 
     hits = suggest(name, choices, limit=3)
     return f" (did you mean {', '.join(hits)}?)" if hits else ""

@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kb.check.context import Context, Record
-from kb.check.findings import Finding
-from kb.check.model import Candidate, Document, Path
-from kb.check.rules.base import CandidateRule, RuleUnit
 from kb.check.values import format_size
+from kb.lint.context import Context, Record
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document, Path
+from kb.lint.unit import CandidateRule, RuleUnit
 from kb.vocab import DTYPE_BYTES
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"

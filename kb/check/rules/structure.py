@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kb.check import parse
-from kb.check.context import Context
-from kb.check.findings import Finding
-from kb.check.model import Document
-from kb.check.rules.base import RuleUnit
-from kb.check.suppress import ignore_comments
+from kb.lint.context import Context
+from kb.lint.findings import Finding
+from kb.lint.model import Document
+from kb.lint.suppress import ignore_comments
+from kb.lint.unit import RuleUnit
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 _NORM = "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
@@ -108,9 +108,7 @@ class BadIgnoreComment(RuleUnit):
            "    args: {eps: 1.0e-6}  # kb: ignore[KB104]\n")  # fmt: skip
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
-        from kb.check.registry import RULES
-
-        codes = [r.code for r in RULES]
+        codes = ctx.codes
         if doc.located is None:
             return
         for ig in ignore_comments(doc.text, doc.located):

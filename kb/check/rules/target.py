@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from kb.check.conditions import same
-from kb.check.context import Context, Record
-from kb.check.findings import Finding
-from kb.check.model import Candidate, Document
-from kb.check.rules.base import CandidateRule
 from kb.check.values import version_before
+from kb.lint.context import Context, Record
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document
+from kb.lint.unit import CandidateRule
 from kb.vocab import normalize_scheme, product_support, quantized_roles, schemes_compatible
 
 _CAND = "candidates:\n  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
@@ -146,7 +146,7 @@ class TorchNpuTooOld(CandidateRule):
 
 def _next_release(rec: Record, release: str) -> str | None:
     """The first release after ``release`` that the record lists as having the operator."""
-    from kb.releases import release_key
+    from kb.catalog.releases import release_key
 
     start = release_key(release)
     for rel in (rec.get("versions") or {}).get("releases") or []:

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kb.check.conditions import same
-from kb.check.context import Context, Record
-from kb.check.findings import Finding
-from kb.check.model import Candidate, Document, Path, phases_overlap
-from kb.check.rules.base import CandidateRule, RuleUnit
+from kb.lint.context import Context, Record
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document, Path, phases_overlap
+from kb.lint.unit import CandidateRule, RuleUnit
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 _ATTN = "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
 
 
 def _suggest(name: str, choices: list[str]) -> str:
-    from kb.fuzzy import suggest
+    from kb.core.fuzzy import suggest
 
     hits = suggest(name, choices, limit=3)
     return f" (did you mean {', '.join(hits)}?)" if hits else ""

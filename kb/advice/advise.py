@@ -1,0 +1,399 @@
+"""Walking a decision tree from answers, and turning the walk into advice.
+
+A tree's node ``key`` is the flag name (``--arch``) and an option's ``value`` the flag
+value (``mla``).  Every option chosen on the path may name a chain and operators; the
+advice is all of them in path order.  When the walk ends on an option that names
+neither (only a note), the outcome is a *stop*: the note is the verdict ("not a
+prefetch target", "convert the cache first") and no chain applies.  When the path
+answered a node keyed ``phase``, chain stages of the other phase are left out, so a
+chain shared by prefill and decode shows what the asked phase runs.
+
+Everything here works on the plain record dicts of :mod:`kb.catalog.compiled`; nothing imports
+pydantic, so ``kb advise`` stays as fast as ``kb show``.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Record = dict[str, Any]
+#: Vocabularies whose aliases an answer may use (``--product A2``, ``--phase incremental``).
+_VOCAB_KEYS = {"product": "product", "phase": "phase", "quant": "quantization"}
+
+
+class AdviceError(ValueError):
+    """A missing or unusable answer; the message names the flag and its allowed values."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One answered question on the path."""
+
+    node: str
+    key: str
+    question: str
+    value: str
+    label: str
+    note: str = ""
+    chain: str | None = None
+    operators: tuple[str, ...] = ()
+    stop: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "flag": f"--{self.key}", "question": self.question,
+                "answer": self.value, "label": self.label, "note": self.note,
+                "chain": self.chain, "operators": list(self.operators)}  # fmt: skip
+
+
+@dataclass
+class Walk:
+    tree: str
+    steps: list[Step] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    @property
+    def stop(self) -> bool:
+        """The walk ended on a verdict: an option marked stop, or (unmarked) one naming only a note."""
+        last = self.steps[-1] if self.steps else None
+        if last is None:
+            return False
+        if last.stop is not None:
+            return last.stop
+        return last.chain is None and not last.operators
+
+    @property
+    def phase(self) -> str | None:
+        return next((s.value for s in self.steps if s.key == "phase"), None)
+
+    @property
+    def scheme(self) -> str | None:
+        """The quantization scheme the path answered (a node keyed ``quant``), if any."""
+        return next((s.value for s in self.steps if s.key == "quant"), None)
+
+    def chains(self) -> list[str]:
+        if self.stop:
+            return []
+        return _unique(s.chain for s in self.steps if s.chain)
+
+    def operators(self) -> list[str]:
+        if self.stop:
+            return []
+        return _unique(op for s in self.steps for op in s.operators)
+
+
+def _unique(items: Any) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def flags(tree: Record) -> dict[str, list[str]]:
+    """Every flag the tree can ask, with all values it accepts somewhere."""
+    out: dict[str, list[str]] = {}
+    for node in tree["nodes"]:
+        values = out.setdefault(node["key"], [])
+        values += [o["value"] for o in node["options"] if o["value"] not in values]
+    return out
+
+
+_AT_MOST = re.compile(r"^(\d+)-or-fewer$")
+_ABOVE = re.compile(r"^more-than-(\d+)$")
+
+
+def _threshold(options: list[Record], number: int) -> Record | None:
+    """``--experts-per-rank 32`` picks ``more-than-24``: numeric answers to range options."""
+    for opt in options:
+        low = _AT_MOST.match(opt["value"])
+        high = _ABOVE.match(opt["value"])
+        if (low and number <= int(low.group(1))) or (high and number > int(high.group(1))):
+            return opt
+    return None
+
+
+def match(node: Record, answer: str) -> Record | None:
+    """The option an answer selects: exact value, any case, a vocabulary alias or a count."""
+    options = node["options"]
+    text = answer.strip()
+    for opt in options:
+        if opt["value"] == text:
+            return opt
+    if text.isdigit():
+        hit = _threshold(options, int(text))
+        # a count no option names falls to the catch-all (``--routed-experts 160`` -> other)
+        return hit or next((o for o in options if o["value"] == "other"), None)
+    folded = text.lower().replace("_", "-")
+    for opt in options:
+        if opt["value"] == folded:
+            return opt
+    vocab = _VOCAB_KEYS.get(node["key"])
+    if vocab:
+        from kb.vocab import normalize
+
+        canon = normalize(vocab, text)
+        for opt in options:
+            if canon is not None and opt["value"] == canon:
+                return opt
+    return None
+
+
+def describe_options(node: Record) -> str:
+    """One line per option, for error messages that must say what would be accepted."""
+    width = max(len(o["value"]) for o in node["options"])
+    return "".join(f"\n  {o['value']:<{width}}  {o['label']}" for o in node["options"])
+
+
+def walk(tree: Record, answers: Mapping[str, str],
+         ask: Callable[[Record, list[Step]], str] | None = None) -> Walk:  # fmt: skip
+    """Follow the tree from its root using ``answers`` (flag name → value).
+
+    A node without an answer is put to ``ask`` (a prompt) when given, otherwise it is an
+    AdviceError naming the flag and its values.  Answers for flags the path never asks
+    are reported in ``Walk.ignored`` rather than silently dropped.
+    """
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    known = flags(tree)
+    unknown = [k for k in answers if k not in known]
+    if unknown:
+        raise AdviceError(
+            f"tree {tree['name']!r} has no flag {', '.join('--' + k for k in unknown)}; "
+            f"it asks: {', '.join('--' + k for k in known)}"
+        )
+    result = Walk(tree=tree["name"])
+    used: set[str] = set()
+    node_id: str | None = tree["root"]
+    seen: set[str] = set()
+    while node_id is not None:
+        if node_id in seen:
+            raise AdviceError(f"tree {tree['name']!r} loops back to node {node_id!r}")
+        seen.add(node_id)
+        node = nodes[node_id]
+        key = node["key"]
+        if key in answers:
+            answer = answers[key]
+            used.add(key)
+        elif ask is not None:
+            answer = ask(node, result.steps)
+        else:
+            so_far = " ".join(f"--{s.key} {s.value}" for s in result.steps)
+            after = f" after {so_far}" if so_far else ""
+            raise AdviceError(
+                f"missing --{key}{after}: {node['question']['en']}{describe_options(node)}"
+            )
+        opt = match(node, answer)
+        if opt is None:
+            raise AdviceError(
+                f"--{key} {answer!r} is not an answer to {node['question']['en']!r}; "
+                f"use one of:{describe_options(node)}"
+            )
+        result.steps.append(Step(node=node_id, key=key, question=node["question"]["en"],
+                                 value=opt["value"], label=opt["label"], note=opt.get("note", ""),
+                                 chain=opt.get("chain"),
+                                 operators=tuple(opt.get("operators") or ()),
+                                 stop=opt.get("stop")))  # fmt: skip
+        node_id = opt.get("goto")
+    result.ignored = [k for k in answers if k not in used]
+    return result
+
+
+# --------------------------------------------------------------------------- advice
+
+_SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
+                 "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2",
+                 "float8_e8m0fnu": "e8m0", "hifloat8": "hif8"}  # fmt: skip
+_KEY_TENSORS = 6
+#: Constraints printed per operator in text; JSON carries all of them, each whole.
+_FIRST_CONSTRAINTS = 3
+
+
+def one_line(text: str) -> str:
+    """Whitespace folded to single spaces; never shortened (a cut constraint misleads)."""
+    return " ".join(str(text).split())
+
+
+def operator_brief(rec: Record | None, name: str) -> dict[str, Any]:
+    """What a stage's operator demands: products, phases, graph modes, key tensors, constraints."""
+    if rec is None:
+        return {"name": name, "missing": True}
+    tensors = []
+    for p in rec.get("parameters") or []:
+        if not p["type"].startswith("Tensor") or p["type"].startswith("Tensor?"):
+            continue
+        if not (p.get("dtypes") or p.get("formats")):
+            continue
+        dtypes = "/".join(_SHORT_DTYPES.get(d, d) for d in p.get("dtypes") or [])
+        formats = [f for f in p.get("formats") or [] if f != "ND"]
+        tensors.append(f"{p['name']} {dtypes}" + (f" [{'/'.join(formats)}]" if formats else ""))
+    graph = rec.get("graph_mode") or {}
+    graph_mode = {"aclgraph": graph.get("aclgraph", "unknown"),
+                  "torchair": graph.get("torchair", "unknown"),
+                  "notes": one_line(graph.get("notes", ""))}  # fmt: skip
+    return {
+        "name": rec["name"],
+        "status": rec.get("status"),
+        "summary": rec["summary"]["en"],
+        "products": rec.get("products") or [],
+        "phases": rec.get("phases") or [],
+        "graph_mode": graph_mode,
+        "tensors": tensors[:_KEY_TENSORS],
+        "constraints": [one_line(c["text"]) for c in rec.get("constraints") or []],
+    }
+
+
+def _in_scheme(stage: Record, scheme: str | None) -> bool:
+    only = stage.get("quantization") or []
+    if scheme is None or not only:
+        return True
+    from kb.vocab import normalize_scheme
+
+    canon = normalize_scheme(scheme) or scheme
+    head = canon.split("+")[0]
+    # w8a8 and w8a8-dynamic name the same kernels at the level a chain is written
+    family = {"w8a8": {"w8a8", "w8a8-dynamic"}, "w8a8-dynamic": {"w8a8", "w8a8-dynamic"}}
+    return bool(({canon, head} | family.get(head, set())) & set(only))
+
+
+def _stages(chain: Record, phase: str | None, scheme: str | None,
+            get: Callable[[str], Record | None]) -> tuple[list[Record], int]:  # fmt: skip
+    """The stages the answered phase and scheme run, each with its complete call line."""
+    from kb.advice.stagecall import arguments, call_line
+
+    keep, dropped = [], 0
+    for st in chain["stages"]:
+        wrong_phase = phase in ("prefill", "decode") and st.get("phase", "both") not in (phase, "both")
+        if wrong_phase or not _in_scheme(st, scheme):
+            dropped += 1
+            continue
+        rec = None if st["operator"] == "plain-torch" else get(st["operator"])
+        shown = dict(st)
+        shown["call"] = call_line(st, rec)
+        shown["arguments"] = ([] if st["operator"] == "plain-torch"
+                              else [a.as_dict() for a in arguments(st, rec)])  # fmt: skip
+        keep.append(shown)
+    return keep, dropped
+
+
+def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
+    """The JSON-ready advice for a walk; ``get`` looks records up by name."""
+    out: dict[str, Any] = {
+        "tree": walked.tree,
+        "answers": {f"--{s.key}": s.value for s in walked.steps},
+        "path": [s.as_dict() for s in walked.steps],
+        "outcome": "stop" if walked.stop else "advice",
+        "verdict": walked.steps[-1].note if walked.stop and walked.steps else "",
+        "ignored": [f"--{k}" for k in walked.ignored],
+        "phase": walked.phase,
+        "quantization": walked.scheme,
+        "chains": [],
+        "prerequisites": [],
+        "operators": {},
+    }
+    names: list[str] = []
+    prereqs: dict[str, str] = {}
+    for chain_name in walked.chains():
+        chain = get(chain_name)
+        if chain is None:
+            out["chains"].append({"name": chain_name, "missing": True})
+            continue
+        stages, dropped = _stages(chain, walked.phase, walked.scheme, get)
+        out["chains"].append({
+            "name": chain["name"], "title": chain["title"]["en"], "summary": chain["summary"]["en"],
+            "phases": chain["phases"], "products": chain.get("products") or [],
+            "quantization": chain.get("quantization") or [],
+            "stages": stages, "stages_omitted": dropped,
+            "differences": chain.get("differences", ""), "models": chain.get("models") or [],
+            "sources": chain.get("sources") or [],
+        })  # fmt: skip
+        for p in chain.get("prerequisites") or []:
+            prereqs.setdefault(p["id"], p["text"])
+        names += [st["operator"] for st in stages if st["operator"] != "plain-torch"]
+    names += walked.operators()
+    out["prerequisites"] = [{"id": k, "text": v} for k, v in prereqs.items()]
+    out["operators"] = {n: operator_brief(get(n), n) for n in _unique(names)}
+    out["notes"] = [
+        s.note for s in walked.steps if s.note and not (walked.stop and s is walked.steps[-1])
+    ]
+    return out
+
+
+def _wrap(text: str, indent: str, hang: int = 0) -> list[str]:
+    """Wrap to the terminal; ``hang`` indents continuation lines under the item's text."""
+    return textwrap.wrap(" ".join(text.split()), width=88, initial_indent=indent,
+                         subsequent_indent=indent + " " * hang, break_on_hyphens=False)  # fmt: skip
+
+
+def render(adv: dict[str, Any]) -> str:
+    """Advice as text for a terminal."""
+    out = [f"kb advise {adv['tree']} " + " ".join(f"{k} {v}" for k, v in adv["answers"].items())]
+    for step in adv["path"]:
+        out += _wrap(f"{step['flag']} {step['answer']}: {step['label']}", "  ", 4)
+    if adv["outcome"] == "stop":
+        out += ["", "Verdict: no chain applies on this path."]
+        out += _wrap(adv["verdict"], "  ")
+        return "\n".join(out) + "\n"
+    for chain in adv["chains"]:
+        if chain.get("missing"):
+            out += ["", f"Chain {chain['name']}: no such record"]
+            continue
+        out += ["", f"Chain {chain['name']}  [{', '.join(chain['phases'])}]"]
+        out += _wrap(chain["title"], "  ")
+        out += _wrap(chain["summary"], "  ")
+        if chain["products"]:
+            out += _wrap("products: " + ", ".join(chain["products"]), "  ")
+        omitted = f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out" \
+            if chain["stages_omitted"] else ""  # fmt: skip
+        asked = ", ".join(x for x in (adv["phase"], adv.get("quantization")) if x)
+        out += [f"  stages{' (' + asked + omitted + ')' if asked or omitted else ''}:"]
+        for i, st in enumerate(chain["stages"], 1):
+            split = len(chain["phases"]) > 1 and st.get("phase", "both") != "both"
+            tag = f" [{st['phase']}]" if split else ""
+            only = st.get("quantization") or []
+            tag += f" [{'/'.join(only)} only]" if only else ""
+            out += _wrap(f"{i:>2}. {st['stage']}{tag}: {st['operator']}", "    ", 4)
+            out += _wrap(st["call"], "          ", 4)
+            if st.get("notes"):
+                out += _wrap(st["notes"], "          ")
+        if chain["differences"]:
+            out += _wrap("prefill vs decode: " + chain["differences"], "  ")
+        if chain["models"]:
+            out += _wrap("reference models: " + ", ".join(chain["models"]), "  ")
+        for src in chain.get("sources") or []:
+            out += _wrap(f"seen in {src['model']}: {src['repo']}@{src['commit'][:10]} "
+                         f"{src['path']}:{src['lines']} - {src['shows']}", "  ", 4)  # fmt: skip
+    if adv["prerequisites"]:
+        out += ["", "Prerequisites"]
+        for p in adv["prerequisites"]:
+            out += _wrap(f"- {p['id']}: {p['text']}", "  ", 2)
+    if adv["operators"]:
+        out += ["", "Operators"]
+        for name, brief in adv["operators"].items():
+            if brief.get("missing"):
+                out += [f"  {name}: no operator record yet"]
+                continue
+            out += _wrap(f"{name}  [{brief['status']}] {brief['summary']}", "  ", 4)
+            if brief["products"]:
+                out += _wrap("products: " + ", ".join(brief["products"]), "      ")
+            if brief["tensors"]:
+                out += _wrap("tensors: " + "; ".join(brief["tensors"]), "      ", 9)
+            graph = brief.get("graph_mode") or {}
+            if "--mode" in adv["answers"] or "unsupported" in (graph.get("aclgraph"), graph.get("torchair")):
+                out += _wrap(f"graph mode: aclgraph {graph.get('aclgraph')}, torchair {graph.get('torchair')}"
+                             + (f" - {graph['notes']}" if graph.get("notes") else ""), "      ", 12)  # fmt: skip
+            shown = brief["constraints"][:_FIRST_CONSTRAINTS]
+            for c in shown:
+                out += _wrap("- " + c, "      ", 2)
+            rest = len(brief["constraints"]) - len(shown)
+            if rest > 0:
+                out += [f"      ({rest} more constraint(s): kb show {name})"]
+    if adv["notes"]:
+        out += ["", "Notes"]
+        for n in adv["notes"]:
+            out += _wrap("- " + n, "  ", 2)
+    if adv["ignored"]:
+        out += ["", "Not asked on this path (ignored): " + ", ".join(adv["ignored"])]
+    return "\n".join(out) + "\n"

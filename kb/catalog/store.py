@@ -1,0 +1,286 @@
+"""Load, validate and cross-check the record tree.
+
+This is the slow, thorough path (PyYAML + pydantic): ``kb validate`` runs it, and the
+compiled cache (:mod:`kb.catalog.compiled`) runs it once per change of the records.  Problems
+are collected, never raised, so one run reports every broken record as
+``file:line:col: field: what is wrong``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from kb.catalog.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
+from kb.catalog.recordfiles import MAX_RECORD_BYTES, Problem, discover
+from kb.core import yamlpos
+from kb.core.paths import NotRegularFile, read_regular_file
+
+
+@dataclass
+class Loaded:
+    """A validated record with the positions of its source file."""
+
+    record: BaseModel
+    file: str
+    located: yamlpos.Located
+
+
+@dataclass
+class StoreResult:
+    records: dict[str, Loaded]
+    names: dict[str, str]  # every spelling (name, call path, alias) → record name
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def record_files(root: Path) -> list[Path]:
+    return discover(root)[0]
+
+
+def _loc_to_path(loc: Iterable[Any]) -> tuple[Any, ...]:
+    # pydantic uses the alias in loc when validating by alias, which is our YAML key.
+    return tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
+
+
+def _format_field(path: tuple[Any, ...]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _describe(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "literal_error":
+        import difflib
+
+        expected = str(err.get("ctx", {}).get("expected", ""))
+        allowed = [x.strip(" '") for x in expected.replace(" or ", ", ").split(",")]
+        value = err.get("input")
+        close = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
+        return f"{value!r} is not an allowed value{hint}"
+    msg = str(err.get("msg", "invalid"))
+    return msg.removeprefix("Value error, ")
+
+
+def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
+    try:
+        located = yamlpos.load_bytes(read_regular_file(path, MAX_RECORD_BYTES + 1),
+                                     max_bytes=MAX_RECORD_BYTES)  # fmt: skip
+    except yamlpos.YamlError as exc:
+        return None, [Problem(rel, exc.line, exc.column, "", exc.message)]
+    except NotRegularFile as exc:
+        return None, [Problem(rel, 1, 1, "", f"is {exc.kind}, not a record file")]
+    except OSError as exc:
+        return None, [Problem(rel, 1, 1, "", f"cannot read: {exc.strerror or exc}")]
+    data = located.data
+    if not isinstance(data, dict):
+        return None, [Problem(rel, 1, 1, "", "a record is a YAML mapping")]
+    kind = data.get("kind", "operator")
+    model = MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        line, col = located.where(("kind",))
+        allowed = ", ".join(MODELS)
+        return None, [Problem(rel, line, col, "kind", f"{kind!r} is not a record kind ({allowed})")]
+    try:
+        record = model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = _loc_to_path(err["loc"])
+            is_key = err.get("type") in ("extra_forbidden",)
+            line, col = located.where(loc, key=is_key)
+            problems.append(Problem(rel, line, col, _format_field(loc), _describe(dict(err))))
+        return None, problems
+    return Loaded(record, rel, located), []
+
+
+def _check_references(result: StoreResult) -> None:
+    """Every name a record points at must exist (and be of the right kind)."""
+    recs = result.records
+
+    def resolve(name: str) -> str | None:
+        return result.names.get(name)
+
+    def need(loaded: Loaded, path: tuple[Any, ...], target: str, kinds: tuple[str, ...]) -> None:
+        real = resolve(target)
+        if real is None:
+            hint = _suggest(target, result.names)
+            msg = f"{target!r} names no record" + (f" (did you mean {hint}?)" if hint else "")
+        elif recs[real].record.kind not in kinds:  # type: ignore[attr-defined]
+            msg = f"{target!r} is a {recs[real].record.kind}, expected {' or '.join(kinds)}"  # type: ignore[attr-defined]
+        else:
+            return
+        line, col = loaded.located.where(path)
+        result.problems.append(Problem(loaded.file, line, col, _format_field(path), msg))
+
+    for loaded in recs.values():
+        rec = loaded.record
+        if isinstance(rec, Operator):
+            if rec.superseded_by:
+                need(loaded, ("superseded_by",), rec.superseded_by, ("operator",))
+            for i, name in enumerate(rec.supersedes):
+                need(loaded, ("supersedes", i), name, ("operator",))
+            for i, name in enumerate(rec.related):
+                need(loaded, ("related", i), name, ("operator", "chain", "tree"))
+        elif isinstance(rec, ReferenceChain):
+            for i, stage in enumerate(rec.stages):
+                if stage.operator != "plain-torch":
+                    need(loaded, ("stages", i, "operator"), stage.operator, ("operator",))
+            for i, name in enumerate(rec.related):
+                need(loaded, ("related", i), name, ("operator", "chain", "tree"))
+            if rec.variant_of:
+                need(loaded, ("variant_of",), rec.variant_of, ("chain",))
+        elif isinstance(rec, Playbook):
+            for i, name in enumerate(rec.related):
+                need(loaded, ("related", i), name, ("operator", "chain", "tree"))
+        elif isinstance(rec, DecisionTree):
+            for n_i, node in enumerate(rec.nodes):
+                for o_i, opt in enumerate(node.options):
+                    base = ("nodes", n_i, "options", o_i)
+                    if opt.chain:
+                        need(loaded, base + ("chain",), opt.chain, ("chain",))
+                    for k, op in enumerate(opt.operators):
+                        need(loaded, base + ("operators", k), op, ("operator",))
+
+
+def _check_signature(loaded: Loaded) -> list[Problem]:
+    """The structured parameters must say what the schema string says."""
+    from kb.catalog.signature import SchemaError, parse_schema
+
+    rec = loaded.record
+    if not isinstance(rec, Operator) or not rec.signature:
+        return []
+    problems: list[Problem] = []
+
+    def add(path: tuple[Any, ...], msg: str) -> None:
+        line, col = loaded.located.where(path)
+        problems.append(Problem(loaded.file, line, col, _format_field(path), msg))
+
+    try:
+        schema = parse_schema(rec.signature)
+    except SchemaError as exc:
+        add(("signature",), str(exc))
+        return problems
+    if schema.name != rec.name and rec.name not in rec.aliases:
+        add(("signature",), f"schema names {schema.name!r}, record is {rec.name!r}")
+    by_name = {p.name: (i, p) for i, p in enumerate(rec.parameters)}
+    expected = [a.name for a in schema.args]
+    if [p.name for p in rec.parameters] != expected:
+        missing = [n for n in expected if n not in by_name]
+        extra = [p.name for p in rec.parameters if p.name not in expected]
+        detail = []
+        if missing:
+            detail.append(f"missing {missing}")
+        if extra:
+            detail.append(f"not in the schema {extra}")
+        if not detail:
+            detail.append("order differs from the schema")
+        add(("parameters",), "parameters disagree with signature: " + "; ".join(detail))
+    for arg in schema.args:
+        if arg.name not in by_name:
+            continue
+        i, p = by_name[arg.name]
+        want = {"type": arg.type, "required": arg.required, "default": arg.default,
+                "keyword_only": arg.keyword_only, "mutated": arg.mutated}  # fmt: skip
+        for attr, value in want.items():
+            if getattr(p, attr) != value:
+                add(("parameters", i, attr), f"is {getattr(p, attr)!r}, the schema says {value!r}")
+    if rec.returns and len(rec.returns) != len(schema.returns):
+        add(
+            ("returns",), f"{len(rec.returns)} returns listed, the schema has {len(schema.returns)}"
+        )
+    return problems
+
+
+def _check_consistency(result: StoreResult) -> None:
+    """Cross-field checks of operator records (:mod:`kb.catalog.consistency`)."""
+    from kb.catalog.consistency import Report, check_lineage, check_operator
+
+    def report_for(name: str) -> Report:
+        loaded = result.records[name]
+
+        def report(path: tuple[Any, ...], msg: str) -> None:
+            line, col = loaded.located.where(path)
+            result.problems.append(Problem(loaded.file, line, col, _format_field(path), msg))
+
+        return report
+
+    ops = {n: ld.record for n, ld in result.records.items() if isinstance(ld.record, Operator)}
+    for name, rec in ops.items():
+        check_operator(rec, report_for(name))
+    check_lineage(ops, report_for)
+
+
+def _suggest(name: str, names: dict[str, str]) -> str | None:
+    from kb.core.fuzzy import suggest
+
+    hits = suggest(name, list(names), limit=1)
+    return hits[0] if hits else None
+
+
+def spellings(rec: BaseModel) -> list[str]:
+    """Every way a user may spell a record's name (name, call paths, aliases)."""
+    name = rec.name  # type: ignore[attr-defined]
+    out = [name]
+    if isinstance(rec, Operator):
+        out += rec.calls + rec.aliases
+    return out
+
+
+def load_store(root: Path) -> StoreResult:
+    result = StoreResult(records={}, names={}, problems=[])
+    if not root.is_dir():
+        result.problems.append(Problem(str(root), 1, 1, "", "records directory not found"))
+        return result
+    files, result.problems = discover(root)
+    for path in files:
+        rel = str(path.relative_to(root))
+        loaded, problems = validate_file(path, rel)
+        result.problems += problems
+        if loaded is None:
+            continue
+        name = loaded.record.name  # type: ignore[attr-defined]
+        if name in result.records:
+            line, col = loaded.located.where(("name",))
+            other = result.records[name].file
+            result.problems.append(
+                Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
+            )
+            continue
+        expected_stem = name
+        if path.stem != expected_stem:
+            line, col = loaded.located.where(("name",))
+            msg = f"file name should be {expected_stem}{path.suffix} (one record per file, named by it)"
+            result.problems.append(Problem(rel, line, col, "name", msg))
+        result.records[name] = loaded
+        result.problems += _check_signature(loaded)
+    for name, loaded in result.records.items():
+        for spelling in spellings(loaded.record):
+            owner = result.names.get(spelling)
+            if owner is not None and owner != name:
+                line, col = loaded.located.where(("calls",))
+                msg = f"{spelling!r} already names {owner!r}"
+                result.problems.append(Problem(loaded.file, line, col, "calls", msg))
+                continue
+            result.names[spelling] = name
+    _check_references(result)
+    _check_consistency(result)
+    result.problems.sort(key=lambda p: (p.file, p.line, p.column))
+    return result

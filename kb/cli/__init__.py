@@ -1,0 +1,117 @@
+"""The ``kb`` command line: one small module per verb under ``kb.cli``.
+
+Each verb module defines ``add_parser(subparsers)`` and the function it sets as
+``func``; this file only wires them.  Imports stay lazy so ``kb show`` pays only for
+what it uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import importlib
+import os
+import sys
+import textwrap
+
+VERBS = ("search", "show", "list", "validate", "index", "check", "scan", "rules", "tree",
+         "advise", "prefetch_size", "site", "doctor", "mcp")  # fmt: skip
+
+
+#: Exit codes, the same for every verb (docs/cli.md).
+OK, FOUND, UNUSABLE = 0, 1, 2
+EXIT_STATUS = (
+    "Exit status: 0 success, 1 findings or a name that does not exist, 2 unusable input: "
+    "bad arguments, an unreadable file, or records that do not validate (every verb "
+    "gives 2 for a broken record store)."
+)
+
+
+class UsageError(Exception):
+    """Bad arguments or unreadable input: exit code 2."""
+
+
+def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kb",
+        description="Knowledge base of torch_npu fused operators: search, show, check.",
+        epilog="Run 'kb VERB --help' for the options of one verb.",
+    )
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb in verbs:
+        try:
+            module = importlib.import_module(f"kb.cli.{verb}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"kb.cli.{verb}":
+                continue  # verb not built in this version
+            raise
+        module.add_parser(sub)
+    for verb_parser in sub.choices.values():
+        # the shared contract after a verb's own epilog, keeping its layout (examples)
+        raw = verb_parser.formatter_class is not argparse.HelpFormatter
+        status = textwrap.fill(EXIT_STATUS, 78) if raw else EXIT_STATUS
+        verb_parser.epilog = ("\n\n" if raw else " ").join(
+            x for x in (verb_parser.epilog, status) if x
+        )
+    return parser
+
+
+def _only_verb(argv: list[str]) -> tuple[str, ...]:
+    """Import just the verb asked for (fast path); all verbs for help or unknown."""
+    for arg in argv:
+        if arg.startswith("-"):
+            continue
+        name = arg.replace("-", "_")
+        return (name,) if name in VERBS else VERBS
+    return VERBS
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
+        pass
+
+
+def _say(message: str) -> None:
+    try:
+        if sys.stderr is not None:
+            print(message, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if sys.stdout is None or sys.stdout.closed:  # started with stdout closed (>&-)
+        _say("kb: standard output is closed; nothing can be printed")
+        return UNUSABLE
+    verb = "kb"
+    try:
+        parser = build_parser(_only_verb(argv))
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return UNUSABLE
+        verb = f"kb {args.verb}"
+        try:
+            rc = int(args.func(args) or 0)
+        except UsageError as exc:
+            _say(f"{verb}: {exc}")
+            rc = UNUSABLE
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:  # the reader went away (kb … | head): not an error
+        _quiet_stdout()
+        return OK
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EBADF, errno.EDQUOT, errno.EFBIG):
+            raise
+        _quiet_stdout()
+        _say(f"{verb}: cannot write the output: {exc.strerror or exc}")
+        return UNUSABLE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,162 @@
+"""``kb advise TREE --flag value …``: walk a decision tree and print the chain to use.
+
+The flags are the tree's node keys, so they differ per tree; ``kb advise TREE --help``
+lists them.  Missing answers are asked for when stdin is a terminal, otherwise (and with
+``--no-input``) they are a usage error that names the flag and its values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "advise",
+        help="walk a decision tree from flags and print the chain, operators, prerequisites",
+        description="Walk a decision tree (attention, moe, kv-cache, prefetch-placement) with "
+        "one --FLAG VALUE per question, e.g. 'kb advise attention --arch mla --indexer yes "
+        "--phase decode'. Prints the reference chain(s) with their stages, each operator's "
+        "products, key dtypes/formats and first constraints, and the prerequisites. Run "
+        "'kb advise TREE --help' for the flags of one tree, 'kb tree TREE' to see it whole.",
+        usage="kb advise TREE [--format text|json] [--no-input] [--FLAG VALUE ...]",
+    )
+    p.add_argument("tree", nargs="?", help="decision tree name")
+    p.add_argument("answers", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--no-input", action="store_true",
+                   help="never prompt; a missing answer is an error (exit 2)")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def parse_tokens(tokens: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Split ``--key value`` / ``--key=value`` pairs from the options advise itself takes."""
+    from kb.cli import UsageError
+
+    answers: dict[str, str] = {}
+    options: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in ("-h", "--help"):
+            options["help"] = True
+            i += 1
+            continue
+        if tok == "--no-input":
+            options["no_input"] = True
+            i += 1
+            continue
+        if not tok.startswith("--") or len(tok) == 2:
+            raise UsageError(f"unexpected {tok!r}; answers are written --FLAG VALUE")
+        key, eq, value = tok[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
+                raise UsageError(f"--{key} needs a value")
+            value = tokens[i + 1]
+            i += 1
+        i += 1
+        if key == "format":
+            if value not in ("text", "json"):
+                raise UsageError(f"--format {value!r}: use text or json")
+            options["format"] = value
+        elif key in answers:
+            raise UsageError(f"--{key} is given twice")
+        else:
+            answers[key] = value
+    return answers, options
+
+
+def _prompt(node: dict[str, Any], steps: list[Any]) -> str:
+    """Ask one question on stderr (stdout stays clean for --format json)."""
+    from kb.cli import UsageError
+
+    err = sys.stderr
+    err.write(f"\n{node['question']['en']}  (--{node['key']})\n")
+    for i, opt in enumerate(node["options"], 1):
+        err.write(f"  {i}) {opt['value']:<14} {opt['label']}\n")
+    values = [o["value"] for o in node["options"]]
+    while True:
+        err.write("> ")
+        err.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise UsageError(f"no answer for --{node['key']} (one of: {', '.join(values)})")
+        text = line.strip()
+        if text.isdigit() and 1 <= int(text) <= len(values):
+            return values[int(text) - 1]
+        from kb.advice.advise import match
+
+        if text and match(node, text) is not None:
+            return text
+        err.write(f"  answer with a number or one of: {', '.join(values)}\n")
+
+
+def _tree_help(tree: dict[str, Any]) -> str:
+    from kb.advice.advise import flags
+
+    lines = [
+        f"kb advise {tree['name']}: {tree['summary']['en']}",
+        "",
+        "flags (asked as the path needs them):",
+    ]
+    for key, values in flags(tree).items():
+        lines.append(f"  --{key} {{{','.join(values)}}}")
+    lines.append("")
+    lines.append(f"see the questions with: kb tree {tree['name']}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.advice.advise import AdviceError, advice, render, walk
+    from kb.cli import UsageError
+    from kb.cli._common import catalog_or_exit
+
+    answers, options = parse_tokens(args.answers or [])
+    fmt = options.get("format", args.format)
+    catalog = catalog_or_exit()
+    trees = catalog.names("tree")
+    if not args.tree:
+        if options.get("help"):
+            sys.stdout.write("usage: kb advise TREE [--format text|json] [--no-input] [--FLAG VALUE ...]\n"
+                             f"trees: {', '.join(trees)}\n")  # fmt: skip
+            return 0
+        raise UsageError(f"name a decision tree: {', '.join(trees) or '(none)'}")
+    tree = catalog.get(args.tree)
+    if tree is None:
+        raise UsageError(f"no decision tree named {args.tree!r}{tree_hint(args.tree, trees)}; "
+                         f"trees: {', '.join(trees)}")  # fmt: skip
+    if tree["kind"] != "tree":
+        raise UsageError(f"{tree['name']!r} is a {tree['kind']}, not a decision tree; trees: "
+                         f"{', '.join(trees)}")  # fmt: skip
+    if options.get("help"):
+        sys.stdout.write(_tree_help(tree))
+        return 0
+    interactive = not (args.no_input or options.get("no_input")) and _isatty()
+    try:
+        walked = walk(tree, answers, ask=_prompt if interactive else None)
+    except AdviceError as exc:
+        raise UsageError(str(exc)) from None
+    result = advice(walked, catalog.get)
+    if fmt == "json":
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        sys.stdout.write(render(result))
+    return 0
+
+
+def tree_hint(name: str, trees: list[str]) -> str:
+    """A did-you-mean among trees only (operators would be noise here)."""
+    from kb.core.fuzzy import suggest
+
+    hits = suggest(name, trees)
+    return f" (did you mean {', '.join(hits)}?)" if hits else ""
+
+
+def _isatty() -> bool:
+    try:
+        return bool(sys.stdin and sys.stdin.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,66 @@
+"""``kb rules [CODE]``: the checker's rule reference, from the rule units themselves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from typing import Any
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "rules",
+        help="list the kb check rules, or explain one",
+        description="Without CODE, list every rule of kb check and kb scan. With a code (KB104), a prefix "
+        "(KB4) or a rule name (unknown-argument), explain the matching rules: what they "
+        "check, why, and a failing and a fixed candidate-list snippet.",
+    )
+    p.add_argument("code", nargs="?", help="rule code, code prefix or rule name")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def as_dict(rule: Any) -> dict[str, Any]:
+    return {
+        k: getattr(rule, k) if k != "fronts" else list(rule.fronts)
+        for k in ("code", "name", "severity", "summary", "why", "fail", "fix", "fronts", "language")
+    }
+
+
+def _explain(rule: Any) -> str:
+    wrap = textwrap.TextWrapper(width=88)
+    lines = [f"{rule.code}  {rule.name}  ({rule.severity})", "", wrap.fill(rule.summary), "",
+             "Why:", textwrap.indent(wrap.fill(rule.why), "  "), "",
+             "Fails:", textwrap.indent(rule.fail.rstrip("\n"), "  "), "",
+             "Fixed:", textwrap.indent(rule.fix.rstrip("\n"), "  ")]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.rules import RULES, get
+
+    rules: list[Any] = list(RULES)
+    if args.code:
+        one = get(args.code)
+        rules = [one] if one else [r for r in RULES if r.code.startswith(args.code.upper())]
+        if not rules:
+            from kb.core.fuzzy import suggest
+
+            hits = suggest(args.code, [r.code for r in RULES] + [r.name for r in RULES])
+            hint = f" (did you mean: {', '.join(hits)}?)" if hits else ""
+            print(f"kb rules: no rule {args.code!r}{hint}", file=sys.stderr)
+            return 1
+    explain = bool(args.code)
+    if args.format == "json":
+        payload: Any = as_dict(rules[0]) if len(rules) == 1 and get(args.code or "") else {
+            "rules": [as_dict(r) for r in rules]}  # fmt: skip
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+    elif explain:
+        sys.stdout.write("\n".join(_explain(r) for r in rules))
+    else:
+        width = max(len(r.name) for r in rules)
+        for r in rules:
+            print(f"{r.code}  {r.severity:<7}  {r.name:<{width}}  {r.summary}")
+    return 0

@@ -1,0 +1,134 @@
+"""``kb scan PATH...``: lint Python model code's torch_npu calls and find fusion opportunities.
+
+Exit codes: 0 no errors (warnings and info allowed), 1 at least one error finding,
+2 usage error, unusable settings, nothing readable to scan, or records that do not validate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "scan",
+        help="lint Python model code: torch_npu calls and fusion opportunities",
+        description="Read .py files (directories recursively, honouring .gitignore and "
+        "--exclude; nothing is imported or run), resolve every torch_npu call (aliases, "
+        "functools.partial, **kwargs dicts, both arms of conditional values) and judge it "
+        "against the records like a candidate: operator, keywords, positional binding, "
+        "values, dtypes, product and torch_npu release. Unfused PyTorch patterns "
+        "(hand-written RMSNorm, rotate_half RoPE, silu(gate)*up, softmax+topk routers, "
+        "written-out attention ...) are reported as KB6xx info findings naming the fused "
+        "operator from the records. Settings may come from [tool.kb] in the scanned "
+        "project's pyproject.toml. A '# kb: ignore[CODE]' comment silences a finding on its "
+        "line (on a call's first line: the whole call).",
+        epilog="Exit status: 0 no errors, 1 errors found, 2 usage error or nothing scannable.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help=".py file or directory")
+    p.add_argument("--product", help="target product (atlas-a3, ascend-950, atlas-a2-inference, ...)")
+    p.add_argument("--torch-npu", dest="torch_npu", metavar="VERSION",
+                   help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
+    p.add_argument("--graph-mode", choices=("eager", "aclgraph", "torchair"),
+                   help="the graph mode the code runs under")  # fmt: skip
+    p.add_argument("--select", action="append", default=[], metavar="CODE",
+                   help="run only these rules (codes, prefixes, names; repeatable)")  # fmt: skip
+    p.add_argument("--ignore", action="append", default=[], metavar="CODE",
+                   help="skip these rules (codes, prefixes, names; repeatable)")  # fmt: skip
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="gitignore-style pattern of paths to skip (repeatable)")  # fmt: skip
+    p.add_argument("--custom-op", action="append", default=[], dest="custom_ops", metavar="NAME",
+                   help="an operator this project defines itself (not checked against records)")  # fmt: skip
+    p.add_argument("--no-fusion", action="store_true", help="do not report fusion opportunities (KB6xx)")
+    p.add_argument("--config", metavar="PYPROJECT", help="read [tool.kb] from this file")
+    p.add_argument("--no-config", action="store_true", help="ignore [tool.kb] settings")
+    p.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
+    p.add_argument("--emit-candidates", metavar="FILE",
+                   help="also write a draft candidate list (format v1) for what was found")  # fmt: skip
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also say which calls are custom operators and what was not checked")  # fmt: skip
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kb.api.scan import scanner as make_scanner
+    from kb.catalog.compiled import StoreInvalid
+    from kb.cli import UsageError
+    from kb.scan.engine import ScanError, ScanOptions
+    from kb.text.scan import render
+    from kb.vocab import normalize
+
+    product = None
+    if args.product:
+        product = normalize("product", args.product)
+        if product is None:
+            raise UsageError(f"unknown product {args.product!r} ('kb list --help' names them)")
+    if args.torch_npu:
+        from kb.check.values import parse_version
+
+        if len(args.torch_npu) > 40 or parse_version(args.torch_npu) is None:
+            raise UsageError(f"--torch-npu {args.torch_npu[:40]!r} is not a release such as 2.7.1")
+    options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
+                          select=args.select, ignore=args.ignore, exclude=args.exclude,
+                          custom_ops=args.custom_ops, use_config=not args.no_config,
+                          config=Path(args.config) if args.config else None,
+                          fusion=not args.no_fusion or bool(args.emit_candidates))  # fmt: skip
+    try:
+        scanner = make_scanner(options=options)
+        report = scanner.scan(args.paths)
+    except ScanError as exc:
+        raise UsageError(str(exc)) from None
+    except StoreInvalid as exc:
+        for problem in exc.problems[:10]:
+            print(problem, file=sys.stderr)
+        print(f"kb scan: the records do not validate ({len(exc.problems)} problem(s)); run "
+              "'kb validate'", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.no_fusion:
+        report.findings = [f for f in report.findings if not f.code.startswith("KB6")]
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
+                                       and not os.environ.get("NO_COLOR"))  # fmt: skip
+    sys.stdout.write(render(report, args.format, color=color, verbose=args.verbose))
+    sys.stdout.flush()
+    if args.format != "text":
+        for skipped in report.skipped:
+            print(f"kb scan: {skipped.path}: skipped: {skipped.reason}", file=sys.stderr)
+    if args.emit_candidates:
+        _emit(args, report, product)
+    if report.files == 0:
+        print("kb scan: no Python files found", file=sys.stderr)
+        return 2
+    return 1 if report.count("error") else 0
+
+
+def _emit(args: argparse.Namespace, report: object, product: str | None) -> None:
+    from kb.cli import UsageError
+    from kb.scan.emit import document
+
+    target: dict[str, object] = {}
+    cfg_product = product
+    if cfg_product is None and report.config is not None:  # type: ignore[attr-defined]
+        from kb.scan.config import load
+
+        cfg_product = load(report.config).base.product  # type: ignore[attr-defined]
+    if cfg_product is None:
+        raise UsageError("--emit-candidates needs a target product: pass --product (or set "
+                         "product in [tool.kb])")  # fmt: skip
+    target["product"] = cfg_product
+    if args.torch_npu:
+        target["torch_npu"] = args.torch_npu
+    if args.graph_mode:
+        target["graph_mode"] = args.graph_mode
+    model = os.path.basename(os.path.abspath(args.paths[0])) or "model"
+    text = document(report, target, model)  # type: ignore[arg-type]
+    try:
+        with open(args.emit_candidates, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.emit_candidates}: {exc.strerror or exc}") from None
+    print(f"kb scan: wrote {args.emit_candidates}", file=sys.stderr)

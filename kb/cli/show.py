@@ -1,0 +1,68 @@
+"""``kb show NAME``: one record, whole, as a brief card, or one section; text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "show",
+        help="show one operator, chain, tree or playbook",
+        description="Print one record. NAME may be the bare name (npu_mla_prolog_v3), a call "
+        "path (torch_npu.npu_mla_prolog_v3, torch.ops.npu.npu_mla_prolog_v3) or an alias; "
+        "case does not matter. Unknown names exit 1 with suggestions. Text is English; "
+        "--lang zh prints the Chinese summary and description where the record has them.",
+        epilog="examples:\n"
+        "  kb show npu_mla_prolog_v3 --brief            call, products, releases, schemes\n"
+        "  kb show npu_mla_prolog_v3 --section parameters\n"
+        "  kb show npu_rms_norm --format json           the record, for tools",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", help="record name or call path")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text for people (default), json for tools")  # fmt: skip
+    p.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="language of summaries and descriptions (default: en)")  # fmt: skip
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--brief", action="store_true",
+                      help="a summary card: call, products, torch_npu releases, schemes")  # fmt: skip
+    what.add_argument("--section", metavar="NAME",
+                      help="only this part, by record field: parameters, constraints, "
+                      "versions, examples, stages, nodes ... (an unknown NAME lists them)")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kb.api.recordview import brief, section, section_key, section_names
+    from kb.cli import UsageError
+    from kb.cli._common import catalog_or_exit, did_you_mean
+
+    catalog = catalog_or_exit()
+    rec = catalog.get(args.name)
+    if rec is None:
+        shown = repr(args.name) if len(args.name) <= 80 else f"{args.name[:60]!r}… ({len(args.name)} characters)"
+        print(f"kb show: no record named {shown}{did_you_mean(catalog, args.name)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    key = None
+    if args.section is not None:
+        key = section_key(rec, args.section)
+        if key is None:
+            raise UsageError(f"{rec['name']} has no section {args.section!r}; sections: "
+                             f"{', '.join(section_names(rec))}")  # fmt: skip
+    if args.format == "json":
+        doc = brief(rec, args.lang) if args.brief else section(rec, key) if key else rec
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
+        return 0
+    from kb.text.render import brief_text, record_text, section_text
+
+    if args.brief:
+        sys.stdout.write(brief_text(brief(rec, args.lang)))
+    elif key:
+        sys.stdout.write(section_text(rec, key, args.lang))
+    else:
+        sys.stdout.write(record_text(rec, args.lang))
+    return 0

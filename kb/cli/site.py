@@ -1,0 +1,282 @@
+"""``kb site build`` / ``kb site serve``: the documentation site from the records.
+
+A build goes to a fresh directory next to the target and replaces the target only
+when it succeeded, so a failed (or interrupted) build never leaves a half-built site.
+MkDocs and its theme are an optional extra; without them the command says how to
+install them instead of failing with an import error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kb.cli import UsageError
+
+#: Import name → distribution, for the "not installed" message.
+SITE_PACKAGES = {
+    "mkdocs": "mkdocs",
+    "material": "mkdocs-material",
+    "pymdownx": "pymdown-extensions",
+    "jieba": "jieba",
+    "nh3": "nh3",
+    "minify_html": "minify-html",
+}
+INSTALL_HINT = "pip install '.[site]'"
+#: Budgets a build reports against (issue 13): the whole site, the median operator
+#: page's HTML, and a strict build on the 2-core reference machine.
+BUDGET_SITE_MB = 25.0
+BUDGET_OPERATOR_PAGE_KB = 60.0
+BUDGET_BUILD_SECONDS = 30.0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "site",
+        help="build or serve the documentation site",
+        description="Build the documentation site (MkDocs Material) from the records, or "
+        "serve it with live reload. Needs the site extra: " + INSTALL_HINT + ".",
+    )
+    actions = p.add_subparsers(dest="site_action", metavar="ACTION")
+
+    build = actions.add_parser(
+        "build",
+        help="build the site into a directory (default: site/)",
+        description="Build the site with strict checks (broken links, anchors and warnings "
+        "fail the build). The previous site is replaced only after a successful build.",
+    )
+    _common(build)
+    build.add_argument(
+        "--site-dir", type=Path, help="output directory (default: mkdocs.yml's site_dir)"
+    )
+    build.add_argument("--no-strict", action="store_true", help="report warnings without failing")
+    build.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
+    build.set_defaults(func=run_build)
+
+    serve = actions.add_parser(
+        "serve",
+        help="serve the site locally and rebuild on changes",
+        description="Serve the site with live reload; edits to docs/ or to the records "
+        "rebuild it. Stop with Ctrl-C.",
+    )
+    _common(serve)
+    serve.add_argument(
+        "--dev-addr",
+        default="127.0.0.1:8000",
+        metavar="HOST:PORT",
+        help="address to serve on (default: %(default)s)",
+    )
+    serve.set_defaults(func=run_serve)
+
+    def no_action(args: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
+        return 2
+
+    p.set_defaults(func=no_action)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--records", type=Path, help="records directory (default: the shipped ones)")
+    p.add_argument(
+        "-f",
+        "--config-file",
+        type=Path,
+        help="mkdocs.yml to use (default: ./mkdocs.yml, else the repository's)",
+    )
+
+
+def missing_packages() -> list[str]:
+    return [dist for mod, dist in SITE_PACKAGES.items() if importlib.util.find_spec(mod) is None]
+
+
+def _prepare(args: argparse.Namespace) -> Path:
+    """Check the environment and return mkdocs.yml; raise UsageError when unusable."""
+    missing = missing_packages()
+    if missing:
+        raise UsageError(
+            f"the site needs {', '.join(missing)}, which is not installed: {INSTALL_HINT}"
+        )
+    config = _config_file(args.config_file)
+    if args.records is not None and not args.records.is_dir():
+        raise UsageError(f"records directory {args.records} does not exist")
+    # Material prints a banner about its own future on import; not actionable here.
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    return config
+
+
+def _config_file(given: Path | None) -> Path:
+    if given is not None:
+        if not given.is_file():
+            raise UsageError(f"{given} does not exist")
+        return given.resolve()
+    from kb.core.paths import PACKAGE_DIR
+
+    for candidate in (Path.cwd() / "mkdocs.yml", PACKAGE_DIR.parent / "mkdocs.yml"):
+        if candidate.is_file():
+            return candidate.resolve()
+    raise UsageError("no mkdocs.yml here: run from the repository root or pass --config-file")
+
+
+class _MkDocsLog:
+    """Show MkDocs' log on stderr while it runs (its CLI would set this up)."""
+
+    def __init__(self, level: int) -> None:
+        self.handler = logging.StreamHandler(sys.stderr)
+        self.handler.setFormatter(logging.Formatter("%(levelname)-7s -  %(message)s"))
+        self.logger = logging.getLogger("mkdocs")
+        self.level = level
+
+    def __enter__(self) -> None:
+        self.saved = self.logger.level
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.saved)
+
+
+def _check_target(target: Path, config_file: Path, docs_dir: Path) -> None:
+    """Refuse to replace a directory that is not a previous build."""
+    if target in (
+        config_file.parent,
+        docs_dir,
+        Path.home(),
+        Path(target.anchor),
+    ) or docs_dir.is_relative_to(target):
+        raise UsageError(f"refusing to build into {target}: it holds the sources")
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()) and not (target / "index.html").exists():
+        raise UsageError(f"refusing to replace {target}: it does not look like a built site")
+
+
+def _swap(built: Path, target: Path) -> None:
+    """Put the new build in place of the old one (two renames on one file system)."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        old.rmdir()
+        target.rename(old)
+    try:
+        built.rename(target)
+    except OSError:
+        if old is not None:
+            old.rename(target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class SiteFigures(NamedTuple):
+    """What a built site weighs: the numbers the budgets are about."""
+
+    pages: int
+    total_mb: float
+    operator_page_kb: float  # median HTML of the operator pages (0 without any)
+
+
+def measure(site: Path) -> SiteFigures:
+    files = [p for p in site.rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    pages = sum(1 for p in files if p.suffix == ".html")
+    ops = [p.stat().st_size for p in (site / "operators").glob("*/index.html")]
+    median = statistics.median(ops) / 1000 if ops else 0.0
+    return SiteFigures(pages, total / 1e6, median)
+
+
+def report(site: Path, seconds: float) -> tuple[str, list[str]]:
+    """The build-log line with the site's figures, and a warning per budget exceeded."""
+    fig = measure(site)
+    line = (
+        f"site built in {site} in {seconds:.1f} s: {fig.pages} pages, {fig.total_mb:.1f} MB, "
+        f"median operator page {fig.operator_page_kb:.0f} KB"
+    )
+    over = []
+    if fig.total_mb > BUDGET_SITE_MB:
+        over.append(f"the site is {fig.total_mb:.1f} MB (budget {BUDGET_SITE_MB:.0f} MB)")
+    if fig.operator_page_kb > BUDGET_OPERATOR_PAGE_KB:
+        over.append(
+            f"the median operator page is {fig.operator_page_kb:.0f} KB "
+            f"(budget {BUDGET_OPERATOR_PAGE_KB:.0f} KB)"
+        )
+    if seconds > BUDGET_BUILD_SECONDS:
+        over.append(f"the build took {seconds:.1f} s (budget {BUDGET_BUILD_SECONDS:.0f} s)")
+    return line, over
+
+
+def run_build(args: argparse.Namespace) -> int:
+    config_file = _prepare(args)
+    started = time.perf_counter()
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import MkDocsException
+
+    with _MkDocsLog(logging.WARNING if args.quiet else logging.INFO):
+        try:
+            config = load_config(str(config_file), strict=not args.no_strict)
+        except MkDocsException as exc:
+            print(f"kb site: {exc}", file=sys.stderr)
+            return 1
+        if args.records is not None:
+            _records_option(config, args.records)
+        target = args.site_dir.resolve() if args.site_dir else Path(config.site_dir).resolve()
+        _check_target(target, config_file, Path(config.docs_dir).resolve())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
+        config.site_dir = str(staging)
+        try:
+            config.plugins.on_startup(command="build", dirty=False)
+            try:
+                build(config)
+            finally:
+                config.plugins.on_shutdown()
+            _swap(staging, target)
+        except MkDocsException as exc:
+            print(f"kb site: build failed: {exc}; {target} was left as it was", file=sys.stderr)
+            return 1
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    line, over = report(target, time.perf_counter() - started)
+    if not args.quiet:
+        print(line)
+    for problem in over:
+        print(f"kb site: over budget: {problem}", file=sys.stderr)
+    return 0
+
+
+def _records_option(config: Any, records: Path) -> None:
+    """Point the kb-records plugin of a loaded config at another record tree."""
+    plugin = config.plugins.get("kb-records")
+    if plugin is None:
+        raise UsageError("--records needs the kb-records plugin in mkdocs.yml")
+    plugin.config.records = str(records.resolve())
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    config_file = _prepare(args)
+    if args.records is not None:
+        # serve loads the config itself (and again on every rebuild): tell the plugin
+        # through the environment of this process, which exists only to serve.
+        os.environ["KB_RECORDS_DIR"] = str(args.records.resolve())
+    from mkdocs.commands.serve import serve
+    from mkdocs.exceptions import MkDocsException
+
+    options: dict[str, Any] = {"dev_addr": args.dev_addr}
+    with _MkDocsLog(logging.INFO):
+        try:
+            serve(config_file=str(config_file), livereload=True, **options)
+        except MkDocsException as exc:
+            print(f"kb site: {exc}", file=sys.stderr)
+            return 1
+    return 0

@@ -1,0 +1,173 @@
+"""The search index's life on disk: where it lives, how it is built, opened and healed.
+
+One index per record tree and content, in ``index-<version>-<tree>-<content>`` under
+the cache directory.  It is built under the tree's lock in a private temp dir, marked
+as kb's, and renamed into place; a reader never sees half an index, concurrent cold
+searches build it once, and a second record tree sharing the cache keeps its own.
+Old indexes of the same tree are removed after a build, and only when they carry kb's
+marker.  The stamp holds a checksum of every index file, verified on each open (a
+few ms), so bit rot cannot quietly change the answers.  An index that fails to open
+or to verify, disagrees with the catalog or breaks during a query is rebuilt, never
+trusted; when the cache cannot be written it is built in
+memory for this process.  What goes *into* the index (documents, field weights,
+priors) is :mod:`kb.index.search`'s business.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from kb.catalog.compiled import Catalog, root_key
+from kb.core import cache
+from kb.core.paths import cache_dir
+from kb.index.whoosh_import import import_whoosh
+
+import_whoosh()
+
+from whoosh import index as windex  # noqa: E402
+
+try:  # the builtin module avoids importing OpenSSL through hashlib
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - every CPython has _blake2
+    from hashlib import blake2b
+
+INDEX_VERSION = "9"
+_INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
+STAMP = "stamp.json"
+
+
+def index_dir(catalog: Catalog) -> Path:
+    return cache_dir() / f"index-{INDEX_VERSION}-{root_key(catalog.root)}-{catalog.content}"
+
+
+def _stamp(catalog: Catalog) -> dict[str, Any]:
+    return {"content": catalog.content, "docs": len(catalog.names()), "root": str(catalog.root)}
+
+
+def _checksums(directory: Path) -> dict[str, str]:
+    """blake2b of every file whoosh wrote (its segments and table of contents)."""
+    out = {}
+    for path in sorted(directory.iterdir()):
+        if path.name in (STAMP, cache.MARKER) or path.name.endswith("WRITELOCK"):
+            continue
+        with open(path, "rb") as fh:
+            out[path.name] = blake2b(fh.read(), digest_size=16).hexdigest()
+    return out
+
+
+def _open_valid(target: Path, catalog: Catalog) -> Any:
+    """The index at ``target`` when its stamp matches the catalog and its files their
+    checksums, else None."""
+    try:
+        stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
+        files = stamp.pop("files", None)
+        if stamp != _stamp(catalog) or not files:
+            return None
+        for name, digest in files.items():
+            with open(target / name, "rb") as fh:
+                if blake2b(fh.read(), digest_size=16).hexdigest() != digest:
+                    return None
+        ix = windex.open_dir(str(target))
+        return ix if ix.doc_count() == stamp["docs"] else None
+    except Exception:  # any damage (missing, not a directory, garbage): not trusted
+        return None
+
+
+def _fill(ix: Any, catalog: Catalog) -> None:
+    from kb.core.gcpause import collector_paused
+    from kb.index.search import document, priors
+
+    with collector_paused():
+        writer = ix.writer()
+        weights = priors(catalog)
+        for rec in catalog.records():
+            writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
+        writer.commit()
+
+
+def _in_memory(catalog: Catalog) -> Any:
+    from whoosh.filedb.filestore import RamStorage
+
+    from kb.index.search import schema
+
+    ix = RamStorage().create_index(schema())
+    _fill(ix, catalog)
+    return ix
+
+
+def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
+    """Open the index for the catalog, building it when missing, stale, corrupt or asked."""
+    if catalog.in_memory:
+        return _in_memory(catalog)
+    if not rebuild:
+        ix = _open_valid(index_dir(catalog), catalog)
+        if ix is not None:
+            cache.clean_dead()  # leftovers of a killed build, should one have died
+            return ix
+    return build_index(catalog, force=rebuild)
+
+
+def build_index(catalog: Catalog, *, force: bool = True) -> Any:
+    """Build the catalog's index into place and open it (in memory if the cache fails).
+
+    Without ``force`` an index another process finished while we waited for the lock
+    is used as it is.
+    """
+    from kb.index.search import schema
+
+    target = index_dir(catalog)
+    tag = f"{root_key(catalog.root)}-index"
+    try:
+        directory = cache.usable_dir()
+        with cache.locked(directory, tag):
+            cache.clean_stale(directory, tag)
+            if not force:
+                ix = _open_valid(target, catalog)
+                if ix is not None:
+                    return ix
+            tmp = cache.private_tmpdir(directory, tag)
+            try:
+                built = tmp / "index"
+                built.mkdir()
+                _fill(windex.create_in(str(built), schema()), catalog)
+                stamp = {**_stamp(catalog), "files": _checksums(built)}
+                (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
+                cache.mark(built, root=str(catalog.root), content=catalog.content)
+                _swap_into_place(built, target, tmp)
+            finally:
+                cache.remove_owned(tmp)
+            _remove_older(directory, catalog, target)
+    except cache.CacheUnavailable as exc:
+        cache.note(f"{exc}; searching without a cached index")
+        return _in_memory(catalog)
+    except OSError as exc:
+        cache.note(f"cannot write the search index ({exc.strerror or exc}); searching "
+                   "without a cached index")  # fmt: skip
+        return _in_memory(catalog)
+    ix = _open_valid(target, catalog)
+    return ix if ix is not None else _in_memory(catalog)
+
+
+def _swap_into_place(built: Path, target: Path, tmp: Path) -> None:
+    """Rename ``built`` to ``target``; an existing index of ours goes into ``tmp`` first.
+
+    Anything at ``target`` that is not kb's (a file, someone's directory) is left alone.
+    """
+    if os.path.lexists(target):
+        if cache.owned(target) is None:
+            raise cache.CacheUnavailable(f"{target} exists and is not kb's")
+        os.rename(target, tmp / "replaced")
+    os.rename(built, target)
+
+
+def _remove_older(directory: Path, catalog: Catalog, keep: Path) -> None:
+    """Drop this tree's other indexes (older content or version) that kb marked as its own."""
+    mine = root_key(catalog.root)
+    for entry in directory.glob("index-*"):
+        m = _INDEX_NAME.match(entry.name)
+        if m and m.group(2) == mine and entry != keep:
+            cache.remove_owned(entry)

@@ -1,0 +1,105 @@
+"""Formatters for ``kb scan``: text, JSON (the ``kb check`` shape plus calls/files/ops),
+GitHub annotations, and SARIF 2.1.0 for code-scanning upload.
+
+Each takes the :class:`~kb.scan.engine.ScanReport` and returns the whole output; none of
+them decides anything about the findings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from kb.scan.engine import ScanReport
+from kb.text import findings as check_format
+
+FORMATS = ("text", "json", "github", "sarif")
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> str:
+    out = check_format.text(report, color=color)  # type: ignore[arg-type]
+    out = out.replace(" candidates", " calls").replace(" candidate", " call")
+    extra: list[str] = []
+    for skipped in report.skipped:
+        extra.append(f"{skipped.path}: skipped: {skipped.reason}")
+    if verbose:
+        extra += report.notes
+        extra.append(f"{report.ops} distinct operators in {report.calls} calls"
+                     + (f"; settings from {report.config}" if report.config else ""))  # fmt: skip
+    return out + "".join(line + "\n" for line in extra)
+
+
+def payload(report: ScanReport) -> dict[str, Any]:
+    """The JSON document of ``kb scan --format json`` (the MCP scan tool returns it too)."""
+    return {
+        "findings": [f.as_dict() for f in report.findings],
+        "summary": {
+            "files": report.files,
+            "calls": report.calls,
+            "ops": report.ops,
+            "candidates": report.candidates,
+            "errors": report.count("error"),
+            "warnings": report.count("warning"),
+        },
+        "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
+    }
+
+
+def as_json(report: ScanReport) -> str:
+    return json.dumps(payload(report), ensure_ascii=False, indent=2) + "\n"
+
+
+def sarif(report: ScanReport) -> str:
+    """SARIF 2.1.0: one run, the rules that fired as ``tool.driver.rules``."""
+    from kb import __version__
+    from kb.rules import BY_CODE
+
+    codes = sorted({f.code for f in report.findings})
+    index = {code: i for i, code in enumerate(codes)}
+    rules = []
+    for code in codes:
+        unit = BY_CODE.get(code)
+        rule: dict[str, Any] = {"id": code}
+        if unit is not None:
+            rule.update({
+                "name": unit.name,
+                "shortDescription": {"text": unit.summary},
+                "fullDescription": {"text": unit.why},
+                "defaultConfiguration": {"level": _SARIF_LEVEL[unit.severity]},
+                "help": {"text": f"kb rules {code}"},
+            })  # fmt: skip
+        rules.append(rule)
+    results = []
+    for f in report.findings:
+        uri = f.file.replace(os.sep, "/")
+        results.append({
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": _SARIF_LEVEL[f.severity],
+            "message": {"text": f.message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": uri, **({} if os.path.isabs(f.file)
+                                                     else {"uriBaseId": "%SRCROOT%"})},
+                "region": {"startLine": max(1, f.line), "startColumn": max(1, f.column)},
+            }}],
+        })  # fmt: skip
+    run = {
+        "tool": {"driver": {"name": "kb", "version": __version__, "rules": rules}},
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    }  # fmt: skip
+    doc = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
+           "runs": [run]}  # fmt: skip
+    return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+
+
+def render(report: ScanReport, fmt: str, *, color: bool = False, verbose: bool = False) -> str:
+    if fmt == "json":
+        return as_json(report)
+    if fmt == "github":
+        return check_format.github(report)  # type: ignore[arg-type]
+    if fmt == "sarif":
+        return sarif(report)
+    return text(report, color=color, verbose=verbose)
