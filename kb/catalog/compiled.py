@@ -30,10 +30,13 @@ try:  # the builtin module avoids importing OpenSSL through hashlib (a few ms pe
 except ImportError:  # pragma: no cover - every CPython has _blake2
     from hashlib import blake2b
 
-FORMAT_VERSION = "4"
-#: Code whose change must invalidate the cache (it decides what a valid record is).
-_CODE_FILES = ("models.py", "vocab.py", "store.py", "compiled.py", "releases.py",
-               "data/releases.json", "yamlpos.py", "recordfiles.py", "consistency.py")  # fmt: skip
+FORMAT_VERSION = "5"
+#: The layers whose code decides what a valid record is: the catalog and everything it
+#: may import (the architecture test keeps catalog from importing anything above these),
+#: plus the package data they read.  Every file in them keys the cache, so a new module
+#: cannot be forgotten the way a hand-kept list of files was.
+CODE_LAYERS = ("core", "vocab", "catalog")
+DATA_DIR = "data"
 MEMORY = ":memory:"
 
 
@@ -60,8 +63,28 @@ def _inputs(root: Path) -> tuple[list[tuple[str, str]], bool]:
     files, problems = scan(top)
     cut = len(top.rstrip(os.sep)) + 1
     named = [(p[cut:], p) for p in files]
-    named += [(f"<code>/{name}", f"{PACKAGE_DIR}/{name}") for name in _CODE_FILES]
+    named += code_inputs()
     return named, bool(problems)
+
+
+def code_inputs(package: Path = PACKAGE_DIR) -> list[tuple[str, str]]:
+    """(``<code>/relative name``, path) of the code and data files records are validated by."""
+    out: list[tuple[str, str]] = []
+    for layer in CODE_LAYERS:
+        out += _tree(package, layer, ".py")
+    out += _tree(package, DATA_DIR, "")
+    return sorted(out)
+
+
+def _tree(package: Path, sub: str, suffix: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(package / sub):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in filenames:
+            if name.endswith(suffix) and not name.startswith("."):
+                path = os.path.join(dirpath, name)
+                out.append((f"<code>/{os.path.relpath(path, package)}", path))
+    return out
 
 
 def stat_key(root: Path, inputs: list[tuple[str, str]]) -> str:

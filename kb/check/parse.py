@@ -13,18 +13,14 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from kb.check.rules.file import MISSING_FIELD, SYNTAX, UNKNOWN_FIELD, UNKNOWN_VALUE, WRONG_TYPE
 from kb.check.values import SizeError, parse_size, parse_version
 from kb.core import yamlpos
 from kb.core.paths import NotRegularFile, read_regular_file
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
+from kb.lint.unit import RuleUnit
 from kb.vocab import CANONICAL, normalize, normalize_scheme
-
-SYNTAX = "KB001"
-WRONG_TYPE = "KB002"
-UNKNOWN_FIELD = "KB003"
-MISSING_FIELD = "KB004"
-UNKNOWN_VALUE = "KB005"
 
 SUPPORTED_VERSIONS = (1,)
 STATUSES = ("candidate", "needs-prerequisite", "not-applicable", "replaced")
@@ -120,10 +116,9 @@ class _Parser:
         self.findings: list[Finding] = []
 
     # -- reporting -------------------------------------------------------------------
-    def add(self, code: str, path: Path, message: str, *, key: bool = False,
+    def add(self, unit: RuleUnit, path: Path, message: str, *, key: bool = False,
             candidate: int | None = None) -> None:  # fmt: skip
-        line, col = self.doc.where(path, key=key)
-        self.findings.append(Finding(self.doc.file, line, col, code, "error", message, candidate))
+        self.findings.append(unit.at(self.doc, path, message, candidate=candidate, key=key))
 
     def wrong_type(self, path: Path, value: object, expected: str, cand: int | None) -> None:
         self.add(WRONG_TYPE, path, f"{_field(path)} must be {expected}, not {_type_name(value)}",
@@ -492,10 +487,10 @@ def parse(file: str, text: str) -> tuple[Document, list[Finding]]:
     try:
         doc.located = yamlpos.load(text)
     except yamlpos.YamlError as exc:
-        parser.findings.append(Finding(file, exc.line, exc.column, SYNTAX, "error", exc.message))
+        parser.findings.append(SYNTAX.finding(file, exc.line, exc.column, exc.message))
         return doc, parser.findings
     except RecursionError:
-        parser.findings.append(Finding(file, 1, 1, SYNTAX, "error", "document nests too deeply"))
+        parser.findings.append(SYNTAX.finding(file, 1, 1, "document nests too deeply"))
         return doc, parser.findings
     parser.document(doc.located.data)
     return doc, parser.findings

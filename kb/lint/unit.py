@@ -36,11 +36,16 @@ class RuleUnit:
         """Findings for one parsed document; the default finds nothing."""
         return iter(())
 
+    def finding(self, file: str, line: int, column: int, message: str,
+                candidate: int | None = None) -> Finding:  # fmt: skip
+        """A finding of this rule at a known position (for front ends that emit as they read)."""
+        return Finding(file, line, column, self.code, self.severity, message, candidate)
+
     def at(self, doc: Document, path: Path, message: str, *, candidate: int | None = None,
            key: bool = False) -> Finding:  # fmt: skip
         """A finding of this rule at ``path`` (its value, or its key when ``key``)."""
         line, col = doc.where(path, key=key)
-        return Finding(doc.file, line, col, self.code, self.severity, message, candidate)
+        return self.finding(doc.file, line, col, message, candidate)
 
     def __repr__(self) -> str:
         return f"<rule {self.code} {self.name}>"

@@ -10,23 +10,38 @@ binding problems the scan rules report (KB501-KB505).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kb.catalog.binding import python_name
+from kb.lint.findings import Finding
 from kb.lint.model import TensorSpec
+from kb.lint.unit import RuleUnit
+from kb.scan import rules
 from kb.scan.interp import CallSite
 from kb.scan.values import Entry, Typed, Where, literal_of
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A binding problem: the rule code, where, and what to do."""
+    """A binding problem: the rule unit that names it, where, and what to do.
 
-    code: str
+    ``severity`` is the unit's unless the binding lowers it (a problem only some
+    releases' schemas have is a warning).
+    """
+
+    rule: RuleUnit
     where: Where
     message: str
-    severity: str = "error"
+    severity: str = ""
+
+    @property
+    def code(self) -> str:
+        return self.rule.code
+
+    def finding(self, file: str) -> Finding:
+        found = self.rule.finding(file, self.where.line, self.where.column, self.message)
+        return replace(found, severity=self.severity) if self.severity else found  # type: ignore[arg-type]
 
 
 @dataclass
@@ -76,7 +91,8 @@ def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[st
         return out
     kept = []
     for problem in out.problems:
-        if problem.code not in ("KB501", "KB502", "KB503"):
+        if problem.rule not in (rules.TOO_MANY_POSITIONAL, rules.KEYWORD_ONLY_POSITIONAL,
+                                rules.MISSING_REQUIRED):
             kept.append(problem)
             continue
         key = (problem.code, problem.where.line, problem.where.column)
@@ -85,7 +101,7 @@ def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[st
         if not bad:
             continue
         if fine:
-            kept.append(Problem(problem.code, problem.where, f"{problem.message} (from torch_npu "
+            kept.append(Problem(problem.rule, problem.where, f"{problem.message} (from torch_npu "
                                 f"{', '.join(bad)}; the schema of {', '.join(fine)} accepts the "
                                 "call)", "warning"))  # fmt: skip
         else:
@@ -117,12 +133,12 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
         elif i < len(params):
             kw = params[i]
             shown = python_name(kw) if python else kw["name"]
-            out.problems.append(Problem("KB502", entry.where,
+            out.problems.append(Problem(rules.KEYWORD_ONLY_POSITIONAL, entry.where,
                 f"the {_ordinal(i + 1)} positional argument of {site.op.spelled} lands on "
                 f"{shown}, which is keyword-only: write {shown}={entry.text}"))  # fmt: skip
             given[kw["name"]] = entry
         else:
-            out.problems.append(Problem("KB501", entry.where,
+            out.problems.append(Problem(rules.TOO_MANY_POSITIONAL, entry.where,
                 f"{site.op.spelled} takes at most {len(positional)} positional argument"
                 f"{'s' if len(positional) != 1 else ''} ({len(params)} parameters in all), "
                 f"this call passes {len(site.positional)}"))  # fmt: skip
@@ -134,7 +150,7 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
             if swapped is not None and (python or name not in by_schema):
                 right = python_name(swapped) if python else swapped["name"]
                 how = "the torch_npu binding" if python else "torch.ops calls (the schema)"
-                out.problems.append(Problem("KB505", entry.key_where or entry.where,
+                out.problems.append(Problem(rules.BINDING_KEYWORD, entry.key_where or entry.where,
                     f"{how} name{'s' if python else ''} this parameter {right!r}, not "
                     f"{name!r}: write {right}={entry.text}"))  # fmt: skip
                 param = swapped
@@ -144,7 +160,7 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
                 _put(out, name, None, entry)  # KB104 (unknown argument) judges it
                 continue
         if param["name"] in given:
-            out.problems.append(Problem("KB504", entry.key_where or entry.where,
+            out.problems.append(Problem(rules.DUPLICATE_ARGUMENT, entry.key_where or entry.where,
                 f"{name} is given twice, by position and by keyword"))  # fmt: skip
             continue
         given[param["name"]] = entry
@@ -155,7 +171,7 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
                    if p.get("required", True) and p.get("default") is None
                    and p["name"] not in given]  # fmt: skip
         if missing:
-            out.problems.append(Problem("KB503", site.func_where,
+            out.problems.append(Problem(rules.MISSING_REQUIRED, site.func_where,
                 f"{site.op.spelled} is called without {', '.join(missing)} (required)"))  # fmt: skip
     return out
 
@@ -165,7 +181,7 @@ def _put(out: Bound, name: str, param: dict[str, Any] | None, entry: Entry) -> N
     is_literal, value = literal_of(entry.value)
     kind = str(param.get("type", "")) if param is not None else ""
     if kind.startswith("Tensor[]") and isinstance(entry.value, Typed) and entry.value.type == "Tensor":
-        out.problems.append(Problem("KB506", entry.where,
+        out.problems.append(Problem(rules.TENSOR_LIST_EXPECTED, entry.where,
             f"{name} takes {kind} (a list of tensors) but {entry.text} is annotated as one "
             f"tensor: pass [{entry.text}]"))  # fmt: skip
     if kind.startswith("Tensor"):

@@ -313,9 +313,7 @@ class Scanner:
                                                frozenset(only), phase))  # fmt: skip
             for problem in bound.problems:
                 if problem.code in codes:
-                    found.append((Finding(scan.path, problem.where.line, problem.where.column,
-                                          problem.code, problem.severity,  # type: ignore[arg-type]
-                                          problem.message), site))  # fmt: skip
+                    found.append((problem.finding(scan.path), site))
             cand = Candidate(index=0, kind="fusion", operator=op.spelled, phase=phase,
                              args=dict(bound.args), tensors=dict(bound.tensors),
                              passed=set(bound.passed),

@@ -1,9 +1,10 @@
 """KB5xx: how Python calls a torch_npu operator (scan only).
 
-The binding (:mod:`kb.scan.binding`) finds these while it maps a call's arguments onto
-the schema, since only it knows which argument went where; the units carry the
-documentation (summary, why, a failing and a fixed snippet of Python) so ``kb rules``,
-the site and ``--select/--ignore`` treat them like every other rule.  What is the same
+The binding (:mod:`kb.scan.binding`) emits these units' findings while it maps a call's
+arguments onto the schema, since only it knows which argument went where (the reader
+emits KB500); the units carry the code, severity and documentation (summary, why, a
+failing and a fixed snippet of Python) so ``kb rules``, the site and ``--select/--ignore``
+treat them like every other rule.  What is the same
 question as in ``kb check`` (unknown operator, unknown keyword, a value outside the
 allowed set, product, release) keeps its KB1xx/KB2xx code.
 """
@@ -113,5 +114,12 @@ class TensorListExpected(ScanRule):
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Python calls (scan)"
 
-RULES = (SourceUnreadable(), TooManyPositional(), KeywordOnlyPositional(), MissingRequired(),
-         DuplicateArgument(), BindingKeyword(), TensorListExpected())  # fmt: skip
+SOURCE_UNREADABLE = SourceUnreadable()
+TOO_MANY_POSITIONAL = TooManyPositional()
+KEYWORD_ONLY_POSITIONAL = KeywordOnlyPositional()
+MISSING_REQUIRED = MissingRequired()
+DUPLICATE_ARGUMENT = DuplicateArgument()
+BINDING_KEYWORD = BindingKeyword()
+TENSOR_LIST_EXPECTED = TensorListExpected()
+RULES = (SOURCE_UNREADABLE, TOO_MANY_POSITIONAL, KEYWORD_ONLY_POSITIONAL, MISSING_REQUIRED,
+         DUPLICATE_ARGUMENT, BINDING_KEYWORD, TENSOR_LIST_EXPECTED)  # fmt: skip
