@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 
+from kb.vocab import CALL_PREFIXES
 from site_plugins import md
 from site_plugins.common import SiteData, record_path
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 #: A one-backtick code span that is not already a link label (no [ before, no ] after).
 _SPAN = re.compile(r"(?<![\[`])`([A-Za-z_][A-Za-z0-9_.\-]*)`(?![`\]])")
-_PREFIXES = ("torch_npu.", "torch.ops.npu.")
 
 
 def autolink(markdown: str, current: str, data: SiteData) -> str:
@@ -38,7 +38,7 @@ def autolink(markdown: str, current: str, data: SiteData) -> str:
 
 def _link(match: re.Match[str], current: str, data: SiteData) -> str:
     name = match.group(1)
-    for prefix in _PREFIXES:
+    for prefix in CALL_PREFIXES:
         if name.startswith(prefix):
             name = name[len(prefix) :]
     target = record_path("operator", name) if name in data.operators else None

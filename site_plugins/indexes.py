@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
-from kb.vocab import CANONICAL
+from kb.vocab import CANONICAL, STATUS_MEANINGS
 from site_plugins import md, products, versions
 from site_plugins.common import (
     Record,
@@ -18,13 +18,6 @@ from site_plugins.common import (
     status_path,
 )
 from site_plugins.matrices import op_cell
-
-STATUS_WORDS = {
-    "stable": "documented on an official reference page",
-    "beta": "documented on an official beta reference page; the interface may still change",
-    "deprecated": "kept for old code; the page names what to use instead",
-    "undocumented": "the schema is known but there is no official reference page",
-}
 
 
 def release_bits(op: Record, releases: list[str]) -> str:
@@ -155,7 +148,7 @@ def status_index(data: SiteData) -> str:
             [
                 md.link(md.inline(status), md.rel(status_path(status), here)),
                 str(count),
-                md.inline(STATUS_WORDS.get(status, "")),
+                md.inline(STATUS_MEANINGS.get(status, "")),
             ]
         )
     body = md.table(["Status", "Count", "Meaning"], rows, "lrl") if rows else "No operators yet."
@@ -167,7 +160,7 @@ def status_page(data: SiteData, status: str) -> str:
     ops = sorted(
         (o for o in data.operators.values() if o["status"] == status), key=lambda o: o["name"]
     )
-    meaning = STATUS_WORDS.get(status, "")
+    meaning = STATUS_MEANINGS.get(status, "")
     return (
         f"# {md.inline(status)} operators\n\n{md.inline(meaning.capitalize())}.\n\n"
         f"{_op_table(ops, here, data, status=False)}\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from kb.vocab import QUANT_LABELS
+from kb.vocab import CAPTURED_GRAPH_MODES, QUANT_LABELS
 from site_plugins import md, products, versions
 from site_plugins.common import (
     Record,
@@ -486,11 +486,11 @@ def _range_words(op: Record) -> str:
 
 def _graph_mode(op: Record) -> str:
     g = op.get("graph_mode") or {}
-    known = any(g.get(m, "unknown") != "unknown" for m in ("aclgraph", "torchair"))
+    known = any(g.get(m, "unknown") != "unknown" for m in CAPTURED_GRAPH_MODES)
     if not known and not g.get("notes"):
         return ""
     modes = " · ".join(
-        f"{md.code(mode)} {md.inline(g.get(mode, 'unknown'))}" for mode in ("aclgraph", "torchair")
+        f"{md.code(mode)} {md.inline(g.get(mode, 'unknown'))}" for mode in CAPTURED_GRAPH_MODES
     )
     out = no_search("## Graph mode") + "\n\n" + modes
     if g.get("notes"):

@@ -113,7 +113,7 @@ def test_imports_point_down_the_layers() -> None:
         here = _component(module)
         for target, line in sorted(targets):
             there = _component(target)
-            if there == ROOT_PACKAGE or there == here:
+            if there in (ROOT_PACKAGE, here):
                 continue
             if _rank(there) >= _rank(here):
                 wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line}: {module} -> {target}")

@@ -13,6 +13,7 @@ from kb.cli import main
 from kb.core.paths import records_dir
 from kb.index.search import search
 from kb.index.searchindex import index_dir, open_index
+from kb.vocab import CALL_PREFIXES
 from tests.conftest import operator_yaml
 
 
@@ -78,6 +79,18 @@ def test_exact_prefix_and_typo(record_tree) -> None:
     assert [h.why for h in search(cat, "npu_test_op")][:2] == ["exact", "prefix"]
     assert search(cat, "npu_test_op_v3")[0].name == "npu_test_op_v2"
     assert search(cat, "torch_npu.npu_unrelated")[0].name == "npu_unrelated"
+
+
+@pytest.mark.parametrize("prefix", CALL_PREFIXES)
+def test_search_strips_every_call_path_like_show(record_tree, prefix: str) -> None:
+    """``torch.ops.atb.X`` is found by search as by ``kb show`` (search once lacked it)."""
+    record_tree({"operators/npu_test_op.yaml": operator_yaml(),
+                 "operators/npu_test_op_v2.yaml": operator_yaml("npu_test_op_v2")})  # fmt: skip
+    cat = open_catalog()
+    assert cat.resolve(prefix + "npu_test_op") == "npu_test_op"
+    hits = search(cat, prefix + "npu_test")
+    assert [(h.name, h.why) for h in hits][:2] == [("npu_test_op", "prefix"),
+                                                   ("npu_test_op_v2", "prefix")]  # fmt: skip
 
 
 def test_chinese_query_uses_bigrams(record_tree) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb.vocab import CAPTURED_GRAPH_MODES, DTYPE_SHORT, INFERENCE_PHASES
+
 Record = dict[str, Any]
 #: Vocabularies whose aliases an answer may use (``--product A2``, ``--phase incremental``).
 _VOCAB_KEYS = {"product": "product", "phase": "phase", "quant": "quantization"}
@@ -203,9 +205,6 @@ def walk(tree: Record, answers: Mapping[str, str],
 
 # --------------------------------------------------------------------------- advice
 
-_SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
-                 "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2",
-                 "float8_e8m0fnu": "e8m0", "hifloat8": "hif8"}  # fmt: skip
 _KEY_TENSORS = 6
 #: Constraints printed per operator in text; JSON carries all of them, each whole.
 _FIRST_CONSTRAINTS = 3
@@ -226,13 +225,12 @@ def operator_brief(rec: Record | None, name: str) -> dict[str, Any]:
             continue
         if not (p.get("dtypes") or p.get("formats")):
             continue
-        dtypes = "/".join(_SHORT_DTYPES.get(d, d) for d in p.get("dtypes") or [])
+        dtypes = "/".join(DTYPE_SHORT.get(d, d) for d in p.get("dtypes") or [])
         formats = [f for f in p.get("formats") or [] if f != "ND"]
         tensors.append(f"{p['name']} {dtypes}" + (f" [{'/'.join(formats)}]" if formats else ""))
     graph = rec.get("graph_mode") or {}
-    graph_mode = {"aclgraph": graph.get("aclgraph", "unknown"),
-                  "torchair": graph.get("torchair", "unknown"),
-                  "notes": one_line(graph.get("notes", ""))}  # fmt: skip
+    graph_mode = {mode: graph.get(mode, "unknown") for mode in CAPTURED_GRAPH_MODES}
+    graph_mode["notes"] = one_line(graph.get("notes", ""))
     return {
         "name": rec["name"],
         "status": rec.get("status"),
@@ -265,7 +263,7 @@ def _stages(chain: Record, phase: str | None, scheme: str | None,
 
     keep, dropped = [], 0
     for st in chain["stages"]:
-        wrong_phase = phase in ("prefill", "decode") and st.get("phase", "both") not in (phase, "both")
+        wrong_phase = phase in INFERENCE_PHASES and st.get("phase", "both") not in (phase, "both")
         if wrong_phase or not _in_scheme(st, scheme):
             dropped += 1
             continue

@@ -25,6 +25,7 @@ from typing import Any
 
 from kb.catalog.models import DecisionTree, Denial, ReferenceChain, Stage, StageTensor
 from kb.catalog.store import Loaded, Problem, StoreResult
+from kb.vocab import INFERENCE_PHASES
 
 #: Rules that judge a whole candidate list, not one call: a chain legitimately runs
 #: an operator twice (two grouped matmuls) and lists several prefetch points.
@@ -69,7 +70,7 @@ def _document(product: str, candidates: list[_Candidate], model: str) -> str:
 def _stage_phase(stage: Stage, chain: ReferenceChain) -> str:
     if stage.phase != "both":
         return stage.phase
-    phases = [p for p in chain.phases if p in ("prefill", "decode")]
+    phases = [p for p in chain.phases if p in INFERENCE_PHASES]
     return phases[0] if len(phases) == 1 else "both"
 
 
@@ -233,13 +234,13 @@ def check_tree(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Proble
                 problems.add(_problem(loaded, where + ("chain",),
                                       f"the path answers --product {product}, but chain {opt.chain} "
                                       f"is for {', '.join(chain['products'])}"))  # fmt: skip
-            if chain is not None and phase in ("prefill", "decode") and phase not in chain["phases"]:
+            if chain is not None and phase in INFERENCE_PHASES and phase not in chain["phases"]:
                 problems.add(_problem(loaded, where + ("chain",),
                                       f"the path answers --phase {phase}, but chain {opt.chain} "
                                       f"covers {', '.join(chain['phases'])}"))  # fmt: skip
             for k, op in enumerate(opt.operators):
                 entry: dict[str, Any] = {"module": f"tree.{tree.name}", "operator": op}
-                if phase in ("prefill", "decode"):
+                if phase in INFERENCE_PHASES:
                     entry["phase"] = phase
                 # an unanswered product: judge on a product the record claims, not a guess
                 target = product or ((catalog.get(op) or {}).get("products") or [FALLBACK_PRODUCT])[0]

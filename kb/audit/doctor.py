@@ -26,6 +26,7 @@ from kb.catalog.releases import (
     record_schema_in,
     schema_diff,
 )
+from kb.vocab import CALL_PREFIXES
 
 _PACKAGE = "torch_npu"
 _SCHEMA_IN_PACKAGE = SCHEMA_MEMBER.removeprefix(f"{_PACKAGE}/")
@@ -185,7 +186,7 @@ class Report:
 def _installed_name(rec: Mapping[str, Any], installed: Mapping[str, str]) -> str | None:
     names = [rec["name"]]
     for call in rec.get("calls") or []:
-        for prefix in ("torch_npu.", "torch.ops.npu."):
+        for prefix in CALL_PREFIXES:
             if call.startswith(prefix):
                 names.append(call[len(prefix) :])
     return next((n for n in names if n in installed), None)

@@ -258,8 +258,10 @@ class Catalog:
         """Record name for a spelling: exact, call path, alias or case-insensitive."""
         rows = self._rows("SELECT name FROM names WHERE spelling = ?", (spelling,))
         if not rows:
+            from kb.vocab import CALL_PREFIXES  # only a miss pays for the vocabulary
+
             stripped = spelling.strip()
-            for prefix in ("torch_npu.", "torch.ops.npu.", "torch.npu.", "torch.ops.atb."):
+            for prefix in CALL_PREFIXES:
                 if stripped.startswith(prefix):
                     stripped = stripped[len(prefix) :]
             rows = self._rows("SELECT name FROM names WHERE spelling = ? COLLATE NOCASE",

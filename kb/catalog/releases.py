@@ -295,9 +295,11 @@ def _empty(versions: Mapping[str, Any] | None) -> bool:
 
 def _lookup_name(body: Mapping[str, Any], data: ReleaseData) -> str | None:
     """The schema name of a record: its own name, else the bare name of a call path."""
+    from kb.vocab import CALL_PREFIXES
+
     candidates = [body.get("name", "")]
     for call in body.get("calls") or []:
-        for prefix in ("torch_npu.", "torch.ops.npu."):
+        for prefix in CALL_PREFIXES:
             if call.startswith(prefix):
                 candidates.append(call[len(prefix) :])
     for name in candidates:

@@ -20,11 +20,10 @@ from kb.core.paths import NotRegularFile, read_regular_file
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.lint.unit import RuleUnit
-from kb.vocab import CANONICAL, normalize, normalize_scheme
+from kb.vocab import CANDIDATE_PHASES, CANONICAL, GRAPH_MODES, PHASES, normalize, normalize_scheme
 
 SUPPORTED_VERSIONS = (1,)
 STATUSES = ("candidate", "needs-prerequisite", "not-applicable", "replaced")
-GRAPH_MODES = ("eager", "aclgraph", "torchair")
 KINDS = ("fusion", "prefetch")
 _KIND_ALIASES = {
     "fusion": "fusion",
@@ -270,7 +269,7 @@ class _Parser:
         if isinstance(mode, dict):
             for phase, value in mode.items():
                 where = path + ("graph_mode", phase)
-                canon = self.vocab("phase", phase, where, None, ("prefill", "decode", "training"))
+                canon = self.vocab("phase", phase, where, None, PHASES)
                 chosen = self.vocab("graph mode", value, where, None, GRAPH_MODES)
                 if canon and chosen:
                     out.graph_modes[canon] = chosen
@@ -309,8 +308,7 @@ class _Parser:
             self.fields(item, path, FUSION_FIELDS, i, "a fusion candidate", PREFETCH_FIELDS)
         what = "a prefetch candidate" if cand.kind == "prefetch" else "a candidate"
         cand.module = self.text(item, path, "module", i, required=True, what=what)
-        cand.phase = self.vocab("phase", item.get("phase"), path + ("phase",), i,
-                                ("prefill", "decode", "both", "training"))  # fmt: skip
+        cand.phase = self.vocab("phase", item.get("phase"), path + ("phase",), i, CANDIDATE_PHASES)
         cand.evidence = self.text(item, path, "evidence", i)
         self.text(item, path, "notes", i)
         if cand.kind == "prefetch":

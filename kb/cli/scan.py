@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 
+from kb.vocab import GRAPH_MODES
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--product", help="target product (atlas-a3, ascend-950, atlas-a2-inference, ...)")
     p.add_argument("--torch-npu", dest="torch_npu", metavar="VERSION",
                    help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
-    p.add_argument("--graph-mode", choices=("eager", "aclgraph", "torchair"),
+    p.add_argument("--graph-mode", choices=GRAPH_MODES,
                    help="the graph mode the code runs under")  # fmt: skip
     p.add_argument("--select", action="append", default=[], metavar="CODE",
                    help="run only these rules (codes, prefixes, names; repeatable)")  # fmt: skip

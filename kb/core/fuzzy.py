@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
+from kb.vocab.call_paths import bare_operator
+
 
 def _strip(name: str) -> str:
-    for prefix in ("torch_npu.", "torch.ops.npu.", "torch.npu.", "torch.ops.atb.", "torch."):
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    return name
+    return bare_operator(name, loose=True)
 
 
 def suggest(name: str, choices: Sequence[str], limit: int = 3, cutoff: float = 70.0) -> list[str]:

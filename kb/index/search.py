@@ -34,6 +34,7 @@ from whoosh.scoring import BM25F  # noqa: E402
 from kb.catalog.compiled import Catalog  # noqa: E402
 from kb.index.searchindex import open_index  # noqa: E402
 from kb.index.textanalysis import glossary_tokens, tokens  # noqa: E402
+from kb.vocab import CALL_PREFIXES, OFFICIAL_STATUSES, STATUS_PRIOR  # noqa: E402
 
 MAX_QUERY_CHARS = 500
 
@@ -163,8 +164,8 @@ def _dtypes(rec: dict[str, Any]) -> set[str]:
 
 #: How much to trust a record as the answer before looking at the query: the
 #: recommended, documented operator should lead its deprecated, superseded, private or
-#: in-place relatives when the text matches them alike.
-STATUS_PRIOR = {"stable": 1.0, "beta": 0.9, "undocumented": 0.75, "deprecated": 0.6}
+#: in-place relatives when the text matches them alike.  The weight per status is
+#: kb.vocab's STATUS_PRIOR (each status's row holds it, beside its rank).
 PRIVATE_PRIOR = 0.6  # _npu_* kernels (ATB): real, but not the public API to reach for
 SUPERSEDED_PRIOR = 0.8
 INPLACE_TWIN_PRIOR = 0.9
@@ -207,7 +208,7 @@ def priors(catalog: Catalog) -> dict[str, float]:
             continue
         prior = STATUS_PRIOR.get(rec.get("status", "stable"), 1.0)
         successor = recs.get(rec.get("superseded_by") or "")
-        if successor is not None and successor.get("status") in ("stable", "beta"):
+        if successor is not None and successor.get("status") in OFFICIAL_STATUSES:
             prior *= SUPERSEDED_PRIOR
         if name.endswith("_") and name.rstrip("_") in recs:
             prior *= INPLACE_TWIN_PRIOR
@@ -317,7 +318,7 @@ def _name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]
     if not _IDENT.match(text):
         return hits
     bare = text.lower()
-    for prefix in ("torch_npu.", "torch.ops.npu.", "torch.npu."):
+    for prefix in CALL_PREFIXES:
         bare = bare.removeprefix(prefix)
     names = catalog.names()
     prefixed = sorted((n for n in names if n.lower().startswith(bare) and n.lower() != bare),

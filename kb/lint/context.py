@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from kb.lint.model import Candidate, Path
+from kb.vocab import LOOSE_CALL_PREFIXES
 
 Record = dict[str, Any]
-_PREFIXES = ("torch_npu.", "torch.ops.npu.", "torch.npu.", "torch.ops.atb.", "torch.")
 #: The operator a prefetch point calls when it does not name one.
 PREFETCH_OPERATOR = "npu_prefetch"
 PLAYBOOK = "prefetch"
@@ -83,7 +83,7 @@ class Context:
                 for name in cls.get("names", []):
                     self._classes[name.lower()] = cls
         key = op.strip().lower()
-        for prefix in _PREFIXES:
+        for prefix in LOOSE_CALL_PREFIXES:
             if key.startswith(prefix):
                 key = key[len(prefix) :]
                 break

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kb.core.yamlpos import Located
+from kb.vocab import CAPTURED_GRAPH_MODES, INFERENCE_PHASES
 
 Path = tuple[Any, ...]
 
@@ -98,7 +99,7 @@ class Candidate:
         phases = self.phases()
         if target.graph_modes and phases:
             modes = [target.graph_modes.get(p) for p in sorted(phases)]
-            captured = [m for m in modes if m in ("aclgraph", "torchair")]
+            captured = [m for m in modes if m in CAPTURED_GRAPH_MODES]
             if captured:
                 return captured[0]
             if any(m is not None for m in modes):
@@ -110,7 +111,7 @@ class Candidate:
         if self.phase is None:
             return None
         if self.phase == "both":
-            return frozenset({"prefill", "decode"})
+            return frozenset(INFERENCE_PHASES)
         return frozenset({self.phase})
 
 

@@ -28,13 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb.vocab import normalize
+from kb.vocab import GRAPH_MODES, PHASES, normalize
 
 KEYS = ("product", "torch-npu", "graph-mode", "quantization", "select", "ignore", "exclude",
         "custom-ops", "per-file-ignores", "overrides")  # fmt: skip
 OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "select",
                  "ignore")  # fmt: skip
-GRAPH_MODES = ("eager", "aclgraph", "torchair")
 
 
 class ConfigError(Exception):
@@ -157,7 +156,7 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
         elif key == "graph-mode":
             if isinstance(value, dict):
                 for phase, mode in value.items():
-                    if phase not in ("prefill", "decode", "training") or mode not in GRAPH_MODES:
+                    if phase not in PHASES or mode not in GRAPH_MODES:
                         raise ConfigError(f"{where}: graph-mode.{phase} = {mode!r}; phases are "
                                           "prefill/decode/training, modes eager/aclgraph/torchair")  # fmt: skip
                     out.graph_modes[phase] = mode

@@ -30,9 +30,10 @@ from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
 from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.sources import Skipped, SourceError, discover, read
-from kb.vocab import product_family
+from kb.vocab import NAMESPACE_PATHS, product_family
 
-OPERATOR_NAMESPACES = ("torch_npu", "npu", "atb", "torch.npu")
+#: The scanner's names for the call-path namespaces records live under.
+OPERATOR_NAMESPACES = tuple(NAMESPACE_PATHS)
 #: Severity a rule has in scanned code when it differs from a candidate list's: a
 #: deprecated operator in working code is a note about its successor, not a warning.
 SCAN_SEVERITY = {"KB102": "info"}

@@ -14,21 +14,11 @@ import re
 from collections.abc import Iterable
 
 from kb.scan.values import Cond
+from kb.vocab import PHASE_CODE_WORDS, PRODUCT_CODE_WORDS
 
-#: Word tokens (lower case) → product id.  Tokens come from splitting on non-alphanumerics
-#: and on camelCase, so ``A5DeviceAdaptor`` yields ``a5`` and ``is_310p`` yields ``310p``.
-PRODUCT_TOKENS: dict[str, str] = {
-    "310p": "atlas-inference",
-    "300i": "atlas-inference",
-    "a5": "ascend-950",
-    "950": "ascend-950",
-    "ascend950": "ascend-950",
-    "a3": "atlas-a3",
-    "910c": "atlas-a3",
-    "a2": "atlas-a2",
-    "910b": "atlas-a2",
-}
-_PHASES = {"decode": "decode", "prefill": "prefill", "decoding": "decode", "prefilling": "prefill"}
+#: Word tokens (lower case) name products and phases (kb.vocab's PRODUCT_CODE_WORDS,
+#: PHASE_CODE_WORDS).  Tokens come from splitting on non-alphanumerics and on
+#: camelCase, so ``A5DeviceAdaptor`` yields ``a5`` and ``is_310p`` yields ``310p``.
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 
@@ -46,7 +36,7 @@ def tokens(text: str) -> list[str]:
 
 
 def _products(text: str) -> set[str]:
-    return {PRODUCT_TOKENS[t] for t in tokens(text) if t in PRODUCT_TOKENS}
+    return {PRODUCT_CODE_WORDS[t] for t in tokens(text) if t in PRODUCT_CODE_WORDS}
 
 
 def products(cond: Cond, names: Iterable[str]) -> tuple[set[str], set[str]]:
@@ -71,7 +61,7 @@ def phase(cond: Cond, names: Iterable[str]) -> str | None:
     found: set[str] = set()
     for atom, truth in cond:
         if truth:
-            found |= {_PHASES[t] for t in tokens(atom) if t in _PHASES}
+            found |= {PHASE_CODE_WORDS[t] for t in tokens(atom) if t in PHASE_CODE_WORDS}
     for name in names:
-        found |= {_PHASES[t] for t in tokens(name) if t in _PHASES}
+        found |= {PHASE_CODE_WORDS[t] for t in tokens(name) if t in PHASE_CODE_WORDS}
     return found.pop() if len(found) == 1 else None

@@ -21,8 +21,7 @@ from kb.lint.findings import Finding
 from kb.lint.unit import RuleUnit
 from kb.scan.interp import FileScan, segment
 from kb.scan.values import Where
-
-_STANDING = {"stable": 3, "beta": 2, "undocumented": 1}
+from kb.vocab import STATUS_RANK
 
 
 @dataclass
@@ -540,7 +539,7 @@ def fused_for(ctx: Context, steps: tuple[str, ...], product: str | None) -> list
             continue
         extra = len(op.fuses - set(steps))
         scored.append((extra > 2, op.superseded, -min(op.practice, 20), extra,
-                       support == "undocumented", -_STANDING.get(op.status, 0),
+                       support == "undocumented", -STATUS_RANK.get(op.status, 0),
                        -min(op.chain_uses, 5), op.name))  # fmt: skip
     ctx.memo[key] = [name for *_rest, name in sorted(scored)]
     return ctx.memo[key]  # type: ignore[no-any-return]

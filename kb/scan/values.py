@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from kb.vocab import NAMESPACE_PATHS, PYTHON_NAMESPACES
+
 
 class _Unknown:
     __slots__ = ()
@@ -95,14 +97,13 @@ class Op:
 
     @property
     def spelled(self) -> str:
-        base = {"torch_npu": "torch_npu", "npu": "torch.ops.npu", "atb": "torch.ops.atb",
-                "torch.npu": "torch.npu"}.get(self.namespace, f"torch.ops.{self.namespace}")  # fmt: skip
+        base = NAMESPACE_PATHS.get(self.namespace, f"torch.ops.{self.namespace}")
         return f"{base}.{self.name}"
 
     @property
     def binding(self) -> str:
         """``python`` for the torch_npu functions, ``dispatcher`` for torch.ops calls."""
-        return "python" if self.namespace in ("torch_npu", "torch.npu") else "dispatcher"
+        return "python" if self.namespace in PYTHON_NAMESPACES else "dispatcher"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
-from kb.vocab import normalize
+from kb.vocab import STATUS_RANK, normalize
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 
@@ -120,10 +120,6 @@ class DeprecatedOperator(CandidateRule):
         yield self.at(doc, path, msg, candidate=cand.index)
 
 
-#: How well documented an operator is; KB103 suggests no successor that stands lower.
-_STANDING = {"stable": 3, "beta": 2, "undocumented": 1, "deprecated": 0}
-
-
 class SupersededOperator(CandidateRule):
     code = "KB103"
     name = "superseded-operator"
@@ -146,7 +142,7 @@ class SupersededOperator(CandidateRule):
             return
         nxt = rec["superseded_by"]
         successor = ctx.operator(nxt)
-        if successor is not None and _STANDING.get(str(successor.get("status")), 0) < _STANDING.get(
+        if successor is not None and STATUS_RANK.get(str(successor.get("status")), 0) < STATUS_RANK.get(
             str(rec.get("status")), 0
         ):
             return

@@ -17,7 +17,7 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Path
 from kb.lint.unit import CandidateRule, RuleUnit
-from kb.vocab import DTYPE_BYTES
+from kb.vocab import CAPTURED_GRAPH_MODES, DTYPE_BYTES
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 _FIELDS = {
@@ -293,7 +293,7 @@ class GraphModeWithoutDependency(PrefetchRule):
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         mode = doc.target.graph_mode
-        if mode not in ("aclgraph", "torchair"):
+        if mode not in CAPTURED_GRAPH_MODES:
             return
         dep = cand.dependency
         if dep is not None and (dep.name or dep.op):

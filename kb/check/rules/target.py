@@ -11,7 +11,13 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
-from kb.vocab import normalize_scheme, product_support, quantized_roles, schemes_compatible
+from kb.vocab import (
+    CAPTURED_GRAPH_MODES,
+    normalize_scheme,
+    product_support,
+    quantized_roles,
+    schemes_compatible,
+)
 
 _CAND = "candidates:\n  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
 _GATE = (
@@ -409,7 +415,7 @@ class GraphModeNotSupported(CandidateRule):
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         mode = cand.graph_mode_in(doc.target)
         rec, path = ctx.operator_of(cand)
-        if rec is None or mode not in ("aclgraph", "torchair"):
+        if rec is None or mode not in CAPTURED_GRAPH_MODES:
             return
         graph = rec.get("graph_mode") or {}
         if graph.get(mode) == "unsupported":

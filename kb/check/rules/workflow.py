@@ -9,6 +9,7 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Path, phases_overlap
 from kb.lint.unit import CandidateRule, RuleUnit
+from kb.vocab import CALL_PREFIXES
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 _ATTN = "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
@@ -230,7 +231,7 @@ def _key(ctx: Context, cand: Candidate) -> tuple[str, str, str] | None:
 def _bare(op: str) -> str:
     """An unresolved operator spelling without its call prefix, for comparing."""
     name = op.strip().lower()
-    for prefix in ("torch_npu.", "torch.ops.npu."):
+    for prefix in CALL_PREFIXES:
         name = name.removeprefix(prefix)
     return name
 

@@ -1,0 +1,117 @@
+"""The record contract: pydantic models for operators, reference chains and trees.
+
+Every artefact of the project (index, site pages, checker knowledge, JSON Schema) is
+derived from records validated by these models.  ``extra="forbid"`` everywhere: a
+misspelt field is an error, never silently ignored.  One module per record kind, plus
+the shared building blocks (``base``) and an operator's signature (``parameters``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from kb.catalog.models.base import (
+    Keywords,
+    Name,
+    Scalar,
+    Strict,
+    Text,
+    Value,
+)
+from kb.catalog.models.chain import (
+    Citation,
+    PlainTorch,
+    Prerequisite,
+    ReferenceChain,
+    Stage,
+    StageTensor,
+    Waiver,
+)
+from kb.catalog.models.operator import (
+    EVIDENCE_ABOUT,
+    Deprecation,
+    Evidence,
+    Example,
+    GraphMode,
+    Operator,
+    QuantMode,
+    SeenIn,
+    SignatureChange,
+    Site,
+    Upstream,
+    Versions,
+)
+from kb.catalog.models.parameters import (
+    Condition,
+    Constraint,
+    Parameter,
+    Range,
+    Return,
+    Rule,
+    Shape,
+)
+from kb.catalog.models.playbook import (
+    OpClass,
+    Playbook,
+    Signal,
+    SizeFormula,
+)
+from kb.catalog.models.tree import (
+    DecisionTree,
+    Denial,
+    Node,
+    Option,
+)
+
+Record = Operator | ReferenceChain | DecisionTree | Playbook
+MODELS: dict[str, type[BaseModel]] = {
+    "operator": Operator,
+    "chain": ReferenceChain,
+    "tree": DecisionTree,
+    "playbook": Playbook,
+}
+
+__all__ = [
+    "EVIDENCE_ABOUT",
+    "MODELS",
+    "Citation",
+    "Condition",
+    "Constraint",
+    "DecisionTree",
+    "Denial",
+    "Deprecation",
+    "Evidence",
+    "Example",
+    "GraphMode",
+    "Keywords",
+    "Name",
+    "Node",
+    "OpClass",
+    "Operator",
+    "Option",
+    "Parameter",
+    "PlainTorch",
+    "Playbook",
+    "Prerequisite",
+    "QuantMode",
+    "Range",
+    "Record",
+    "ReferenceChain",
+    "Return",
+    "Rule",
+    "Scalar",
+    "SeenIn",
+    "Shape",
+    "Signal",
+    "SignatureChange",
+    "Site",
+    "SizeFormula",
+    "Stage",
+    "StageTensor",
+    "Strict",
+    "Text",
+    "Upstream",
+    "Value",
+    "Versions",
+    "Waiver",
+]

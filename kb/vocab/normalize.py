@@ -1,0 +1,104 @@
+"""Spellings → canonical ids, over every vocabulary.
+
+Records must use canonical ids; user input (candidate lists, CLI filters) goes
+through :func:`normalize`, scheme expressions through :func:`normalize_scheme`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import get_args
+
+from kb.vocab.dtypes import DTYPE_ALIASES, DTYPE_CODES, Dtype
+from kb.vocab.formats import FORMAT_ALIASES, Format
+from kb.vocab.phases import PHASE_ALIASES, Phase
+from kb.vocab.products import PRODUCT_ALIASES, Product, product_from_official
+from kb.vocab.schemes import KV_SCHEMES, QUANT_ALIASES, QuantScheme
+from kb.vocab.statuses import Status
+from kb.vocab.taxonomy import Category, Step
+
+ALIAS_TABLES: dict[str, dict[str, str]] = {
+    "product": dict(PRODUCT_ALIASES),
+    "dtype": dict(DTYPE_ALIASES),
+    "format": dict(FORMAT_ALIASES),
+    "quantization": dict(QUANT_ALIASES),
+    "phase": dict(PHASE_ALIASES),
+}
+
+CANONICAL: dict[str, tuple[str, ...]] = {
+    "product": get_args(Product),
+    "dtype": get_args(Dtype),
+    "format": get_args(Format),
+    "quantization": get_args(QuantScheme),
+    "phase": get_args(Phase),
+    "status": get_args(Status),
+    "category": get_args(Category),
+    "step": get_args(Step),
+}
+
+_FOLD = re.compile(r"[\s]+")
+
+
+def _fold(value: str) -> str:
+    text = value.strip().lower()
+    for prefix in ("torch_npu.", "torch."):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    return _FOLD.sub(" ", text)
+
+
+def normalize(vocab: str, value: object) -> str | None:
+    """Return the canonical id for ``value`` in ``vocab``, or None when unknown.
+
+    Case, surrounding space, a ``torch.`` or ``torch_npu.`` prefix and ``-``/``_``
+    differences are ignored, so ``torch.bfloat16``, ``BF16``, ``torch_npu.hifloat8`` and
+    ``atlas_a3`` all resolve; a dtype may also be given by its integer code
+    (:data:`DTYPE_CODES`: ``15`` and ``torch.bfloat16`` are the same dtype).
+    """
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        return None
+    if vocab == "dtype":
+        code = value if isinstance(value, int) else None
+        if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 6:
+            code = int(value.strip())
+        if code is not None:
+            return DTYPE_CODES.get(code)
+    text = str(value)
+    if len(text) > 200:
+        return None
+    if vocab == "product":
+        official = product_from_official(text)
+        if official is not None:
+            return official
+    folded = _fold(text)
+    canon = CANONICAL[vocab]
+    for candidate in (folded, folded.replace("_", "-"), folded.replace("-", "_")):
+        for item in canon:
+            if item.lower() == candidate:
+                return item
+    table = ALIAS_TABLES.get(vocab, {})
+    for candidate in (folded, folded.replace("-", "_"), folded.replace("_", " ")):
+        if candidate in table:
+            return table[candidate]
+    return None
+
+
+def normalize_scheme(value: object) -> str | None:
+    """Canonical form of a quantization scheme expression, or None when unknown.
+
+    An expression is one scheme, optionally followed by KV-cache modifiers joined with
+    ``+``: ``w8a8_dynamic`` → ``w8a8-dynamic``, ``MXFP8 + kv_fp8`` → ``mxfp8+kv-fp8``.
+    """
+    if not isinstance(value, str) or len(value) > 100:
+        return normalize("quantization", value)
+    parts = [p.strip() for p in value.split("+")]
+    canon = [normalize("quantization", p) for p in parts]
+    if any(c is None for c in canon):
+        return None
+    head, mods = canon[0], canon[1:]
+    if any(m not in KV_SCHEMES for m in mods) or len(set(mods)) != len(mods):
+        return None
+    return "+".join([head, *mods])  # type: ignore[list-item]
+
+

@@ -1,0 +1,150 @@
+"""Ascend products: one row per product id with its family, label, official names and aliases.
+
+A record lists product ids; upstream pages name products by their official names, and
+people type short forms ("a3", "910b").  Every spelling of a product lives in its row,
+and the lookup tables the rest of the package uses are derived from the rows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+
+class ProductDef(NamedTuple):
+    """One product (or product family).
+
+    ``family`` is set on a sub-series: a record listing the family supports every
+    sub-series, one listing a sub-series says exactly that (the upstream table named
+    only it).  ``official`` are the parts of an upstream ``<term>`` (which joins several
+    with "/") at the precision the name has.  ``code_words`` are aliases that also name
+    the product when they appear as a word in source code (``is_910b``, ``A3_DECODE``);
+    ``aliases`` are the other spellings people type.
+    """
+
+    id: str
+    label: str
+    family: str | None = None
+    official: tuple[str, ...] = ()
+    code_words: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+
+PRODUCTS: tuple[ProductDef, ...] = (
+    ProductDef("ascend-950", "Ascend 950PR/950DT",
+               code_words=("a5", "950", "ascend950"), aliases=("ascend 950",)),
+    ProductDef("ascend-950pr", "Ascend 950PR", "ascend-950", ("Ascend 950PR",),
+               aliases=("950pr",)),
+    ProductDef("ascend-950dt", "Ascend 950DT", "ascend-950", ("Ascend 950DT",),
+               aliases=("950dt",)),
+    ProductDef("atlas-a3", "Atlas A3 training/inference series",
+               code_words=("a3", "910c"), aliases=("atlas a3", "ascend910c", "910_93")),
+    ProductDef("atlas-a3-training", "Atlas A3 training series", "atlas-a3",
+               ("Atlas A3 训练系列产品",), aliases=("a3 training",)),
+    ProductDef("atlas-a3-inference", "Atlas A3 inference series", "atlas-a3",
+               ("Atlas A3 推理系列产品",), aliases=("a3 inference",)),
+    ProductDef("atlas-a2", "Atlas A2 training/inference series (800I A2, A200I A2 Box)",
+               code_words=("a2", "910b"), aliases=("atlas a2", "ascend910b")),
+    ProductDef("atlas-a2-training", "Atlas A2 training series", "atlas-a2",
+               ("Atlas A2 训练系列产品",), aliases=("800t a2", "a2 training")),
+    # "Atlas 800I A2" and the A200I A2 Box are members of the Atlas A2 inference series.
+    ProductDef("atlas-a2-inference", "Atlas A2 inference series (800I A2, A200I A2 Box)",
+               "atlas-a2", ("Atlas A2 推理系列产品", "Atlas 800I A2 推理产品", "A200I A2 Box 异构组件"),
+               aliases=("800i a2", "atlas 800i a2", "a2 inference")),
+    ProductDef("atlas-inference", "Atlas inference series (300I Pro/Duo cards)", None,
+               ("Atlas 推理系列产品", "Atlas 推理系列加速卡产品"), ("310p", "300i"),
+               ("300i duo", "300i pro", "atlas 300i duo")),
+    ProductDef("atlas-training", "Atlas training series (910 first generation)", None,
+               ("Atlas 训练系列产品",), aliases=("910", "910a", "ascend910")),
+    ProductDef("atlas-200i-500-a2", "Atlas 200I/500 A2 inference", None,
+               ("Atlas 200I/500 A2 推理产品",), aliases=("310b",)),
+)  # fmt: skip
+
+PRODUCT_IDS: tuple[str, ...] = tuple(p.id for p in PRODUCTS)
+if TYPE_CHECKING:
+    Product = str
+else:
+    Product = Literal[PRODUCT_IDS]
+
+#: Sub-series → family.
+PRODUCT_FAMILY: dict[Product, Product] = {p.id: p.family for p in PRODUCTS if p.family}
+#: Official product names (the parts of an upstream ``<term>``) → id.
+PRODUCT_OFFICIAL_NAMES: dict[str, Product] = {n: p.id for p in PRODUCTS for n in p.official}
+PRODUCT_LABELS: dict[Product, str] = {p.id: p.label for p in PRODUCTS}
+PRODUCT_ALIASES: dict[str, Product] = {
+    a: p.id for p in PRODUCTS for a in (*p.code_words, *p.aliases)
+}
+#: Words that name a product inside source code (the scanner's context hints).
+PRODUCT_CODE_WORDS: dict[str, Product] = {w: p.id for p in PRODUCTS for w in p.code_words}
+
+
+def product_family(product: str) -> str:
+    """The family id of a product (a family is its own family)."""
+    return PRODUCT_FAMILY.get(product, product)
+
+
+def product_members(product: str) -> tuple[str, ...]:
+    """The sub-series of a family id (empty for a sub-series or a product without any)."""
+    return tuple(s for s, fam in PRODUCT_FAMILY.items() if fam == product)
+
+
+def collapse_products(products: list[str]) -> list[str]:
+    """Replace a complete set of sub-series by their family, keeping first-seen order."""
+    out: list[str] = []
+    for p in products:
+        fam = product_family(p)
+        members = product_members(fam)
+        if fam != p and members and all(m in products or fam in products for m in members):
+            p = fam
+        if p not in out:
+            out.append(p)
+    return [p for p in out if not (product_family(p) != p and product_family(p) in out)]
+
+
+def product_support(target: str, supported: list[str], unsupported: list[str] = ()) -> str:  # type: ignore[assignment]
+    """How a record's product lists cover a target product.
+
+    ``yes``: the target (or its family) is listed as supported; ``no``: the target (or
+    its family, or every one of its sub-series) is listed as unsupported; ``partial``:
+    the target is a family and only some of its sub-series are listed as supported;
+    ``undocumented``: none of these — the tables say nothing about it.
+    """
+    fam = product_family(target)
+    if target in supported or fam in supported:
+        return "yes"
+    members = product_members(target)
+    if target in unsupported or fam in unsupported:
+        return "no"
+    if members and all(m in unsupported for m in members):
+        return "no"
+    if members and any(m in supported for m in members):
+        return "partial"
+    return "undocumented"
+
+
+def products_from_official(name: str) -> list[Product] | None:
+    """Ids for an upstream ``<term>`` text ("/"-joined names), None if a part is unknown.
+
+    A complete set of sub-series collapses to the family: "Atlas A2 训练系列产品/Atlas A2
+    推理系列产品" is ``[atlas-a2]``, "Atlas A2 训练系列产品" alone is ``[atlas-a2-training]``.
+    """
+    cleaned = " ".join(name.split())
+    if cleaned in PRODUCT_OFFICIAL_NAMES:
+        return [PRODUCT_OFFICIAL_NAMES[cleaned]]
+    found: list[str] = []
+    for part in cleaned.split("/"):
+        pid = PRODUCT_OFFICIAL_NAMES.get(part.strip())
+        if pid is None:
+            return None
+        found.append(pid)
+    return collapse_products(found)
+
+
+def product_from_official(name: str) -> Product | None:
+    """The single id an upstream ``<term>`` text stands for (None if unknown or several)."""
+    found = products_from_official(name)
+    if found is None:
+        return None
+    fams = {product_family(p) for p in found}
+    if len(found) == 1:
+        return found[0]
+    return fams.pop() if len(fams) == 1 else None
