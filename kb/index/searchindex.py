@@ -10,7 +10,7 @@ few ms), so bit rot cannot quietly change the answers.  An index that fails to o
 or to verify, disagrees with the catalog or breaks during a query is rebuilt, never
 trusted; when the cache cannot be written it is built in
 memory for this process.  What goes *into* the index (documents, field weights,
-priors) is :mod:`kb.index.search`'s business.
+priors) is :mod:`kb.index.documents`' business.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ try:  # the builtin module avoids importing OpenSSL through hashlib
 except ImportError:  # pragma: no cover - every CPython has _blake2
     from hashlib import blake2b
 
-INDEX_VERSION = "9"
+INDEX_VERSION = "10"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 
@@ -79,7 +79,7 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
 
 def _fill(ix: Any, catalog: Catalog) -> None:
     from kb.core.gcpause import collector_paused
-    from kb.index.search import document, priors
+    from kb.index.documents import document, priors
 
     with collector_paused():
         writer = ix.writer()
@@ -92,7 +92,7 @@ def _fill(ix: Any, catalog: Catalog) -> None:
 def _in_memory(catalog: Catalog) -> Any:
     from whoosh.filedb.filestore import RamStorage
 
-    from kb.index.search import schema
+    from kb.index.documents import schema
 
     ix = RamStorage().create_index(schema())
     _fill(ix, catalog)
@@ -117,7 +117,7 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
     Without ``force`` an index another process finished while we waited for the lock
     is used as it is.
     """
-    from kb.index.search import schema
+    from kb.index.documents import schema
 
     target = index_dir(catalog)
     tag = f"{root_key(catalog.root)}-index"
