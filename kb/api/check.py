@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb.check.parse import InputError
 from kb.lint.findings import Finding, Severity
 
-__all__ = ["Finding", "InputError", "Severity", "check_paths", "check_text", "checker"]
+__all__ = ["Finding", "InputError", "Severity", "check", "check_paths", "check_text", "checker",
+           "document"]  # fmt: skip
+
+if TYPE_CHECKING:
+    from kb.lint.engine import Report
 
 
 def checker(catalog: Any = None, *, select: Sequence[str] | None = None,
@@ -46,3 +50,42 @@ def check_text(text: str, file: str = "<string>", *, select: Sequence[str] | Non
                ignore: Sequence[str] | None = None, catalog: Any = None) -> list[Finding]:  # fmt: skip
     """Findings for one candidate list given as text."""
     return checker(catalog, select=select, ignore=ignore).check_text(file, text)
+
+
+def document(report: Report) -> dict[str, Any]:
+    """The ``--format json`` document, exactly the PRODUCT.md shape: findings plus a
+    summary of files, candidates, errors and warnings."""
+    return {
+        "findings": [f.as_dict() for f in report.findings],
+        "summary": {
+            "files": report.files,
+            "candidates": report.candidates,
+            "errors": report.count("error"),
+            "warnings": report.count("warning"),
+        },
+    }
+
+
+def check(catalog: Any = None, *, text: str | None = None, path: str | None = None,
+          select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The document for one candidate list, given as ``text`` or as a ``path`` (never
+    standard input: a server's stdin is its channel).  UsageError for a bad pair of
+    arguments or oversized text, InputError for an unreadable file, ValueError for a
+    select/ignore pattern that matches no rule.  ``catalog`` may be a function that
+    opens it: called after the arguments are checked, so their errors come first."""
+    from kb.api.errors import UsageError
+    from kb.check.parse import read_source
+    from kb.core import yamlpos
+
+    if (text is None) == (path is None):
+        raise UsageError("give either text (the candidate list) or path (a file), not both")
+    if path is not None:
+        if path.strip() == "-":
+            raise UsageError("path '-' would read the server's standard input; pass text")
+        file, body = read_source(path)
+    else:
+        file, body = "<text>", text or ""
+        if len(body.encode("utf-8")) > yamlpos.MAX_BYTES:
+            raise UsageError(f"the text is larger than the {yamlpos.MAX_BYTES} byte limit")
+    made = checker(catalog() if callable(catalog) else catalog, select=select, ignore=ignore)
+    return document(made.check_sources([(file, body)]))

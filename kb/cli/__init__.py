@@ -14,21 +14,20 @@ import os
 import sys
 import textwrap
 
+from kb.api.errors import FOUND, OK, UNUSABLE, UsageError
+
+__all__ = ["EXIT_STATUS", "FOUND", "OK", "UNUSABLE", "UsageError", "build_parser", "main"]
+
 VERBS = ("search", "show", "list", "validate", "index", "check", "scan", "rules", "tree",
          "advise", "prefetch_size", "site", "doctor", "mcp")  # fmt: skip
 
 
-#: Exit codes, the same for every verb (docs/cli.md).
-OK, FOUND, UNUSABLE = 0, 1, 2
+#: The exit codes (kb.api.errors) in words, after every verb's help.
 EXIT_STATUS = (
     "Exit status: 0 success, 1 findings or a name that does not exist, 2 unusable input: "
     "bad arguments, an unreadable file, or records that do not validate (every verb "
     "gives 2 for a broken record store)."
 )
-
-
-class UsageError(Exception):
-    """Bad arguments or unreadable input: exit code 2."""
 
 
 def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:

@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def parse_tokens(tokens: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
     """Split ``--key value`` / ``--key=value`` pairs from the options advise itself takes."""
-    from kb.cli import UsageError
+    from kb.api.errors import UsageError
 
     answers: dict[str, str] = {}
     options: dict[str, Any] = {}
@@ -71,7 +71,7 @@ def parse_tokens(tokens: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
 
 def _prompt(node: dict[str, Any], steps: list[Any]) -> str:
     """Ask one question on stderr (stdout stays clean for --format json)."""
-    from kb.cli import UsageError
+    from kb.api.errors import UsageError
 
     err = sys.stderr
     err.write(f"\n{node['question']['en']}  (--{node['key']})\n")
@@ -110,8 +110,9 @@ def _tree_help(tree: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kb.advice.advise import AdviceError, advice, render, walk
-    from kb.cli import UsageError
+    from kb.advice.advise import render
+    from kb.api.advise import advise, tree_record
+    from kb.api.errors import UsageError
     from kb.cli._common import catalog_or_exit
 
     answers, options = parse_tokens(args.answers or [])
@@ -124,35 +125,17 @@ def run(args: argparse.Namespace) -> int:
                              f"trees: {', '.join(trees)}\n")  # fmt: skip
             return 0
         raise UsageError(f"name a decision tree: {', '.join(trees) or '(none)'}")
-    tree = catalog.get(args.tree)
-    if tree is None:
-        raise UsageError(f"no decision tree named {args.tree!r}{tree_hint(args.tree, trees)}; "
-                         f"trees: {', '.join(trees)}")  # fmt: skip
-    if tree["kind"] != "tree":
-        raise UsageError(f"{tree['name']!r} is a {tree['kind']}, not a decision tree; trees: "
-                         f"{', '.join(trees)}")  # fmt: skip
+    tree = tree_record(catalog, args.tree)
     if options.get("help"):
         sys.stdout.write(_tree_help(tree))
         return 0
     interactive = not (args.no_input or options.get("no_input")) and _isatty()
-    try:
-        walked = walk(tree, answers, ask=_prompt if interactive else None)
-    except AdviceError as exc:
-        raise UsageError(str(exc)) from None
-    result = advice(walked, catalog.get)
+    result = advise(catalog, tree, answers, ask=_prompt if interactive else None)
     if fmt == "json":
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
         sys.stdout.write(render(result))
     return 0
-
-
-def tree_hint(name: str, trees: list[str]) -> str:
-    """A did-you-mean among trees only (operators would be noise here)."""
-    from kb.core.fuzzy import suggest
-
-    hits = suggest(name, trees)
-    return f" (did you mean {', '.join(hits)}?)" if hits else ""
 
 
 def _isatty() -> bool:

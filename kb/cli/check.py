@@ -1,6 +1,6 @@
 """``kb check FILE...``: lint candidate lists against the records.
 
-Exit codes (kb.cli.EXIT_STATUS): 0 no errors (warnings and info allowed), 1 at least
+Exit codes (kb.api.errors): 0 no errors (warnings and info allowed), 1 at least
 one error finding, 2 usage error, an unreadable input, or records that do not validate.
 """
 
@@ -47,9 +47,9 @@ def _use_color(choice: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from kb.api.check import checker as make_checker
+    from kb.api.errors import UsageError
     from kb.catalog.compiled import StoreInvalid
     from kb.check.parse import InputError, read_source
-    from kb.cli import UsageError
     from kb.text.findings import render
 
     if args.files.count("-") > 1:

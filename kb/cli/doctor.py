@@ -38,26 +38,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from kb.audit.doctor import NotInstalled, compare, find_install
-    from kb.cli import UsageError
+    from kb.api.doctor import absent, compare, find
+    from kb.audit.doctor import NotInstalled
     from kb.cli._common import catalog_or_exit
 
-    if args.path is not None and not args.path.exists():
-        raise UsageError(f"--path {args.path} does not exist")
     try:
-        install = find_install(args.path)
+        install = find(args.path)
     except NotInstalled as exc:
         # Nothing to compare is itself the finding: exit 1, like a difference.
         if args.format == "json":
-            print(json.dumps({"torch_npu": None, "finding": str(exc)}, indent=2))
+            print(json.dumps(absent(exc), indent=2))
         else:
             print(f"kb doctor: {exc}", file=sys.stderr)
         return 1
-    catalog = catalog_or_exit()
-    try:
-        report = compare(install, catalog.records("operator"), resolve=catalog.resolve)
-    except NotInstalled as exc:
-        raise UsageError(str(exc)) from None
+    report = compare(catalog_or_exit(), install)
     if args.format == "json":
         print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
     else:

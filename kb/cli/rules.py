@@ -22,13 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def as_dict(rule: Any) -> dict[str, Any]:
-    return {
-        k: getattr(rule, k) if k != "fronts" else list(rule.fronts)
-        for k in ("code", "name", "severity", "summary", "why", "fail", "fix", "fronts", "language")
-    }
-
-
 def _explain(rule: Any) -> str:
     wrap = textwrap.TextWrapper(width=88)
     lines = [f"{rule.code}  {rule.name}  ({rule.severity})", "", wrap.fill(rule.summary), "",
@@ -39,25 +32,17 @@ def _explain(rule: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kb.rules import RULES, get
+    from kb.api.rules import document, select, suggestions
 
-    rules: list[Any] = list(RULES)
-    if args.code:
-        one = get(args.code)
-        rules = [one] if one else [r for r in RULES if r.code.startswith(args.code.upper())]
-        if not rules:
-            from kb.core.fuzzy import suggest
-
-            hits = suggest(args.code, [r.code for r in RULES] + [r.name for r in RULES])
-            hint = f" (did you mean: {', '.join(hits)}?)" if hits else ""
-            print(f"kb rules: no rule {args.code!r}{hint}", file=sys.stderr)
-            return 1
-    explain = bool(args.code)
+    rules = select(args.code)
+    if not rules:
+        hits = suggestions(args.code)
+        hint = f" (did you mean: {', '.join(hits)}?)" if hits else ""
+        print(f"kb rules: no rule {args.code!r}{hint}", file=sys.stderr)
+        return 1
     if args.format == "json":
-        payload: Any = as_dict(rules[0]) if len(rules) == 1 and get(args.code or "") else {
-            "rules": [as_dict(r) for r in rules]}  # fmt: skip
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
-    elif explain:
+        print(json.dumps(document(args.code), ensure_ascii=False, indent=2))
+    elif args.code:
         sys.stdout.write("\n".join(_explain(r) for r in rules))
     else:
         width = max(len(r.name) for r in rules)

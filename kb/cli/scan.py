@@ -58,9 +58,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from kb.api.errors import UsageError
     from kb.api.scan import scanner as make_scanner
     from kb.catalog.compiled import StoreInvalid
-    from kb.cli import UsageError
     from kb.scan.engine import ScanError, ScanOptions
     from kb.text.scan import render
     from kb.vocab import normalize
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, report: object, product: str | None) -> None:
-    from kb.cli import UsageError
+    from kb.api.errors import UsageError
     from kb.scan.emit import document
 
     target: dict[str, object] = {}

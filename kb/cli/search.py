@@ -5,11 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kb.catalog.compiled import Catalog
-    from kb.index.search import Session
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,43 +25,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def payload(catalog: Catalog, query: str, *, limit: int = 10, kind: str | None = None,
-            torch_npu: str | None = None, session: Session | None = None) -> dict[str, Any]:
-    """The ``--format json`` document; UsageError for an unusable query or release."""
-    from kb.cli import UsageError
-    from kb.index.search import search
-
-    if limit < 1:
-        raise UsageError("--limit must be at least 1")
-    release = None
-    if torch_npu:
-        from kb.cli.list import torch_npu_release
-
-        release = torch_npu_release(torch_npu)
-    kinds = {kind} if kind else None
-    try:
-        if release is None:
-            hits = search(catalog, query, limit=limit, kinds=kinds, session=session)
-        else:  # rank everything, then keep what the release ships
-            from kb.cli.list import shipped_in
-
-            hits = search(catalog, query, limit=len(catalog.names()), kinds=kinds, session=session)
-            hits = [h for h in hits if shipped_in(catalog.get(h.name) or {}, release.release)]
-            hits = hits[:limit]
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    out: dict[str, Any] = {"query": query, "results": [h.as_json() for h in hits]}
-    if release:
-        out["torch_npu"] = {"asked": torch_npu, "release": release.release, "exact": release.exact}
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
+    from kb.api.search import search
     from kb.cli._common import catalog_or_exit
     from kb.text.render import WIDTH
 
     query = " ".join(args.query)
-    doc = payload(catalog_or_exit(), query, limit=args.limit, kind=args.kind,
+    doc = search(catalog_or_exit(), query, limit=args.limit, kind=args.kind,
                   torch_npu=args.torch_npu)  # fmt: skip
     if args.format == "json":
         print(json.dumps(doc, ensure_ascii=False, indent=2))

@@ -36,8 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from kb.api.recordview import brief, section, section_key, section_names
-    from kb.cli import UsageError
+    from kb.api.show import section_of, view
     from kb.cli._common import catalog_or_exit, did_you_mean
 
     catalog = catalog_or_exit()
@@ -47,16 +46,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"kb show: no record named {shown}{did_you_mean(catalog, args.name)}",
               file=sys.stderr)  # fmt: skip
         return 1
-    key = None
-    if args.section is not None:
-        key = section_key(rec, args.section)
-        if key is None:
-            raise UsageError(f"{rec['name']} has no section {args.section!r}; sections: "
-                             f"{', '.join(section_names(rec))}")  # fmt: skip
+    key = section_of(rec, args.section) if args.section is not None else None
     if args.format == "json":
-        doc = brief(rec, args.lang) if args.brief else section(rec, key) if key else rec
+        doc = view(rec, section=key, brief=args.brief, lang=args.lang)
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0
+    from kb.api.recordview import brief
     from kb.text.render import brief_text, record_text, section_text
 
     if args.brief:

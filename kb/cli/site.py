@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kb.cli import UsageError
+from kb.api.errors import UsageError
 
 #: Import name → distribution, for the "not installed" message.
 SITE_PACKAGES = {

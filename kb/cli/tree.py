@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kb.catalog.compiled import Catalog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,32 +20,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def payload(catalog: Catalog, name: str | None = None) -> dict[str, Any]:
-    """The ``--format json`` document: one tree record, or every tree with its flags."""
-    from kb.advice.advise import flags
-    from kb.cli import UsageError
-    from kb.cli.advise import tree_hint
-
-    if not name:
-        return {"trees": [{"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)}
-                          for t in catalog.records("tree")]}  # fmt: skip
-    rec = catalog.get(name)
-    tree_names = catalog.names("tree")
-    names = ", ".join(tree_names)
-    if rec is None:
-        raise UsageError(f"no decision tree named {name!r}{tree_hint(name, tree_names)}; "
-                         f"trees: {names}")  # fmt: skip
-    if rec["kind"] != "tree":
-        raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree (try 'kb show "
-                         f"{rec['name']}'); trees: {names}")  # fmt: skip
-    return rec
-
-
 def run(args: argparse.Namespace) -> int:
     from kb.advice.advise import flags
+    from kb.api.tree import tree
     from kb.cli._common import catalog_or_exit
 
-    doc = payload(catalog_or_exit(), args.name)
+    doc = tree(catalog_or_exit(), args.name)
     if args.format == "json":
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0

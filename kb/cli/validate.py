@@ -25,54 +25,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def practice_problems(root: Path, result: object) -> list:  # type: ignore[type-arg]
-    """Recorded shipping calls (``seen_in``) that their own record rejects, as problems."""
-    from kb.audit.practice import contradictions
-    from kb.catalog.compiled import StoreInvalid, open_catalog
-    from kb.catalog.store import Problem
-
-    try:
-        catalog = open_catalog(root)
-    except StoreInvalid:
-        return []
-    problems = []
-    for c in contradictions(catalog):
-        loaded = result.records[c.record]  # type: ignore[attr-defined]
-        line, col = loaded.located.where(("seen_in", c.repo, "sites", c.site))
-        problems.append(Problem(loaded.file, line, col, f"seen_in[{c.repo}].sites[{c.site}]",
-                                f"{c.message}; fix the record with evidence, or mark the site "
-                                "a defect"))  # fmt: skip
-    return problems
-
-
 def run(args: argparse.Namespace) -> int:
-    from kb.catalog.store import load_store
-    from kb.core.paths import records_dir
+    from kb.api.validate import validate
 
-    root = (args.records or records_dir()).resolve()
-    result = load_store(root)
-    broken = bool(result.problems)
-    if not broken:
-        from kb.audit.crosscheck import crosscheck
-
-        result.problems += crosscheck(result, root)
-        result.problems += practice_problems(root, result)
-    counts: dict[str, int] = {}
-    for loaded in result.records.values():
-        kind = loaded.record.kind  # type: ignore[attr-defined]
-        counts[kind] = counts.get(kind, 0) + 1
+    found = validate(args.records)
     if args.format == "json":
-        out = {
-            "records": counts,
-            "problems": [p.__dict__ | {"file": str(root / p.file)} for p in result.problems],
-        }
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        print(json.dumps(found.as_json(), ensure_ascii=False, indent=2))
     else:
-        for problem in result.problems:
-            print(problem.located_in(root))
-        summary = ", ".join(f"{n} {k}s" for k, n in sorted(counts.items())) or "no records"
-        status = f"{len(result.problems)} problem(s)" if result.problems else "all valid"
+        for problem in found.problems:
+            print(problem.located_in(found.root))
+        summary = ", ".join(f"{n} {k}s" for k, n in sorted(found.counts.items())) or "no records"
+        status = f"{len(found.problems)} problem(s)" if found.problems else "all valid"
         print(f"{summary}; {status}")
-    if broken:
+    if found.broken:
         return 2
-    return 1 if result.problems else 0
+    return 1 if found.problems else 0

@@ -28,12 +28,12 @@ def _target(model: str, product: str, torch_npu: str, extra: str = "") -> str:
 
 
 def _trees(catalog: Any) -> str:
-    lines = []
-    for t in catalog.records("tree"):
-        from kb.advice.advise import flags
+    from kb.api.tree import tree
 
-        asks = ", ".join(f"{k} ({'/'.join(v)})" for k, v in flags(t).items())
-        lines.append(f"  - {t['name']}: {t['summary']['en']} Asks: {asks}.")
+    lines = []
+    for t in tree(catalog)["trees"]:
+        asks = ", ".join(f"{k} ({'/'.join(v)})" for k, v in t["flags"].items())
+        lines.append(f"  - {t['name']}: {t['summary']} Asks: {asks}.")
     return "\n".join(lines)
 
 
@@ -113,11 +113,10 @@ def prefetch(
     """Add npu_prefetch weight prefetching where profiling shows memory-bound weight
     consumers: choose target and window, size max_size conservatively, guard it with a
     switch that is off by default, validate one point at a time."""
-    from kb.advice.prefetch_size import PLAYBOOK
+    from kb.api.prefetch_size import playbook_record
 
-    catalog = state().current().catalog
-    book = catalog.get(PLAYBOOK) or {}
-    if book.get("kind") != "playbook":
+    book = playbook_record(state().current().catalog)
+    if book is None:
         return "The prefetch playbook record is missing from the knowledge base; run 'kb validate'."
     extra = f"graph mode: {graph_mode}" if graph_mode else ""
     ladder = ", ".join(str(x) for x in book["ladder"])

@@ -2,7 +2,7 @@
 
 Each tool takes JSON-schema'd arguments (the type hints and ``Field`` descriptions are
 the schema) and returns the document the matching CLI verb prints with ``--format
-json`` (``docs/cli.md``), built by the same code.  A caller's mistake (an unknown name,
+json`` (``docs/cli.md``), built by the same :mod:`kb.api` function.  A caller's mistake (an unknown name,
 a value outside a vocabulary, a missing answer) raises :class:`ToolInputError` or one of
 the library's own input errors (:data:`CALLER_ERRORS`); the server turns those into a
 tool error the agent can read, and stays up.
@@ -13,24 +13,40 @@ To add a tool: write the function, then add a :class:`ToolSpec` line to :data:`T
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from kb.catalog.compiled import StoreInvalid
-from kb.check.parse import InputError
-from kb.cli import UsageError
+from kb.api.check import InputError
+from kb.api.errors import UsageError
+from kb.catalog.compiled import Catalog, StoreInvalid
 from kb.mcp.state import state
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-class ToolInputError(ValueError):
+
+class ToolInputError(UsageError, ValueError):
     """Arguments a tool cannot use; the message says what would work."""
+
+
+def _tool(fn: F) -> F:
+    """The api's UsageError raised as ToolInputError (still a UsageError), so a tool fails
+    with one type whichever layer found the mistake."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ToolInputError:
+            raise
+        except UsageError as exc:
+            raise ToolInputError(str(exc)) from None
+
+    return cast(F, call)
 
 
 def _records_invalid(exc: StoreInvalid) -> ToolInputError:
@@ -51,6 +67,11 @@ def _current() -> Any:
         return state().current()
     except StoreInvalid as exc:
         raise _records_invalid(exc) from None
+
+
+def _catalog() -> Catalog:
+    """The warm catalog; handed to the api uncalled where the arguments are checked first."""
+    return _current().catalog  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- outputs
@@ -154,6 +175,7 @@ class PrefetchSizeResult(TypedDict):
 # --------------------------------------------------------------------------- tools
 
 
+@_tool
 def search(
     query: Annotated[str, Field(description="names, task phrases ('moe routing'), or Chinese",
                                 min_length=1, max_length=500)],
@@ -165,13 +187,14 @@ def search(
     """Search operators, reference chains, decision trees and the prefetch playbook, best
     first: exact names, partial or misspelt names, English task phrases, Chinese.
     Same result as `kb search QUERY --format json`."""
-    from kb.cli.search import payload
+    from kb.api.search import search as ranked
 
     snap = _current()
-    return payload(snap.catalog, query, limit=limit, kind=kind, torch_npu=torch_npu,  # type: ignore[return-value]
-                   session=snap.session())  # fmt: skip
+    return ranked(snap.catalog, query, limit=limit, kind=kind, torch_npu=torch_npu,  # type: ignore[return-value]
+                  session=snap.session())  # fmt: skip
 
 
+@_tool
 def show(
     name: Annotated[str, Field(description="record name, call path (torch_npu.npu_rms_norm) "
                                "or alias", min_length=1, max_length=200)],
@@ -183,30 +206,18 @@ def show(
 ) -> dict[str, Any]:
     """One record with every validated field (as `kb show NAME --format json`), one section
     of it ({kind, name, SECTION}), or its brief card."""
-    from kb.api.recordview import brief as card
-    from kb.api.recordview import section as cut
-    from kb.api.recordview import section_key, section_names
-    from kb.core.fuzzy import suggest
+    from kb.api.show import suggestions, view
 
-    catalog = _current().catalog
+    catalog = _catalog()
     rec = catalog.get(name)
     if rec is None:
-        hits = suggest(name, catalog.names())
+        hits = suggestions(catalog, name)
         hint = f"; did you mean: {', '.join(hits)}?" if hits else "; try the search tool"
         raise ToolInputError(f"no record named {name!r}{hint}")
-    if brief and section:
-        raise ToolInputError("give section or brief, not both")
-    if brief:
-        return card(rec, lang)
-    if section:
-        key = section_key(rec, section)
-        if key is None:
-            raise ToolInputError(f"{rec['name']} has no section {section!r}; sections: "
-                                 f"{', '.join(section_names(rec))}")  # fmt: skip
-        return cut(rec, key)
-    return rec  # type: ignore[no-any-return]
+    return view(rec, section=section, brief=brief, lang=lang)
 
 
+@_tool
 def list_records(
     kind: Annotated[Kind | None, Field(description="only records of this kind")] = None,
     category: Annotated[str | None, Field(description="operator category: attention, moe, "
@@ -222,12 +233,13 @@ def list_records(
 ) -> ListResult:
     """Records filtered by kind, category, product, status, fused step and torch_npu
     release (filters combine). Same result as `kb list ... --format json`."""
-    from kb.cli.list import payload
+    from kb.api.list import list_records as listed
 
-    return payload(_current().catalog, kind=kind, category=category, product=product,  # type: ignore[return-value]
-                   status=status, fuses=fuses, torch_npu=torch_npu)  # fmt: skip
+    return listed(_catalog(), kind=kind, category=category, product=product,  # type: ignore[return-value]
+                  status=status, fuses=fuses, torch_npu=torch_npu)  # fmt: skip
 
 
+@_tool
 def check(
     text: Annotated[str | None, Field(description="a candidate list as YAML or JSON text "
                                       "(format: docs/candidate-list.md)")] = None,
@@ -240,25 +252,12 @@ def check(
     """Lint a candidate list (fusion candidates, prefetch points) against the records:
     findings with line, column, rule code, severity and what to do. Same result as
     `kb check FILE --format json`; `rules` explains a code."""
-    from kb.api.check import checker as make_checker
-    from kb.check.parse import read_source
-    from kb.core import yamlpos
-    from kb.text.findings import payload
+    from kb.api.check import check as linted
 
-    if (text is None) == (path is None):
-        raise ToolInputError("give either text (the candidate list) or path (a file), not both")
-    if path is not None:
-        if path.strip() == "-":
-            raise ToolInputError("path '-' would read the server's standard input; pass text")
-        file, body = read_source(path)
-    else:
-        file, body = "<text>", text or ""
-        if len(body.encode("utf-8")) > yamlpos.MAX_BYTES:
-            raise ToolInputError(f"the text is larger than the {yamlpos.MAX_BYTES} byte limit")
-    checker = make_checker(_current().catalog, select=select, ignore=ignore)
-    return payload(checker.check_sources([(file, body)]))  # type: ignore[return-value]
+    return linted(_catalog, text=text, path=path, select=select, ignore=ignore)  # type: ignore[return-value]
 
 
+@_tool
 def scan(
     path: Annotated[str | None, Field(description="a .py file or a directory on the server's "
                                       "machine (relative to its working directory)")] = None,
@@ -273,37 +272,13 @@ def scan(
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
     patterns named with the fused operator that replaces them. Same result as
     `kb scan PATH --format json`."""
-    from pathlib import Path as _Path
+    from kb.api.scan import scan as scanned
 
-    from kb.api.scan import scanner as make_scanner
-    from kb.scan.engine import ScanError, ScanOptions
-    from kb.text.scan import payload
-    from kb.vocab import normalize
-
-    if (text is None) == (path is None):
-        raise ToolInputError("give either path (a file or directory) or text (Python source)")
-    canon = normalize("product", product) if product else None
-    if product and canon is None:
-        raise ToolInputError(f"unknown product {product!r}")
-    options = ScanOptions(product=canon, torch_npu=torch_npu, select=list(select or []),
-                          ignore=list(ignore or []), fusion=fusion,
-                          use_config=path is not None)  # fmt: skip
-    scanner = make_scanner(_current().catalog, options)
-    try:
-        if path is not None:
-            if not _Path(path).exists():
-                raise ToolInputError(f"{path}: no such file or directory")
-            report = scanner.scan([path])
-        else:
-            body = text or ""
-            if len(body.encode("utf-8")) > 4 * 1024 * 1024:
-                raise ToolInputError("the text is larger than the 4 MiB limit")
-            report = scanner.scan_text(body, "<text>")
-    except ScanError as exc:
-        raise ToolInputError(str(exc)) from None
-    return payload(report)  # type: ignore[return-value]
+    return scanned(_catalog, path=path, text=text, product=product, torch_npu=torch_npu,  # type: ignore[return-value]
+                   select=select, ignore=ignore, fusion=fusion)  # fmt: skip
 
 
+@_tool
 def advise(
     tree: Annotated[str, Field(description="decision tree: attention, moe, kv-cache, "
                                "prefetch-placement (the tree tool lists them)")],
@@ -315,52 +290,24 @@ def advise(
     operators with products and key dtypes, prerequisites) plus complete=true; when an
     answer is still needed, complete=false and `needed` names the next question, its
     flag and the values it accepts: ask it (or read it from the code) and call again."""
-    from kb.advice.advise import AdviceError, advice, walk
+    from kb.api.advise import advise_step
 
-    catalog = _current().catalog
-    rec = catalog.get(tree)
-    if rec is None or rec["kind"] != "tree":
-        raise ToolInputError(f"no decision tree named {tree!r}; trees: "
-                             f"{', '.join(catalog.names('tree'))}")  # fmt: skip
-    given = {k.removeprefix("--"): str(v) for k, v in answers.items()}
-
-    class Needed(Exception):
-        def __init__(self, node: dict[str, Any], steps: list[Any]) -> None:
-            self.node, self.steps = node, steps
-
-    def ask(node: dict[str, Any], steps: list[Any]) -> str:
-        raise Needed(node, list(steps))
-
-    try:
-        walked = walk(rec, given, ask=ask)
-    except Needed as stop:
-        node = stop.node
-        return {
-            "tree": rec["name"],
-            "complete": False,
-            "answers": {f"--{s.key}": s.value for s in stop.steps},
-            "path": [s.as_dict() for s in stop.steps],
-            "needed": [{"flag": f"--{node['key']}", "key": node["key"],
-                        "question": node["question"]["en"],
-                        "options": [{"value": o["value"], "label": o["label"]}
-                                    for o in node["options"]]}],
-        }
-    except AdviceError as exc:
-        raise ToolInputError(str(exc)) from None
-    return {**advice(walked, catalog.get), "complete": True, "needed": []}
+    return advise_step(_catalog(), tree, answers)
 
 
+@_tool
 def tree(
     name: Annotated[str | None, Field(description="tree name; omit to list the trees with "
                                       "their flags")] = None,
 ) -> dict[str, Any]:
     """A decision tree record (questions, answers, the chains they lead to), or every tree
     with its flags. Same result as `kb tree [NAME] --format json`."""
-    from kb.cli.tree import payload
+    from kb.api.tree import tree as tree_doc
 
-    return payload(_current().catalog, name)
+    return tree_doc(_catalog(), name)
 
 
+@_tool
 def prefetch_size(
     shape: Annotated[list[int] | None, Field(description="weight shape, e.g. [7168, 18432]",
                                              min_length=1, max_length=8)] = None,
@@ -385,61 +332,28 @@ def prefetch_size(
     with, from the prefetch playbook's formulas (give shape, or hidden [+ intermediate
     [+ gate_up]], or moe with its sizes). Same result as `kb prefetch-size ... --format
     json`."""
-    argv = ["prefetch-size", "--format", "json", "--dtype", dtype, "--moe-tp", str(moe_tp)]
-    for flag, value in (("--shape", "x".join(map(str, shape)) if shape else None),
-                        ("--hidden", hidden), ("--intermediate", intermediate),
-                        ("--moe-intermediate", moe_intermediate),
-                        ("--experts-per-rank", experts_per_rank), ("--gmm", gmm),
-                        ("--factor", factor)):  # fmt: skip
-        if value is not None:
-            argv += [flag, str(value)]
-    argv += ["--gate-up"] * gate_up + ["--moe"] * moe
-    return run_verb(argv)  # type: ignore[no-any-return]
+    from kb.api.prefetch_size import PlaybookMissing, document, request, sizes
+
+    req = request(shape=shape, dtype=dtype, hidden=hidden, intermediate=intermediate,
+                  gate_up=gate_up, moe=moe, moe_intermediate=moe_intermediate,
+                  experts_per_rank=experts_per_rank, moe_tp=moe_tp, gmm=gmm, factor=factor)  # fmt: skip
+    try:
+        _, found = sizes(_catalog(), req)
+    except PlaybookMissing as exc:
+        raise ToolInputError(f"kb prefetch-size: {exc}") from None
+    return document(found)  # type: ignore[return-value]
 
 
+@_tool
 def rules(
     code: Annotated[str | None, Field(description="a rule code (KB406), prefix (KB4) or name; "
                                       "omit for all")] = None,
 ) -> RulesResult:
     """The checker's rules: code, severity, what each checks, why, and a failing and a fixed
     candidate-list snippet (`kb rules [CODE] --format json`, always as a list)."""
-    from kb.cli.rules import as_dict
-    from kb.rules import RULES, get
+    from kb.api.rules import rules as explained
 
-    chosen = list(RULES)
-    if code:
-        one = get(code)
-        chosen = [one] if one else [r for r in RULES if r.code.startswith(code.upper())]
-        if not chosen:
-            raise ToolInputError(f"no rule {code!r}; codes run KB001 to {RULES[-1].code}")
-    return {"rules": [as_dict(r) for r in chosen]}  # type: ignore[misc]
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def run_verb(argv: list[str]) -> Any:
-    """Run a ``kb`` verb in this process with ``--format json`` and return its document.
-
-    For verbs whose arguments are flags (``prefetch-size``): the verb's own parser and
-    code run, so the result is the CLI's by construction.  Output is captured, never
-    written to this process's stdout (the MCP channel).
-    """
-    from kb.cli import build_parser
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            args = build_parser((argv[0].replace("-", "_"),)).parse_args(argv)
-            code = int(args.func(args) or 0)
-        except UsageError as exc:
-            raise ToolInputError(str(exc)) from None
-        except SystemExit as exc:  # argparse or a verb ending the process
-            code = exc.code if isinstance(exc.code, int) else 2
-    if code not in (0, 1) or not out.getvalue().strip():
-        problem = err.getvalue().strip().splitlines()
-        raise ToolInputError(problem[-1] if problem else f"kb {argv[0]} exited {code}")
-    return json.loads(out.getvalue())
+    return explained(code)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ string; none of them decides anything about the findings.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from kb.lint.engine import Report
 from kb.lint.findings import Finding
@@ -54,21 +53,11 @@ def text(report: Report, *, color: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def payload(report: Report) -> dict[str, Any]:
-    """Exactly the PRODUCT.md shape: findings plus a summary of files, candidates, errors, warnings."""
-    return {
-        "findings": [f.as_dict() for f in report.findings],
-        "summary": {
-            "files": report.files,
-            "candidates": report.candidates,
-            "errors": report.count("error"),
-            "warnings": report.count("warning"),
-        },
-    }
-
-
 def as_json(report: Report) -> str:
-    return json.dumps(payload(report), ensure_ascii=False, indent=2) + "\n"
+    """The api's document (:func:`kb.api.check.document`), indented."""
+    from kb.api.check import document
+
+    return json.dumps(document(report), ensure_ascii=False, indent=2) + "\n"
 
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}

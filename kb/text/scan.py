@@ -31,24 +31,11 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
     return out + "".join(line + "\n" for line in extra)
 
 
-def payload(report: ScanReport) -> dict[str, Any]:
-    """The JSON document of ``kb scan --format json`` (the MCP scan tool returns it too)."""
-    return {
-        "findings": [f.as_dict() for f in report.findings],
-        "summary": {
-            "files": report.files,
-            "calls": report.calls,
-            "ops": report.ops,
-            "candidates": report.candidates,
-            "errors": report.count("error"),
-            "warnings": report.count("warning"),
-        },
-        "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
-    }
-
-
 def as_json(report: ScanReport) -> str:
-    return json.dumps(payload(report), ensure_ascii=False, indent=2) + "\n"
+    """The api's document (:func:`kb.api.scan.document`), indented."""
+    from kb.api.scan import document
+
+    return json.dumps(document(report), ensure_ascii=False, indent=2) + "\n"
 
 
 def sarif(report: ScanReport) -> str:

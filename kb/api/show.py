@@ -1,0 +1,51 @@
+"""``kb show`` as functions: a record whole, one section of it, or its brief card.
+
+The cuts themselves are :mod:`kb.api.recordview`'s; this is the verb's choice among
+them and its errors.  An unknown name is the caller's to word (the CLI exits 1 with
+suggestions, the MCP tool points at search), so it is not an error here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kb.api.recordview import Record
+
+if TYPE_CHECKING:
+    from kb.catalog.compiled import Catalog
+
+
+def section_of(rec: Record, name: str) -> str:
+    """The record field ``name`` means; UsageError naming the sections when none."""
+    from kb.api.errors import UsageError
+    from kb.api.recordview import section_key, section_names
+
+    key = section_key(rec, name)
+    if key is None:
+        raise UsageError(f"{rec['name']} has no section {name!r}; sections: "
+                         f"{', '.join(section_names(rec))}")  # fmt: skip
+    return key
+
+
+def view(rec: Record, *, section: str | None = None, brief: bool = False,
+         lang: str = "en") -> Record:  # fmt: skip
+    """The ``--format json`` document: the record, ``{kind, name, SECTION}`` or the card."""
+    from kb.api.errors import UsageError
+    from kb.api.recordview import brief as card
+    from kb.api.recordview import section as cut
+
+    if brief and section:
+        raise UsageError("give section or brief, not both")
+    if brief:
+        return card(rec, lang)
+    if section:
+        return cut(rec, section_of(rec, section))
+    return rec
+
+
+def suggestions(catalog: Catalog, name: str) -> list[str]:
+    """Record names close to a name that matched none."""
+    from kb.core.fuzzy import suggest
+
+    return suggest(name, catalog.names())
+
