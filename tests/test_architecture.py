@@ -17,7 +17,8 @@ MAX_LINES = 600
 #: Bottom to top.  A package may import its own layer's modules only when it is that
 #: package (siblings in one layer are independent), and any lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("kb.core", "kb.vocab"),
+    ("kb.vocab",),
+    ("kb.core",),
     ("kb.catalog",),
     ("kb.index",),
     ("kb.lint",),
