@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from kb.scan.kwargs import KwargsTracking
+from kb.scan.names import MOUNT_NAMESPACES, PATH_NAMESPACES
 from kb.scan.scopes import Env
 from kb.scan.sites import CallSite, FileScan
 from kb.scan.syntax import const_str, walk_expr
@@ -125,8 +126,8 @@ class CallRecorder(KwargsTracking):
                 and env.lookup("setattr") is None):  # fmt: skip
             name = const_str(node.args[1])
             for _c, owner in self.ev(node.args[0], env, cond):
-                if isinstance(owner, Module) and owner.path in ("torch_npu", "torch.ops.npu"):
-                    ns = "torch_npu" if owner.path == "torch_npu" else "npu"
+                ns = PATH_NAMESPACES.get(owner.path) if isinstance(owner, Module) else None
+                if ns in MOUNT_NAMESPACES and ns != "atb":  # setattr on torch.ops.atb: not followed
                     self.scan.mounts.add((ns, name or "*"))
             return
         first = const_str(node.args[0]) if node.args else None

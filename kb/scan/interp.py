@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from kb.scan.branches import atom_of, join, join_branches
 from kb.scan.callsites import CallRecorder, extension_names
-from kb.scan.names import attribute
+from kb.scan.names import MOUNT_NAMESPACES, PATH_NAMESPACES, attribute
 from kb.scan.scopes import Env, dedupe
 from kb.scan.sites import CallSite, FileScan
 from kb.scan.syntax import annotated, binds_self, child_exprs, const_str, segment, target_names
@@ -273,11 +273,10 @@ class Interpreter(CallRecorder):
                 table[target.attr] = dedupe([*table.get(target.attr, []),
                                              *(Alt(TRUE, v) for _c, v in alts)])  # fmt: skip
         for b_alt in self.ev(base, env, cond):
-            if isinstance(b_alt.value, Module) and b_alt.value.path in (
-                "torch_npu", "torch.ops.npu", "torch.ops.atb"
-            ):  # a custom operator mounted on torch_npu / torch.ops.npu
-                ns = "torch_npu" if b_alt.value.path == "torch_npu" else b_alt.value.path[10:]
-                self.scan.mounts.add((ns, target.attr))
+            if isinstance(b_alt.value, Module):  # a custom operator mounted on torch_npu ...
+                ns = PATH_NAMESPACES.get(b_alt.value.path)
+                if ns in MOUNT_NAMESPACES:
+                    self.scan.mounts.add((ns, target.attr))
 
 
 _Handler = Callable[[Interpreter, Any, Env, Cond, Frame], Flow]

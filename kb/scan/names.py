@@ -3,14 +3,15 @@
 ``torch_npu.X`` is an operator unless X is a sub-module or a dtype; ``torch.ops.<ns>.X``
 is an operator of namespace ``ns`` (``npu``, ``atb`` or a custom one), ``.default`` /
 ``.out`` its overload; everything else under a module is just a longer module path.
+Which attributes are dtypes is kb.vocab's (``torch.int4`` is not torch_npu's int4).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kb.scan.dtypes import TORCH_DTYPES, TORCH_NPU_DTYPES
 from kb.scan.values import UNKNOWN, DtypeConst, Module, Op
+from kb.vocab import NAMESPACE_PATHS, TORCH_DTYPE_ATTRS, TORCH_NPU_DTYPE_ATTRS
 
 #: torch_npu attributes that are sub-modules, not operators.
 SUBMODULES = frozenset({
@@ -18,14 +19,18 @@ SUBMODULES = frozenset({
     "utils", "dynamo", "distributed", "optim", "onnx", "asd", "jit", "fx", "npu_fusion",
     "_afd", "dtypes", "version", "meta", "erase_stream", "_logging", "compiler", "graph",
 })  # fmt: skip
-_NAMESPACES = {"npu": "npu", "atb": "atb"}
+#: Module path -> the namespace id of the operators under it (``torch.ops.npu`` -> ``npu``).
+PATH_NAMESPACES = {path: ns for ns, path in NAMESPACE_PATHS.items()}
+#: Namespaces a tree may mount its own operators on (``torch_npu.x = f``,
+#: ``torch.ops.npu.x = ...``): all but torch.npu, which is device API.
+MOUNT_NAMESPACES = frozenset(NAMESPACE_PATHS) - {"torch.npu"}
 
 
 def _module_attribute(path: str, attr: str) -> Any:
     if path == "torch":
         if attr in ("ops", "npu", "library"):
             return Module(f"torch.{attr}")
-        if attr in TORCH_DTYPES:
+        if attr in TORCH_DTYPE_ATTRS:
             return DtypeConst(f"torch.{attr}")
         return Module(f"torch.{attr}")
     if path == "torch.ops":
@@ -34,9 +39,9 @@ def _module_attribute(path: str, attr: str) -> Any:
         ns = path[len("torch.ops.") :]
         if "." in ns:
             return UNKNOWN
-        return Op(_NAMESPACES.get(ns, ns), attr)
+        return Op(ns, attr)
     if path == "torch_npu":
-        if attr in TORCH_NPU_DTYPES:
+        if attr in TORCH_NPU_DTYPE_ATTRS:
             return DtypeConst(f"torch_npu.{attr}")
         if attr in SUBMODULES or attr.startswith("__"):
             return Module(f"torch_npu.{attr}")
