@@ -29,7 +29,7 @@ from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
 from kb.scan.interp import CallSite, FileScan, Interpreter
-from kb.scan.sources import Skipped, SourceError, discover, read
+from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, read
 from kb.vocab import NAMESPACE_PATHS, product_family
 
 #: The scanner's names for the call-path namespaces records live under.
@@ -126,12 +126,29 @@ class ScanError(Exception):
     """The scan cannot start: bad configuration or an unknown rule pattern."""
 
 
-def parse_file(path: Path) -> tuple[FileScan | None, Finding | None, ast.Module | None, str]:
+_Parsed = tuple[FileScan | None, Finding | None, ast.Module | None, str]
+
+
+def parse_file(path: Path) -> _Parsed:
     """Read and interpret one file; a file that cannot be read yields one KB500 finding."""
     try:
         source = read(path)
     except SourceError as exc:
         return None, Finding(str(path), exc.line, exc.column, "KB500", "error", exc.message), None, ""
+    return parse_source(source)
+
+
+def parse_text(text: str, shown_as: str) -> _Parsed:
+    """:func:`parse_file` for source given as text: nothing is written or read."""
+    try:
+        source = from_text(text, shown_as)
+    except SourceError as exc:
+        return None, Finding(shown_as, exc.line, exc.column, "KB500", "error", exc.message), None, ""
+    return parse_source(source)
+
+
+def parse_source(source: Source) -> _Parsed:
+    """Parse and interpret source text; a syntax error yields one KB500 finding."""
     scan = FileScan(source.path, lines=source.text.splitlines())
     try:
         tree = ast.parse(source.text, filename=source.path)
@@ -211,32 +228,33 @@ class Scanner:
 
     # -- the scan ------------------------------------------------------------------------
     def scan_text(self, text: str, shown_as: str) -> ScanReport:
-        """Scan Python source given as text (one file), reported under ``shown_as``.
+        """Scan Python source given as text (one file), reported under ``shown_as``."""
+        return self.scan_source(text, shown_as)
 
-        The scanner reads files, so the text goes into a private temp dir first.
+    def scan_source(self, text: str, shown_as: str) -> ScanReport:
+        """Scan source held in memory exactly as a file named ``shown_as`` holding it.
+
+        Nothing touches the file system: ``shown_as`` is only a label (findings, sites
+        and the path hints read it).  No ``[tool.kb]`` table applies to text.
         """
-        import dataclasses
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="kb-scan-text-") as tmp:
-            file = Path(tmp) / "code.py"
-            file.write_text(text, encoding="utf-8")
-            report = self.scan([str(file)])
-        report.findings = [dataclasses.replace(f, file=shown_as) for f in report.findings]
-        for site in report.sites:
-            site.file = shown_as
+        report = ScanReport(files=1)
+        self._scan_parsed([(Path(shown_as), parse_text(text, shown_as))], Config(), report)
         return report
 
-    # -- the scan ------------------------------------------------------------------------
     def scan(self, paths: Sequence[str]) -> ScanReport:
         config = self._config(paths)
         report = ScanReport(config=config.path)
         files, skipped = discover(paths, [*config.exclude, *self.options.exclude])
         report.skipped = skipped
+        report.files = len(files)
+        self._scan_parsed([(path, parse_file(path)) for path in files], config, report)
+        return report
+
+    def _scan_parsed(self, results: list[tuple[Path, _Parsed]], config: Config,
+                     report: ScanReport) -> None:  # fmt: skip
+        """Judge interpreted files together (mounts and loaded extensions are tree-wide)."""
         parsed: list[tuple[Path, FileScan, ast.Module, str]] = []
-        for path in files:
-            report.files += 1
-            scan, problem, tree, text = parse_file(path)
+        for path, (scan, problem, tree, text) in results:
             if problem is not None:
                 report.findings.append(problem)
             if scan is not None and tree is not None:
@@ -260,7 +278,6 @@ class Scanner:
                 found += [o.finding for o in opps if o.finding.code in codes]
             report.findings += _suppressed(found, ignore_comments(text), scan)
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
-        return report
 
     def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
                    custom: set[str]) -> bool:  # fmt: skip

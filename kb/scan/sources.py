@@ -4,6 +4,7 @@ Directories are walked without following symlinks (no loops), honouring the
 ``.gitignore`` files on the way down and ``--exclude`` / ``[tool.kb] exclude`` patterns
 (gitignore syntax, via pathspec).  A file is read only when it is a regular file of
 sane size; its encoding comes from the coding cookie (PEP 263), as Python reads it.
+Source given as text (:func:`from_text`) meets the same limits without a file.
 Nothing here imports or runs the scanned code.
 """
 
@@ -150,11 +151,32 @@ def read(path: Path) -> Source:
         if not stat.S_ISREG(st.st_mode):
             raise SourceError("not a regular file")
         if st.st_size > MAX_BYTES:
-            raise SourceError(f"file is {st.st_size} bytes, larger than the {MAX_BYTES} byte limit")
+            raise SourceError(_too_large(st.st_size))
         with open(path, "rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    return Source(shown, decode(raw))
+
+
+def from_text(text: str, shown_as: str) -> Source:
+    """Source given as text, judged as if it were a UTF-8 file named ``shown_as``.
+
+    Nothing is written or read: the text is encoded as the file would hold it and goes
+    through the same limits and decoding as :func:`read` (a coding cookie included).
+    """
+    raw = text.encode("utf-8")
+    if len(raw) > MAX_BYTES:
+        raise SourceError(_too_large(len(raw)))
+    return Source(shown_as, decode(raw))
+
+
+def _too_large(size: int) -> str:
+    return f"file is {size} bytes, larger than the {MAX_BYTES} byte limit"
+
+
+def decode(raw: bytes) -> str:
+    """Python source bytes to text, as Python reads them (PEP 263 cookie, BOM dropped)."""
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise SourceError("binary file (NUL bytes), not Python source", line)
@@ -168,4 +190,4 @@ def read(path: Path) -> Source:
         raise SourceError(f"not valid {encoding} text (byte {exc.start})", line) from None
     if text.startswith("\ufeff"):
         text = text[1:]
-    return Source(shown, text)
+    return text

@@ -1,0 +1,90 @@
+"""Dicts built up for ``**kwargs``: item assignment, ``update``, ``setdefault``, ``pop``.
+
+A tracked dict is a :class:`~kb.scan.values.DictV` per alternative; a mutation the
+scanner cannot read (a computed key) leaves the dict *open* -- unknown keys may exist,
+so a missing argument is not reported for a call that spreads it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from kb.scan.expressions import Evaluator
+from kb.scan.scopes import Env, dedupe
+from kb.scan.syntax import const_str
+from kb.scan.values import Alt, Cond, DictV, Entry, consistent
+
+
+class KwargsTracking(Evaluator):
+    """Follows the statements that change a dict bound to a name."""
+
+    def map_dict(self, name: str, env: Env, fn: Callable[[DictV], DictV]) -> None:
+        """Apply ``fn`` to every dict alternative of ``name``."""
+        alts = env.lookup(name)
+        if not alts:
+            return
+        env.vars[name] = dedupe(Alt(c, fn(v) if isinstance(v, DictV) else v) for c, v in alts)
+
+    def map_dict_alts(self, name: str, env: Env, key: str, entries: list[Entry],
+                      values: list[Alt]) -> None:  # fmt: skip
+        """``name[key] = value`` for each alternative of the value that can hold with the dict's."""
+        alts = env.lookup(name)
+        if not alts:
+            return
+        out = []
+        for c, v in alts:
+            if not isinstance(v, DictV):
+                out.append(Alt(c, v))
+                continue
+            for (vc, _v), e in zip(values, entries, strict=True):
+                merged = consistent(c, vc)
+                if merged is not None:
+                    out.append(Alt(merged, v.set(key, e)))
+        env.vars[name] = dedupe(out)
+
+    def mutation(self, expr: ast.expr, env: Env, cond: Cond) -> None:
+        """``kw.update(...)``, ``kw.setdefault(k, v)``, ``kw.pop(k)`` on a tracked dict."""
+        if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+                and isinstance(expr.func.value, ast.Name)):  # fmt: skip
+            return
+        name, method = expr.func.value.id, expr.func.attr
+        if method == "update":
+            self.update_dict(name, list(expr.args), list(expr.keywords), env, cond)
+        elif method == "setdefault" and expr.args:
+            key = const_str(expr.args[0])
+            alts = env.lookup(name) or []
+            if key is not None and any(isinstance(v, DictV) and not dict(v.entries).get(key)
+                                       for _c, v in alts):  # fmt: skip
+                value = expr.args[1] if len(expr.args) > 1 else ast.Constant(None)
+                vals = self.ev(value, env, cond)
+                self.map_dict_alts(name, env, key, [self.entry(value, v, expr.args[0])
+                                                    for _c, v in vals], vals)  # fmt: skip
+        elif method in ("pop", "__delitem__") and expr.args:
+            self.drop_key(name, const_str(expr.args[0]), env)
+        elif method == "clear":
+            self.map_dict(name, env, lambda d: DictV())
+
+    def drop_key(self, name: str, key: str | None, env: Env) -> None:
+        """``del kw[key]`` / ``kw.pop(key)``; an unreadable key leaves the dict open."""
+        self.map_dict(name, env, lambda d: d.drop(key) if key else DictV(d.entries, True))
+
+    def update_dict(self, name: str, args: list[ast.expr], keywords: list[ast.keyword], env: Env,
+                    cond: Cond) -> None:  # fmt: skip
+        """``kw.update(...)`` and ``kw |= {...}``."""
+        alts = env.lookup(name)
+        if not alts:
+            return
+        adds = self.dict_call(args, keywords, env, cond)
+        out = []
+        for c, v in alts:
+            if not isinstance(v, DictV):
+                out.append(Alt(c, v))
+                continue
+            for ac, add in adds:
+                merged = consistent(c, ac)
+                if merged is None:
+                    continue
+                out.append(Alt(merged, v.merged(add) if isinstance(add, DictV)
+                               else DictV(v.entries, True)))  # fmt: skip
+        env.vars[name] = dedupe(out)

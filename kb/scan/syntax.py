@@ -1,0 +1,92 @@
+"""Reading ``ast`` nodes the way the scanner needs them, without unparsing anything.
+
+Source text is sliced from the file's lines (cheaper than ``ast.unparse`` and what the
+findings quote); the walks stop at nested function and class bodies, which the
+interpreter visits on their own.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from kb.scan.values import UNKNOWN, Typed
+
+
+def segment(lines: list[str], node: ast.AST) -> str:
+    """Source text of ``node`` from the file's lines, whitespace folded to single spaces."""
+    try:
+        first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined,operator]
+        start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+    except AttributeError:
+        return "?"
+    if first < 0 or last >= len(lines) or last < first:
+        return "?"
+    if first == last:
+        raw = lines[first].encode("utf-8")[start:end]
+    else:
+        parts = [lines[first].encode("utf-8")[start:]]
+        parts += [lines[i].encode("utf-8") for i in range(first + 1, last)]
+        parts.append(lines[last].encode("utf-8")[:end])
+        raw = b" ".join(parts)
+    return " ".join(raw.decode("utf-8", "replace").split())
+
+
+def const_str(node: ast.AST | None) -> str | None:
+    """The value of a string literal, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def target_names(target: ast.AST) -> Iterator[str]:
+    """Every name an assignment target (``a, (b, c)``) binds."""
+    for node in ast.walk(target):
+        if isinstance(node, ast.Name):
+            yield node.id
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def walk_expr(root: ast.AST) -> Iterator[ast.AST]:
+    """Nodes of an expression or simple statement, not descending into nested bodies."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, _NESTED) and not isinstance(child, ast.stmt):
+                stack.append(child)
+
+
+def child_exprs(stmt: ast.stmt) -> Iterator[ast.expr]:
+    """The expressions directly under a statement (for statements the walker does not model)."""
+    for child in ast.iter_child_nodes(stmt):
+        if isinstance(child, ast.expr):
+            yield child
+
+
+def annotated(annotation: ast.expr | None, lines: list[str]) -> Any:
+    """What a parameter annotation says: a plain tensor, a list of tensors, or nothing."""
+    if annotation is None:
+        return UNKNOWN
+    text = segment(lines, annotation).replace(" ", "")
+    if text in ("torch.Tensor", "Tensor"):
+        return Typed("Tensor")
+    if text.lower().startswith(("list[torch.tensor]", "list[tensor]", "typing.list[torch.tensor]")):
+        return Typed("TensorList")
+    return UNKNOWN
+
+
+def binds_self(fn: ast.AST) -> bool:
+    """Does a method assign ``self.<attr>`` anywhere (the first pass needs only those)?"""
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"):  # fmt: skip
+                    return True
+    return False
