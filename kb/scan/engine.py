@@ -29,6 +29,7 @@ from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
 from kb.scan.interp import CallSite, FileScan, Interpreter
+from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
 from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, read
 from kb.vocab import NAMESPACE_PATHS, product_family
 
@@ -134,7 +135,7 @@ def parse_file(path: Path) -> _Parsed:
     try:
         source = read(path)
     except SourceError as exc:
-        return None, Finding(str(path), exc.line, exc.column, "KB500", "error", exc.message), None, ""
+        return None, UNREADABLE.finding(str(path), exc.line, exc.column, exc.message), None, ""
     return parse_source(source)
 
 
@@ -143,7 +144,7 @@ def parse_text(text: str, shown_as: str) -> _Parsed:
     try:
         source = from_text(text, shown_as)
     except SourceError as exc:
-        return None, Finding(shown_as, exc.line, exc.column, "KB500", "error", exc.message), None, ""
+        return None, UNREADABLE.finding(shown_as, exc.line, exc.column, exc.message), None, ""
     return parse_source(source)
 
 
@@ -154,14 +155,13 @@ def parse_source(source: Source) -> _Parsed:
         tree = ast.parse(source.text, filename=source.path)
     except SyntaxError as exc:
         msg = f"Python syntax error: {exc.msg}"
-        return None, Finding(source.path, exc.lineno or 1, exc.offset or 1, "KB500", "error", msg), None, ""
+        return None, UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg), None, ""
     except (ValueError, RecursionError, MemoryError) as exc:
-        return None, Finding(source.path, 1, 1, "KB500", "error", f"cannot parse: {exc}"), None, ""
+        return None, UNREADABLE.finding(source.path, 1, 1, f"cannot parse: {exc}"), None, ""
     try:
         Interpreter(scan, tree).run()
     except RecursionError:
-        return None, Finding(source.path, 1, 1, "KB500", "error",
-                             "nesting too deep to analyse"), None, ""  # fmt: skip
+        return None, UNREADABLE.finding(source.path, 1, 1, "nesting too deep to analyse"), None, ""
     return scan, None, tree, source.text
 
 
