@@ -230,6 +230,13 @@ def scalar(value: object) -> str:
     return str(value)
 
 
+def value_text(value: object) -> str:
+    """A record value as its Python spelling, a list of scalars as ``[a, b]``."""
+    if isinstance(value, list):
+        return "[" + ", ".join(scalar(v) for v in value) + "]"
+    return scalar(value)
+
+
 # -- raw HTML tables (rows that carry data attributes for the page filters) -----------
 
 

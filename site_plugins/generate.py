@@ -18,6 +18,7 @@ from site_plugins.common import (
 )
 from site_plugins.matrices import MATRICES
 from site_plugins.names import NAMES_PATH, names_json
+from site_plugins.operator_lists import categories, statuses
 from site_plugins.operators import operator_page
 from site_plugins.playbooks import playbook_page
 from site_plugins.rules import rule_family, rule_page, rule_title, rules_index
@@ -47,11 +48,11 @@ def generate(data: SiteData) -> Generated:
     categories_nav: list[NavItem] = ["categories/index.md"]
     operators_nav: list[NavItem] = ["operators/index.md", {"By category": categories_nav}]
     status_nav: list[NavItem] = ["status/index.md"]
-    for status in indexes.statuses(data):
+    for status in statuses(data):
         pages[status_path(status)] = indexes.status_page(data, status)
         status_nav.append({nav_title(status.capitalize()): status_path(status)})
     operators_nav.append({"By status": status_nav})
-    for cat in indexes.categories(data):
+    for cat in categories(data):
         pages[category_path(cat)] = indexes.category_page(data, cat)
         section: list[NavItem] = [category_path(cat)]
         for name in sorted(n for n, o in data.operators.items() if o["category"] == cat):

@@ -17,7 +17,7 @@ from site_plugins.common import (
     select_box,
     status_path,
 )
-from site_plugins.matrices import op_cell
+from site_plugins.operator_lists import categories, op_cell, statuses
 
 
 def release_bits(op: Record, releases: list[str]) -> str:
@@ -85,19 +85,6 @@ def md_inline_html(text: str) -> str:
     if str(text).count("`") % 2:
         return html.escape(str(text))
     return "".join(out)
-
-
-def categories(data: SiteData) -> list[str]:
-    """Categories that have operators, in vocabulary order."""
-    used = {op["category"] for op in data.operators.values()}
-    return [c for c in CANONICAL["category"] if c in used] + sorted(
-        used - set(CANONICAL["category"])
-    )
-
-
-def statuses(data: SiteData) -> list[str]:
-    used = {op["status"] for op in data.operators.values()}
-    return [s for s in CANONICAL["status"] if s in used]
 
 
 def all_operators(data: SiteData) -> str:

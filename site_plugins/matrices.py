@@ -23,18 +23,14 @@ from site_plugins.common import (
     chip,
     chips,
     filter_box,
-    html_link,
     html_table,
-    record_path,
-    wrap_name,
 )
+from site_plugins.operator_lists import categories, op_cell
 
 MATRIX_ID = "kb-matrix"
 
 
 def _by_category(data: SiteData) -> list[tuple[str, list[Record]]]:
-    from site_plugins.indexes import categories
-
     out = []
     for cat in categories(data):
         ops = sorted(
@@ -42,12 +38,6 @@ def _by_category(data: SiteData) -> list[tuple[str, list[Record]]]:
         )
         out.append((cat, ops))
     return out
-
-
-def op_cell(op: Record, here: str, data: SiteData) -> str:
-    """The operator's name as a link that wraps at underscores (HTML)."""
-    target = md.url_between(record_path("operator", op["name"]), here, data.directory_urls)
-    return html_link(f"<code>{wrap_name(op['name'])}</code>", target)
 
 
 def _grouped(

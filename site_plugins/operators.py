@@ -29,7 +29,9 @@ from site_plugins.common import (
     scalar,
     search_terms,
     status_path,
+    value_text,
 )
+from site_plugins.operator_rules import rules_section
 
 #: Above this many parameters, the optional ones are folded under the required ones.
 FOLD_PARAMETERS_OVER = 10
@@ -52,7 +54,7 @@ def operator_page(op: Record, data: SiteData) -> str:
         _returns(op),
         _constraints(op),
         _quantization(op),
-        _rules(op),
+        rules_section(op),
         _versions(op),
         _graph_mode(op),
         _fuses(op),
@@ -217,7 +219,7 @@ def _shapes(shapes: list[dict[str, Any]]) -> str:
 
 def _allowed(p: Record) -> str:
     if p.get("allowed") is not None:
-        return md.words((_value(v) for v in p["allowed"]), ", ")
+        return md.words((value_text(v) for v in p["allowed"]), ", ")
     rng = p.get("range")
     if rng:
         lo, hi = rng.get("min"), rng.get("max")
@@ -227,12 +229,6 @@ def _allowed(p: Record) -> str:
             text = f"{text} ({md.inline(rng['note'])})" if text else md.inline(rng["note"])
         return text
     return ""
-
-
-def _value(value: object) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(scalar(v) for v in value) + "]"
-    return scalar(value)
 
 
 def _num(value: object) -> str:
@@ -326,7 +322,7 @@ def _returns(op: Record) -> str:
     return "## Returns\n\n" + f'<div class="kb-params" markdown>\n\n{body}\n\n</div>'
 
 
-# -- constraints, quantization, rules -------------------------------------------------
+# -- constraints, quantization ---------------------------------------------------------
 
 
 def _constraints(op: Record) -> str:
@@ -343,78 +339,6 @@ def _constraints(op: Record) -> str:
     if len(items) > FOLD_CONSTRAINTS_OVER:
         body = folded(f"{len(items)} constraints", body, "warning")
     return "## Constraints\n\n" + body
-
-
-def condition_text(cond: Record) -> str:
-    """One ``when`` clause in words, e.g. ``cache_mode`` ∈ {``PA_BSND``, ``PA_NZ``}."""
-    if cond.get("arg"):
-        subject = md.code(cond["arg"])
-        if cond.get("equals") is not None:
-            return f"{subject} = {md.code(scalar(cond['equals']))}"
-        if cond.get("in") is not None:
-            return f"{subject} ∈ {{{md.words(scalar(v) for v in cond['in'])}}}"
-        return f"{subject} ∉ {{{md.words(scalar(v) for v in cond.get('not_in') or [])}}}"
-    if cond.get("tensor"):
-        subject = md.code(cond["tensor"])
-        parts = []
-        if cond.get("dtype_in"):
-            parts.append(f"{subject} dtype ∈ {{{md.words(cond['dtype_in'])}}}")
-        if cond.get("format_in"):
-            parts.append(f"{subject} format ∈ {{{md.words(cond['format_in'])}}}")
-        return " and ".join(parts)
-    if cond.get("present"):
-        return f"{md.code(cond['present'])} is passed"
-    if cond.get("absent"):
-        return f"{md.code(cond['absent'])} is not passed"
-    if cond.get("product"):
-        return f"product ∈ {{{md.words(cond['product'])}}}"
-    if cond.get("quantization"):
-        return f"quantization ∈ {{{md.words(cond['quantization'])}}}"
-    return ""
-
-
-def effect_lines(rule: Record) -> list[str]:
-    """What a rule demands once it applies, one phrase per effect."""
-    out = []
-    if rule.get("require"):
-        out.append("pass " + md.words(rule["require"]))
-    if rule.get("forbid"):
-        out.append("do not pass " + md.words(rule["forbid"]))
-    for tensor, dtypes in (rule.get("dtypes") or {}).items():
-        out.append(f"{md.code(tensor)} dtype ∈ {{{md.words(dtypes)}}}")
-    for tensor, formats in (rule.get("formats") or {}).items():
-        out.append(f"{md.code(tensor)} format ∈ {{{md.words(formats)}}}")
-    for arg, values in (rule.get("values") or {}).items():
-        out.append(f"{md.code(arg)} ∈ {{{md.words(_value(v) for v in values)}}}")
-    if rule.get("products"):
-        out.append("only on " + md.words(rule["products"]))
-    return out
-
-
-def _rules(op: Record) -> str:
-    rules = op.get("rules", [])
-    if not rules:
-        return ""
-    items = []
-    for rule in rules:
-        when = " and ".join(filter(None, (condition_text(c) for c in rule.get("when", []))))
-        rid = rule["id"]
-        items.append(
-            f"- **{md.inline(rid)}**{{ #rule-{rid} }}: "
-            + (f"when {when}, " if when else "always: ")
-            + "; ".join(effect_lines(rule))
-            + f"  \n  *{md.inline(rule.get('message', ''))}*"
-        )
-    intro = (
-        "`kb check` evaluates these against a candidate list; a rule whose conditions "
-        "the candidate does not state stays silent."
-    )
-    body = intro + "\n\n" + "\n".join(items)
-    return (
-        no_search("## Checkable rules")
-        + "\n\n"
-        + folded(f"{len(rules)} rules kb check applies", body, "success")
-    )
 
 
 def _quantization(op: Record) -> str:
@@ -520,7 +444,7 @@ def _site_line(seen: Record, site: Record) -> str:
     extra = []
     if site.get("args"):
         extra.append(
-            ", ".join(f"{md.code(k)} = {md.code(_value(v))}" for k, v in site["args"].items())
+            ", ".join(f"{md.code(k)} = {md.code(value_text(v))}" for k, v in site["args"].items())
         )
     if site.get("products"):
         extra.append("on " + ", ".join(html.escape(products.short(p)) for p in site["products"]))

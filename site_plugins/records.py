@@ -23,6 +23,7 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
+from site_plugins import build_cache
 from site_plugins.autolink import autolink
 from site_plugins.cli_help import MARKER, cli_reference
 from site_plugins.common import Record, SiteData
@@ -115,7 +116,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         if src in self.generated.pages:
             return markdown
         if MARKER in markdown:
-            markdown = markdown.replace(MARKER, cli_reference())
+            markdown = markdown.replace(MARKER, build_cache.cli_reference(cli_reference))
         if self.config.autolink:
             markdown = autolink(markdown, src, self.data)
         return markdown
@@ -133,7 +134,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         import minify_html
 
         return str(
-            minify_html.minify(output, keep_closing_tags=False, keep_html_and_head_opening_tags=True)
+            minify_html.minify(
+                output, keep_closing_tags=False, keep_html_and_head_opening_tags=True
+            )
         )
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from site_plugins import md
+from site_plugins import build_cache, md
 from site_plugins.common import RuleUnit, badge, h1, join_sections, rule_path
 
 REGISTRY = "kb.rules"
@@ -34,24 +34,46 @@ def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
     """What ``kb check`` (candidate lists) or ``kb scan`` (Python) prints for each rule's
     failing example, run at build time.
 
-    Shown on the rule page, so the example output is the tool's, not a copy of it.
+    Shown on the rule page, so the example output is the tool's, not a copy of it.  A
+    report is reused from the last build while the code, the snippet and every record
+    it read are the same (:mod:`site_plugins.build_cache`).
     """
     if not rules:
         return {}
-    from kb.api.check import checker as make_checker
-    from kb.text.findings import text
-
-    checker = make_checker(catalog)
-    reports = {}
+    name = build_cache.examples_name(catalog)
+    stored = build_cache.load(name)
+    reads = build_cache.ReadDigests(catalog)
+    entries: dict[str, dict[str, Any]] = {}
     for rule in rules:
+        front = "scan" if _scan_only(rule) else "check"
+        key = build_cache.example_key(rule.code, front, rule.fail)
+        entry = stored.get(rule.code)
+        if isinstance(entry, dict) and entry.get("key") == key and reads.still(entry.get("reads")):
+            entries[rule.code] = entry
+            continue
+        reading = build_cache.ReadLog(catalog)
         try:
-            if _scan_only(rule):
-                reports[rule.code] = _scan_example(rule.fail, catalog)
-            else:
-                reports[rule.code] = text(checker.check_sources([("candidates.yaml", rule.fail)]))
+            text = (
+                _scan_example(rule.fail, reading)
+                if front == "scan"
+                else _check_example(rule.fail, reading)
+            )
         except Exception as exc:  # a checker bug must not hide the rest of the site
             log.warning(f"kb check/scan failed on the failing example of {rule.code}: {exc!r}")
-    return reports
+            continue
+        entries[rule.code] = {"key": key, "reads": reads.of(reading.reads), "text": text}
+    if entries != stored:
+        build_cache.store(name, entries)
+    return {code: str(entry["text"]) for code, entry in entries.items()}
+
+
+def _check_example(text: str, catalog: Any) -> str:
+    """``kb check candidates.yaml`` on a snippet (a checker of its own: its lookups are
+    memoised, and each example's reads must reach the catalog to be logged)."""
+    from kb.api.check import checker
+    from kb.text.findings import text as findings_text
+
+    return findings_text(checker(catalog).check_sources([("candidates.yaml", text)]))
 
 
 def _scan_only(rule: RuleUnit) -> bool:

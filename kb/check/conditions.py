@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kb.catalog.wording import MESSAGE, when_words
 from kb.lint.model import Candidate, Path, Target
 from kb.vocab import product_support
 
@@ -145,30 +146,6 @@ class Violation:
     severity: str = "error"  # the record rule's: warning when the setting is only ignored
 
 
-def _describe_when(rule: dict[str, Any]) -> str:
-    parts = []
-    for c in rule.get("when") or []:
-        if c.get("arg") is not None:
-            if c.get("equals") is not None:
-                parts.append(f"{c['arg']}={c['equals']}")
-            elif c.get("in") is not None:
-                parts.append(f"{c['arg']} in {c['in']}")
-            else:
-                parts.append(f"{c['arg']} not in {c.get('not_in')}")
-        elif c.get("tensor") is not None:
-            what = c.get("dtype_in") or c.get("format_in")
-            parts.append(f"{c['tensor']} is {'/'.join(map(str, what or []))}")
-        elif c.get("product") is not None:
-            parts.append(f"product {'/'.join(c['product'])}")
-        elif c.get("quantization") is not None:
-            parts.append(f"quantization {'/'.join(c['quantization'])}")
-        elif c.get("present") is not None:
-            parts.append(f"{c['present']} given")
-        elif c.get("absent") is not None:
-            parts.append(f"{c['absent']} not given")
-    return " and ".join(parts)
-
-
 def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Iterator[Violation]:
     """Every contradiction between the record's fired rules and what the candidate states."""
     for rule in record.get("rules") or []:
@@ -176,7 +153,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
             continue
         rid, msg = rule.get("id", "?"), rule.get("message", "")
         sev = str(rule.get("severity") or "error")
-        when = _describe_when(rule)
+        when = when_words(rule, MESSAGE)
         ctx = f" (record rule {rid}" + (f", when {when})" if when else ")")
         for name, allowed in (rule.get("dtypes") or {}).items():
             spec = cand.tensors.get(name)

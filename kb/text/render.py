@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kb.api.recordview import release_span, text_in
+from kb.catalog.wording import TEXT, when_words
 
 WIDTH = 80
 
@@ -72,26 +73,8 @@ def _param(p: dict[str, Any]) -> list[str]:
     return out
 
 
-def _condition(c: dict[str, Any]) -> str:
-    if c.get("arg"):
-        if c.get("equals") is not None:
-            return f"{c['arg']} == {c['equals']!r}"
-        if c.get("in") is not None:
-            return f"{c['arg']} in {c['in']}"
-        return f"{c['arg']} not in {c.get('not_in')}"
-    if c.get("tensor"):
-        what = c.get("dtype_in") or c.get("format_in")
-        return f"{c['tensor']} {'dtype' if c.get('dtype_in') else 'format'} in {what}"
-    for key in ("present", "absent"):
-        if c.get(key):
-            return f"{c[key]} {'given' if key == 'present' else 'not given'}"
-    if c.get("product"):
-        return f"product in {c['product']}"
-    return f"quantization in {c.get('quantization')}"
-
-
 def rule_line(r: dict[str, Any]) -> str:
-    when = " and ".join(_condition(c) for c in r.get("when", [])) or "always"
+    when = when_words(r, TEXT) or "always"
     effects = []
     if r.get("require"):
         effects.append("requires " + ", ".join(r["require"]))

@@ -1,0 +1,189 @@
+"""Build outputs the site reuses by content hash: rule-example reports, the CLI reference.
+
+Running ~60 rule examples (``kb check`` or ``kb scan`` on each failing snippet) and
+formatting ``kb --help`` for every verb cost every build, though a record edit changes
+neither unless an example reads that record.  Each output is stored in kb's cache
+directory with what it was made from: the code version (every file of the kb package
+outside its records, the site plugin's modules, the Python version), the snippet, and
+for an example the records it read, logged through :class:`ReadLog` (each record got
+by name, each name list, each kind iterated) and compared by digest on the next build.
+So a one-word edit of one record reruns only the examples that read that record.
+
+Files are written like the search index's: under a lock, into a marked temp dir, then
+renamed into place; each carries a digest of its payload, checked on load.  A missing,
+stale, corrupt or unwritable cache only costs the recomputation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kb.catalog.compiled import root_key
+from kb.core import cache
+from kb.core.paths import PACKAGE_DIR, cache_dir
+
+try:  # the builtin module avoids importing OpenSSL through hashlib
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - every CPython has _blake2
+    from hashlib import blake2b
+
+#: Bump when what an entry holds (or how it is keyed) changes.
+CACHE_VERSION = "1"
+SITE_PLUGINS_DIR = Path(__file__).resolve().parent
+
+Read = tuple[str, str]  # (what was asked: get | names | records | all, of what)
+
+
+def digest(*parts: str) -> str:
+    h = blake2b(digest_size=16)
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of the code that makes the outputs: kb's own files outside its records
+    (modules and data such as the release table), the site plugin's modules, Python."""
+    h = blake2b(digest_size=16)
+    h.update(sys.version.encode())
+    for base, pattern in ((PACKAGE_DIR, "**/*"), (SITE_PLUGINS_DIR, "**/*.py")):
+        for path in sorted(base.glob(pattern)):
+            rel = path.relative_to(base).as_posix()
+            if rel.startswith("records/") or "__pycache__" in rel or not path.is_file():
+                continue
+            h.update(f"{base.name}/{rel}\0".encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+class ReadLog:
+    """A catalog that notes what is read from it: what an example's output depends on.
+
+    Records are reached through ``get``, ``names`` and ``records``; any other attribute
+    is noted as a read of the whole catalog, so a new way in can only cost reuse.
+    """
+
+    def __init__(self, catalog: Any) -> None:
+        self._catalog = catalog
+        self.reads: set[Read] = set()
+
+    def get(self, spelling: str) -> dict[str, Any] | None:
+        self.reads.add(("get", spelling))
+        return self._catalog.get(spelling)  # type: ignore[no-any-return]
+
+    def names(self, kind: str | None = None) -> list[str]:
+        self.reads.add(("names", kind or ""))
+        return self._catalog.names(kind)  # type: ignore[no-any-return]
+
+    def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
+        self.reads.add(("records", kind or ""))
+        return self._catalog.records(kind)  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        self.reads.add(("all", ""))
+        return getattr(self._catalog, name)
+
+
+class ReadDigests:
+    """The digest of each read against the current catalog, computed once per build."""
+
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
+        self._done: dict[Read, str] = {}
+
+    def __call__(self, read: Read) -> str:
+        if read not in self._done:
+            what, arg = read
+            if what == "get":
+                value: object = self.catalog.get(arg)
+            elif what == "names":
+                value = self.catalog.names(arg or None)
+            elif what == "records":
+                value = list(self.catalog.records(arg or None))
+            else:
+                value = self.catalog.content
+            self._done[read] = digest(_json(value))
+        return self._done[read]
+
+    def of(self, reads: Iterable[Read]) -> list[list[str]]:
+        return [[what, arg, self((what, arg))] for what, arg in sorted(reads)]
+
+    def still(self, stored: object) -> bool:
+        """Do the reads an entry stored still give what they gave?"""
+        if not isinstance(stored, list):
+            return False
+        try:
+            return all(self((what, arg)) == was for what, arg, was in stored)
+        except (TypeError, ValueError):
+            return False
+
+
+# -- the files -------------------------------------------------------------------------
+
+
+def _path(name: str) -> Path:
+    return cache_dir() / f"site-{CACHE_VERSION}-{name}.json"
+
+
+def load(name: str) -> dict[str, Any]:
+    """A stored payload, or {} when missing, unreadable or failing its digest."""
+    try:
+        stored = json.loads(_path(name).read_text(encoding="utf-8"))
+        payload = stored["payload"]
+        if not isinstance(payload, dict) or stored.get("digest") != digest(_json(payload)):
+            return {}
+        return payload
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def store(name: str, payload: dict[str, Any]) -> None:
+    """Replace a stored payload atomically; a cache that cannot be written is skipped."""
+    with contextlib.suppress(cache.CacheUnavailable, OSError):
+        directory = cache.usable_dir()
+        tag = f"site-{name}"
+        with cache.locked(directory, tag):
+            cache.clean_stale(directory, tag)
+            tmp = cache.private_tmpdir(directory, tag)
+            try:
+                built = tmp / "payload.json"
+                text = _json({"payload": payload, "digest": digest(_json(payload))})
+                built.write_text(text, encoding="utf-8")
+                os.replace(built, _path(name))
+            finally:
+                cache.remove_owned(tmp)
+
+
+# -- the two outputs -------------------------------------------------------------------
+
+
+def examples_name(catalog: Any) -> str:
+    """One file of example reports per record tree (trees read different records)."""
+    return f"examples-{root_key(Path(catalog.root))}"
+
+
+def example_key(code: str, front: str, snippet: str) -> str:
+    return digest(code_version(), code, front, snippet)
+
+
+def cli_reference(render: Callable[[], str]) -> str:
+    """``render()`` (the kb parser's help), reused while the code is the same."""
+    key = code_version()
+    stored = load("cli")
+    if stored.get("key") == key and isinstance(stored.get("text"), str):
+        return str(stored["text"])
+    text = render()
+    store("cli", {"key": key, "text": text})
+    return text

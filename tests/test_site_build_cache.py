@@ -1,0 +1,102 @@
+"""The site build reuses rule-example reports and the CLI reference by content hash:
+nothing reruns when nothing changed, an edited record reruns exactly the examples that
+read it, and a damaged cache is rebuilt, never trusted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.catalog.compiled import open_catalog
+from kb.core.paths import PACKAGE_DIR
+from kb.rules import RULES
+from site_plugins import build_cache, rules
+
+EDITED = "npu_rms_norm"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "records"
+    shutil.copytree(PACKAGE_DIR / "records", root)
+    return root
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The snippets actually run (check or scan), in order."""
+    ran: list[str] = []
+    for name in ("_check_example", "_scan_example"):
+        real = getattr(rules, name)
+
+        def counted(text: str, catalog: Any, real: Any = real) -> str:
+            ran.append(text)
+            return str(real(text, catalog))
+
+        monkeypatch.setattr(rules, name, counted)
+    return ran
+
+
+def _codes(ran: list[str]) -> set[str]:
+    return {r.code for r in RULES if r.fail in ran}
+
+
+def test_examples_rerun_only_when_what_they_read_changed(tree: Path, runs: list[str]) -> None:
+    catalog = open_catalog(tree)
+    first = rules.check_examples(RULES, catalog)
+    assert _codes(runs) == {r.code for r in RULES} and len(first) == len(RULES)
+
+    runs.clear()
+    assert rules.check_examples(RULES, catalog) == first
+    assert runs == []
+
+    stored = build_cache.load(build_cache.examples_name(catalog))
+    readers = {
+        code
+        for code, entry in stored.items()
+        for what, arg, _ in entry["reads"]
+        if (what == "get" and catalog.resolve(arg) == EDITED)
+        or (what == "records" and arg in ("operator", ""))
+    }
+    assert readers and readers != set(stored)
+    path = tree / "operators" / "norm" / f"{EDITED}.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("replace a hand-written", "replace a handwritten"), "utf-8")
+    edited = open_catalog(tree)
+    assert edited.content != catalog.content
+
+    runs.clear()
+    again = rules.check_examples(RULES, edited)
+    assert _codes(runs) == readers
+    build_cache.store(build_cache.examples_name(edited), {})  # forget: run all afresh
+    assert rules.check_examples(RULES, edited) == again
+
+
+def test_a_damaged_cache_is_rebuilt(tree: Path, runs: list[str]) -> None:
+    catalog = open_catalog(tree)
+    some = RULES[:3]
+    first = rules.check_examples(some, catalog)
+    path = (
+        build_cache.cache_dir()
+        / f"site-{build_cache.CACHE_VERSION}-{build_cache.examples_name(catalog)}.json"
+    )
+    path.write_text(path.read_text(encoding="utf-8").replace("KB", "XB"), encoding="utf-8")
+    runs.clear()
+    assert rules.check_examples(some, catalog) == first
+    assert _codes(runs) == {r.code for r in some}
+
+
+def test_cli_reference_is_rendered_once_per_code_version(tree: Path) -> None:
+    calls: list[int] = []
+
+    def render() -> str:
+        calls.append(1)
+        return "### kb\n"
+
+    assert build_cache.cli_reference(render) == "### kb\n"
+    assert build_cache.cli_reference(render) == "### kb\n"
+    assert calls == [1]
