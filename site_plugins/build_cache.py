@@ -5,9 +5,10 @@ formatting ``kb --help`` for every verb cost every build, though a record edit c
 neither unless an example reads that record.  Each output is stored in kb's cache
 directory with what it was made from: the code version (every file of the kb package
 outside its records, the site plugin's modules, the Python version), the snippet, and
-for an example the records it read, logged through :class:`ReadLog` (each record got
-by name, each name list, each kind iterated) and compared by digest on the next build.
-So a one-word edit of one record reruns only the examples that read that record.
+for an example what it read of the records, logged through :class:`ReadLog` (each record
+got by name, each name list, and of each kind iterated the fields read) and compared by
+digest on the next build.  So a one-word edit of one record reruns only the examples
+that read that record, or that field of every record.
 
 Files are written like the search index's: under a lock, into a marked temp dir, then
 renamed into place; each carries a digest of its payload, checked on load.  A missing,
@@ -38,7 +39,7 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
 CACHE_VERSION = "1"
 SITE_PLUGINS_DIR = Path(__file__).resolve().parent
 
-Read = tuple[str, str]  # (what was asked: get | names | records | all, of what)
+Read = tuple[str, str]  # (what was asked: get | names | records | fields | all, of what)
 
 
 def digest(*parts: str) -> str:
@@ -68,6 +69,50 @@ def code_version() -> str:
     return h.hexdigest()
 
 
+class _Usage:
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.whole = False
+
+
+class _Fields(dict):  # type: ignore[type-arg]
+    """A record body that notes the fields read by name; any other use (iteration,
+    length, comparison, copying, printing, mutation) counts as reading all of it."""
+
+    def __init__(self, body: dict[str, Any], usage: _Usage) -> None:
+        super().__init__(body)
+        self._usage = usage
+
+    def __getitem__(self, key: str) -> Any:
+        self._usage.names.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._usage.names.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._usage.names.add(str(key))
+        return super().__contains__(key)
+
+
+def _reads_whole(name: str) -> Callable[..., Any]:
+    base = getattr(dict, name)
+
+    def method(self: _Fields, *args: Any, **kwargs: Any) -> Any:
+        self._usage.whole = True
+        return base(self, *args, **kwargs)
+
+    return method
+
+
+for _name in ("__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__", "__ror__",
+              "__ior__", "__reversed__", "__reduce__", "__reduce_ex__", "__setitem__",
+              "__delitem__", "keys", "items", "values", "copy", "update", "setdefault",
+              "pop", "popitem", "clear"):  # fmt: skip
+    setattr(_Fields, _name, _reads_whole(_name))
+
+
 class ReadLog:
     """A catalog that notes what is read from it: what an example's output depends on.
 
@@ -77,22 +122,38 @@ class ReadLog:
 
     def __init__(self, catalog: Any) -> None:
         self._catalog = catalog
-        self.reads: set[Read] = set()
+        self._reads: set[Read] = set()
+        #: Per kind iterated: the fields read of its records (or that all were).
+        self.fields: dict[str, _Usage] = {}
+
+    @property
+    def reads(self) -> set[Read]:
+        """What was read; an iterated kind as ``records`` (whole bodies) or
+        ``fields`` (the named top-level fields of every record of the kind)."""
+        out = set(self._reads)
+        for kind, usage in self.fields.items():
+            if usage.whole:
+                out.add(("records", kind))
+            else:
+                out.add(("fields", _json([kind, sorted(usage.names)])))
+        return out
 
     def get(self, spelling: str) -> dict[str, Any] | None:
-        self.reads.add(("get", spelling))
+        self._reads.add(("get", spelling))
         return self._catalog.get(spelling)  # type: ignore[no-any-return]
 
     def names(self, kind: str | None = None) -> list[str]:
-        self.reads.add(("names", kind or ""))
+        self._reads.add(("names", kind or ""))
         return self._catalog.names(kind)  # type: ignore[no-any-return]
 
     def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
-        self.reads.add(("records", kind or ""))
-        return self._catalog.records(kind)  # type: ignore[no-any-return]
+        """Every record of ``kind``, each noting which of its fields are read."""
+        usage = self.fields.setdefault(kind or "", _Usage())
+        for rec in self._catalog.records(kind):
+            yield _Fields(rec, usage)
 
     def __getattr__(self, name: str) -> Any:
-        self.reads.add(("all", ""))
+        self._reads.add(("all", ""))
         return getattr(self._catalog, name)
 
 
@@ -112,6 +173,10 @@ class ReadDigests:
                 value = self.catalog.names(arg or None)
             elif what == "records":
                 value = list(self.catalog.records(arg or None))
+            elif what == "fields":
+                kind, names = json.loads(arg)
+                value = [[rec.get("name"), {n: rec[n] for n in names if n in rec}]
+                         for rec in self.catalog.records(kind or None)]  # fmt: skip
             else:
                 value = self.catalog.content
             self._done[read] = digest(_json(value))

@@ -4,6 +4,7 @@ read it, and a damaged cache is rebuilt, never trusted."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,17 @@ def _codes(ran: list[str]) -> set[str]:
     return {r.code for r in RULES if r.fail in ran}
 
 
+def _sees_edit(read: list[str], catalog: Any) -> bool:
+    """Does a stored read see the edit (the description of one operator)?"""
+    what, arg, _ = read
+    if what == "get":
+        return bool(catalog.resolve(arg) == EDITED)
+    if what == "fields":
+        kind, names = json.loads(arg)
+        return kind in ("operator", "") and "description" in names
+    return what == "records" and arg in ("operator", "")
+
+
 def test_examples_rerun_only_when_what_they_read_changed(tree: Path, runs: list[str]) -> None:
     catalog = open_catalog(tree)
     first = rules.check_examples(RULES, catalog)
@@ -58,9 +70,7 @@ def test_examples_rerun_only_when_what_they_read_changed(tree: Path, runs: list[
     readers = {
         code
         for code, entry in stored.items()
-        for what, arg, _ in entry["reads"]
-        if (what == "get" and catalog.resolve(arg) == EDITED)
-        or (what == "records" and arg in ("operator", ""))
+        if any(_sees_edit(r, catalog) for r in entry["reads"])
     }
     assert readers and readers != set(stored)
     path = tree / "operators" / "norm" / f"{EDITED}.yaml"
@@ -100,3 +110,13 @@ def test_cli_reference_is_rendered_once_per_code_version(tree: Path) -> None:
     assert build_cache.cli_reference(render) == "### kb\n"
     assert build_cache.cli_reference(render) == "### kb\n"
     assert calls == [1]
+
+
+def test_a_record_read_whole_counts_every_field(tree: Path) -> None:
+    log = build_cache.ReadLog(open_catalog(tree))
+    first = next(iter(log.records("operator")))
+    assert first.get("fuses") is not None or "fuses" not in first
+    kind, names = json.loads(next(arg for what, arg in log.reads if what == "fields"))
+    assert (kind, names) == ("operator", ["fuses"])
+    dict(first)  # copying reads every field
+    assert ("records", "operator") in log.reads
