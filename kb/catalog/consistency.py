@@ -76,10 +76,10 @@ def _deprecation(rec: Operator, report: Report) -> None:
         report(("status",), f"{where} deprecate(s) this operator; status must be deprecated")
     named = replacement_operator(dep.replace) if dep else None
     succ = rec.superseded_by
-    if named and succ != named:
+    if named and succ != named and dep is not None:  # a named replacement comes from dep
         report(("superseded_by",) if succ else ("upstream", "deprecation", "replace"),
-               f"upstream names {named} as the replacement ({dep.replace!r} in "  # type: ignore[union-attr]
-               f"{dep.listed_in[0]}); superseded_by must be {named}, not {succ!r}")  # type: ignore[union-attr]  # fmt: skip
+               f"upstream names {named} as the replacement ({dep.replace!r} in "
+               f"{dep.listed_in[0]}); superseded_by must be {named}, not {succ!r}")  # fmt: skip
     elif succ and succ != named and not backed(rec, "superseded_by", succ):
         report(("superseded_by",), f"no upstream statement names {succ} as the successor: cite "
                "one in evidence (about: [superseded_by]) or drop superseded_by")  # fmt: skip
