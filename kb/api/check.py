@@ -22,7 +22,7 @@ from kb.check.parse import InputError
 from kb.lint.findings import Finding, Severity
 
 __all__ = ["Finding", "InputError", "Severity", "check", "check_paths", "check_text", "checker",
-           "document"]  # fmt: skip
+           "document", "foreign"]  # fmt: skip
 
 if TYPE_CHECKING:
     from kb.lint.engine import Report
@@ -66,13 +66,48 @@ def document(report: Report) -> dict[str, Any]:
     }
 
 
+def foreign(file: str, text: str) -> Finding | None:
+    """The one finding for a file that is not a candidate list at all, quoting nothing of
+    it; None when it has the shape of one (a mapping of the top-level fields only,
+    holding ``target`` or ``candidates``).
+
+    A server that reads files for an agent must not turn ``/etc/shadow`` or a secrets
+    YAML into "unknown field 'root:...'" findings: such a file stops at this finding,
+    which gives a position and a generic reason, never a key or value it holds.
+    """
+    from kb.check.parse import TOP_FIELDS, parse
+    from kb.check.rules.file import MISSING_FIELD, SYNTAX, UNKNOWN_FIELD, WRONG_TYPE
+
+    doc, found = parse(file, text)
+    tail = "; it is not a candidate list, so nothing of it is shown"
+    if doc.located is None:  # it did not parse: the syntax finding is the first
+        first = found[0] if found else None
+        line, column = (first.line, first.column) if first else (1, 1)
+        return SYNTAX.finding(file, line, column, f"not valid YAML or JSON{tail}")
+    data = doc.located.data
+    if not isinstance(data, dict):
+        return WRONG_TYPE.finding(file, 1, 1, "the file is not a mapping with version, target "
+                                  f"and candidates{tail}")  # fmt: skip
+    for key in data:
+        if key not in TOP_FIELDS:
+            return UNKNOWN_FIELD.at(doc, (key,), "the file has a top-level field a candidate "
+                                    f"list does not have (allowed: {', '.join(TOP_FIELDS)}){tail}",
+                                    key=True)  # fmt: skip
+    if "target" not in data and "candidates" not in data:
+        return MISSING_FIELD.finding(file, 1, 1, f"the file has neither target nor candidates{tail}")
+    return None
+
+
 def check(catalog: Any = None, *, text: str | None = None, path: str | None = None,
-          select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+          select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
+          guard: bool = False) -> dict[str, Any]:  # fmt: skip
     """The document for one candidate list, given as ``text`` or as a ``path`` (never
     standard input: a server's stdin is its channel).  UsageError for a bad pair of
     arguments or oversized text, InputError for an unreadable file, ValueError for a
     select/ignore pattern that matches no rule.  ``catalog`` may be a function that
-    opens it: called after the arguments are checked, so their errors come first."""
+    opens it: called after the arguments are checked, so their errors come first.
+    With ``guard``, a file (not text) that is not a candidate list gives only its
+    :func:`foreign` finding."""
     from kb.api.errors import UsageError
     from kb.check.parse import read_source
     from kb.core import yamlpos
@@ -88,4 +123,10 @@ def check(catalog: Any = None, *, text: str | None = None, path: str | None = No
         if len(body.encode("utf-8")) > yamlpos.MAX_BYTES:
             raise UsageError(f"the text is larger than the {yamlpos.MAX_BYTES} byte limit")
     made = checker(catalog() if callable(catalog) else catalog, select=select, ignore=ignore)
+    if guard and path is not None:
+        stop = foreign(file, body)
+        if stop is not None:
+            from kb.lint.engine import Report
+
+            return document(Report(files=1, findings=[stop]))
     return document(made.check_sources([(file, body)]))

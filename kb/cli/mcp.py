@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 
 INSTALL_HINT = "pip install 'torch-npu-kb[mcp]' (in a checkout: bash scripts/setup.sh mcp)"
@@ -24,9 +25,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "An agent client starts this command itself: see docs/mcp.md. Needs the mcp "
         "extra: " + INSTALL_HINT + ".",
         epilog="Exit status: 0 when the client closes the connection, 2 when the mcp package "
-        "is not installed.",
+        "is not installed or --root is not a directory.",
     )
+    p.add_argument("--root", metavar="DIR",
+                   help="the directory whose files the check and scan tools may read (paths "
+                   "are relative to it; symlinks leading out of it are refused); default: "
+                   "the working directory")  # fmt: skip
+    p.add_argument("--time-budget", metavar="SECONDS", type=_seconds, default=60.0,
+                   help="the longest one tool call may take before it ends with an error "
+                   "(default: 60)")  # fmt: skip
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, 86400]")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kb mcp: the MCP server needs the 'mcp' package, which is not installed: "
               f"{INSTALL_HINT}", file=sys.stderr)  # fmt: skip
         return 2
+    root = getattr(args, "root", None)
+    if root is not None and not os.path.isdir(root):
+        print(f"kb mcp: --root {root}: not a directory", file=sys.stderr)
+        return 2
     from kb.mcp.server import serve
 
-    serve()
+    serve(root, getattr(args, "time_budget", 60.0))
     return 0

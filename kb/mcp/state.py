@@ -5,10 +5,15 @@ server opens them once.  Each call still compares the record tree's fingerprint 
 ``stat`` of every record file, about a millisecond), so an edited record is picked up
 by the next call without a restart.  Records that stop validating give every call the
 same clear error until they are fixed, without re-validating an unchanged tree.
+
+The state is kept per thread: a SQLite connection and a search searcher belong to the
+thread that opened them, and the server runs its tools on a few long-lived worker
+threads (:mod:`kb.mcp.workers`), each with its own warm copy.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,12 +77,12 @@ class Warm:
         return self._snapshot
 
 
-_STATE: Warm | None = None
+_LOCAL = threading.local()
 
 
 def state() -> Warm:
-    """The process-wide warm state (created on first use)."""
-    global _STATE
-    if _STATE is None:
-        _STATE = Warm()
-    return _STATE
+    """This thread's warm state (created on its first use)."""
+    warm: Warm | None = getattr(_LOCAL, "warm", None)
+    if warm is None:
+        warm = _LOCAL.warm = Warm()
+    return warm

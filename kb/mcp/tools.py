@@ -24,6 +24,7 @@ from typing_extensions import NotRequired, TypedDict
 from kb.api.check import InputError
 from kb.api.errors import UsageError
 from kb.catalog.compiled import Catalog, StoreInvalid
+from kb.mcp import confine
 from kb.mcp.state import state
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -243,8 +244,9 @@ def list_records(
 def check(
     text: Annotated[str | None, Field(description="a candidate list as YAML or JSON text "
                                       "(format: docs/candidate-list.md)")] = None,
-    path: Annotated[str | None, Field(description="or a candidate list file on the server's "
-                                      "machine (relative to its working directory)")] = None,
+    path: Annotated[str | None, Field(description="or a candidate list file inside the server's "
+                                      "root (relative to it; its working directory unless "
+                                      "started with --root)")] = None,
     select: Annotated[list[str] | None, Field(description="run only these rules: codes, "
                                               "prefixes (KB4) or names")] = None,
     ignore: Annotated[list[str] | None, Field(description="skip these rules")] = None,
@@ -254,13 +256,17 @@ def check(
     `kb check FILE --format json`; `rules` explains a code."""
     from kb.api.check import check as linted
 
-    return linted(_catalog, text=text, path=path, select=select, ignore=ignore)  # type: ignore[return-value]
+    if path is not None and path.strip() != "-":  # '-' gets the api's own message
+        path = confine.inside(path)
+    return linted(_catalog, text=text, path=path, select=select, ignore=ignore,  # type: ignore[return-value]
+                  guard=True)  # fmt: skip
 
 
 @_tool
 def scan(
-    path: Annotated[str | None, Field(description="a .py file or a directory on the server's "
-                                      "machine (relative to its working directory)")] = None,
+    path: Annotated[str | None, Field(description="a .py file or a directory inside the "
+                                      "server's root (relative to it; its working directory "
+                                      "unless started with --root)")] = None,
     text: Annotated[str | None, Field(description="or Python source to scan (one file)")] = None,
     product: Annotated[str | None, Field(description="target product, e.g. atlas-a3")] = None,
     torch_npu: Annotated[str | None, Field(description="target torch_npu release, e.g. 2.7.1")] = None,
@@ -272,10 +278,18 @@ def scan(
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
     patterns named with the fused operator that replaces them. Same result as
     `kb scan PATH --format json`."""
+    import os
+
     from kb.api.scan import scan as scanned
 
+    if path is not None:
+        path = confine.inside(path)
+        if os.path.isfile(path) and not path.endswith(".py"):
+            raise ToolInputError(f"{path}: scan reads Python source; give a .py file or a "
+                                 "directory")  # fmt: skip
     return scanned(_catalog, path=path, text=text, product=product, torch_npu=torch_npu,  # type: ignore[return-value]
-                   select=select, ignore=ignore, fusion=fusion)  # fmt: skip
+                   select=select, ignore=ignore, fusion=fusion,
+                   root=confine.root() if path is not None else None)  # fmt: skip
 
 
 @_tool

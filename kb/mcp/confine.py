@@ -1,0 +1,53 @@
+"""The server's root: the one directory whose files the path-taking tools may read.
+
+An agent can be talked into asking for ``/etc/shadow``, ``../../.ssh/id_rsa`` or a
+symlink planted in the project that points out of it; a tool that reads what it is told
+and quotes what it read is an exfiltration channel.  Every ``path`` argument is resolved
+against the root (``kb mcp --root DIR``, else the working directory) with its symlinks
+followed (``realpath``) and refused unless the result is the root or under it.  The
+refusal never says whether the path exists.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kb.api.errors import UsageError
+
+_ROOT: str | None = None
+
+
+def set_root(path: str | os.PathLike[str] | None) -> str:
+    """Fix the root for this process (``None``: the working directory); returns it."""
+    global _ROOT
+    _ROOT = os.path.realpath(os.fspath(path) if path is not None else os.getcwd())
+    return _ROOT
+
+
+def root() -> str:
+    """The root, the working directory when none was set."""
+    return _ROOT if _ROOT is not None else set_root(None)
+
+
+def is_inside(real: str, top: str) -> bool:
+    """``real`` (already resolved) is ``top`` or below it."""
+    try:
+        return os.path.commonpath([real, top]) == top
+    except ValueError:  # another drive on Windows
+        return False
+
+
+def inside(path: str) -> str:
+    """``path`` as the tool should hand it on (relative paths stay relative when the root
+    is the working directory, so results read as the CLI's); UsageError when its real
+    location is outside the root."""
+    top = root()
+    if "\0" in path:
+        raise UsageError("the path holds a NUL character")
+    joined = os.path.join(top, path)  # an absolute path replaces top
+    if not is_inside(os.path.realpath(joined), top):
+        raise UsageError(f"{path!r} is outside the server's root ({top}); give a path "
+                             "inside it (kb mcp --root DIR sets the root)")  # fmt: skip
+    if os.path.isabs(path) or os.path.realpath(os.getcwd()) == top:
+        return path
+    return joined
