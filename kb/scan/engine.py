@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -156,12 +156,17 @@ def parse_source(source: Source) -> _Parsed:
     except SyntaxError as exc:
         msg = f"Python syntax error: {exc.msg}"
         return None, UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg), None, ""
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return None, UNREADABLE.finding(source.path, 1, 1, f"cannot parse: {exc}"), None, ""
+    except MemoryError:
+        return None, UNREADABLE.finding(source.path, 1, 1, "cannot parse: out of memory while parsing"), None, ""
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc) or type(exc).__name__
+        return None, UNREADABLE.finding(source.path, 1, 1, f"cannot parse: {reason}"), None, ""
     try:
         Interpreter(scan, tree).run()
     except RecursionError:
         return None, UNREADABLE.finding(source.path, 1, 1, "nesting too deep to analyse"), None, ""
+    except MemoryError:
+        return None, UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"), None, ""
     return scan, None, tree, source.text
 
 
@@ -238,7 +243,7 @@ class Scanner:
         and the path hints read it).  No ``[tool.kb]`` table applies to text.
         """
         report = ScanReport(files=1)
-        self._scan_parsed([(Path(shown_as), parse_text(text, shown_as))], Config(), report)
+        self._scan_parsed(iter([(Path(shown_as), parse_text(text, shown_as))]), Config(), report)
         return report
 
     def scan(self, paths: Sequence[str]) -> ScanReport:
@@ -247,37 +252,49 @@ class Scanner:
         files, skipped = discover(paths, [*config.exclude, *self.options.exclude])
         report.skipped = skipped
         report.files = len(files)
-        self._scan_parsed([(path, parse_file(path)) for path in files], config, report)
+        self._scan_parsed(((path, parse_file(path)) for path in files), config, report)
         return report
 
-    def _scan_parsed(self, results: list[tuple[Path, _Parsed]], config: Config,
+    def _scan_parsed(self, results: Iterator[tuple[Path, _Parsed]], config: Config,
                      report: ScanReport) -> None:  # fmt: skip
-        """Judge interpreted files together (mounts and loaded extensions are tree-wide)."""
-        parsed: list[tuple[Path, FileScan, ast.Module, str]] = []
+        """Read files one at a time, then judge their call sites together.
+
+        Mounts and loaded extensions are tree-wide facts, so the call sites wait for the
+        last file; nothing else does.  Each file is parsed, interpreted and searched for
+        fusion patterns while its AST is alive, and only a :class:`_Read` (no AST, no
+        source text) outlives it: a scan holds one tree at a time, not all of them.
+        """
+        reads: list[_Read] = []
         for path, (scan, problem, tree, text) in results:
             if problem is not None:
                 report.findings.append(problem)
             if scan is not None and tree is not None:
-                parsed.append((path, scan, tree, text))
-        mounts = {m for _p, s, _t, _x in parsed for m in s.mounts}
-        self._loaded = {n for _p, s, _t, _x in parsed for n in s.extension_names}
+                reads.append(self._read(path, scan, tree, text, config))
+            del scan, tree, text  # drop this file's AST before parsing the next
+        mounts = {m for r in reads for m in r.scan.mounts}
+        self._loaded = {n for r in reads for n in r.scan.extension_names}
         custom = set(config.custom_ops) | set(self.options.custom_ops)
-        for path, scan, tree, text in parsed:
-            settings = self._settings(config, path)
-            try:
-                codes = set(active_rules(self.rules, settings.select or None,
-                                         settings.ignore or None))
-            except ValueError as exc:
-                raise ScanError(str(exc)) from None
-            found = self._judge(scan, settings, codes, mounts, custom, report)
-            if self.options.fusion:
-                from kb.scan.patterns import opportunities
-
-                opps = opportunities(scan, tree, self.ctx, settings)
-                report.opportunities += opps
-                found += [o.finding for o in opps if o.finding.code in codes]
-            report.findings += _suppressed(found, ignore_comments(text), scan)
+        for r in reads:
+            found = self._judge(r.scan, r.settings, r.codes, mounts, custom, report)
+            report.opportunities += r.opportunities
+            found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
+            report.findings += _suppressed(found, r.comments, r.scan)
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
+
+    def _read(self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config) -> _Read:
+        """What judging needs of one interpreted file; its bodies and lines are let go."""
+        settings = self._settings(config, path)
+        try:
+            codes = set(active_rules(self.rules, settings.select or None, settings.ignore or None))
+        except ValueError as exc:
+            raise ScanError(str(exc)) from None
+        opps: list[Any] = []
+        if self.options.fusion:
+            from kb.scan.patterns import opportunities
+
+            opps = opportunities(scan, tree, self.ctx, settings)
+        scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
+        return _Read(scan, settings, codes, opps, ignore_comments(text))
 
     def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
                    custom: set[str]) -> bool:  # fmt: skip
@@ -400,6 +417,16 @@ class Scanner:
                 out.append((Finding(f.file, f.line, f.column, f.code, severity,  # type: ignore[arg-type]
                                     f.message, None), site))  # fmt: skip
         return out
+
+
+class _Read(NamedTuple):
+    """One file as judging needs it, once its AST is gone."""
+
+    scan: FileScan  # call sites, mounts and extension names (no function bodies, no lines)
+    settings: Settings
+    codes: set[str]
+    opportunities: list[Any]
+    comments: dict[int, tuple[str, ...]]  # line -> codes of its ``# kb: ignore`` comments
 
 
 def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kb.scan.branches import atom_of, guarded
 from kb.scan.names import attribute
-from kb.scan.scopes import Env, dedupe
+from kb.scan.scopes import MAX_KEYS, Env, capped, dedupe
 from kb.scan.sites import FileScan
 from kb.scan.syntax import const_str, segment
 from kb.scan.values import (
@@ -145,6 +145,8 @@ class Evaluator:
 
     # -- dicts being built for **kwargs ----------------------------------------------
     def ev_dict(self, node: ast.Dict, env: Env, cond: Cond) -> list[Alt]:
+        if len(node.keys) > MAX_KEYS:
+            return [Alt(TRUE, UNKNOWN)]  # too many keys to track: open, never judged
         states: list[Alt] = [Alt(TRUE, DictV())]
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:  # {**other}
@@ -152,7 +154,7 @@ class Evaluator:
             else:
                 k = const_str(key)
                 if k is None:
-                    states = [Alt(c, DictV(d.entries, True)) for c, d in states]
+                    states = [Alt(c, _opened(d)) for c, d in states]
                     continue
                 adds = [Alt(vc, DictV(((k, self.entry(value, v, key)),)))
                         for vc, v in self.ev(value, env, cond)]  # fmt: skip
@@ -160,22 +162,29 @@ class Evaluator:
         return dedupe(states)
 
     def combine(self, states: list[Alt], adds: list[Alt]) -> list[Alt]:
-        """Every dict state merged with every addition that can hold together with it."""
+        """Every dict state merged with every addition that can hold together with it.
+
+        A state past the key budget (UNKNOWN) stays so: merging into it costs nothing.
+        """
         out = []
         for c, d in states:
             for ac, add in adds:
                 merged = consistent(c, ac)
                 if merged is None:
                     continue
-                if isinstance(add, DictV) and isinstance(d, DictV):
-                    out.append(Alt(merged, d.merged(add)))
+                if not isinstance(d, DictV):
+                    out.append(Alt(merged, d))
+                elif isinstance(add, DictV):
+                    out.append(Alt(merged, capped(d.merged(add))))
                 else:
-                    out.append(Alt(merged, DictV(d.entries if isinstance(d, DictV) else (), True)))
+                    out.append(Alt(merged, DictV(d.entries, True)))
         return dedupe(out)
 
     def dict_call(self, args: list[ast.expr], keywords: list[ast.keyword], env: Env,
                   cond: Cond) -> list[Alt]:  # fmt: skip
         """``dict(other, k=v, **more)`` (also the arguments of ``kw.update(...)``)."""
+        if len(args) + len(keywords) > MAX_KEYS:
+            return [Alt(TRUE, UNKNOWN)]  # too many keys to track: open, never judged
         states: list[Alt] = [Alt(TRUE, DictV())]
         for arg in args:
             states = self.combine(states, self.ev(arg, env, cond))
@@ -243,6 +252,11 @@ class Evaluator:
         """The value of an expression when it has exactly one alternative, else UNKNOWN."""
         alts = self.ev(node, env, cond)
         return alts[0].value if len(alts) == 1 else UNKNOWN
+
+
+def _opened(d: Any) -> Any:
+    """A dict state that may now hold keys the scan cannot read (UNKNOWN stays UNKNOWN)."""
+    return DictV(d.entries, True) if isinstance(d, DictV) else d
 
 
 def _builtin(node: ast.Call, env: Env, name: str) -> bool:

@@ -257,11 +257,13 @@ class Interpreter(CallRecorder):
             self._assign_attribute(target, alts, env, cond, cls)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             key = const_str(target.slice)
-            entries = [self.entry(value, v, target.slice) for _c, v in alts]
             if key is None:
                 self.map_dict(target.value.id, env, lambda d: DictV(d.entries, True))
-            else:
-                self.map_dict_alts(target.value.id, env, key, entries, alts)
+                return
+            # entries only for a dict still tracked: past the key budget a store costs nothing
+            tracked = any(isinstance(v, DictV) for _c, v in env.lookup(target.value.id) or ())
+            entries = [self.entry(value, v, target.slice) for _c, v in alts] if tracked else []
+            self.map_dict_alts(target.value.id, env, key, entries, alts)
 
     def _assign_attribute(self, target: ast.Attribute, alts: list[Alt], env: Env, cond: Cond,
                           cls: str | None) -> None:  # fmt: skip

@@ -2,7 +2,9 @@
 
 A tracked dict is a :class:`~kb.scan.values.DictV` per alternative; a mutation the
 scanner cannot read (a computed key) leaves the dict *open* -- unknown keys may exist,
-so a missing argument is not reported for a call that spreads it.
+so a missing argument is not reported for a call that spreads it.  A dict past
+:data:`~kb.scan.scopes.MAX_KEYS` keys becomes UNKNOWN (open, never judged) and later
+mutations of it are no-ops, so each statement costs at most the budget.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import ast
 from collections.abc import Callable
 
 from kb.scan.expressions import Evaluator
-from kb.scan.scopes import Env, dedupe
+from kb.scan.scopes import Env, capped, dedupe
 from kb.scan.syntax import const_str
 from kb.scan.values import Alt, Cond, DictV, Entry, consistent
 
@@ -40,7 +42,7 @@ class KwargsTracking(Evaluator):
             for (vc, _v), e in zip(values, entries, strict=True):
                 merged = consistent(c, vc)
                 if merged is not None:
-                    out.append(Alt(merged, v.set(key, e)))
+                    out.append(Alt(merged, capped(v.set(key, e))))
         env.vars[name] = dedupe(out)
 
     def mutation(self, expr: ast.expr, env: Env, cond: Cond) -> None:
@@ -75,6 +77,9 @@ class KwargsTracking(Evaluator):
         alts = env.lookup(name)
         if not alts:
             return
+        if not any(isinstance(v, DictV) for _c, v in alts):
+            env.vars[name] = dedupe(alts)  # nothing tracked (or past the key budget): no work
+            return
         adds = self.dict_call(args, keywords, env, cond)
         out = []
         for c, v in alts:
@@ -85,6 +90,6 @@ class KwargsTracking(Evaluator):
                 merged = consistent(c, ac)
                 if merged is None:
                     continue
-                out.append(Alt(merged, v.merged(add) if isinstance(add, DictV)
+                out.append(Alt(merged, capped(v.merged(add)) if isinstance(add, DictV)
                                else DictV(v.entries, True)))  # fmt: skip
         env.vars[name] = dedupe(out)
