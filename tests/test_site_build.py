@@ -140,6 +140,7 @@ def test_successful_build_replaces_the_site(tmp_path: Path) -> None:
     site.mkdir()
     (site / "index.html").write_text("old")
     (site / "stale.html").write_text("old")
+    (site / ".kb-site").write_text("")  # a previous kb build (issue 24: only those are replaced)
     config = fixture_config(tmp_path / "cfg")
     assert build("-f", str(config), "--records", str(FIXTURES), "--site-dir", str(site)) == 0
     assert not (site / "stale.html").exists()

@@ -8,6 +8,7 @@ so the rules that run afterwards never see a value of the wrong type.
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 from collections.abc import Iterable
@@ -77,12 +78,33 @@ def read_source(path: str | os.PathLike[str]) -> tuple[str, str]:
         raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:  # e.g. a stdin replaced by a closed file object
         raise InputError(name, f"cannot read: {exc}") from None
+    if len(raw) <= limit:
+        raw = _utf16_or_32_as_utf8(name, raw)
     try:
         return name, yamlpos.decode(raw, max_bytes=limit)
     except yamlpos.YamlError as exc:
         if len(raw) > limit:
             raise InputError(name, f"larger than the {limit} byte limit; split the list") from None
         raise InputError(name, exc.message) from None
+
+
+#: Byte-order marks of the encodings YAML 1.2 allows besides UTF-8 (UTF-32 first: its
+#: little-endian mark begins with UTF-16's).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
+
+
+def _utf16_or_32_as_utf8(name: str, raw: bytes) -> bytes:
+    """A list saved as UTF-16/32 with a BOM (Windows editors do) re-encoded as UTF-8;
+    its NUL bytes are the encoding, not a binary file."""
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw.decode(encoding).encode("utf-8")
+            except UnicodeError as exc:
+                raise InputError(name, f"starts with a {encoding.upper()} byte-order mark "
+                                 f"but is not {encoding.upper()} text: {exc}") from None  # fmt: skip
+    return raw
 
 
 def _type_name(value: object) -> str:

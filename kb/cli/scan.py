@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from kb.vocab import GRAPH_MODES
 
@@ -56,8 +57,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from kb.api.errors import UsageError
     from kb.api.scan import scanner as make_scanner
     from kb.catalog.compiled import StoreInvalid
@@ -75,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
         if len(args.torch_npu) > 40 or parse_version(args.torch_npu) is None:
             raise UsageError(f"--torch-npu {args.torch_npu[:40]!r} is not a release such as 2.7.1")
+    _check_excludes(args.exclude)
+    if args.emit_candidates:
+        _check_emit_target(args.emit_candidates, args.paths)
     options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
                           select=args.select, ignore=args.ignore, exclude=args.exclude,
                           custom_ops=args.custom_ops, use_config=not args.no_config,
@@ -105,7 +107,80 @@ def run(args: argparse.Namespace) -> int:
     if report.files == 0:
         print("kb scan: no Python files found", file=sys.stderr)
         return 2
+    missing = [s.path for s in report.skipped if s.named]
+    if missing:
+        print(f"kb scan: cannot scan {', '.join(missing)} (named on the command line)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     return 1 if report.count("error") else 0
+
+
+def _check_excludes(patterns: list[str]) -> None:
+    """Every ``--exclude`` compiles alone; a bad one is a usage error naming it."""
+    from kb.api.errors import UsageError
+    from kb.scan.globs import PatternError, compile_pattern
+
+    for pattern in patterns:
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            raise UsageError(f"--exclude {pattern!r} is not a usable pattern: {exc}") from None
+
+
+def _resolved(path: str) -> Path:
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return Path(os.path.abspath(path))
+
+
+def _check_emit_target(target: str, paths: list[str]) -> None:
+    """The draft may not overwrite what is scanned: a named file or a .py under a named
+    directory; and it must be a regular file (or not exist yet)."""
+    from kb.api.errors import UsageError
+
+    out = _resolved(target)
+    for raw in paths:
+        scanned = _resolved(raw)
+        same = out == scanned or (out.exists() and scanned.exists() and _same_file(out, scanned))
+        inside = out.suffix == ".py" and scanned.is_dir() and out.is_relative_to(scanned)
+        if same or inside:
+            raise UsageError(f"--emit-candidates {target}: refusing to overwrite a scanned "
+                             f"file (it is {'under ' if inside else ''}{raw}); write the draft "
+                             "to a .yaml file")  # fmt: skip
+    if os.path.lexists(target) and not os.path.isfile(target):
+        raise UsageError(f"--emit-candidates {target}: exists and is not a regular file")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _write_atomically(target: str, text: str) -> None:
+    """Write ``text`` to a new file beside ``target``, then rename it over ``target``:
+    never a half-written draft, and a FIFO swapped in is replaced, not opened."""
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".kb-emit-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _emit(args: argparse.Namespace, report: object, product: str | None) -> None:
@@ -129,8 +204,7 @@ def _emit(args: argparse.Namespace, report: object, product: str | None) -> None
     model = os.path.basename(os.path.abspath(args.paths[0])) or "model"
     text = document(report, target, model)  # type: ignore[arg-type]
     try:
-        with open(args.emit_candidates, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        _write_atomically(args.emit_candidates, text)
     except OSError as exc:
         raise UsageError(f"cannot write {args.emit_candidates}: {exc.strerror or exc}") from None
     print(f"kb scan: wrote {args.emit_candidates}", file=sys.stderr)

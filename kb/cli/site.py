@@ -156,15 +156,94 @@ def _check_target(target: Path, config_file: Path, docs_dir: Path) -> None:
         raise UsageError(f"refusing to build into {target}: it holds the sources")
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} exists and is not a directory")
-    if target.is_dir() and any(target.iterdir()) and not (target / "index.html").exists():
-        raise UsageError(f"refusing to replace {target}: it does not look like a built site")
+    if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file():
+        raise UsageError(f"refusing to replace {target}: it does not look like a built site "
+                         f"(no {MARKER} file, which kb site build writes); remove it yourself "
+                         "or choose another --site-dir")  # fmt: skip
+
+
+#: Written into every site kb builds: only a directory holding it is ever replaced.
+MARKER = ".kb-site"
+_STAGES = ("building", "old")
+
+
+def _stage_prefix(target: Path, stage: str) -> str:
+    """Staging names carry the builder's pid, so a later build can tell a dead one's."""
+    return f".{target.name}.{stage}-{os.getpid()}-"
+
+
+def _sweep_stale(target: Path) -> None:
+    """Remove staging dirs of builds that died (``kill -9``) beside ``target``.
+
+    A pid-tagged one goes when its process no longer exists; an untagged one (older
+    kb) when it is over an hour old.  Live builds' dirs are left alone.
+    """
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        for stage in _STAGES:
+            head = f".{target.name}.{stage}-"
+            if (entry.name.startswith(head) and _is_stale(entry.name[len(head) :], entry)
+                    and entry.is_dir() and not entry.is_symlink()):  # fmt: skip
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def _is_stale(tail: str, entry: Path) -> bool:
+    pid, sep, _rest = tail.partition("-")
+    if sep and pid.isdigit():
+        return not _alive(int(pid))
+    try:
+        return time.time() - entry.lstat().st_mtime > 3600
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's live process (or an absurd number: not ours)
+    except OSError:
+        return True
+    return True
+
+
+class _TermAsInterrupt:
+    """SIGTERM during a build raises KeyboardInterrupt, so the staging dir is removed
+    and kb exits as it does on Ctrl-C (not killed mid-write with the staging left)."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.saved: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self.saved = signal.signal(signal.SIGTERM, _raise_interrupt)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.saved is not None:
+            signal.signal(signal.SIGTERM, self.saved)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _swap(built: Path, target: Path) -> None:
     """Put the new build in place of the old one (two renames on one file system)."""
     old = None
+    (built / MARKER).write_text("built by kb site build; kb replaces this directory only "
+                                "when this file is here\n", encoding="utf-8")  # fmt: skip
     if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        old = Path(tempfile.mkdtemp(prefix=_stage_prefix(target, "old"), dir=target.parent))
         old.rmdir()
         target.rename(old)
     try:
@@ -231,16 +310,27 @@ def run_build(args: argparse.Namespace) -> int:
             _records_option(config, args.records)
         target = args.site_dir.resolve() if args.site_dir else Path(config.site_dir).resolve()
         _check_target(target, config_file, Path(config.docs_dir).resolve())
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _sweep_stale(target)
+            staging = Path(tempfile.mkdtemp(prefix=_stage_prefix(target, "building"),
+                                            dir=target.parent))  # fmt: skip
+        except OSError as exc:
+            raise UsageError(f"cannot build into {target}: cannot write in {target.parent}: "
+                             f"{exc.strerror or exc}") from None  # fmt: skip
         config.site_dir = str(staging)
         try:
-            config.plugins.on_startup(command="build", dirty=False)
-            try:
-                build(config)
-            finally:
-                config.plugins.on_shutdown()
-            _swap(staging, target)
+            with _TermAsInterrupt():
+                config.plugins.on_startup(command="build", dirty=False)
+                try:
+                    build(config)
+                finally:
+                    config.plugins.on_shutdown()
+                try:
+                    _swap(staging, target)
+                except OSError as exc:
+                    raise UsageError(f"cannot replace {target}: {exc.strerror or exc}; "
+                                     "it was left as it was") from None  # fmt: skip
         except MkDocsException as exc:
             print(f"kb site: build failed: {exc}; {target} was left as it was", file=sys.stderr)
             return 1

@@ -60,3 +60,62 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
         if not stat.S_ISREG(mode):
             raise NotRegularFile(str(name), file_kind(mode))
         return fh.read(limit)
+
+
+class FileTooLarge(OSError):
+    """A side file (configuration, ignore file) over its size cap."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(f"{path} is {size} bytes or more, larger than the {limit} byte limit")
+        self.size = size
+        self.limit = limit
+
+
+class NotText(ValueError):
+    """Bytes that are not text in the expected encoding; the message names the place."""
+
+
+#: The cap for small files kb reads beside its main inputs (pyproject.toml, .gitignore).
+SIDE_FILE_BYTES = 1024 * 1024
+
+
+def read_capped(path: str | os.PathLike[str], limit: int = SIDE_FILE_BYTES) -> bytes:
+    """All of a regular file of at most ``limit`` bytes; FileTooLarge past the cap.
+
+    The size is judged from ``stat`` first (a sparse 1 GB file costs nothing) and
+    again from what was read (a file that grew, or a /proc file reporting size 0).
+    """
+    name = os.fspath(path)
+    st = os.stat(name)
+    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+        raise FileTooLarge(str(name), st.st_size, limit)
+    raw = read_regular_file(name, limit + 1)
+    if len(raw) > limit:
+        raise FileTooLarge(str(name), len(raw), limit)
+    return raw
+
+
+def decode_utf8(raw: bytes, path: str | os.PathLike[str]) -> str:
+    """UTF-8 text (a BOM dropped); NotText names the path, line and byte."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise NotText(f"{os.fspath(path)}:{line}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_side_text(path: str | os.PathLike[str], limit: int = SIDE_FILE_BYTES) -> str:
+    """A small UTF-8 file kb reads beside its inputs: regular, non-blocking, capped.
+
+    Raises NotRegularFile, FileTooLarge or another OSError, or NotText.
+    """
+    return decode_utf8(read_capped(path, limit), path)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """The reason of a failed read, without repeating the path of subclasses above."""
+    if isinstance(exc, NotRegularFile):
+        return f"is {exc.kind}, not a regular file"
+    if isinstance(exc, FileTooLarge):
+        return f"is {exc.size} bytes or more, larger than the {exc.limit} byte limit"
+    return f"cannot read: {exc.strerror or exc}"

@@ -23,11 +23,15 @@ Command-line options win over the file; overrides apply to the files their globs
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kb.core.paths import NotText, describe_os_error, read_side_text
+from kb.scan.globs import PatternError, PatternSet, compile_pattern
 from kb.vocab import GRAPH_MODES, PHASES, normalize
 
 KEYS = ("product", "torch-npu", "graph-mode", "quantization", "select", "ignore", "exclude",
@@ -76,13 +80,11 @@ class Config:
         rel = self._relative(file)
         if rel is None:
             return out
-        import pathspec
-
         for ov in self.overrides:
-            if pathspec.GitIgnoreSpec.from_lines(ov.files).match_file(rel):
+            if _patterns(tuple(ov.files)).match(rel):
                 _apply(out, ov.values, where=f"{self.path}: overrides")
         for pattern, codes in self.per_file_ignores.items():
-            if pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel):
+            if _patterns((pattern,)).match(rel):
                 out.ignore = out.ignore + codes
         return out
 
@@ -95,33 +97,65 @@ class Config:
             return None
 
 
+@lru_cache(maxsize=256)
+def _patterns(lines: tuple[str, ...]) -> PatternSet:
+    """Compiled globs of a key (each checked when the file was loaded)."""
+    return PatternSet.from_lines(lines)
+
+
+def _globs(values: list[str], where: str) -> list[str]:
+    """``values`` when every glob compiles alone; else ConfigError naming key and glob."""
+    for value in values:
+        try:
+            compile_pattern(value)
+        except PatternError as exc:
+            raise ConfigError(f"{where}: bad glob {value!r}: {exc}") from None
+    return values
+
+
 def _load_toml(path: Path) -> dict[str, Any]:
+    """The TOML of ``path``, read by the safe side-file reader (regular, capped, UTF-8)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        text = read_side_text(path)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise ConfigError(f"{path}: {describe_os_error(exc)}") from None
+    except NotText as exc:
+        raise ConfigError(f"{exc}; pyproject.toml must be UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return data
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, RuntimeError):  # a symlink loop, a name too long
+        return False
 
 
 def find(start: Path) -> Path | None:
-    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.kb]`` table."""
-    here = start.resolve()
-    if not here.is_dir():
-        here = here.parent
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.kb]`` table.
+
+    A symlink loop on the way (in ``start`` or a ``pyproject.toml``) ends the search
+    where it is, not in a traceback: the loop cannot hold a configuration.
+    """
+    try:
+        here = start.resolve()
+        if not here.is_dir():
+            here = here.parent
+    except (OSError, RuntimeError):  # RuntimeError: "Symlink loop" before Python 3.13
+        here = Path(os.path.abspath(start)).parent
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = _load_toml(candidate)
-            except ConfigError:
-                raise
+        if _is_file(candidate):
+            data = _load_toml(candidate)
             if isinstance(data.get("tool"), dict) and "kb" in data["tool"]:
                 return candidate
     return None
@@ -199,12 +233,13 @@ def load(start: Path, explicit: Path | None = None) -> Config:
     for raw, value in table.items():
         key = _key(raw)
         if key == "exclude":
-            cfg.exclude = _str_list(value, f"{where} exclude")
+            cfg.exclude = _globs(_str_list(value, f"{where} exclude"), f"{where} exclude")
         elif key == "custom-ops":
             cfg.custom_ops = _str_list(value, f"{where} custom-ops")
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{where} per-file-ignores must be a table of glob = [codes]")
+            _globs(list(value), f"{where} per-file-ignores")
             cfg.per_file_ignores = {g: _str_list(c, f"{where} per-file-ignores.{g}")
                                     for g, c in value.items()}  # fmt: skip
         elif key == "overrides":
@@ -217,7 +252,7 @@ def load(start: Path, explicit: Path | None = None) -> Config:
                     raise ConfigError(f"{ov_where}: unknown key {bad[0]!r}")
                 if "files" not in ov:
                     raise ConfigError(f"{ov_where}: needs files = [globs]")
-                files = _str_list(ov["files"], f"{ov_where} files")
+                files = _globs(_str_list(ov["files"], f"{ov_where} files"), f"{ov_where} files")
                 _apply(Settings(), ov, where=ov_where)  # validate now, apply per file
                 cfg.overrides.append(Override(files, ov))
     return cfg

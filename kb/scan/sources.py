@@ -2,8 +2,11 @@
 
 Directories are walked without following symlinks (no loops), honouring the
 ``.gitignore`` files on the way down and ``--exclude`` / ``[tool.kb] exclude`` patterns
-(gitignore syntax, via pathspec).  A file is read only when it is a regular file of
-sane size; its encoding comes from the coding cookie (PEP 263), as Python reads it.
+(gitignore syntax, matched in linear time by :mod:`kb.scan.globs`; a ``.gitignore`` line
+git would not use is skipped, as git does).  A directory that cannot be listed is
+reported as skipped, not passed over in silence.  A file is read only when it is a
+regular file of sane size; its encoding comes from the coding cookie (PEP 263), as
+Python reads it.
 Source given as text (:func:`from_text`) meets the same limits without a file.
 Nothing here imports or runs the scanned code.
 """
@@ -18,6 +21,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kb.core.paths import NotRegularFile, describe_os_error, read_capped, read_regular_file
+from kb.scan.globs import PatternSet
+
 MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_EXCLUDES = (".git/", ".hg/", ".svn/", ".venv/", "venv/", "__pycache__/", ".tox/",
                     ".nox/", "node_modules/", "build/", "dist/", ".eggs/", "*.egg-info/",
@@ -30,6 +36,7 @@ class Skipped:
 
     path: str
     reason: str
+    named: bool = False  # named on the command line (not found by walking a directory)
 
 
 @dataclass(frozen=True)
@@ -46,16 +53,26 @@ class SourceError(Exception):
         self.column = column
 
 
-def _spec(patterns: Sequence[str]) -> object | None:
-    if not patterns:
+def _spec(patterns: Sequence[str]) -> PatternSet:
+    """User patterns, each compiled alone: PatternError names the one that is bad."""
+    return PatternSet.from_lines(patterns)
+
+
+def _read_gitignore(path: str, shown: Path, skipped: list[Skipped]) -> PatternSet | None:
+    """The lines of one ``.gitignore`` git would use (bad ones dropped), or None.
+
+    Read like every side file (regular, non-blocking, capped); git reads the file as
+    bytes, and so do file names here (``surrogateescape``), so no encoding can fail.
+    """
+    try:
+        raw = read_capped(path, MAX_BYTES)
+    except OSError as exc:
+        skipped.append(Skipped(_display(shown), f"not used: {describe_os_error(exc)}"))
         return None
-    import pathspec
-
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
-
-
-def _matches(spec: object | None, rel: str) -> bool:
-    return spec is not None and spec.match_file(rel)  # type: ignore[attr-defined]
+    text = raw.decode("utf-8", "surrogateescape")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return PatternSet.from_lines(text.splitlines(), strict=False)
 
 
 def _display(path: Path) -> str:
@@ -78,7 +95,10 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = (), *,
         try:
             st = path.stat()
         except OSError as exc:
-            skipped.append(Skipped(raw, f"cannot read: {exc.strerror or exc}"))
+            skipped.append(Skipped(raw, f"cannot read: {exc.strerror or exc}", named=True))
+            continue
+        except ValueError as exc:  # an embedded NUL byte
+            skipped.append(Skipped(raw, f"cannot read: {exc}", named=True))
             continue
         if stat.S_ISREG(st.st_mode):
             found.append(path)
@@ -86,36 +106,39 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = (), *,
             found += _walk(path, user, defaults, respect_gitignore, skipped)
         else:
             skipped.append(Skipped(raw, "not a regular file or directory (a FIFO, socket or "
-                                   "device); give a .py file or a directory"))  # fmt: skip
+                                   "device); give a .py file or a directory", named=True))  # fmt: skip
     unique: dict[str, Path] = {}
     for p in found:
         unique.setdefault(os.path.normpath(str(p)), p)
     return list(unique.values()), skipped
 
 
-def _walk(root: Path, user: object | None, defaults: object | None, gitignore: bool,
+def _walk(root: Path, user: PatternSet, defaults: PatternSet, gitignore: bool,
           skipped: list[Skipped]) -> Iterator[Path]:  # fmt: skip
-    ignores: list[tuple[str, object]] = []  # (directory relative to root, spec)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    ignores: list[tuple[str, PatternSet]] = []  # (directory relative to root, patterns)
+
+    def unlistable(exc: OSError) -> None:
+        where = Path(exc.filename) if exc.filename else root
+        skipped.append(Skipped(_display(where), f"directory not scanned: cannot list it: "
+                               f"{exc.strerror or exc}"))  # fmt: skip
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable, followlinks=False):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
         if gitignore and ".gitignore" in filenames:
-            try:
-                with open(os.path.join(dirpath, ".gitignore"), encoding="utf-8",
-                          errors="replace") as fh:  # fmt: skip
-                    ignores.append((rel_dir, _spec(fh.read(MAX_BYTES).splitlines())))
-            except OSError:
-                pass
+            name = os.path.join(dirpath, ".gitignore")
+            spec = _read_gitignore(name, Path(name), skipped)
+            if spec:
+                ignores.append((rel_dir, spec))
 
         def ignored(rel: str, is_dir: bool) -> bool:
-            probe = rel + "/" if is_dir else rel
-            if _matches(defaults, probe) or _matches(user, probe):
+            if defaults.match(rel, is_dir) or user.match(rel, is_dir):
                 return True
             for base, spec in ignores:
                 if base and not rel.startswith(base + "/"):
                     continue
                 sub = rel[len(base) + 1 :] if base else rel
-                if _matches(spec, sub + "/" if is_dir else sub):
+                if spec.match(sub, is_dir):
                     return True
             return False
 
@@ -152,8 +175,9 @@ def read(path: Path) -> Source:
             raise SourceError("not a regular file")
         if st.st_size > MAX_BYTES:
             raise SourceError(_too_large(st.st_size))
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+        raw = read_regular_file(path, MAX_BYTES + 1)  # non-blocking: a swapped-in FIFO
+    except NotRegularFile:
+        raise SourceError("not a regular file") from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
     return Source(shown, decode(raw))
