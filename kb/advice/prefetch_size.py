@@ -86,9 +86,11 @@ def parse_shape(text: str) -> list[int]:
         raise SizeInputError(f"--shape {text!r} is empty; write it like 7168x18432")
     dims = []
     for part in parts:
-        if not part.isdigit() or int(part) <= 0:
+        if not part.isdecimal() or len(part) > 15 or int(part) <= 0:
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            part = part if len(part) <= 20 else part[:17] + "..."
             raise SizeInputError(
-                f"--shape {text!r}: {part!r} is not a positive whole number; write it like 7168x18432"
+                f"--shape {shown!r}: {part!r} is not a positive whole number; write it like 7168x18432"
             )
         dims.append(int(part))
     return dims

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 
 #: A size or count as text or a number.
 Number = str | int | float
+#: Bounds of every numeric input: far above any real model (a hidden size, an expert
+#: count, a TP degree; microseconds and GB/s), far below where integer text conversion
+#: (4,300 digits), float conversion or the byte arithmetic would fail or lose exactness.
+MAX_WHOLE = 2**40
+MAX_NUMBER = 1e12
+#: Byte counts past this are not a weight any device holds (and not exact as floats).
+MAX_RESULT_BYTES = 2**62
 Weight = tuple[str, str, dict[str, Any]]  # formula id, label, inputs
 Bound = tuple[str, dict[str, float]]  # cap formula id, inputs
 
@@ -84,6 +91,12 @@ def sizes(catalog: Catalog, req: Request) -> tuple[dict[str, Any], list[Size]]:
                for fid, label, inputs in req.weights]  # fmt: skip
     except SizeInputError as exc:
         raise UsageError(str(exc)) from None
+    except (OverflowError, ValueError):  # bounded inputs make this unreachable; never a traceback
+        raise UsageError("the inputs give a size too large to compute; check them") from None
+    for size in out:
+        if size.theoretical > MAX_RESULT_BYTES:
+            raise UsageError(f"{size.label}: {size.theoretical} bytes is more than any device "
+                             f"holds (at most 2**62); check the inputs")  # fmt: skip
     return playbook, out
 
 
@@ -109,20 +122,28 @@ def _positive(flag: str, value: str | None) -> int:
     if value is None:
         raise SizeInputError(f"{flag} is required here")
     text = value.strip().replace("_", "")
-    if not text.isdigit() or int(text) <= 0:
-        raise SizeInputError(f"{flag} {value!r} must be a positive whole number")
+    if not text.isdecimal() or len(text) > 15 or not 0 < int(text) <= MAX_WHOLE:
+        raise SizeInputError(f"{flag} {_shown(value)} must be a positive whole number "
+                             "(at most 2**40)")  # fmt: skip
     return int(text)
+
+
+def _shown(value: str) -> str:
+    """``value`` quoted for a message, cut short (a 400-digit number is not read back)."""
+    return repr(value if len(value) <= 30 else value[:27] + "...")
 
 
 def _positive_number(flag: str, value: str) -> float:
     from kb.advice.prefetch_size import SizeInputError
 
     try:
-        number = float(value)
+        number = float(value) if len(value) <= 40 else float("nan")
     except ValueError:
-        raise SizeInputError(f"{flag} {value!r} is not a number") from None
+        raise SizeInputError(f"{flag} {_shown(value)} is not a number") from None
     if not (number > 0) or number == float("inf"):
-        raise SizeInputError(f"{flag} {value!r} must be a positive number")
+        raise SizeInputError(f"{flag} {_shown(value)} must be a positive number")
+    if number > MAX_NUMBER:
+        raise SizeInputError(f"{flag} {_shown(value)} must be at most {MAX_NUMBER:g}")
     return number
 
 
@@ -223,6 +244,9 @@ def _shape_weight(shape: str, hidden: str | None, intermediate: str | None, gate
     elements = 1
     for d in dims:
         elements *= d
+        if elements > MAX_WHOLE**2:
+            raise SizeInputError(f"--shape {_shown(shape)} has more than 2**80 elements; "
+                                 "check the dimensions")  # fmt: skip
     label = "weight " + " x ".join(str(d) for d in dims) + (f" / tp {tp}" if tp > 1 else "")
     return (FORMULA_SHAPE, label, {"elements": elements, "tp": tp})
 

@@ -8,6 +8,9 @@ if TYPE_CHECKING:
     from kb.catalog.compiled import Catalog
     from kb.index.search import Session
 
+#: More hits than any catalog holds; the bound keeps ``--limit`` a small integer.
+MAX_LIMIT = 100_000
+
 
 def search(catalog: Catalog, query: str, *, limit: int = 10, kind: str | None = None,
            torch_npu: str | None = None, session: Session | None = None) -> dict[str, Any]:  # fmt: skip
@@ -18,6 +21,8 @@ def search(catalog: Catalog, query: str, *, limit: int = 10, kind: str | None = 
 
     if limit < 1:
         raise UsageError("--limit must be at least 1")
+    if limit > MAX_LIMIT:
+        raise UsageError(f"--limit must be at most {MAX_LIMIT}")
     release = None
     if torch_npu:
         from kb.api.release import torch_npu_release

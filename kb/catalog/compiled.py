@@ -346,8 +346,9 @@ def open_catalog(root: Path | None = None, *, rebuild: bool = False,
     except cache.CacheUnavailable as exc:
         cache.note(f"{exc}; working without a cache")
         return _in_memory(root, meta)
-    except OSError as exc:
-        cache.note(f"cannot write {target} ({exc.strerror or exc}); working without a cache")
+    except (OSError, sqlite3.Error) as exc:  # a full disk reaches sqlite as OperationalError
+        reason = getattr(exc, "strerror", None) or exc
+        cache.note(f"cannot write {target} ({reason}); working without a cache")
         return _in_memory(root, meta)
     opened = _open_ro(target)
     if opened is None:

@@ -6,6 +6,11 @@ import math
 import re
 from fractions import Fraction
 
+from kb.core.releasenumber import parse_version, release_text
+
+__all__ = ["SizeError", "format_size", "parse_size", "parse_version", "release_text",
+           "version_before"]  # fmt: skip
+
 #: Decimal units are powers of 1000, ``i`` units and bare letters powers of 1024, as in
 #: ``ls -h`` and most configuration files ("128M").
 _UNITS: dict[str, int] = {
@@ -202,29 +207,6 @@ def format_size(n: float) -> str:
     if n >= 1024**2:
         return f"{n / 1024**2:.4g} MiB = {int(n)} bytes"
     return f"{int(n)} bytes"
-
-
-_VERSION = re.compile(
-    r"^v?(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?(?:\.?post(\d{1,9}))?(?:\.?(rc|a|b|alpha|beta)(\d{0,9}))?(?:\+.*)?$",
-    re.IGNORECASE,
-)
-
-
-def parse_version(text: str) -> tuple[tuple[int, ...], int] | None:
-    """A comparable key for a torch_npu release and how many parts were written.
-
-    ``2.7.1rc1`` < ``2.7.1`` < ``2.7.1.post2``.  The second item is 2 for ``2.7`` (any
-    2.7.x) and 3 otherwise, so a two-part version is compared on two parts only.
-    Returns None for text that is not a release number.
-    """
-    m = _VERSION.match(text.strip())
-    if not m:
-        return None
-    major, minor, patch, post, pre, pre_n = m.groups()
-    parts = 3 if patch is not None else 2
-    pre_rank = 0 if pre else 1
-    key = (int(major), int(minor), int(patch or 0), pre_rank, int(pre_n or 0), int(post or 0))
-    return key, parts
 
 
 def version_before(a: str, b: str) -> bool | None:

@@ -85,7 +85,7 @@ def _prompt(node: dict[str, Any], steps: list[Any]) -> str:
         if not line:
             raise UsageError(f"no answer for --{node['key']} (one of: {', '.join(values)})")
         text = line.strip()
-        if text.isdigit() and 1 <= int(text) <= len(values):
+        if text.isdecimal() and len(text) <= 6 and 1 <= int(text) <= len(values):
             return values[int(text) - 1]
         from kb.advice.advise import match
 

@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
         if product is None:
             raise UsageError(f"unknown product {args.product!r} ('kb list --help' names them)")
     if args.torch_npu:
-        from kb.check.values import parse_version
+        from kb.core.releasenumber import release_text
 
-        if len(args.torch_npu) > 40 or parse_version(args.torch_npu) is None:
+        if release_text(args.torch_npu) is None:
             raise UsageError(f"--torch-npu {args.torch_npu[:40]!r} is not a release such as 2.7.1")
     _check_excludes(args.exclude)
     if args.emit_candidates:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from kb.core.gcpause import collector_paused
+from kb.core.linebreaks import YAML_BREAKS
 
 try:
     from yaml import CSafeLoader as _Loader
@@ -41,8 +42,8 @@ Path = tuple[Any, ...]
 _NON_PRINTABLE = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 )
-#: Line breaks as YAML counts them.
-LINE_BREAKS = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
+#: Line breaks as YAML counts them (see kb.core.linebreaks).
+LINE_BREAKS = YAML_BREAKS
 _STR_TAG = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
@@ -184,7 +185,8 @@ def decode(raw: bytes, *, max_bytes: int = MAX_BYTES) -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
+        before = raw[: exc.start].decode("utf-8", "replace")
+        line = position(before, len(before))[0]  # YAML's breaks, CR-only files included
         raise YamlError(f"not UTF-8 text (byte {exc.start})", line) from None
     return text
 

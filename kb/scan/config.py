@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.core.paths import NotText, describe_os_error, read_side_text
+from kb.core.releasenumber import release_text
 from kb.scan.globs import PatternError, PatternSet, compile_pattern
 from kb.vocab import GRAPH_MODES, PHASES, normalize
 
@@ -184,9 +185,10 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
                 raise ConfigError(f"{where}: product {value!r} is not a known product")
             out.product = canon
         elif key == "torch-npu":
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            release = release_text(value)
+            if release is None:
                 raise ConfigError(f"{where}: torch-npu must be a release such as \"2.7.1\"")
-            out.torch_npu = str(value)
+            out.torch_npu = release
         elif key == "graph-mode":
             if isinstance(value, dict):
                 for phase, mode in value.items():

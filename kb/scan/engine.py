@@ -12,17 +12,19 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kb.core.linebreaks import python_lines
 from kb.core.yamlpos import Located
 from kb.lint.context import Context
 from kb.lint.engine import active_rules, rules_for
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target
-from kb.lint.suppress import IGNORE, matches
+from kb.lint.suppress import BAD_IGNORE_CODE, Ignore, matches, problems
+from kb.lint.suppress import parse as parse_ignores
 from kb.lint.unit import RuleUnit
 from kb.scan import hints
 from kb.scan.binding import Bound, bind_releases
@@ -150,7 +152,7 @@ def parse_text(text: str, shown_as: str) -> _Parsed:
 
 def parse_source(source: Source) -> _Parsed:
     """Parse and interpret source text; a syntax error yields one KB500 finding."""
-    scan = FileScan(source.path, lines=source.text.splitlines())
+    scan = FileScan(source.path, lines=python_lines(source.text))
     try:
         tree = ast.parse(source.text, filename=source.path)
     except SyntaxError as exc:
@@ -171,17 +173,34 @@ def parse_source(source: Source) -> _Parsed:
 
 
 def ignore_comments(text: str) -> dict[int, tuple[str, ...]]:
-    """Line → codes of ``# kb: ignore[...]`` in real comments (read with tokenize)."""
+    """Line → codes of well-formed ``# kb: ignore[...]`` in real comments (read with tokenize).
+
+    The grammar is :mod:`kb.lint.suppress`'s, strict: a malformed or bare comment
+    silences nothing (:func:`bad_ignore_comments` reports it)."""
     out: dict[int, tuple[str, ...]] = {}
+    for ig in _ignore_directives(text):
+        if ig.codes:
+            out[ig.line] = out.get(ig.line, ()) + ig.codes
+    return out
+
+
+def bad_ignore_comments(text: str, file: str, known: Collection[str]) -> list[Finding]:
+    """KB006 for each ignore comment of ``text`` that silences nothing, as ``kb check`` has it."""
+    return [Finding(file, ig.line, ig.column, BAD_IGNORE_CODE, "warning", message)
+            for ig in _ignore_directives(text) for message in problems(ig, known)]  # fmt: skip
+
+
+def _ignore_directives(text: str) -> list[Ignore]:
+    """Every ignore comment in the real comments of ``text`` (columns 1-based, in characters)."""
+    out: list[Ignore] = []
     if "kb:" not in text.lower():
         return out
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type != tokenize.COMMENT:
                 continue
-            for m in IGNORE.finditer(tok.string):
-                codes = tuple(c.strip().upper() for c in (m.group(2) or "").replace(",", " ").split())
-                out[tok.start[0]] = out.get(tok.start[0], ()) + (codes or ("KB",))
+            for offset, codes, problem in parse_ignores(tok.string):
+                out.append(Ignore(tok.start[0], tok.start[1] + offset + 1, codes, problem))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
     return out
@@ -279,6 +298,7 @@ class Scanner:
             report.opportunities += r.opportunities
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += _suppressed(found, r.comments, r.scan)
+            report.findings += r.bad_ignores
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
 
     def _read(self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config) -> _Read:
@@ -294,7 +314,9 @@ class Scanner:
 
             opps = opportunities(scan, tree, self.ctx, settings)
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
-        return _Read(scan, settings, codes, opps, ignore_comments(text))
+        bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
+               if BAD_IGNORE_CODE in codes else [])  # fmt: skip
+        return _Read(scan, settings, codes, opps, ignore_comments(text), bad)
 
     def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
                    custom: set[str]) -> bool:  # fmt: skip
@@ -427,6 +449,7 @@ class _Read(NamedTuple):
     codes: set[str]
     opportunities: list[Any]
     comments: dict[int, tuple[str, ...]]  # line -> codes of its ``# kb: ignore`` comments
+    bad_ignores: list[Finding]  # KB006: malformed ignore comments
 
 
 def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:

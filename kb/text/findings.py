@@ -10,6 +10,7 @@ import json
 
 from kb.lint.engine import Report
 from kb.lint.findings import Finding
+from kb.text.escape import github_data, github_property, printable
 
 FORMATS = ("text", "json", "github")
 
@@ -34,10 +35,10 @@ def text(report: Report, *, color: bool = False) -> str:
         if out:
             out.append("")
         for f in findings:
-            where = _paint(f"{file}:{f.line}:{f.column}:", "1", color)
+            where = _paint(f"{printable(file)}:{f.line}:{f.column}:", "1", color)
             code = _paint(f.code, "1;" + _COLOURS[f.severity], color)
             sev = _paint(f.severity, _COLOURS[f.severity], color)
-            out.append(f"{where} {code} {sev}: {f.message}")
+            out.append(f"{where} {code} {sev}: {printable(f.message)}")
     errors, warnings, infos = (report.count(s) for s in ("error", "warning", "info"))
     scope = f"{_plural(report.files, 'file')}, {_plural(report.candidates, 'candidate')}"
     if report.findings:
@@ -63,21 +64,13 @@ def as_json(report: Report) -> str:
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def github(report: Report) -> str:
     """GitHub Actions workflow commands: ``::error file=…,line=…,col=…,title=CODE::message``."""
     lines = []
     for f in report.findings:
-        props = (f"file={_escape_property(f.file)},line={f.line},col={f.column},"
-                 f"title={_escape_property(f.code)}")  # fmt: skip
-        lines.append(f"::{_LEVEL[f.severity]} {props}::{_escape_data(f.message)}")
+        props = (f"file={github_property(f.file)},line={f.line},col={f.column},"
+                 f"title={github_property(f.code)}")  # fmt: skip
+        lines.append(f"::{_LEVEL[f.severity]} {props}::{github_data(f.message)}")
     return "".join(line + "\n" for line in lines)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kb.scan.engine import ScanReport
 from kb.text import findings as check_format
+from kb.text.escape import printable, uri_path
 
 FORMATS = ("text", "json", "github", "sarif")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -28,7 +29,7 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
         extra += report.notes
         extra.append(f"{report.ops} distinct operators in {report.calls} calls"
                      + (f"; settings from {report.config}" if report.config else ""))  # fmt: skip
-    return out + "".join(line + "\n" for line in extra)
+    return out + "".join(printable(line) + "\n" for line in extra)
 
 
 def as_json(report: ScanReport) -> str:
@@ -60,7 +61,7 @@ def sarif(report: ScanReport) -> str:
         rules.append(rule)
     results = []
     for f in report.findings:
-        uri = f.file.replace(os.sep, "/")
+        uri = uri_path(f.file.replace(os.sep, "/"))
         results.append({
             "ruleId": f.code,
             "ruleIndex": index[f.code],
