@@ -50,14 +50,7 @@ def _loc_to_path(loc: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
 
 
-def _format_field(path: tuple[Any, ...]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+_format_field = yamlpos.dotted
 
 
 def _describe(err: dict[str, Any]) -> str:

@@ -482,13 +482,7 @@ def _shown(value: object, width: int = 60) -> str:
 
 
 def _field(path: Path) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "the document"
+    return yamlpos.dotted(path) or "the document"
 
 
 def _did_you_mean(value: str, options: Iterable[str]) -> str:

@@ -301,3 +301,14 @@ def _load(text: str, max_alias_nodes: int) -> Located:
 
 def load_bytes(raw: bytes, *, max_bytes: int = MAX_BYTES) -> Located:
     return load(decode(raw, max_bytes=max_bytes))
+
+
+def dotted(path: tuple[Any, ...]) -> str:
+    """A document path as people write it: ``candidates[0].args.eps`` ("" for the root)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
