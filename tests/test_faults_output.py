@@ -67,6 +67,31 @@ def test_scan_output_escapes_hostile_file_names(tmp_path: Path, fmt: str) -> Non
         assert "evil\\n::warning file=x,line=1::FORGED.py:2:33: KB104" in run.out
 
 
+@pytest.mark.parametrize("verb", ["check", "scan"])
+def test_stderr_escapes_hostile_names_of_unreadable_paths(tmp_path: Path, verb: str) -> None:
+    """The stderr lines (a named path that cannot be read, the emit target) quote file
+    names too: they are escaped like the findings, so no line of stderr can start a
+    workflow command or carry a terminal control."""
+    missing = FORGED + ESCAPE + (".yaml" if verb == "check" else ".py")
+    (tmp_path / "real.py").write_text(PY_CALL, encoding="utf-8")
+    extra = ["--no-config", "real.py"] if verb == "scan" else []
+    run = kb(tmp_path, verb, *extra, missing, timeout=60)
+    assert run.clean and run.rc == 2, run.err
+    _no_forged_lines(run.err)
+    assert "evil\\n::warning file=x,line=1::FORGEDesc\\x1b[31mred\\x9b2J" in run.err, run.err
+
+
+def test_stderr_escapes_the_emit_target_name(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(PY_CALL, encoding="utf-8")
+    target = "plan\n::warning file=x::FORGED.yaml"
+    run = kb(tmp_path, "scan", "--no-config", "--product", "atlas-a3", "--emit-candidates",
+             target, "m.py", timeout=60)  # fmt: skip
+    assert run.clean and run.rc in (0, 1), run.err
+    _no_forged_lines(run.err)
+    assert (tmp_path / target).is_file()
+    assert "wrote plan\\n::warning" in run.err, run.err
+
+
 def test_sarif_uris_are_percent_encoded(tmp_path: Path) -> None:
     _hostile_files(tmp_path, ".py", PY_CALL)
     (tmp_path / "ok.py").write_text(PY_CALL, encoding="utf-8")

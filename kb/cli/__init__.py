@@ -76,9 +76,13 @@ def _quiet_stdout() -> None:
 
 
 def _say(message: str) -> None:
+    """One line to stderr; a file name or argument quoted in it cannot start a new line
+    (a forged CI workflow command) or drive the terminal."""
+    from kb.text.escape import printable
+
     try:
         if sys.stderr is not None:
-            print(message, file=sys.stderr)
+            print(printable(message), file=sys.stderr)
     except (OSError, ValueError):
         pass
 

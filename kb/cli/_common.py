@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from kb.catalog.compiled import Catalog, StoreInvalid, open_catalog
+from kb.text.escape import printable
 
 
 def catalog_or_exit(*, rebuild: bool = False) -> Catalog:
@@ -14,7 +15,7 @@ def catalog_or_exit(*, rebuild: bool = False) -> Catalog:
         return open_catalog(rebuild=rebuild)
     except StoreInvalid as exc:
         for problem in exc.problems[:20]:
-            print(problem, file=sys.stderr)
+            print(printable(str(problem)), file=sys.stderr)
         more = len(exc.problems) - 20
         if more > 0:
             print(f"... and {more} more", file=sys.stderr)

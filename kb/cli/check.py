@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from kb.api.errors import UsageError
     from kb.catalog.compiled import StoreInvalid
     from kb.check.parse import InputError, read_source
+    from kb.text.escape import printable
     from kb.text.findings import render
 
     if args.files.count("-") > 1:
@@ -65,14 +66,14 @@ def run(args: argparse.Namespace) -> int:
             sources.append(read_source(path))
         except InputError as exc:
             unreadable.append(exc)
-            print(f"kb check: {exc.file}: {exc.message}", file=sys.stderr)
+            print(printable(f"kb check: {exc.file}: {exc.message}"), file=sys.stderr)
     try:
         checker = make_checker(select=args.select, ignore=args.ignore)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except StoreInvalid as exc:
         for problem in exc.problems[:10]:
-            print(problem, file=sys.stderr)
+            print(printable(str(problem)), file=sys.stderr)
         print(f"kb check: the records do not validate ({len(exc.problems)} problem(s)); run "
               "'kb validate'", file=sys.stderr)  # fmt: skip
         return 2

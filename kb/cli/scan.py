@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from kb.api.scan import scanner as make_scanner
     from kb.catalog.compiled import StoreInvalid
     from kb.scan.engine import ScanError, ScanOptions
+    from kb.text.escape import printable
     from kb.text.scan import render
     from kb.vocab import normalize
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except StoreInvalid as exc:
         for problem in exc.problems[:10]:
-            print(problem, file=sys.stderr)
+            print(printable(str(problem)), file=sys.stderr)
         print(f"kb scan: the records do not validate ({len(exc.problems)} problem(s)); run "
               "'kb validate'", file=sys.stderr)  # fmt: skip
         return 2
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.format != "text":
         for skipped in report.skipped:
-            print(f"kb scan: {skipped.path}: skipped: {skipped.reason}", file=sys.stderr)
+            print(printable(f"kb scan: {skipped.path}: skipped: {skipped.reason}"),
+                  file=sys.stderr)  # fmt: skip
     if args.emit_candidates:
         _emit(args, report, product)
     if report.files == 0:
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     missing = [s.path for s in report.skipped if s.named]
     if missing:
-        print(f"kb scan: cannot scan {', '.join(missing)} (named on the command line)",
+        print(printable(f"kb scan: cannot scan {', '.join(missing)} (named on the command line)"),
               file=sys.stderr)  # fmt: skip
         return 2
     return 1 if report.count("error") else 0
@@ -207,4 +209,6 @@ def _emit(args: argparse.Namespace, report: object, product: str | None) -> None
         _write_atomically(args.emit_candidates, text)
     except OSError as exc:
         raise UsageError(f"cannot write {args.emit_candidates}: {exc.strerror or exc}") from None
-    print(f"kb scan: wrote {args.emit_candidates}", file=sys.stderr)
+    from kb.text.escape import printable
+
+    print(printable(f"kb scan: wrote {args.emit_candidates}"), file=sys.stderr)
