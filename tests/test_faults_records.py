@@ -89,3 +89,87 @@ def test_a_broken_store_exits_2_from_every_verb(tmp_path: Path) -> None:
     assert codes == {args[0]: 2 for args in VERBS}
     run = kb(tmp_path, "show", "--help", records=root)
     assert "2 for a broken record store" in " ".join(run.out.split())
+
+
+# -- a record rewritten while kb validate reads the tree (issue 24, class E) ----------------
+
+
+def _half_written(path: Path) -> None:
+    """What a reader sees in the middle of a non-atomic save: the first part of the file,
+    with a fresh modification time."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: len(text) // 2] + "\n  - [", encoding="utf-8")
+
+
+@pytest.fixture
+def rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    root = one_operator(tmp_path / "rec")
+    path = root / "operators" / "npu_test_op.yaml"
+    return root, path, path.read_text(encoding="utf-8")
+
+
+def test_a_record_torn_during_the_load_is_read_again(rewritten, monkeypatch) -> None:
+    import kb.catalog.store as store
+    from kb.api.validate import validate
+
+    root, path, good = rewritten
+    real, calls = store.load_store, []
+
+    def load_during_a_save(where: Path) -> store.StoreResult:
+        calls.append(where)
+        if len(calls) == 1:  # the writer is half-way when the reader passes, then finishes
+            _half_written(path)
+            try:
+                return real(where)
+            finally:
+                path.write_text(good, encoding="utf-8")
+        return real(where)
+
+    monkeypatch.setattr(store, "load_store", load_during_a_save)
+    found = validate(root)  # (the catalog build of the cross-checks loads the tree too)
+    assert len(calls) >= 2 and not found.broken and found.problems == [], found.problems
+
+
+def test_a_record_changed_before_the_cross_checks_is_not_a_traceback(rewritten,
+                                                                     monkeypatch) -> None:  # fmt: skip
+    """The load saw a valid tree; the cross-checks reopen the catalog after a save began
+    (before: StoreInvalid escaped as a traceback from kb validate)."""
+    import kb.audit.crosscheck as crosscheck
+    from kb.api.validate import validate
+
+    root, path, good = rewritten
+    real, calls = crosscheck.crosscheck, []
+
+    def crosscheck_during_a_save(result, where):  # type: ignore[no-untyped-def]
+        calls.append(where)
+        if len(calls) == 1:
+            _half_written(path)
+            try:
+                return real(result, where)
+            finally:
+                path.write_text(good, encoding="utf-8")
+        return real(result, where)
+
+    monkeypatch.setattr(crosscheck, "crosscheck", crosscheck_during_a_save)
+    found = validate(root)
+    assert len(calls) == 2 and not found.broken and found.problems == [], found.problems
+
+
+def test_a_tree_that_never_settles_is_reported_not_looped_on(rewritten, monkeypatch) -> None:
+    import kb.catalog.store as store
+    from kb.api.validate import SNAPSHOT_TRIES, validate
+
+    root, path, good = rewritten
+    real, calls = store.load_store, []
+
+    def always_saving(where: Path) -> store.StoreResult:
+        calls.append(where)
+        result = real(where)
+        path.write_text(good + f"# save {len(calls)}\n", encoding="utf-8")
+        return result
+
+    monkeypatch.setattr(store, "load_store", always_saving)
+    found = validate(root)
+    assert len(calls) >= SNAPSHOT_TRIES and found.broken
+    assert "kept changing while they were validated" in found.problems[-1].message

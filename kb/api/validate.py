@@ -30,19 +30,43 @@ class Validation:
         }
 
 
+#: Loads tried before giving up on a record tree that keeps changing under us.
+SNAPSHOT_TRIES = 4
+
+
 def validate(records: Path | None = None) -> Validation:
-    """Validate the records directory (default: ``KB_RECORDS_DIR`` or the shipped one)."""
-    from kb.catalog.store import load_store
+    """Validate the records directory (default: ``KB_RECORDS_DIR`` or the shipped one).
+
+    The verdict is about one state of the tree: when a record is rewritten while it is
+    being read (an editor saving, a script regenerating records), the stat key of the
+    tree differs before and after, and the whole load is done again, so a half-written
+    file is never reported as broken and the later cross-checks never meet a store that
+    no longer validates.
+    """
+    from kb.catalog.compiled import StoreInvalid, fingerprint
+    from kb.catalog.store import Problem, load_store
     from kb.core.paths import records_dir
 
     root = (records or records_dir()).resolve()
-    result = load_store(root)
-    broken = bool(result.problems)
-    if not broken:
-        from kb.audit.crosscheck import crosscheck
+    for _ in range(SNAPSHOT_TRIES):
+        before = fingerprint(root)
+        result = load_store(root)
+        broken = bool(result.problems)
+        if not broken:
+            from kb.audit.crosscheck import crosscheck
 
-        result.problems += crosscheck(result, root)
-        result.problems += practice_problems(root, result)
+            try:
+                result.problems += crosscheck(result, root)
+                result.problems += practice_problems(root, result)
+            except StoreInvalid:  # changed between the load and the cross-checks
+                continue
+        if fingerprint(root) == before:
+            break
+    else:
+        result.problems.append(Problem(".", 1, 1, "", f"the records kept changing while they "
+                                       f"were validated ({SNAPSHOT_TRIES} tries); run kb "
+                                       "validate again once they are written"))  # fmt: skip
+        broken = True
     counts: dict[str, int] = {}
     for loaded in result.records.values():
         kind = loaded.record.kind  # type: ignore[attr-defined]
