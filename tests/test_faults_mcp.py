@@ -193,6 +193,51 @@ def test_no_path_taking_tool_leaks_a_planted_secret(tmp_path: Path) -> None:
     assert token not in (tmp_path / "server.log").read_text()
 
 
+def test_a_symlink_swapped_in_after_the_path_check_is_not_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The path check passes, then the file is replaced by a link out of the root before
+    it is opened (a race an attacker controlling the tree can win): the read is judged on
+    the opened descriptor, so nothing of the secret comes back.  The race is made certain
+    by letting the path check see the path before the swap."""
+    import kb.core.paths as paths
+    from kb.mcp import confine
+    from kb.mcp import server as srv
+
+    token = "SECRET" + secrets.token_hex(12)
+    root = _plant(tmp_path, token)
+    for name in ("race.yaml", "race.py"):
+        (root / name).write_text("x = 1\n", encoding="utf-8")
+    monkeypatch.setattr(paths, "_CONFINED_TO", None)  # restored after the test
+    monkeypatch.setattr(confine, "_ROOT", None)
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(root)
+    confine.set_root(root)
+    checked = confine.inside
+
+    def check_then_swap(path: str) -> str:
+        answer = checked(path)  # the check sees a plain file inside the root ...
+        target = root / path
+        target.unlink()  # ... which is then swapped for a link out of it
+        target.symlink_to(tmp_path / "outside" / ("list.yaml" if path.endswith(".yaml")
+                                                  else "secret.py"))  # fmt: skip
+        return answer
+
+    monkeypatch.setattr(confine, "inside", check_then_swap)
+    shown: dict[str, str] = {}
+
+    async def run() -> None:
+        async with Client(srv.build()) as client:
+            for tool, path in (("check", "race.yaml"), ("scan", "race.py")):
+                result = await client.call_tool(tool, {"path": path})
+                shown[tool] = json.dumps(result.model_dump(mode="json"), ensure_ascii=False)
+
+    anyio.run(run)
+    for tool, text in shown.items():
+        assert token not in text, (tool, text[:800])
+        assert "outside" in text, (tool, text[:800])
+    assert "outside the directory kb may read" in shown["check"]
+
+
 def test_root_option_confines_to_that_directory(tmp_path: Path, raw_server: Any) -> None:
     token = "SECRET" + secrets.token_hex(12)
     root = _plant(tmp_path, token)

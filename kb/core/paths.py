@@ -43,12 +43,54 @@ def file_kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+class OutsideRoot(PermissionError):
+    """The file actually opened lies outside the directory reads are confined to."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} is outside the directory kb may read")
+
+
+#: Set by a server that must read only below one directory (``kb mcp --root``).
+_CONFINED_TO: str | None = None
+
+
+def confine_reads(top: str | None) -> None:
+    """From now on every input read (not the records) must open a file below ``top``
+    (already resolved), judged on the file descriptor after ``open``: a symlink swapped
+    in between a path check and the open cannot lead the reader out."""
+    global _CONFINED_TO
+    _CONFINED_TO = top
+
+
+def _opened_path(fd: int, name: str) -> str:
+    """Where ``fd`` really points: the kernel's own answer on Linux, else ``realpath``."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(name)
+
+
+def _check_confined(fd: int, name: str) -> None:
+    top = _CONFINED_TO
+    if top is None:
+        return
+    real = _opened_path(fd, name)
+    try:
+        inside = os.path.commonpath([real, top]) == top
+    except ValueError:
+        inside = False
+    if not inside:
+        raise OutsideRoot(name)
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int, *, confined: bool = True) -> bytes:
     """At most ``limit`` bytes of a regular file.
 
     A FIFO, device or socket is refused from its ``stat`` before ``open``, which could
-    block forever; ``O_NONBLOCK`` covers a path swapped for a FIFO in between.
-    Raises NotRegularFile or the OSError of the failing call.
+    block forever; ``O_NONBLOCK`` covers a path swapped for a FIFO in between.  Under
+    :func:`confine_reads` the opened descriptor must lie inside the root (``confined=False``
+    only for kb's own record files).  Raises NotRegularFile, OutsideRoot or the OSError
+    of the failing call.
     """
     name = os.fspath(path)
     mode = os.stat(name).st_mode
@@ -56,6 +98,8 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
         raise NotRegularFile(str(name), file_kind(mode))
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as fh:
+        if confined:
+            _check_confined(fd, name)
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotRegularFile(str(name), file_kind(mode))
@@ -118,4 +162,6 @@ def describe_os_error(exc: OSError) -> str:
         return f"is {exc.kind}, not a regular file"
     if isinstance(exc, FileTooLarge):
         return f"is {exc.size} bytes or more, larger than the {exc.limit} byte limit"
+    if isinstance(exc, OutsideRoot):
+        return "is outside the directory kb may read"
     return f"cannot read: {exc.strerror or exc}"

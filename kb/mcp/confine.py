@@ -5,7 +5,9 @@ symlink planted in the project that points out of it; a tool that reads what it 
 and quotes what it read is an exfiltration channel.  Every ``path`` argument is resolved
 against the root (``kb mcp --root DIR``, else the working directory) with its symlinks
 followed (``realpath``) and refused unless the result is the root or under it.  The
-refusal never says whether the path exists.
+refusal never says whether the path exists.  A path check alone leaves a race (a
+symlink swapped in after the check), so every input read is checked once more on the
+opened descriptor (``kb.core.paths.confine_reads``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 
 from kb.api.errors import UsageError
+from kb.core.paths import confine_reads
 
 _ROOT: str | None = None
 
@@ -21,6 +24,7 @@ def set_root(path: str | os.PathLike[str] | None) -> str:
     """Fix the root for this process (``None``: the working directory); returns it."""
     global _ROOT
     _ROOT = os.path.realpath(os.fspath(path) if path is not None else os.getcwd())
+    confine_reads(_ROOT)  # the check below is on paths; reads are checked again on the fd
     return _ROOT
 
 
