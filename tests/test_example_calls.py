@@ -9,6 +9,8 @@ made has that format (a fresh tensor's format depends on its rank, so it stays u
 anything else stays unknown, and unknown is never an error.
 Each call of the record's own operator becomes a candidate that ``kb check`` judges on
 the record's products; an example that breaks its own record on every product fails.
+The record's quantization schemes are judged the same way: a dtype a scheme lists must
+take part in some use the record's rules accept.
 """
 
 from __future__ import annotations
@@ -246,3 +248,38 @@ def test_an_example_that_breaks_its_record_is_caught() -> None:
     (cand,) = example_candidates(rec, code, "bad")
     assert cand["tensors"]["group_index"] == {"dtype": "int32"}
     assert any("KB107" in e for e in _errors(rec, cand, catalog)[-1])
+
+
+def scheme_variants(mode: dict[str, Any]) -> list[dict[str, str]]:
+    """Dtype assignments of a scheme's tensors: the k-th listed dtype of each tensor
+    together (lists often pair up, e.g. x and antiquant_scale both float16/bfloat16),
+    then each alternative alone beside the first dtype of the others."""
+    tensors = {t: d for t, d in (mode.get("tensors") or {}).items() if d}
+    if not tensors:
+        return []
+    width = max(len(d) for d in tensors.values())
+    aligned = [{t: d[min(k, len(d) - 1)] for t, d in tensors.items()} for k in range(width)]
+    single = [{**aligned[0], t: alt} for t, d in tensors.items() for alt in d[1:]]
+    return aligned + [v for v in single if v not in aligned]
+
+
+@pytest.mark.parametrize("rec", [r for r in _records() if r.get("quantization")], ids=lambda r: r["name"])
+def test_a_quantization_scheme_keeps_its_own_records_rules(rec: dict[str, Any]) -> None:
+    """Every dtype a scheme lists takes part in some use the record's rules accept (the
+    W4A8 scheme's int8 x with an int4 weight was rejected by the record's own rule)."""
+    catalog = open_catalog()
+    for i, mode in enumerate(rec.get("quantization") or []):
+        products = mode.get("products") or rec["products"] or list(PRODUCT_IDS)
+        args = {k: v for k, v in (mode.get("select") or {}).items() if v is not None}
+        unmet, seen = {}, set()
+        for v in scheme_variants(mode):
+            cand = {"module": f"scheme {i} {mode['scheme']}", "operator": rec["name"], "args": args,
+                    "tensors": {t: {"dtype": d} for t, d in v.items()}}  # fmt: skip
+            errors = _errors({**rec, "products": products}, cand, catalog)[-1]
+            for pair in v.items():
+                if not errors:
+                    seen.add(pair)
+                    unmet.pop(pair, None)
+                elif pair not in seen:
+                    unmet[pair] = errors
+        assert not unmet, (mode["scheme"], i, unmet)
