@@ -284,3 +284,11 @@ def test_examples_pass_allowed_keyword_values(tmp_path: Path, value: str, bad: b
 def test_examples_use_real_keywords(tmp_path: Path) -> None:
     text = record("npu_v") + EXAMPLE.format(value="5").replace("mask_type", "mask_kind")
     only(problems(tmp_path, npu_v=text), "example line 2: npu_v has no keyword 'mask_kind'")
+
+
+def test_scheme_dtypes_rest_on_more_than_a_test(tmp_path: Path) -> None:
+    body = record("_npu_q", "undocumented") + (
+        "quantization:\n  - scheme: w8a8\n    tensors: {query: [int8]}\n")
+    only(problems(tmp_path, _npu_q=body + cite("quantization", "test")),
+         "quantization: the quantization schemes' tensor dtypes rest only on a test")  # fmt: skip
+    assert problems(tmp_path, _npu_q=body + cite("quantization", "source")) == []

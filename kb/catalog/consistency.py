@@ -177,6 +177,9 @@ def _limits_need_a_source(rec: Operator, report: Report) -> None:
                 report(("parameters", i, attr), f"{name}.{attr} rests only on a test or a caller's "
                        "inputs, which show one use, not a limit: cite a page, a wrapper check or a "
                        "kernel registration (kind: page/source), or drop it")  # fmt: skip
+    if any(mode.tensors for mode in rec.quantization) and only_usage("quantization", exact):
+        report(("quantization",), "the quantization schemes' tensor dtypes rest only on a test "
+               "or a caller's inputs: cite a page, a wrapper check or a kernel registration")  # fmt: skip
     for i, rule in enumerate(rec.rules):
         if only_usage(f"rules.{rule.id}", exact):
             report(("rules", i), f"rule {rule.id} rests only on a test or a caller's inputs: cite "
