@@ -57,7 +57,9 @@ class UnknownOperator(CandidateRule):
     why = (
         "Every other check of a candidate starts from its operator record. A misspelt name "
         "(npu_mla_prolog_v4) would fail at import time on the NPU; kb suggests the closest "
-        "known names. If the operator is real but missing here, add a record for it."
+        "known names. If the operator is real but missing here, add a record for it. A known "
+        "operator written under a path that does not exist (torch_npu.npu_ring_mla, which "
+        "op-plugin only attaches to torch_npu.atb) fails the same way and is reported here too."
     )
     fail = (
         _HEAD
