@@ -171,10 +171,34 @@ def test_undocumented_facts_cite_their_source(tmp_path: Path) -> None:
     found = problems(tmp_path, _npu_w=facts + "products: [atlas-inference]\n")
     only(found, "parameters[0].dtypes: query.dtypes: _npu_w has no page",
          "parameters[0].formats", "products: _npu_w has no page")  # fmt: skip
-    cited = facts + "products: [atlas-inference]\n" + cite("parameters.query, products", "test")
+    cited = facts + "products: [atlas-inference]\n" + cite("parameters.query, products", "source")
     assert problems(tmp_path, _npu_w=cited) == []
-    narrow = facts + cite("parameters.query.dtypes", "test")
+    narrow = facts + cite("parameters.query.dtypes", "source")
     only(problems(tmp_path, _npu_w=narrow), "parameters[0].formats")
+
+
+@pytest.mark.parametrize("kind", ["test", "shipping-code"])
+def test_a_limit_rests_on_more_than_a_tests_inputs(tmp_path: Path, kind: str) -> None:
+    """What a test or a caller passes is one use: a dtype list, a format list or a rule
+    backed by nothing else would reject the next caller's bfloat16."""
+    facts = record("_npu_w", "undocumented").replace(
+        "  - name: query\n    type: Tensor\n", "  - name: query\n    type: Tensor\n"
+        "    dtypes: [float16]\n    formats: [ND]\n")  # fmt: skip
+    rule = "rules:\n  - id: nd-only\n    formats: {query: [ND]}\n    message: ND only.\n"
+    usage = facts + rule + cite("parameters.query, rules.nd-only", kind)
+    only(problems(tmp_path, _npu_w=usage), "parameters[0].dtypes: query.dtypes rests only on a test",
+         "parameters[0].formats: query.formats rests only", "rule nd-only rests only")  # fmt: skip
+    # the same facts with a wrapper check (or a page, a kernel registration) beside the test
+    checked = usage + CITE.format(about="parameters.query, rules.nd-only", kind="source")
+    assert problems(tmp_path, _npu_w=checked) == []
+    # a documented record: the page backs its lists unless evidence names the list itself
+    page = record("npu_v").replace("  - name: query\n    type: Tensor\n",
+                                   "  - name: query\n    type: Tensor\n    dtypes: [float16]\n")  # fmt: skip
+    other = tmp_path / "documented"
+    other.mkdir()
+    assert problems(other, npu_v=page + cite("parameters.query", kind)) == []
+    only(problems(other, npu_v=page + cite("parameters.query.dtypes", kind)),
+         "query.dtypes rests only")  # fmt: skip
 
 
 def test_undocumented_lists_stay_inside_the_values_evidence_names(tmp_path: Path) -> None:
@@ -260,3 +284,11 @@ def test_examples_pass_allowed_keyword_values(tmp_path: Path, value: str, bad: b
 def test_examples_use_real_keywords(tmp_path: Path) -> None:
     text = record("npu_v") + EXAMPLE.format(value="5").replace("mask_type", "mask_kind")
     only(problems(tmp_path, npu_v=text), "example line 2: npu_v has no keyword 'mask_kind'")
+
+
+def test_scheme_dtypes_rest_on_more_than_a_test(tmp_path: Path) -> None:
+    body = record("_npu_q", "undocumented") + (
+        "quantization:\n  - scheme: w8a8\n    tensors: {query: [int8]}\n")
+    only(problems(tmp_path, _npu_q=body + cite("quantization", "test")),
+         "quantization: the quantization schemes' tensor dtypes rest only on a test")  # fmt: skip
+    assert problems(tmp_path, _npu_q=body + cite("quantization", "source")) == []

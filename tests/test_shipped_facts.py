@@ -48,7 +48,9 @@ def test_atb_310p_attention_facts(shipped: Catalog) -> None:
         rec = _rec(shipped, name)
         assert rec["products"] == ["atlas-inference"]
         assert _param(rec, "mask_type")["allowed"] == [mask_type]
-        assert _param(rec, "query")["dtypes"] == ["float16"]
+        # the float16 of op-plugin's tests is one tested use, not a limit (issue 20)
+        assert not _param(rec, "query")["dtypes"]
+        assert "float16" in _texts(rec)
 
 
 def test_successors_follow_deprecated_yaml(shipped: Catalog) -> None:

@@ -255,17 +255,22 @@ class Catalog:
                 self._heal()
 
     def resolve(self, spelling: str) -> str | None:
-        """Record name for a spelling: exact, call path, alias or case-insensitive."""
+        """Record name for a spelling: exact, call path, alias or case-insensitive.
+
+        An operator's overload (``torch_npu.npu_x.out``, ``torch.ops.atb.npu_x.default``)
+        names the operator: no record name has a dot, so a dotted rest is name + overload.
+        """
         rows = self._rows("SELECT name FROM names WHERE spelling = ?", (spelling,))
         if not rows:
-            from kb.vocab import CALL_PREFIXES  # only a miss pays for the vocabulary
+            from kb.vocab import bare_operator  # only a miss pays for the vocabulary
 
-            stripped = spelling.strip()
-            for prefix in CALL_PREFIXES:
-                if stripped.startswith(prefix):
-                    stripped = stripped[len(prefix) :]
+            stripped = bare_operator(spelling.strip())
             rows = self._rows("SELECT name FROM names WHERE spelling = ? COLLATE NOCASE",
                               (stripped,))  # fmt: skip
+            head, dot, overload = stripped.partition(".")
+            if not rows and dot and overload.isidentifier():
+                rows = self._rows("SELECT name FROM names WHERE spelling = ? COLLATE NOCASE",
+                                  (head,))  # fmt: skip
         return str(rows[0][0]) if rows else None
 
     def get(self, spelling: str) -> dict[str, Any] | None:

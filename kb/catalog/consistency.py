@@ -10,6 +10,9 @@ upstream, so a fact fixed once cannot quietly come back:
 * facts no page states — ``unsupported_products``, ``phase_limit``, legacy spellings
   (``also_accepted``), binding names (``python_name``) and every dtype, format, value,
   shape, product and rule of an undocumented operator — cite a file in ``evidence``;
+* a limit (a parameter's dtypes, formats, allowed values or range, a rule) is backed by
+  a page, a source file (a wrapper check, a kernel registration), a config or the
+  wheel's docstring — never only by what a test or a caller happens to pass;
 * evidence points at fields that exist; defaults, rules, quantization modes and
   examples stay inside the values the parameters allow.
 """
@@ -150,6 +153,37 @@ def _listed_values(rec: Operator, report: Report) -> None:
             vals = [v for v in getattr(p, attr) or [] if v is not None]
             if vals:
                 check(f"parameters.{name}.{attr}", vals, ("parameters", i, attr))
+
+
+#: Evidence kinds that may restrict: what upstream states or enforces.  A test's inputs
+#: and a caller's arguments show one working use, not the only one.
+LIMIT_KINDS = frozenset({"page", "source", "config", "docstring"})
+#: Parameter facts that reject a call when it falls outside them.
+_LIMITS = ("dtypes", "formats", "allowed", "range")
+
+
+def _limits_need_a_source(rec: Operator, report: Report) -> None:
+    """A limit no page states is backed by a statement or a check upstream, not a test."""
+
+    def only_usage(field: str, exact: bool) -> bool:
+        kinds = {ev.kind for ev in rec.evidence
+                 if (field in ev.about if exact else _covers(ev, field))}  # fmt: skip
+        return bool(kinds) and not kinds & LIMIT_KINDS
+
+    exact = rec.status != "undocumented"  # a page backs what no evidence names exactly
+    for name, (i, p) in _params(rec).items():
+        for attr in _LIMITS:
+            if getattr(p, attr) and only_usage(f"parameters.{name}.{attr}", exact):
+                report(("parameters", i, attr), f"{name}.{attr} rests only on a test or a caller's "
+                       "inputs, which show one use, not a limit: cite a page, a wrapper check or a "
+                       "kernel registration (kind: page/source), or drop it")  # fmt: skip
+    if any(mode.tensors for mode in rec.quantization) and only_usage("quantization", exact):
+        report(("quantization",), "the quantization schemes' tensor dtypes rest only on a test "
+               "or a caller's inputs: cite a page, a wrapper check or a kernel registration")  # fmt: skip
+    for i, rule in enumerate(rec.rules):
+        if only_usage(f"rules.{rule.id}", exact):
+            report(("rules", i), f"rule {rule.id} rests only on a test or a caller's inputs: cite "
+                   "a page, a wrapper check or a kernel registration, or drop the rule")  # fmt: skip
 
 
 def _evidence_targets(rec: Operator, report: Report) -> None:
@@ -315,6 +349,7 @@ def _examples(rec: Operator, report: Report) -> None:
 CHECKS: tuple[Callable[[Operator, Report], None], ...] = (
     _deprecation,
     _needs_evidence,
+    _limits_need_a_source,
     _evidence_targets,
     _values,
     _examples,

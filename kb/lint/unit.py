@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from kb.lint.context import Context
+from kb.lint.declared import apply_declared_dtypes
 from kb.lint.findings import Finding, Severity
 from kb.lint.model import Candidate, Document, Path
 
@@ -69,6 +70,8 @@ class CandidateRule(RuleUnit):
                 continue
             if self.skip_not_applicable and cand.status == "not-applicable":
                 continue
+            if cand.operator:  # the kernel sees a declared dtype, not its carrier
+                apply_declared_dtypes(cand, ctx.operator(cand.operator))
             yield from self.check_candidate(doc, ctx, cand)
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:

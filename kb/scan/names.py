@@ -2,7 +2,8 @@
 
 ``torch_npu.X`` is an operator unless X is a sub-module or a dtype; ``torch.ops.<ns>.X``
 is an operator of namespace ``ns`` (``npu``, ``atb`` or a custom one), ``.default`` /
-``.out`` its overload; everything else under a module is just a longer module path.
+``.out`` its overload; ``torch_npu.atb`` (a call-path namespace of kb.vocab) is a module
+whose attributes are operators; everything else under a module is just a longer module path.
 Which attributes are dtypes is kb.vocab's (``torch.int4`` is not torch_npu's int4).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kb.scan.values import UNKNOWN, DtypeConst, Module, Op
-from kb.vocab import NAMESPACE_PATHS, TORCH_DTYPE_ATTRS, TORCH_NPU_DTYPE_ATTRS
+from kb.vocab import NAMESPACE_PATHS, PYTHON_NAMESPACES, TORCH_DTYPE_ATTRS, TORCH_NPU_DTYPE_ATTRS
 
 #: torch_npu attributes that are sub-modules, not operators.
 SUBMODULES = frozenset({
@@ -43,11 +44,11 @@ def _module_attribute(path: str, attr: str) -> Any:
     if path == "torch_npu":
         if attr in TORCH_NPU_DTYPE_ATTRS:
             return DtypeConst(f"torch_npu.{attr}")
-        if attr in SUBMODULES or attr.startswith("__"):
+        if attr in SUBMODULES or attr.startswith("__") or f"torch_npu.{attr}" in PATH_NAMESPACES:
             return Module(f"torch_npu.{attr}")
         return Op("torch_npu", attr)
-    if path == "torch.npu":
-        return Op("torch.npu", attr)
+    if PATH_NAMESPACES.get(path) in PYTHON_NAMESPACES:  # torch.npu, torch_npu.atb
+        return Op(PATH_NAMESPACES[path], attr)
     if path == "functools" and attr == "partial":
         return Module("functools.partial")
     if path == "torch.library":

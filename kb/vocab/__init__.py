@@ -21,6 +21,8 @@ from kb.vocab.call_paths import (
     PYTHON_NAMESPACES,
     CallPathDef,
     bare_operator,
+    call_path,
+    missing_call_path,
 )
 from kb.vocab.dtypes import (
     DTYPE_ALIASES,
@@ -171,7 +173,9 @@ __all__ = [
     "StatusDef",
     "Step",
     "bare_operator",
+    "call_path",
     "collapse_products",
+    "missing_call_path",
     "normalize",
     "normalize_scheme",
     "product_family",

@@ -106,7 +106,7 @@ class Upstream(Strict):
 #: What an evidence entry may back: a top-level fact field, one parameter (or one of its
 #: fields), one rule, or a return value.
 EVIDENCE_ABOUT = re.compile(
-    r"^(?:superseded_by|unsupported_products|products|phase_limit|phases|quantization"
+    r"^(?:superseded_by|unsupported_products|products|phase_limit|phases|quantization|calls"
     r"|quant_roles|constraints|returns(?:\.[A-Za-z_]\w*)?|graph_mode|signature"
     r"|parameters\.[A-Za-z_]\w*(?:\.(?:dtypes|formats|shapes|allowed|also_accepted"
     r"|python_name|range|default|reserved))?|rules\.[a-z0-9][a-z0-9\-]*)$"
@@ -136,7 +136,7 @@ class Evidence(Strict):
         if bad:
             raise ValueError(f"evidence cannot be about {bad}: name superseded_by, "
                              "unsupported_products, phase_limit, parameters.<name>[.<field>], "
-                             "rules.<id>, quantization, products, returns or constraints")  # fmt: skip
+                             "rules.<id>, quantization, products, calls, returns or constraints")  # fmt: skip
         return v
 
 

@@ -11,7 +11,7 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
-from kb.vocab import STATUS_RANK, normalize
+from kb.vocab import STATUS_RANK, missing_call_path, normalize
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 
@@ -57,7 +57,9 @@ class UnknownOperator(CandidateRule):
     why = (
         "Every other check of a candidate starts from its operator record. A misspelt name "
         "(npu_mla_prolog_v4) would fail at import time on the NPU; kb suggests the closest "
-        "known names. If the operator is real but missing here, add a record for it."
+        "known names. If the operator is real but missing here, add a record for it. A known "
+        "operator written under a path that does not exist (torch_npu.npu_ring_mla, which "
+        "op-plugin only attaches to torch_npu.atb) fails the same way and is reported here too."
     )
     fail = (
         _HEAD
@@ -73,6 +75,10 @@ class UnknownOperator(CandidateRule):
             return
         rec = ctx.record(cand.operator)
         if rec is not None and rec.get("kind") == "operator":
+            paths = missing_call_path(cand.operator, rec.get("calls") or [])
+            if paths:  # torch_npu.npu_ring_mla: the function is torch_npu.atb.npu_ring_mla
+                yield self.on(doc, cand, ("operator",), f"{cand.operator!r} does not exist "
+                              f"(AttributeError); {rec['name']} is called as {' or '.join(paths)}")  # fmt: skip
             return
         if rec is not None:
             msg = (f"{cand.operator!r} names a {rec.get('kind')}, not an operator; put the "
