@@ -64,6 +64,7 @@ from kb.vocab.products import (
     PRODUCT_IDS,
     PRODUCT_LABELS,
     PRODUCT_OFFICIAL_NAMES,
+    PRODUCT_SOCS,
     PRODUCTS,
     Product,
     ProductDef,
@@ -73,6 +74,7 @@ from kb.vocab.products import (
     product_members,
     product_support,
     products_from_official,
+    sub_series_in,
 )
 from kb.vocab.scheme_roles import quantized_roles, scheme_roles, schemes_compatible
 from kb.vocab.schemes import (
@@ -136,6 +138,7 @@ __all__ = [
     "PRODUCT_IDS",
     "PRODUCT_LABELS",
     "PRODUCT_OFFICIAL_NAMES",
+    "PRODUCT_SOCS",
     "PYTHON_NAMESPACES",
     "QUANT_ALIASES",
     "QUANT_LABELS",
@@ -182,4 +185,5 @@ __all__ = [
     "quantized_roles",
     "scheme_roles",
     "schemes_compatible",
+    "sub_series_in",
 ]

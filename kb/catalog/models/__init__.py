@@ -27,6 +27,13 @@ from kb.catalog.models.chain import (
     StageTensor,
     Waiver,
 )
+from kb.catalog.models.kernel import (
+    Kernel,
+    KernelConfig,
+    KernelTensor,
+    WrapperLink,
+    kernel_products,
+)
 from kb.catalog.models.operator import (
     EVIDENCE_ABOUT,
     Deprecation,
@@ -83,6 +90,9 @@ __all__ = [
     "Evidence",
     "Example",
     "GraphMode",
+    "Kernel",
+    "KernelConfig",
+    "KernelTensor",
     "Keywords",
     "Name",
     "Node",
@@ -114,4 +124,6 @@ __all__ = [
     "Value",
     "Versions",
     "Waiver",
+    "WrapperLink",
+    "kernel_products",
 ]
