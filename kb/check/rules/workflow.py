@@ -126,7 +126,7 @@ class OperatorOutsideChain(WorkflowRule):
         "the other phase's stages) means the candidate follows a different path than it claims."
     )
     fail = (
-        _HEAD.replace("atlas-a3", "atlas-a3-inference")  # the sub-series its page lists
+        _HEAD
         + _ATTN.replace("npu_mla_prolog_v3", "npu_sparse_flash_attention")
         + "    chain: mla-absorb-decode\n"
     )
