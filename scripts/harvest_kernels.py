@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import yaml
 
-    from kb.catalog.models import Kernel, kernel_products
+    from kb.catalog.kernelfacts import kernel_only_products
+    from kb.catalog.models import Kernel
     from kb.vocab import PRODUCT_SOCS
     from tools.upstream.kernel_facts import KernelRepo, harvest_record
     from tools.upstream.kernel_links import load_wrappers
@@ -82,12 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             Kernel.model_validate(block)
         if outcome.kernels:
             matched += 1
-            page = data.get("products") or []
-            from kb.vocab import product_support
-
-            for prod in kernel_products({"kernels": outcome.kernels}):
-                if product_support(prod, page) != "yes":
-                    added[prod] += 1
+            added.update(kernel_only_products({**data, "kernels": outcome.kernels}))
         elif args.verbose:
             print(f"  {data['name']}: {'; '.join(outcome.problems)}")
         new = dict(data)

@@ -14,7 +14,8 @@ import pytest
 
 from kb.api.check import Finding, check_text
 from kb.catalog.compiled import Catalog, open_catalog
-from kb.catalog.models import Kernel, kernel_products
+from kb.catalog.kernelfacts import kernel_products
+from kb.catalog.models import Kernel
 from kb.vocab import PRODUCT_SOCS, product_support, sub_series_in
 from tools.upstream.kernel_facts import KernelRepo, harvest_record
 from tools.upstream.kernel_links import (

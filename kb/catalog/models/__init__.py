@@ -32,7 +32,6 @@ from kb.catalog.models.kernel import (
     KernelConfig,
     KernelTensor,
     WrapperLink,
-    kernel_products,
 )
 from kb.catalog.models.operator import (
     EVIDENCE_ABOUT,
@@ -125,5 +124,4 @@ __all__ = [
     "Versions",
     "Waiver",
     "WrapperLink",
-    "kernel_products",
 ]

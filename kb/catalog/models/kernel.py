@@ -11,9 +11,6 @@ writes these blocks; nobody types them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pydantic import Field
 
 from kb.catalog.models.base import Strict
@@ -85,26 +82,3 @@ class Kernel(Strict):
     unreadable: list[str] = Field(
         default_factory=list, description="registration statements the harvester could not read"
     )
-
-
-def kernel_products(record: Mapping[str, Any]) -> list[str]:
-    """The products every kernel of the record is built for, when that says where it runs.
-
-    Empty when the record has no kernel, when a wrapper branches on the SoC (it chooses
-    per product) or when a registration is conditional on the build.  A statement the
-    harvester could not read does not matter here: a literal ``AddConfig`` SoC is
-    compiled whatever else the class does.  A product the wrapper refuses is left out.  With
-    several kernels (a wrapper choosing among aclnn versions) only products all of them
-    are built for count.
-    """
-    kernels = record.get("kernels") or []
-    if not kernels:
-        return []
-    common: list[str] | None = None
-    for k in kernels:
-        if (k.get("wrapper") or {}).get("gated") or k.get("conditional"):
-            return []
-        refused = (k.get("wrapper") or {}).get("refused_products") or []
-        have = [p for p in k.get("products") or [] if p not in refused]
-        common = have if common is None else [p for p in common if p in have]
-    return common or []

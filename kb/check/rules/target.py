@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from kb.catalog.models import kernel_products
+from kb.catalog.kernelfacts import kernel_products
 from kb.check.conditions import same
 from kb.check.values import version_before
 from kb.lint.context import Context, Record
