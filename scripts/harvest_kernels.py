@@ -73,10 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     matched = changed = 0
     added: Counter[str] = Counter()
     for path in sorted(args.records.rglob("*.yaml")):
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = yaml.safe_load(text)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            print(f"{path}: cannot read the record: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 1
         if not isinstance(data, dict) or data.get("kind", "operator") != "operator":
             continue
+        if not isinstance(data.get("name"), str):
+            print(f"{path}: the record has no name", file=sys.stderr)
+            return 1
         outcome = harvest_record(data["name"], wrappers, repos, (plugin_name, plugin_commit),
                                  PRODUCT_SOCS)  # fmt: skip
         for block in outcome.kernels:

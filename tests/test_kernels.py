@@ -365,3 +365,31 @@ def test_a_partly_documented_family_stays_silent_in_kb208_and_kb209(catalog: Cat
     assert _check(catalog, "npu_fix_plain", "atlas-a2") == []
     assert _check(catalog, "npu_fix_plain", "atlas-a2-training") == []
     assert _codes(_check(catalog, "npu_fix_plain", "atlas-a2-inference")) == [("KB208", "warning")]
+
+
+def test_harvest_script_writes_blocks_in_place(trees: tuple[Path, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "harvest_kernels", Path(__file__).parent.parent / "scripts" / "harvest_kernels.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    records = tmp_path / "records" / "operators"
+    records.mkdir(parents=True)
+    text = _RECORD.format(name="npu_fix_gate", category="activation", products="[atlas-a2]",
+                          unsupported="[]", extra="# a curated comment stays\n")  # fmt: skip
+    (records / "npu_fix_gate.yaml").write_text(text, encoding="utf-8")
+    argv = ["--records", str(tmp_path / "records"),
+            "--kernels", f"example/ops@abc1234={trees[1]}",
+            "--op-plugin", f"example/plugin@def5678={trees[0]}"]  # fmt: skip
+    assert script.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "records matched to kernels: 1" in out and "ascend-950 1" in out
+    written = (records / "npu_fix_gate.yaml").read_text(encoding="utf-8")
+    assert written.startswith(text.rstrip("\n").rsplit("\n", 1)[0])
+    assert "# a curated comment stays" in written and "op_type: FixGate" in written
+    # a second run changes nothing
+    assert script.main(argv) == 0
+    assert (records / "npu_fix_gate.yaml").read_text(encoding="utf-8") == written
