@@ -288,6 +288,7 @@ _MODES = """\
 quantization:
   - {scheme: bf16, tensors: {x: [bfloat16]}}
   - {scheme: w8a8, select: {mode: 1}, tensors: {x: [int8]}, products: [ascend-950dt]}
+  - {scheme: w8a16, select: {mode: 3}, tensors: {x: [bfloat16]}, products: [ascend-950]}
 rules:
   - id: mode-2-sub-series
     when: [{arg: mode, equals: 2}]
@@ -347,6 +348,8 @@ def test_kb203_family_target_warns_naming_the_sub_series(catalog: Catalog) -> No
     assert _check(catalog, "npu_fix_modes", "ascend-950dt", "    quantization: w8a8\n") == []
     other = _check(catalog, "npu_fix_modes", "ascend-950pr", "    quantization: w8a8\n")
     assert _codes(other) == [("KB203", "error")]
+    # a sub-series inherits a mode documented for its family
+    assert _check(catalog, "npu_fix_modes", "ascend-950pr", "    quantization: w8a16\n") == []
 
 
 def test_kb109_family_target_warns_and_sub_series_inherits(catalog: Catalog) -> None:
