@@ -7,10 +7,11 @@ its kernels through the aclnn APIs op-plugin's wrapper calls, and replaces the r
 names map to product ids through ``kb/vocab/products.py``; statements the reader could
 not parse are listed in the report and in the block, never guessed.
 
-Usage::
+Usage (the run that wrote the shipped blocks; cannmirror/ops-transformer is a GitHub
+mirror whose history holds hicann/ops-transformer's c29bc10, 209 commits newer)::
 
     python scripts/harvest_kernels.py \\
-        --kernels hicann/ops-transformer@c29bc1069d3252c641e2aa059ec88f392d3f05ac=/tmp/ot \\
+        --kernels cannmirror/ops-transformer@05c401f9ddebdc9ebf008bb974f9ec1256e9e6f9=/tmp/ot \\
         --kernels hicann/ops-nn@e5c3fa9327ea95ba26d06227e746923580d10921=/tmp/nn \\
         --op-plugin Ascend/op-plugin@517f2e7d0f202f38b76310706cb977ca2388ad21=/tmp/opp
 """
