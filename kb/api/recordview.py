@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kb.catalog.kernelfacts import kernel_only_products
+
 Record = dict[str, Any]
 
 LANGS = ("en", "zh")
@@ -92,6 +94,7 @@ def brief(rec: Record, lang: str = "en") -> Record:
             "category": rec.get("category"),
             "call": call_line(rec),
             "products": rec.get("products") or [],
+            "kernel_only_products": kernel_only_products(rec),
             "phases": rec.get("phases") or [],
             "torch_npu": release_span(versions),
             "ranges": versions.get("ranges") or [],

@@ -15,7 +15,7 @@ from typing import Any
 
 from kb.catalog.wording import MESSAGE, when_words
 from kb.lint.model import Candidate, Path, Target
-from kb.vocab import product_support
+from kb.vocab import product_support, sub_series_in
 
 Tri = bool | None
 NUMERIC_TEXT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
@@ -132,7 +132,9 @@ def fires(rule: dict[str, Any], cand: Candidate, target: Target) -> bool:
 class Violation:
     """One effect of a fired record rule that the candidate contradicts.
 
-    ``kind`` is ``dtype``, ``format``, ``value``, ``product``, ``forbid``,
+    ``kind`` is ``dtype``, ``format``, ``value``, ``product``, ``product-sub-series`` (a
+    family target, the rule's products name only some of its sub-series: KB109 reports
+    it as a warning), ``forbid``,
     ``require-null`` (required but stated as null) or ``require-unstated``.
     """
 
@@ -175,9 +177,12 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                                 f"{name}={value} is not allowed here, use {shown}{ctx}", msg,
                                 subject=name, severity=sev)  # fmt: skip
         products = rule.get("products") or []
-        if products and target.product is not None and product_support(
-            target.product, products
-        ) not in ("yes", "partial"):
+        fit = product_support(target.product, products) if products and target.product else "yes"
+        if fit == "partial":  # a family target, the rule names some of its sub-series
+            subs = ", ".join(sub_series_in(str(target.product), products))
+            yield Violation("product-sub-series", rid, ("operator",),
+                            f"only on {subs} of {target.product}{ctx}", msg)  # fmt: skip
+        elif fit != "yes":
             yield Violation(
                 "product",
                 rid,

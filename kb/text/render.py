@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kb.api.recordview import release_span, text_in
+from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
 
 WIDTH = 80
@@ -423,6 +424,7 @@ def _header(rec: Rec, lang: str) -> Lines:
     if kind == "operator":
         out += field("calls", rec.get("calls"))
         out += field("products", rec.get("products"))
+        out += field("kernel only", kernel_only_products(rec))
         out += field("phases", rec.get("phases"))
         out += field("fuses", rec.get("fuses"))
         out += field("superseded by", rec.get("superseded_by"))

@@ -66,6 +66,7 @@ from kb.vocab.products import (
     PRODUCT_IDS,
     PRODUCT_LABELS,
     PRODUCT_OFFICIAL_NAMES,
+    PRODUCT_SOCS,
     PRODUCTS,
     Product,
     ProductDef,
@@ -75,6 +76,7 @@ from kb.vocab.products import (
     product_members,
     product_support,
     products_from_official,
+    sub_series_in,
 )
 from kb.vocab.scheme_roles import quantized_roles, scheme_roles, schemes_compatible
 from kb.vocab.schemes import (
@@ -138,6 +140,7 @@ __all__ = [
     "PRODUCT_IDS",
     "PRODUCT_LABELS",
     "PRODUCT_OFFICIAL_NAMES",
+    "PRODUCT_SOCS",
     "PYTHON_NAMESPACES",
     "QUANT_ALIASES",
     "QUANT_LABELS",
@@ -186,4 +189,5 @@ __all__ = [
     "quantized_roles",
     "scheme_roles",
     "schemes_compatible",
+    "sub_series_in",
 ]

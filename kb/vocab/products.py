@@ -18,7 +18,14 @@ class ProductDef(NamedTuple):
     only it).  ``official`` are the parts of an upstream ``<term>`` (which joins several
     with "/") at the precision the name has.  ``code_words`` are aliases that also name
     the product when they appear as a word in source code (``is_910b``, ``A3_DECODE``);
-    ``aliases`` are the other spellings people type.
+    ``aliases`` are the other spellings people type.  ``socs`` are the SoC names kernel
+    registrations compile for (``AddConfig("ascend910b")`` in ops-nn / ops-transformer
+    ``op_host/*_def.cpp``); a SoC name that is no row's is not one of our products.
+
+    Family and sub-series are one relation, used by every product check
+    (:func:`product_support`): a sub-series inherits what is stated for its family; a
+    family target with a fact about only some of its sub-series is ``partial``, which
+    checks report as a warning naming the sub-series (:func:`sub_series_in`).
     """
 
     id: str
@@ -27,23 +34,29 @@ class ProductDef(NamedTuple):
     official: tuple[str, ...] = ()
     code_words: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    socs: tuple[str, ...] = ()
 
 
+# SoC names: ops-nn commit b927bff23 ("Arch编码更新", 2026-01-29) renamed the Ascend 950
+# registrations from "ascend910_95" to "ascend950"; older trees (ops-transformer
+# c29bc10) still say ascend910_95.  A registration cannot say PR or DT: the family.
 PRODUCTS: tuple[ProductDef, ...] = (
     ProductDef("ascend-950", "Ascend 950PR/950DT",
-               code_words=("a5", "950", "ascend950"), aliases=("ascend 950",)),
+               code_words=("a5", "950", "ascend950"), aliases=("ascend 950",),
+               socs=("ascend950", "ascend910_95")),
     ProductDef("ascend-950pr", "Ascend 950PR", "ascend-950", ("Ascend 950PR",),
                aliases=("950pr",)),
     ProductDef("ascend-950dt", "Ascend 950DT", "ascend-950", ("Ascend 950DT",),
                aliases=("950dt",)),
     ProductDef("atlas-a3", "Atlas A3 training/inference series",
-               code_words=("a3", "910c"), aliases=("atlas a3", "ascend910c", "910_93")),
+               code_words=("a3", "910c"), aliases=("atlas a3", "ascend910c", "910_93"),
+               socs=("ascend910_93",)),
     ProductDef("atlas-a3-training", "Atlas A3 training series", "atlas-a3",
                ("Atlas A3 训练系列产品",), aliases=("a3 training",)),
     ProductDef("atlas-a3-inference", "Atlas A3 inference series", "atlas-a3",
                ("Atlas A3 推理系列产品",), aliases=("a3 inference",)),
     ProductDef("atlas-a2", "Atlas A2 training/inference series (800I A2, A200I A2 Box)",
-               code_words=("a2", "910b"), aliases=("atlas a2", "ascend910b")),
+               code_words=("a2", "910b"), aliases=("atlas a2", "ascend910b"), socs=("ascend910b",)),
     ProductDef("atlas-a2-training", "Atlas A2 training series", "atlas-a2",
                ("Atlas A2 训练系列产品",), aliases=("800t a2", "a2 training")),
     # "Atlas 800I A2" and the A200I A2 Box are members of the Atlas A2 inference series.
@@ -52,11 +65,11 @@ PRODUCTS: tuple[ProductDef, ...] = (
                aliases=("800i a2", "atlas 800i a2", "a2 inference")),
     ProductDef("atlas-inference", "Atlas inference series (300I Pro/Duo cards)", None,
                ("Atlas 推理系列产品", "Atlas 推理系列加速卡产品"), ("310p", "300i"),
-               ("300i duo", "300i pro", "atlas 300i duo")),
+               ("300i duo", "300i pro", "atlas 300i duo"), ("ascend310p",)),
     ProductDef("atlas-training", "Atlas training series (910 first generation)", None,
-               ("Atlas 训练系列产品",), aliases=("910", "910a", "ascend910")),
+               ("Atlas 训练系列产品",), aliases=("910", "910a", "ascend910"), socs=("ascend910",)),
     ProductDef("atlas-200i-500-a2", "Atlas 200I/500 A2 inference", None,
-               ("Atlas 200I/500 A2 推理产品",), aliases=("310b",)),
+               ("Atlas 200I/500 A2 推理产品",), aliases=("310b",), socs=("ascend310b",)),
 )  # fmt: skip
 
 PRODUCT_IDS: tuple[str, ...] = tuple(p.id for p in PRODUCTS)
@@ -73,6 +86,8 @@ PRODUCT_LABELS: dict[Product, str] = {p.id: p.label for p in PRODUCTS}
 PRODUCT_ALIASES: dict[str, Product] = {
     a: p.id for p in PRODUCTS for a in (*p.code_words, *p.aliases)
 }
+#: Kernel registration SoC names (``AddConfig("ascend910b")``) → id.
+PRODUCT_SOCS: dict[str, Product] = {soc: p.id for p in PRODUCTS for soc in p.socs}
 #: Words that name a product inside source code (the scanner's context hints).
 PRODUCT_CODE_WORDS: dict[str, Product] = {w: p.id for p in PRODUCTS for w in p.code_words}
 
@@ -119,6 +134,12 @@ def product_support(target: str, supported: list[str], unsupported: list[str] = 
     if members and any(m in supported for m in members):
         return "partial"
     return "undocumented"
+
+
+def sub_series_in(target: str, products: list[str]) -> tuple[str, ...]:
+    """The sub-series of family ``target`` that ``products`` names (the ``partial`` case of
+    :func:`product_support`): what a warning about a family target should name."""
+    return tuple(m for m in product_members(target) if m in products)
 
 
 def products_from_official(name: str) -> list[Product] | None:

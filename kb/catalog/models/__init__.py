@@ -27,6 +27,12 @@ from kb.catalog.models.chain import (
     StageTensor,
     Waiver,
 )
+from kb.catalog.models.kernel import (
+    Kernel,
+    KernelConfig,
+    KernelTensor,
+    WrapperLink,
+)
 from kb.catalog.models.operator import (
     EVIDENCE_ABOUT,
     Deprecation,
@@ -83,6 +89,9 @@ __all__ = [
     "Evidence",
     "Example",
     "GraphMode",
+    "Kernel",
+    "KernelConfig",
+    "KernelTensor",
     "Keywords",
     "Name",
     "Node",
@@ -114,4 +123,5 @@ __all__ = [
     "Value",
     "Versions",
     "Waiver",
+    "WrapperLink",
 ]

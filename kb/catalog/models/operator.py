@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from kb.catalog.models.base import Keywords, Name, Scalar, Strict, Text
+from kb.catalog.models.kernel import Kernel
 from kb.catalog.models.parameters import Constraint, Parameter, Return, Rule
 from kb.vocab import (
     KV_SCHEMES,
@@ -218,6 +219,11 @@ class Operator(Strict):
     seen_in: list[SeenIn] = Field(default_factory=list, description="calls in shipping code")
     evidence: list[Evidence] = Field(
         default_factory=list, description="citations for facts the official page does not state"
+    )
+    kernels: list[Kernel] = Field(
+        default_factory=list,
+        description="kernel registrations the wrapper reaches (scripts/harvest_kernels.py); "
+        "products they are built for that the page omits are kernel-only support",
     )
     upstream: Upstream = Field(default_factory=Upstream)
     superseded_by: str | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from kb.check.conditions import NUMERIC_TEXT, Violation, as_number, one_of, same, violations
@@ -11,7 +12,7 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
-from kb.vocab import STATUS_RANK, missing_call_path, normalize
+from kb.vocab import STATUS_RANK, missing_call_path, normalize, product_support
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 
@@ -458,7 +459,9 @@ class OperatorRule(CandidateRule):
             if self._duplicate(v, cand, params, products, doc):
                 continue
             seen.add((v.kind, v.path))
-            yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}", key=v.key)
+            found = self.on(doc, cand, v.path, f"{v.detail}: {v.message}", key=v.key)
+            # the target may or may not be one of the sub-series: verify, not refuse
+            yield replace(found, severity="warning") if v.kind == "product-sub-series" else found
 
     @staticmethod
     def _duplicate(v: Violation, cand: Candidate, params: dict[str, dict[str, Any]],
@@ -472,8 +475,9 @@ class OperatorRule(CandidateRule):
             return spec.format not in p["formats"]
         if v.kind == "value" and p.get("allowed") is not None:
             return not one_of(cand.args.get(v.subject), p["allowed"])
-        if v.kind == "product" and products:
-            return doc.target.product not in products
+        if v.kind in ("product", "product-sub-series") and products:
+            # KB201/KB208/KB209 speak when the record's products do not cover the target
+            return product_support(str(doc.target.product), products) != "yes"
         return False
 
 

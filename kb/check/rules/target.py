@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
+from kb.catalog.kernelfacts import kernel_products
 from kb.check.conditions import same
 from kb.check.values import version_before
 from kb.lint.context import Context, Record
@@ -17,6 +19,7 @@ from kb.vocab import (
     product_support,
     quantized_roles,
     schemes_compatible,
+    sub_series_in,
 )
 
 _CAND = "candidates:\n  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
@@ -66,11 +69,58 @@ class ProductNotDocumented(CandidateRule):
         "A product missing from an operator's page means 'not documented for it', not "
         "'unsupported': Huawei's own Atlas A3 ports call operators whose pages list only "
         "Atlas A2. Verify on the device; the message says where the operator is documented "
-        "and whether shipping code calls it on your product."
+        "and whether shipping code calls it on your product. Where the operator's kernel is "
+        "compiled for the target, KB209 speaks instead."
     )
     fail = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+            "  - module: model.layers.*.self_attn\n    phase: training\n"
+            "    operator: npu_fusion_attention_v3\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-a2-training}\ncandidates:\n"
+           "  - module: model.layers.*.self_attn\n    phase: training\n"
+           "    operator: npu_fusion_attention_v3\n")  # fmt: skip
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        rec, path = ctx.operator_of(cand)
+        product = doc.target.product
+        if rec is None or product is None:
+            return
+        supported, unsupported = rec.get("products") or [], rec.get("unsupported_products") or []
+        # "partial" (a family target, some of its sub-series documented) stays silent: a
+        # page's product list is no restriction, and practice runs these across the family
+        # (on vllm-ascend with --product atlas-a3 a warning here added 82 findings, 70 of
+        # them npu_format_cast, whose page lists the A3 training series)
+        if product_support(product, supported, unsupported) != "undocumented" or not supported:
+            return
+        if kernel_covers(rec, product):
+            return  # KB209's business
+        seen = _seen_on(rec, product)
+        evidence = f"; shipping code calls it on {product} ({seen})" if seen else ""
+        msg = (f"{rec['name']} is documented for {', '.join(supported)}, and its product "
+               f"table does not mention {product}{evidence}; verify it on the device")  # fmt: skip
+        yield self.at(doc, path, msg, candidate=cand.index)
+
+
+def kernel_covers(rec: Record, product: str) -> bool:
+    """Whether the record's kernels are compiled for ``product`` (or for its family)."""
+    return product_support(product, kernel_products(rec)) == "yes"
+
+
+class ProductKernelOnly(CandidateRule):
+    code = "KB209"
+    name = "product-kernel-only"
+    severity = "warning"
+    kinds = ("fusion", "prefetch")
+    summary = "The page does not list the target product, but the operator's kernel is compiled for it."
+    why = (
+        "The kernel registration the operator's wrapper reaches (ops-transformer / ops-nn "
+        "op_host/*_def.cpp, harvested into the record's kernels) names the SoCs the kernel "
+        "is built for. A product there and not on the page is kernel-only support: the "
+        "code exists, but a compiled kernel is not a documented API, so limits and accuracy "
+        "on that product are not promised. Verify on the device."
+    )
+    fail = ("version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
             "  - module: model.layers.*.mlp\n    operator: npu_swiglu\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+    fix = ("version: 1\ntarget: {product: atlas-a2-training}\ncandidates:\n"
            "  - module: model.layers.*.mlp\n    operator: npu_swiglu\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
@@ -79,15 +129,16 @@ class ProductNotDocumented(CandidateRule):
         if rec is None or product is None:
             return
         supported, unsupported = rec.get("products") or [], rec.get("unsupported_products") or []
-        # "partial" (a family target, some of its sub-series documented) stays silent: the
-        # target does not say which sub-series it means, and practice runs these across it
-        if product_support(product, supported, unsupported) != "undocumented" or not supported:
+        if product_support(product, supported, unsupported) != "undocumented":
+            return  # documented, refused, or partly documented (silent, as in KB208)
+        if not supported or not kernel_covers(rec, product):
             return
-        seen = _seen_on(rec, product)
-        evidence = f"; shipping code calls it on {product} ({seen})" if seen else ""
-        msg = (f"{rec['name']} is documented for {', '.join(supported)}, and its product "
-               f"table does not mention {product}{evidence}; verify it on the device")  # fmt: skip
-        yield self.at(doc, path, msg, candidate=cand.index)
+        k = (rec.get("kernels") or [{}])[0]
+        where = f"{k.get('repo')}@{str(k.get('commit'))[:7]} {k.get('path')}:{k.get('lines')}"
+        yield self.at(doc, path, f"{rec['name']}'s page lists {', '.join(supported)}, not "
+                      f"{product}; its kernel {k.get('op_type')} is compiled for {product} "
+                      f"({where}): kernel-only support, not a documented API; verify it on "
+                      f"the device", candidate=cand.index)  # fmt: skip
 
 
 def _seen_on(rec: Record, product: str) -> str:
@@ -280,12 +331,20 @@ class QuantizationNotSupported(CandidateRule):
         product = doc.target.product
         if product is None:
             return
-        ok = [m for m in modes if not m.get("products") or product in m["products"]]
-        if not ok:
-            where = sorted({p for m in modes for p in m.get("products", [])})
-            yield self.on(doc, cand, ("quantization",),
-                          f"{rec['name']} offers {scheme} only on {', '.join(where)}, not on "
-                          f"{product}; use another scheme on this product")  # fmt: skip
+        fit = {product_support(product, m.get("products") or [product]) for m in modes}
+        if "yes" in fit:
+            return
+        where = sorted({p for m in modes for p in m.get("products", [])})
+        if "partial" in fit:  # a family target, the scheme documented on some sub-series
+            subs = ", ".join(sorted({s for m in modes
+                                     for s in sub_series_in(product, m.get("products") or [])}))  # fmt: skip
+            yield replace(self.on(doc, cand, ("quantization",),
+                                  f"{rec['name']} offers {scheme} only on {subs} of {product}; "
+                                  f"verify that your device is one of them"), severity="warning")  # fmt: skip
+            return
+        yield self.on(doc, cand, ("quantization",),
+                      f"{rec['name']} offers {scheme} only on {', '.join(where)}, not on "
+                      f"{product}; use another scheme on this product")  # fmt: skip
 
 
 class QuantizationMismatch(CandidateRule):
@@ -428,6 +487,6 @@ class GraphModeNotSupported(CandidateRule):
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Target fit"
 
-RULES = (ProductNotSupported(), ProductNotDocumented(), TorchNpuTooOld(), ArgumentNotInRelease(),
+RULES = (ProductNotSupported(), ProductNotDocumented(), ProductKernelOnly(), TorchNpuTooOld(), ArgumentNotInRelease(),
          QuantizationNotSupported(), QuantizationMismatch(), PhaseNotSupported(),
          GraphModeNotSupported())  # fmt: skip
