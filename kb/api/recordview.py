@@ -28,6 +28,8 @@ SECTION_ALIASES = {
     "rule": "rules",
     "constraint": "constraints",
     "schemes": "quantization",
+    "semantics": "reference",
+    "computes": "reference",
 }
 
 

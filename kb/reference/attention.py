@@ -130,6 +130,9 @@ def _mask_for(mask: np.ndarray | None, b: int, mode: int) -> np.ndarray | None:
 def _paged(cache: np.ndarray, table: np.ndarray, b: int, length: int, bs: int, nkv: int) -> np.ndarray:
     """[Nkv, length, D] read for batch b from a (blocknum, bs, H) or (blocknum, Nkv, bs, D) cache."""
     need = -(-length // bs)
+    if need > np.asarray(table).shape[1]:
+        raise ReferenceInputError(f"page attention: length {length} needs {need} blocks, block_table has "
+                                  f"{np.asarray(table).shape[1]} per batch")  # fmt: skip
     blocks = np.asarray(table)[b, :need].astype(np.int64)
     if cache.ndim == 3:
         flat = cache[blocks].reshape(-1, cache.shape[-1])[:length]

@@ -16,6 +16,8 @@ from kb.reference.lowp import cast, dtype_named, f32
 
 Args = dict[str, Any]
 INT32_MAX = np.iinfo(np.int32).max
+#: the page's bound on expert_num (torch_npu-npu_moe_init_routing_v2.md, line 621)
+MAX_EXPERTS = 10240
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -100,6 +102,8 @@ def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
     expert_num = int(a["expert_num"])
     rng = list(a["active_expert_range"] or [])
     start, end = (int(rng[0]), int(rng[1])) if rng else (0, expert_num if expert_num > 0 else INT32_MAX)
+    if (end if end != INT32_MAX else 0) - start > MAX_EXPERTS or start < 0:
+        raise ReferenceInputError(f"npu_moe_init_routing_v2: the expert range must lie in [0, {MAX_EXPERTS}]")
     flat = expert_idx.reshape(-1).astype(np.int64)
     inside = (flat >= start) & (flat < end)
     keys = np.where(inside, flat, INT32_MAX)
