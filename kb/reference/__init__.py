@@ -12,10 +12,10 @@ import functools
 import importlib
 from typing import Any
 
-from kb.reference.errors import ReferenceInputError
+from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.registry import IMPLEMENTATIONS
 
-__all__ = ["ReferenceInputError", "available", "record", "run"]
+__all__ = ["NotModelled", "ReferenceInputError", "available", "record", "run"]
 
 
 def available() -> list[str]:

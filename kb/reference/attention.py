@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.reference.errors import ReferenceInputError
+from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, f32
 
 Args = dict[str, Any]
@@ -46,7 +46,7 @@ def visible(sq: int, skv: int, mode: int, pre: int, nxt: int, mask: np.ndarray |
     if mode == 4:
         d = j - i - (skv - sq)
         return (d <= nxt) & (-d <= pre)
-    raise ReferenceInputError(f"sparse_mode={mode} is not modelled (0, 1, 2, 3, 4)")
+    raise NotModelled(f"sparse_mode={mode} is not modelled (0, 1, 2, 3, 4)")
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, vis: np.ndarray,
@@ -124,7 +124,7 @@ def _mask_for(mask: np.ndarray | None, b: int, mode: int) -> np.ndarray | None:
         return m[b if m.shape[0] > 1 else 0]
     if m.ndim == 4 and m.shape[1] == 1:
         return m[b if m.shape[0] > 1 else 0, 0]
-    raise ReferenceInputError("atten_mask shapes modelled: [Sq, Skv], [B, Sq, Skv], [B or 1, 1, Sq, Skv]")
+    raise NotModelled("atten_mask shapes modelled: [Sq, Skv], [B, Sq, Skv], [B or 1, 1, Sq, Skv]")
 
 
 def _paged(cache: np.ndarray, table: np.ndarray, b: int, length: int, bs: int, nkv: int) -> np.ndarray:
@@ -151,7 +151,7 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
             raise ReferenceInputError(f"sparse_mode={mode} needs the compressed atten_mask")
         mode = 0  # fusion attention: no mask means everything is computed
     if layout not in LAYOUTS:
-        raise ReferenceInputError(f"input_layout {layout!r} is not modelled ({', '.join(LAYOUTS)})")
+        raise NotModelled(f"input_layout {layout!r} is not modelled ({', '.join(LAYOUTS)})")
     table, bs = a.get("block_table"), int(a.get("block_size") or 0)
     if table is not None and (bs < 128 or bs > 512 or bs % 128):
         raise ReferenceInputError("page attention needs block_size a multiple of 128 in [128, 512]")
@@ -192,9 +192,11 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
         with np.errstate(divide="ignore"):
             lse = np.full((n, qb.shape[1]), -np.inf, np.float32)
             lse[:, :sq] = (np.log(total) + np.where(np.isfinite(top), top, 0)).astype(np.float32)
+        row_max = np.zeros((n, qb.shape[1]), np.float32)
+        row_max[:, :sq] = np.where(np.isfinite(top), top, 0)
         outs.append(full)
         lses.append(lse)
-        maxes.append(np.where(np.isfinite(top), top, 0).astype(np.float32))
+        maxes.append(row_max)
     if layout == "TND":
         out_t = np.concatenate([o.transpose(1, 0, 2) for o in outs], axis=0)
         lse_t = np.concatenate([x.T for x in lses], axis=0)[..., None]
@@ -206,7 +208,7 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
 def unmodelled(a: Args, names: list[str], op: str) -> None:
     given = [x for x in names if a.get(x) is not None]
     if given:
-        raise ReferenceInputError(f"{op}: {', '.join(given)} not modelled by the reference; pass None")
+        raise NotModelled(f"{op}: {', '.join(given)} not modelled by the reference; pass None")
 
 
 def _kv_heads(a: Args, n: int, key: str) -> int:
@@ -253,7 +255,7 @@ def prompt_flash_attention(a: Args) -> np.ndarray:
 def fusion_attention(a: Args) -> tuple[Any, ...]:
     unmodelled(a, ["pse", "padding_mask", "prefix", "sink", "dropout_mask"], "npu_fusion_attention")
     if float(a["keep_prob"]) != 1.0:
-        raise ReferenceInputError("npu_fusion_attention: dropout (keep_prob < 1) is not modelled")
+        raise NotModelled("npu_fusion_attention: dropout (keep_prob < 1) is not modelled")
     n = int(a["head_num"])
     layout = a["input_layout"]
     bound = dict(a, pre_tokens=a["pre_tockens"], next_tokens=a["next_tockens"])

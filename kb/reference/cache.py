@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.reference.errors import ReferenceInputError
+from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, f32
 from kb.reference.norm import _rms
 from kb.reference.rope import rotate
@@ -41,7 +41,7 @@ def _write_nz(cache: np.ndarray, tokens: np.ndarray, slots: np.ndarray, what: st
 def scatter_pa_kv_cache(a: Args) -> None:
     key, value = a["key"], a["value"]
     if any(a[n] is not None for n in ("compress_lens", "compress_seq_offsets", "seq_lens")) or key.ndim != 3:
-        raise ReferenceInputError("npu_scatter_pa_kv_cache: the compressed scenario (4-D key, "
+        raise NotModelled("npu_scatter_pa_kv_cache: the compressed scenario (4-D key, "
                                   "compress_lens, seq_lens) is not modelled; key is [T, N, D]")  # fmt: skip
     if key.dtype != a["key_cache"].dtype or value.dtype != a["value_cache"].dtype:
         raise ReferenceInputError("npu_scatter_pa_kv_cache: caches keep the dtype of key/value")
@@ -66,7 +66,7 @@ def _to_cache(x: np.ndarray, cache: np.ndarray, scale: Any) -> np.ndarray:
 def kv_rmsnorm_rope_cache(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     kv, k_cache, ckv_cache, mode = a["kv"], a["k_cache"], a["ckv_cache"], a["cache_mode"]
     if a["v"] is not None or a["k_rope_offset"] is not None or a["c_kv_offset"] is not None:
-        raise ReferenceInputError("npu_kv_rmsnorm_rope_cache: v and the quant offsets are not modelled")
+        raise NotModelled("npu_kv_rmsnorm_rope_cache: v and the quant offsets are not modelled")
     rope = a["cos"].shape[-1]
     if kv.ndim != 4 or kv.shape[1] != 1 or kv.shape[-1] <= rope:
         raise ReferenceInputError("npu_kv_rmsnorm_rope_cache: kv is [B, 1, S, rms + rope]")

@@ -13,17 +13,27 @@ import ml_dtypes
 import numpy as np
 
 from kb.catalog.binding import dtype_value
-from kb.reference.errors import ReferenceInputError
-from kb.vocab import normalize
+from kb.reference.errors import NotModelled
+from kb.vocab import DTYPES, normalize
 
-#: canonical dtype name (kb/vocab) -> numpy dtype
-NUMPY: dict[str, Any] = {
-    "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2,
-    "float8_e8m0fnu": ml_dtypes.float8_e8m0fnu, "float4_e2m1fn_x2": ml_dtypes.float4_e2m1fn,
-    "int4": ml_dtypes.int4, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
-    "int32": np.int32, "int64": np.int64, "bool": np.bool_, "float64": np.float64,
-}  # fmt: skip
+#: vocabulary names whose ml_dtypes type is spelt differently (the x2 is torch's packing)
+_SPELLING = {"float4_e2m1fn_x2": "float4_e2m1fn"}
+#: numpy kinds the references do not compute in (complex, object)
+_SKIP_KINDS = "cO"
+
+
+def _numpy_types() -> dict[str, Any]:
+    """canonical dtype name (kb.vocab) -> the numpy or ml_dtypes type that holds it."""
+    out: dict[str, Any] = {}
+    for d in DTYPES:
+        spelt = _SPELLING.get(d.name, d.name)
+        found = getattr(ml_dtypes, spelt, None) or getattr(np, spelt, None)
+        if isinstance(found, type) and np.dtype(found).kind not in _SKIP_KINDS:
+            out[d.name] = found
+    return out
+
+
+NUMPY: dict[str, Any] = _numpy_types()
 
 
 def name_of(array: np.ndarray) -> str:
@@ -39,7 +49,7 @@ def dtype_named(value: object, what: str) -> Any:
     canon = dtype_value({"takes": "dtype"}, value)
     if isinstance(canon, str) and canon in NUMPY:
         return NUMPY[canon]
-    raise ReferenceInputError(f"{what}={value!r} names no dtype the reference models "
+    raise NotModelled(f"{what}={value!r} names no dtype the reference models "
                               f"({', '.join(sorted(NUMPY))})")  # fmt: skip
 
 

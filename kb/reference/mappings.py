@@ -9,7 +9,7 @@ holds every id to a passing proof).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,6 @@ class Mapping:
     arguments: str  # how the unfused values become the call's arguments
     also: tuple[str, ...] = ()  # further operators the mapped chain calls
     notes: str = ""
-    dtypes: tuple[str, ...] = field(default=("float32", "float16", "bfloat16"))
 
 
 MAPPINGS: tuple[Mapping, ...] = (

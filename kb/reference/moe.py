@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.reference.errors import ReferenceInputError
+from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, dtype_named, f32
 
 Args = dict[str, Any]
@@ -66,7 +66,7 @@ def gating_top_k(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     if a["renorm"] != 0:
         raise ReferenceInputError("npu_moe_gating_top_k: renorm supports only 0 (norm before top-k)")
     if a["input_ids"] is not None or a["tid2eid"] is not None:
-        raise ReferenceInputError("npu_moe_gating_top_k: input_ids/tid2eid routing is not modelled")
+        raise NotModelled("npu_moe_gating_top_k: input_ids/tid2eid routing is not modelled")
     e = x.shape[-1]
     groups, k_group = _group_limits(e, a, k)
     xf = f32(x)
@@ -94,7 +94,7 @@ def gating_top_k(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     x, expert_idx = a["x"], np.asarray(a["expert_idx"])
     if a["drop_pad_mode"] != 0 or a["quant_mode"] != -1:
-        raise ReferenceInputError("npu_moe_init_routing_v2: the reference models drop_pad_mode=0 "
+        raise NotModelled("npu_moe_init_routing_v2: the reference models drop_pad_mode=0 "
                                   "(dropless) with quant_mode=-1 (no quantization)")  # fmt: skip
     if x.ndim != 2 or expert_idx.ndim != 2 or expert_idx.shape[0] != x.shape[0]:
         raise ReferenceInputError("npu_moe_init_routing_v2: x is [N, H] and expert_idx [N, K]")
@@ -184,7 +184,7 @@ def _one_matmul(x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | Non
 def grouped_matmul(a: Args) -> list[np.ndarray]:
     xs, ws = list(a["x"]), list(a["weight"])
     if a["act_type"] not in (0, None) or a["antiquant_scale"] is not None:
-        raise ReferenceInputError("npu_grouped_matmul: activations and antiquant are not modelled")
+        raise NotModelled("npu_grouped_matmul: activations and antiquant are not modelled")
     if len(ws) == 1 and ws[0].ndim == 3:
         ws = list(ws[0])
     split = a["split_item"] or 0
@@ -195,7 +195,7 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
         outs = [_one_matmul(x, w, g, a, None) for g, (x, w) in enumerate(zip(xs, ws, strict=True))]
         return [np.concatenate(outs, axis=0)] if split in (2, 3) else outs
     if a["group_type"] != 0 or len(xs) != 1:
-        raise ReferenceInputError("npu_grouped_matmul: with group_list the reference models "
+        raise NotModelled("npu_grouped_matmul: with group_list the reference models "
                                   "group_type=0 (split M) over one x")  # fmt: skip
     x = xs[0]
     sizes = group_sizes(a["group_list"], int(a["group_list_type"] or 0), len(ws))
@@ -217,7 +217,7 @@ def finalize_routing(a: Args) -> np.ndarray:
     rows = a["expanded_permuted_rows"]
     mode, k = a["drop_pad_mode"] or 0, int(a["k"] or 1)
     if mode not in (0, 2):
-        raise ReferenceInputError("npu_moe_finalize_routing: drop_pad_mode 0 or 2 (dropless) is modelled")
+        raise NotModelled("npu_moe_finalize_routing: drop_pad_mode 0 or 2 (dropless) is modelled")
     src = np.asarray(a["expanded_src_to_dst_row"]).reshape(-1)
     n = src.size // k
     out = np.zeros((n, rows.shape[-1]), np.float32)

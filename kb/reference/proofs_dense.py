@@ -12,9 +12,9 @@ import math
 import numpy as np
 
 from kb.reference import run
-from kb.reference.proving import LOW, Check, rounded
+from kb.reference.proving import FLOATS, HALVES, LOW, Check, rounded
 
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = FLOATS
 
 
 def _rms_unfused(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -114,7 +114,7 @@ def rope_interleave(rng: np.random.Generator) -> list[Check]:
 
 def rope_deinterleave(rng: np.random.Generator) -> list[Check]:
     out = []
-    for dt in ("float16", "bfloat16"):
+    for dt in HALVES:
         b, n, s, d = 2, 1, 3, 64
         x = rounded(rng, (b, n, s, d), dt)
         emb = np.concatenate([_freqs(s, d)] * 2, axis=-1)
@@ -142,7 +142,7 @@ def swiglu(rng: np.random.Generator) -> list[Check]:
 
 def swiglu_dynamic_quant(rng: np.random.Generator) -> list[Check]:
     out = []
-    for dt in ("float16", "bfloat16"):
+    for dt in HALVES:
         x = rounded(rng, (5, 2 * 16), dt)
         y = _silu(x[:, :16].astype(np.float32)) * x[:, 16:].astype(np.float32)
         scale = np.abs(y).max(-1) / 127.0
@@ -177,7 +177,7 @@ def gelu_tanh(rng: np.random.Generator) -> list[Check]:
 
 def dynamic_quant_int8_matmul(rng: np.random.Generator) -> list[Check]:
     out = []
-    for dt in ("float16", "bfloat16"):
+    for dt in HALVES:
         x = rounded(rng, (6, 64), dt)
         wq = rng.integers(-127, 128, (64, 16)).astype(np.int8)
         w_scale = (rng.random(16) * 0.01 + 0.001).astype(np.float32)
@@ -194,7 +194,7 @@ def dynamic_quant_int8_matmul(rng: np.random.Generator) -> list[Check]:
 
 def weight_only_int8_matmul(rng: np.random.Generator) -> list[Check]:
     out = []
-    for dt in ("float16", "bfloat16"):
+    for dt in HALVES:
         x = rounded(rng, (4, 32), dt)
         wq = rng.integers(-127, 128, (32, 8)).astype(np.int8)
         scale = (rng.random(8) * 0.02).astype(LOW[dt])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kb.reference import run
-from kb.reference.proving import LOW, Check, rounded
+from kb.reference.proving import FLOATS, HALVES, LOW, Check, rounded
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -95,7 +95,7 @@ def _moe_case(rng: np.random.Generator, dt: str) -> tuple[np.ndarray, ...]:
 
 def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
     out = []
-    for dt in ("float32", "bfloat16"):
+    for dt in FLOATS[::2]:  # float32 and bfloat16
         x, ids, w, w1, w2 = _moe_case(rng, dt)
         ex, row_idx, counts, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=4, active_expert_range=[0, 4],
                                      expert_tokens_num_flag=True, expert_tokens_num_type=1)  # fmt: skip
@@ -109,7 +109,7 @@ def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
 
 def moe_experts_loop_permute(rng: np.random.Generator) -> list[Check]:
     out = []
-    for dt in ("float32", "bfloat16"):
+    for dt in FLOATS[::2]:  # float32 and bfloat16
         x, ids, w, w1, w2 = _moe_case(rng, dt)
         p, order = run("npu_moe_token_permute", x, ids)
         counts = np.bincount(ids.reshape(-1), minlength=4).astype(np.int64)
@@ -154,7 +154,7 @@ def _layout(t: np.ndarray, layout: str) -> np.ndarray:
 def attention(layout: str, rng: np.random.Generator) -> list[Check]:
     out = []
     b, nq, nkv, sq, skv, d = 2, 4, 2, 3, 7, 16
-    for dt in ("float16", "bfloat16"):
+    for dt in HALVES:
         q, k, v = rounded(rng, (b, nq, sq, d), dt), rounded(rng, (b, nkv, skv, d), dt), rounded(rng, (b, nkv, skv, d), dt)
         if layout == "TND":  # varlen: equal query and key lengths per batch
             k, v = k[:, :, :sq], v[:, :, :sq]

@@ -14,17 +14,24 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-#: output dtype -> (atol, rtol)
-TOLERANCE: dict[str, tuple[float, float]] = {
-    "float32": (1e-5, 1e-4),
-    "float16": (2e-3, 2e-3),
-    "bfloat16": (1.6e-2, 1.6e-2),
-    "int8": (1.0, 0.0),
-    "int32": (0.0, 0.0),
-    "int64": (0.0, 0.0),
-    "bool": (0.0, 0.0),
-}
-LOW = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+from kb.reference.lowp import NUMPY
+from kb.vocab import COMPUTE_DTYPES
+
+#: the 16-bit floats models compute in, and the float dtypes proofs run in
+HALVES: tuple[str, ...] = tuple(COMPUTE_DTYPES)
+FLOATS: tuple[str, ...] = ("float32", *HALVES)
+LOW: dict[str, Any] = {name: NUMPY[name] for name in FLOATS}
+
+
+def tolerance(dtype: Any) -> tuple[float, float]:
+    """(atol, rtol) for results in ``dtype``: two units in the last place of a float
+    (at least 1e-5, for float32 sums taken in another order); one step for an 8-bit
+    quantized integer; exact for wider integers (indices) and booleans."""
+    d = np.dtype(dtype)
+    if d.kind in "iub" or d == np.dtype(ml_dtypes.int4):
+        return (1.0, 0.0) if d.kind != "b" and d.itemsize == 1 else (0.0, 0.0)
+    tol = max(2 * float(ml_dtypes.finfo(d).eps), 1e-5)
+    return tol, tol
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ class Check:
     what: str
     got: Any
     want: Any
-    dtype: str = ""  # tolerance class; by default the dtype of ``got``
+    dtype: str = ""  # the dtype whose tolerance applies; by default that of ``got``
 
     def error(self) -> str | None:
         """None when within tolerance, else what differs."""
@@ -40,7 +47,7 @@ class Check:
         if got.shape != want.shape:
             return f"{self.what}: shape {got.shape} != {want.shape}"
         name = self.dtype or str(got.dtype)
-        atol, rtol = TOLERANCE.get(name, (1e-5, 1e-4))
+        atol, rtol = tolerance(NUMPY[self.dtype] if self.dtype else got.dtype)
         g, w = got.astype(np.float64), want.astype(np.float64)
         bad = ~np.isclose(g, w, atol=atol, rtol=rtol, equal_nan=True)
         if bad.any():

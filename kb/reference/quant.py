@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from kb.catalog.binding import dtype_value
 from kb.reference.activation import sigmoid
-from kb.reference.errors import ReferenceInputError
+from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import NUMPY, cast, dtype_named, f32, max_of
 
 Args = dict[str, Any]
@@ -25,10 +26,10 @@ def _scaled_int(x: np.ndarray, target: Any) -> tuple[np.ndarray, np.ndarray]:
 def dynamic_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     x = f32(a["input"])
     if a["quant_mode"] != "pertoken":
-        raise ReferenceInputError("npu_dynamic_quant: only quant_mode='pertoken' is modelled")
+        raise NotModelled("npu_dynamic_quant: only quant_mode='pertoken' is modelled")
     target = np.int8 if a["dst_type"] is None else dtype_named(a["dst_type"], "dst_type")
     if target not in (np.int8, NUMPY["float8_e4m3fn"], NUMPY["float8_e5m2"]):
-        raise ReferenceInputError("npu_dynamic_quant: dst_type int8, float8_e4m3fn or float8_e5m2 "
+        raise NotModelled("npu_dynamic_quant: dst_type int8, float8_e4m3fn or float8_e5m2 "
                                   "is modelled (quint4x2 packs eight values per int32)")  # fmt: skip
     smooth, groups = a["smooth_scales"], a["group_index"]
     if smooth is not None:
@@ -50,9 +51,10 @@ def dynamic_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
 
 def quantize(a: Args) -> np.ndarray:
     x, scales, zp = f32(a["self"]), f32(a["scales"]), a["zero_points"]
-    target = dtype_named(a["dtype"], "dtype") if a["dtype"] not in ("qint8", "quint8") else None
-    if target is None:
-        target = np.int8 if str(a["dtype"]).endswith("qint8") else np.uint8
+    canon = dtype_value({"takes": "dtype"}, a["dtype"])
+    # torch's quantized qint8/quint8 store int8/uint8
+    stored = canon[1:] if (isinstance(canon, str) and canon.startswith("qu")) or canon == "qint8" else canon
+    target = dtype_named(stored, "dtype")
     axis = a["axis"] % x.ndim
     if scales.ndim == 1:
         shape = [1] * x.ndim
@@ -76,10 +78,10 @@ def _matmul(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
 def quant_matmul(a: Args) -> np.ndarray:
     x1, x2, scale = a["x1"], a["x2"], a["scale"]
     if x1.dtype != np.int8 or x2.dtype != np.int8:
-        raise ReferenceInputError("npu_quant_matmul: the reference models int8 x1 and x2 "
+        raise NotModelled("npu_quant_matmul: the reference models int8 x1 and x2 "
                                   "(int32-packed int4, FP8 and MX inputs are not modelled)")  # fmt: skip
     if scale.dtype in (np.int64, np.uint64):
-        raise ReferenceInputError("npu_quant_matmul: an int64 scale (npu_trans_quant_param "
+        raise NotModelled("npu_quant_matmul: an int64 scale (npu_trans_quant_param "
                                   "encoding) is not modelled; pass the float32 scale")  # fmt: skip
     acc = _matmul(x1, x2)
     bias = a["bias"]
@@ -99,11 +101,11 @@ def quant_matmul(a: Args) -> np.ndarray:
 def weight_quant_batchmatmul(a: Args) -> np.ndarray:
     x, w = a["x"], a["weight"]
     if w.dtype != np.int8:
-        raise ReferenceInputError("npu_weight_quant_batchmatmul: int8 weight is modelled "
+        raise NotModelled("npu_weight_quant_batchmatmul: int8 weight is modelled "
                                   "(int32 packs eight int4 values)")  # fmt: skip
     scale = a["antiquant_scale"]
     if scale.dtype == np.int64:
-        raise ReferenceInputError("npu_weight_quant_batchmatmul: an int64 antiquant_scale is not modelled")
+        raise NotModelled("npu_weight_quant_batchmatmul: an int64 antiquant_scale is not modelled")
     k, n = w.shape[-2], w.shape[-1]
     group = int(a["antiquant_group_size"])
     wf = f32(w)
@@ -155,7 +157,7 @@ def dequant_swiglu_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     if x.ndim != 2 or x.shape[-1] % 2:
         raise ReferenceInputError("npu_dequant_swiglu_quant: x must be 2-D [TokensNum, 2H]")
     if a["dst_type"] not in (None, 1, "int8", "torch.int8"):
-        raise ReferenceInputError("npu_dequant_swiglu_quant: only an int8 output is modelled")
+        raise NotModelled("npu_dequant_swiglu_quant: only an int8 output is modelled")
     counts = [x.shape[0]] if a["group_index"] is None else [int(c) for c in np.asarray(a["group_index"])]
     if sum(counts) > x.shape[0] or min(counts) < 0:
         raise ReferenceInputError("npu_dequant_swiglu_quant: group_index counts must be "

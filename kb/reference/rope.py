@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.reference.errors import ReferenceInputError
+from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, f32
 
 Args = dict[str, Any]
@@ -26,7 +26,7 @@ def rotate(x: np.ndarray, mode: str) -> np.ndarray:
     if mode in ("interleave", "interleaved"):
         even, odd = x[..., 0::2], x[..., 1::2]
         return np.stack([-odd, even], axis=-1).reshape(x.shape)
-    raise ReferenceInputError(f"rotary_mode {mode!r} is not modelled (half, interleave)")
+    raise NotModelled(f"rotary_mode {mode!r} is not modelled (half, interleave)")
 
 
 def _apply(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, mode: str, what: str) -> np.ndarray:
@@ -41,7 +41,7 @@ def _apply(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, mode: str, what: str
 
 def rotary_mul(a: Args) -> np.ndarray:
     if a["rotate"] is not None:
-        raise ReferenceInputError("npu_rotary_mul: the rotate matrix form is not modelled; pass rotate=None")
+        raise NotModelled("npu_rotary_mul: the rotate matrix form is not modelled; pass rotate=None")
     return _apply(a["self"], a["r1"], a["r2"], a["rotary_mode"], "npu_rotary_mul")
 
 
