@@ -373,3 +373,26 @@ def test_kv_rmsnorm_rope_cache_deinterleaves_the_rope_part() -> None:
     pe = kv[0, 0, 0, 512:].astype(np.float32)
     assert close(kc[0, 0, 1], np.concatenate([pe[0::2], pe[1::2]]), 1e-2)
     assert not close(kc[0, 0, 1], pe, 1e-2) and close(k_out[0, 0, 0], kc[0, 0, 1])
+
+
+def test_actual_lengths_cut_each_batch() -> None:
+    q, k = half(2, 4, 2, 8), half(2, 5, 2, 8)  # BSND
+    out = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BSND",
+              actual_seq_lengths=[2, 4], actual_seq_lengths_kv=[3, 5])[0]  # fmt: skip
+    b0 = run("npu_fused_infer_attention_score", q[:1, :2], k[:1, :3], k[:1, :3], num_heads=2, input_layout="BSND")[0]
+    assert close(out[:1, :2], b0, 2e-3) and not out[0, 2:].any()
+    full = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BSND")[0]
+    assert close(out[1], full[1], 2e-3) and not close(out[:1, :2], full[:1, :2], 1e-3)
+
+
+def test_mode_0_band_counts_from_the_top_left() -> None:
+    q = half(1, 1, 5, 8)
+    no_mask_entries = np.zeros((5, 5), bool)
+    got = run("npu_fused_infer_attention_score", q, q, q, num_heads=1, input_layout="BNSD",
+              atten_mask=no_mask_entries, pre_tokens=1, next_tokens=0, scale=0.3)[0]  # fmt: skip
+    qf = q.astype(np.float32)[0, 0]
+    s = qf @ qf.T * 0.3
+    i, j = np.indices((5, 5))
+    s = np.where((j <= i) & (j >= i - 1), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert close(got[0, 0], (p / p.sum(-1, keepdims=True)) @ qf, 2e-3)

@@ -96,8 +96,11 @@ MAPPINGS: tuple[Mapping, ...] = (
               "scale=1/sqrt(D), input_layout='" + layout + "', sparse_mode=3, atten_mask=the "
               "compressed 2048x2048 upper-triangular mask" + (", actual_seq_lengths(_kv) = "
               "cumulative lengths" if layout == "TND" else ""),
-              also=("npu_fused_infer_attention_score_v2",),
-              notes="sparse_mode=2 aligns causality to the top-left: equal only when Sq == Skv")
+              also=("npu_fused_infer_attention_score_v2", "npu_fusion_attention",
+                    *(() if layout == "TND" else ("npu_prompt_flash_attention",))),
+              notes="sparse_mode=2 aligns causality to the top-left: equal only when Sq == Skv; "
+              "npu_fusion_attention takes head_num and actual_seq_qlen/kvlen, "
+              "npu_prompt_flash_attention scale_value")
       for layout in ("BSH", "BSND", "BNSD", "TND")),
     Mapping("attention_sliding_window", "causal attention over the last W keys (each query sees "
             "itself and the W - 1 keys before it)", "npu_fused_infer_attention_score",

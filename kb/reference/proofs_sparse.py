@@ -171,6 +171,15 @@ def attention(layout: str, rng: np.random.Generator) -> list[Check]:
                    num_query_heads=nq, num_key_value_heads=nkv, softmax_scale=1 / np.sqrt(d),
                    input_layout=layout, sparse_mode=3, atten_mask=COMPRESSED, **v2)[0]  # fmt: skip
         out.append(Check(f"FIA v2 {layout} {dt}", got2, want))
+        fa = {"actual_seq_qlen": extra["actual_seq_lengths"], "actual_seq_kvlen": extra["actual_seq_lengths_kv"]} if extra else {}
+        got3 = run("npu_fusion_attention", _layout(q, layout), _layout(k, layout), _layout(v, layout), nq, layout,
+                   atten_mask=COMPRESSED, scale=1 / np.sqrt(d), sparse_mode=3, **fa)[0]  # fmt: skip
+        out.append(Check(f"fusion_attention {layout} {dt}", got3, want))
+        if layout != "TND":
+            got4 = run("npu_prompt_flash_attention", _layout(q, layout), _layout(k, layout), _layout(v, layout),
+                       num_heads=nq, num_key_value_heads=nkv, scale_value=1 / np.sqrt(d), input_layout=layout,
+                       sparse_mode=3, atten_mask=COMPRESSED)  # fmt: skip
+            out.append(Check(f"prompt_flash_attention {layout} {dt}", got4, want))
     return out
 
 
