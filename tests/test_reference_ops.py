@@ -396,3 +396,15 @@ def test_mode_0_band_counts_from_the_top_left() -> None:
     s = np.where((j <= i) & (j >= i - 1), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     assert close(got[0, 0], (p / p.sum(-1, keepdims=True)) @ qf, 2e-3)
+
+
+def test_one_query_row_ignores_sparse_mode_in_fia() -> None:
+    q, k = half(1, 2, 1, 8), half(1, 2, 6, 8)
+    full = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BNSD")[0]
+    top_left = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BNSD", sparse_mode=2,
+                   atten_mask=COMPRESSED)[0]  # fmt: skip
+    assert close(top_left, full)  # one decode row: sparse_mode does not apply (it would see key 0 only)
+    wide = half(1, 2, 2, 8)
+    two_rows = run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD", sparse_mode=2,
+                   atten_mask=COMPRESSED)[0]  # fmt: skip
+    assert not close(two_rows, run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD")[0], 1e-3)

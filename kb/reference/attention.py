@@ -25,6 +25,7 @@ from kb.reference.lowp import cast, f32
 
 Args = dict[str, Any]
 LAYOUTS = ("BSH", "BSND", "BNSD", "TND")
+INT_MAX = 2147483647
 
 
 def visible(sq: int, skv: int, mode: int, pre: int, nxt: int, mask: np.ndarray | None) -> np.ndarray:
@@ -141,15 +142,15 @@ def _paged(cache: np.ndarray, table: np.ndarray, b: int, length: int, bs: int, n
 
 
 def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_lens: Any, kv_lens: Any,
-                  sink: Any = None, mask_required: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Attention over a whole call; returns (out in the layout, lse, row max)."""
+                  sink: Any = None, mask_required: bool = True,
+                  decode_ignores_sparse: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Attention over a whole call; returns (out in the layout, lse, row max).
+
+    ``decode_ignores_sparse``: the FIA pages' rule that with one query row (Q_S = 1)
+    sparse_mode and pre/next tokens do not apply (a full mask still does)."""
     q, k, v = a["query"], a["key"], a["value"]
     mode, pre, nxt = int(a["sparse_mode"]), int(a["pre_tokens"]), int(a["next_tokens"])
     mask = a["atten_mask"]
-    if mask is None and mode in (2, 3, 4):
-        if mask_required:
-            raise ReferenceInputError(f"sparse_mode={mode} needs the compressed atten_mask")
-        mode = 0  # fusion attention: no mask means everything is computed
     if layout not in LAYOUTS:
         raise NotModelled(f"input_layout {layout!r} is not modelled ({', '.join(LAYOUTS)})")
     table, bs = a.get("block_table"), int(a.get("block_size") or 0)
@@ -173,6 +174,11 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
         sq_list = _lengths(q_lens, qh.shape[0], qh.shape[2], "query lengths")
         kv_list = _lengths(kv_lens, qh.shape[0], 10**9 if table is not None else _heads(k, layout, nkv, "key").shape[2],
                            "key/value lengths")  # fmt: skip
+    if mask is None and mode in (2, 3, 4):
+        if not mask_required:
+            mode = 0  # fusion attention: no mask means everything is computed
+        elif not (decode_ignores_sparse and all(x.shape[1] == 1 for x in batches)):
+            raise ReferenceInputError(f"sparse_mode={mode} needs the compressed atten_mask")
     if batches and batches[0].shape[0] != n:
         raise ReferenceInputError(f"the query has {batches[0].shape[0]} heads but the head count argument says {n}")
     outs, lses, maxes = [], [], []
@@ -185,7 +191,10 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
             kb_, vb_ = k[start:start + skv].transpose(1, 0, 2), v[start:start + skv].transpose(1, 0, 2)
         else:
             kb_, vb_ = _heads(k, layout, nkv, "key")[b, :, :skv], _heads(v, layout, nkv, "value")[b, :, :skv]
-        vis = visible(sq, skv, mode, pre, nxt, _mask_for(mask, b, mode))
+        if decode_ignores_sparse and qb.shape[1] == 1:
+            vis = visible(sq, skv, 0, INT_MAX, INT_MAX, _mask_for(mask, b, 0) if mode in (0, 1) else None)
+        else:
+            vis = visible(sq, skv, mode, pre, nxt, _mask_for(mask, b, mode))
         out, top, total = attend(qb[:, :sq], kb_, vb_, scale, vis, sink)
         full = np.zeros((n, qb.shape[1], out.shape[-1]), np.float32)
         full[:, :sq] = out
@@ -225,7 +234,7 @@ def fused_infer_attention_score(a: Args) -> tuple[np.ndarray, np.ndarray]:
     n = int(a["num_heads"])
     out, lse, _ = run_attention(a, n=n, nkv=_kv_heads(a, n, "num_key_value_heads"), scale=a["scale"],
                                 layout=a["input_layout"], q_lens=a["actual_seq_lengths"],
-                                kv_lens=a["actual_seq_lengths_kv"])  # fmt: skip
+                                kv_lens=a["actual_seq_lengths_kv"], decode_ignores_sparse=True)  # fmt: skip
     return out, (lse if a["softmax_lse_flag"] else np.zeros(1, np.float32))
 
 
@@ -238,7 +247,7 @@ def fused_infer_attention_score_v2(a: Args) -> tuple[np.ndarray, np.ndarray]:
     out, lse, _ = run_attention(a, n=n, nkv=_kv_heads(a, n, "num_key_value_heads"),
                                 scale=a["softmax_scale"], layout=a["input_layout"],
                                 q_lens=a["actual_seq_qlen"], kv_lens=a["actual_seq_kvlen"],
-                                sink=a["learnable_sink"])  # fmt: skip
+                                sink=a["learnable_sink"], decode_ignores_sparse=True)  # fmt: skip
     return out, (lse if a["return_softmax_lse"] else np.zeros(1, np.float32))
 
 
