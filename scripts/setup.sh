@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Create .venv and install the project (editable) with the extras named in $1
-# (comma-separated; default: site,test,mcp).
+# (comma-separated; default: site,test,mcp,reference).
 #
 # Quiet and cheap to repeat: pip runs only when .venv is new, pyproject.toml changed,
 # the top-level package list changed, or an extra is asked for that is not installed
 # yet. The stamp that records this lives in .venv/.kb-setup. KB_SETUP_FORCE=1 reinstalls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${1:-site,test,mcp}"
+extras="${1:-site,test,mcp,reference}"
 stamp=.venv/.kb-setup
 
 # What an install depends on: the project metadata and the packages it finds.

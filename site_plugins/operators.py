@@ -31,6 +31,7 @@ from site_plugins.common import (
     status_path,
     value_text,
 )
+from site_plugins.operator_reference import reference_section
 from site_plugins.operator_rules import rules_section
 
 #: Above this many parameters, the optional ones are folded under the required ones.
@@ -52,6 +53,7 @@ def operator_page(op: Record, data: SiteData) -> str:
         _description(op),
         _parameters(op),
         _returns(op),
+        reference_section(op),
         _constraints(op),
         _quantization(op),
         rules_section(op),

@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kb.vocab",),
     ("kb.core",),
     ("kb.catalog",),
+    ("kb.reference",),
     ("kb.index",),
     ("kb.lint",),
     ("kb.check", "kb.scan"),

@@ -297,7 +297,7 @@ def test_every_request_with_an_id_gets_a_reply(raw_server: Any) -> None:
     assert "result" in got[10]  # decodable after replacement: answered normally
     assert got[None]["error"]["code"] == -32700  # the line that is not JSON
     assert got[11]["error"]["code"] == -32600  # batches are not part of MCP
-    assert len(got[12]["result"]["tools"]) == 9  # still serving
+    assert len(got[12]["result"]["tools"]) == 10  # still serving
     assert "Traceback" not in server.close()
 
 

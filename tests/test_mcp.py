@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DRAFT = EXAMPLES / "deepseek-v3-a2-draft.yaml"
 TOOL_NAMES = {"search", "show", "list", "check", "scan", "advise", "tree", "prefetch_size",
-              "rules"}  # fmt: skip
+              "rules", "reference"}  # fmt: skip
 SCAN_DEFECTS = ROOT / "tests" / "fixtures" / "scan" / "resolution" / "defects.py"
 
 
@@ -94,6 +94,17 @@ BAD = [
          error="--moe needs"),
     Case("prefetch-bad-gmm", "prefetch_size", {"shape": [8, 8], "gmm": 3}, error="gmm"),
     Case("rules-unknown", "rules", {"code": "KB999"}, error="no rule 'KB999'"),
+    Case("reference-unknown", "reference", {"name": "npu_no_such_op"}, error="no operator record"),
+    Case("reference-too-big", "reference", {"name": "npu_swiglu", "args": [{"shape": [100, 100]}]},
+         error="4096 elements"),
+    Case("reference-ragged", "reference", {"name": "npu_swiglu", "args": [{"data": [[1, 2], [3]]}]},
+         error="rectangular"),
+    Case("reference-bad-dtype", "reference",
+         {"name": "npu_swiglu", "args": [{"data": [1, 2], "dtype": "float64"}]},
+         error="not one the record lists"),
+    Case("reference-bad-keyword", "reference",
+         {"name": "npu_swiglu", "args": [{"data": [1, 2]}], "kwargs": {"axis": 0}},
+         error="no parameter 'axis'"),
     Case("no-such-tool", "recipes", {}, error="recipes"),
 ]
 
@@ -161,6 +172,13 @@ GOOD = [
          check=lambda d: all(r["code"].startswith("KB4") for r in d["rules"])),
     Case("rules-one", "rules", {"code": "KB406"}, cli=["rules", "KB406"],
          wrap=lambda doc: {"rules": [doc]}),
+    Case("reference-run", "reference",
+         {"name": "torch_npu.npu_swiglu", "args": [{"data": [[0.0, 1.0, 2.0, 3.0]], "dtype": "float16"}]},
+         check=lambda d: d["outputs"][0]["shape"] == [1, 2] and d["outputs"][0]["dtype"] == "float16"
+         and abs(d["outputs"][0]["data"][0][1] - 1 / (1 + 2.718281828 ** -1) * 3) < 1e-2
+         and d["semantics"]["sources"]),
+    Case("reference-list", "reference", {},
+         check=lambda d: len(d["operators"]) >= 25 and any(m["id"] == "rope_half" for m in d["mappings"])),
 ]
 
 CASES = BAD + GOOD  # bad ones first: the good ones then prove the server survived them

@@ -30,6 +30,8 @@ SECTION_ALIASES = {
     "rule": "rules",
     "constraint": "constraints",
     "schemes": "quantization",
+    "semantics": "reference",
+    "computes": "reference",
 }
 
 

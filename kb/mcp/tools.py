@@ -370,6 +370,37 @@ def rules(
     return explained(code)  # type: ignore[return-value]
 
 
+@_tool
+def reference(
+    name: Annotated[str | None, Field(description="operator to run (npu_rms_norm or a call path); "
+                                      "omit to list the operators and the fusion mappings",
+                                      max_length=200)] = None,
+    args: Annotated[list[Any], Field(description="positional arguments; an array is "
+                                     "{'data': nested list, 'dtype': 'bfloat16'} or {'shape': "
+                                     "[2, 8], 'dtype': 'float16', 'fill': 0}", max_length=32)] = [],  # noqa: B006
+    kwargs: Annotated[dict[str, Any], Field(description="keyword arguments by the torch_npu "
+                                            "binding's names, e.g. {'epsilon': 1e-6}")] = {},  # noqa: B006
+) -> dict[str, Any]:
+    """Run a fused operator's numpy reference on small arrays (at most 4096 elements each,
+    65536 in all) and return its outputs in the operator's return order, with what it
+    computes and the sources it follows; caches an operator updates in place come back
+    under `mutated`. Without a name: the operators it can run and the fusion mappings,
+    each with the operator it maps to."""
+    from kb.api.reference import run_json, semantics
+
+    if name is None:
+        from kb.reference import available
+        from kb.reference.mappings import MAPPINGS
+
+        return {"operators": available(),
+                "mappings": [{"id": m.id, "unfused": m.unfused, "target": m.target,
+                              "arguments": m.arguments} for m in MAPPINGS]}  # fmt: skip
+    doc = run_json(name, args, kwargs)
+    rec = _catalog().get(doc["operator"])
+    doc["semantics"] = semantics(rec) if rec else None
+    return doc
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One row of the tool table: the MCP name, a title, and the function."""
@@ -390,4 +421,5 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("tree", "A decision tree, or the list of trees", tree),
     ToolSpec("prefetch_size", "npu_prefetch max_size for a weight", prefetch_size),
     ToolSpec("rules", "Explain the checker's rules", rules),
+    ToolSpec("reference", "Run a fused operator's numpy reference on small arrays", reference),
 )

@@ -225,6 +225,20 @@ def _returns(rec: Rec, lang: str) -> Lines:
     return out
 
 
+def _reference(rec: Rec, lang: str) -> Lines:
+    """``--section reference``: the formula in words, its sources, what they leave open."""
+    from kb.api.reference import semantics
+
+    sem = semantics(rec)
+    if sem is None:
+        return []
+    out = section("What it computes") + wrap(sem["computes"])
+    out += _listed("Sources", sem["sources"], lambda s: f"- {s['label']}: {s['says']}")
+    out += _listed("Left open by the sources", sem["unstated"], lambda u: "- " + u)
+    out += _listed("Not modelled by the reference", sem["limits"], lambda m: "- " + m)
+    return out + ["", *wrap(f"Run it: {sem['run']} (the [reference] extra)", "  ")]
+
+
 def _quantization(rec: Rec, lang: str) -> Lines:
     if rec["kind"] != "operator":
         return field("quantization", rec.get("quantization"))
@@ -391,7 +405,8 @@ Renderer = Callable[[Rec, str], Lines]
 SECTIONS: dict[str, dict[str, Renderer]] = {
     "operator": {
         "description": _description, "signature": _signature_section, "versions": _history,
-        "parameters": _parameters, "returns": _returns, "quantization": _quantization,
+        "parameters": _parameters, "returns": _returns, "reference": _reference,
+        "quantization": _quantization,
         "constraints": _constraints, "rules": _rules, "graph_mode": _graph_mode,
         "changes": _changes, "examples": _examples, "related": _related, "seen_in": _seen_in,
         "upstream": _upstream,

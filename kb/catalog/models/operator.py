@@ -141,6 +141,32 @@ class Evidence(Strict):
         return v
 
 
+class ReferenceSource(Strict):
+    """A source the numpy reference (:mod:`kb.reference`) follows: a page's formula, a
+    golden test function or a kernel document, at a commit."""
+
+    kind: Literal["page", "test", "source", "docstring"]
+    repo: str = Field(pattern=r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$", description="owner/name")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$")
+    path: str = Field(min_length=1)
+    lines: str | None = Field(default=None, pattern=r"^\d+(?:-\d+)?$")
+    says: str = Field(min_length=1, description="what the reference takes from it, in our words")
+
+
+class Reference(Strict):
+    """What the operator computes, as ``kb.reference`` executes it, and on what authority."""
+
+    computes: str = Field(min_length=1, description="the formula in words")
+    sources: list[ReferenceSource] = Field(min_length=1)
+    unstated: list[str] = Field(
+        default_factory=list,
+        description="what the sources leave open (rounding order, ties) and the reference's choice",
+    )
+    limits: list[str] = Field(
+        default_factory=list, description="argument values the reference refuses (not modelled)"
+    )
+
+
 class Site(Strict):
     """One call of the operator in shipping code: where, and what it passed.
 
@@ -224,6 +250,9 @@ class Operator(Strict):
         default_factory=list,
         description="kernel registrations the wrapper reaches (scripts/harvest_kernels.py); "
         "products they are built for that the page omits are kernel-only support",
+    )
+    reference: Reference | None = Field(
+        default=None, description="executable semantics: what kb.reference computes, cited"
     )
     upstream: Upstream = Field(default_factory=Upstream)
     superseded_by: str | None = None

@@ -1,0 +1,54 @@
+"""Executable semantics: numpy references of the fused operators the plans propose.
+
+``run(name, *args, **kwargs)`` computes what ``torch_npu.<name>`` computes, taking the
+binding's parameter names and defaults from the operator record and returning what the
+operator returns (a tuple in the same order).  numpy and ml_dtypes (the ``[reference]``
+extra) are imported only when an operator runs, so listing and describing are free.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from kb.reference.errors import NotModelled, ReferenceInputError
+from kb.reference.registry import IMPLEMENTATIONS
+
+__all__ = ["NotModelled", "ReferenceInputError", "available", "record", "run"]
+
+
+def available() -> list[str]:
+    """Record names of the operators that have a reference."""
+    return sorted(IMPLEMENTATIONS)
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog() -> Any:
+    from kb.catalog.compiled import open_catalog
+
+    return open_catalog()
+
+
+def record(name: str) -> dict[str, Any]:
+    """The operator record a name (bare, ``torch_npu.x`` or ``torch.ops.npu.x``) means."""
+    rec = _catalog().get(name) if isinstance(name, str) else None
+    if rec is None or rec.get("kind") != "operator":
+        raise ReferenceInputError(f"no operator record named {name!r}")
+    if rec["name"] not in IMPLEMENTATIONS:
+        raise ReferenceInputError(f"{rec['name']} has no numpy reference; available: "
+                                  f"{', '.join(available())}")  # fmt: skip
+    return rec  # type: ignore[no-any-return]
+
+
+def run(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Compute ``name`` on numpy arrays; ReferenceInputError for input it refuses."""
+    from kb.reference.binding import bind
+    from kb.reference.checks import check
+
+    rec = record(name)
+    module, function = IMPLEMENTATIONS[rec["name"]].split(":")
+    impl = getattr(importlib.import_module(f"kb.reference.{module}"), function)
+    bound = bind(rec, args, kwargs)
+    check(rec, bound)
+    return impl(bound)

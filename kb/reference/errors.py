@@ -1,0 +1,12 @@
+"""The one error a reference call raises for input it will not compute on."""
+
+from __future__ import annotations
+
+
+class ReferenceInputError(ValueError):
+    """An argument outside the operator record's constraints (or outside what the
+    reference models); the message names the constraint."""
+
+
+class NotModelled(ReferenceInputError):
+    """Input the record allows but the reference does not compute (a listed limit)."""

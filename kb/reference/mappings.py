@@ -1,0 +1,132 @@
+"""The fusion mappings: unfused PyTorch code -> a fused operator with mapped arguments.
+
+One table, plain data (no numpy), so the planner can read it cheaply.  Every entry names
+the proof in :mod:`kb.reference.proofs` that builds the unfused computation in numpy on
+random inputs and compares it with the reference operator called as mapped; a mapping
+whose proof does not pass must not be proposed (``tests/test_reference_mappings.py``
+holds every id to a passing proof).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mapping:
+    id: str
+    unfused: str  # the code shape it replaces, in words
+    target: str  # the record name of the fused operator (the first one called)
+    arguments: str  # how the unfused values become the call's arguments
+    also: tuple[str, ...] = ()  # further operators the mapped chain calls
+    notes: str = ""
+
+
+MAPPINGS: tuple[Mapping, ...] = (
+    Mapping("rms_norm", "x * rsqrt(mean(x**2, -1) + eps) * weight, computed in float32",
+            "npu_rms_norm", "input=x, gamma=weight, epsilon=eps; take output 0"),
+    Mapping("rms_norm_one_plus_w", "Gemma: x * rsqrt(mean(x**2, -1) + eps) * (1 + weight)",
+            "npu_rms_norm", "input=x, gamma=1 + weight (precomputed once), epsilon=eps; output 0",
+            also=("npu_gemma_rms_norm",), notes="npu_gemma_rms_norm(x, weight) takes the raw weight"),
+    Mapping("add_rms_norm", "h = x + residual; y = rms_norm(h) * weight; both h and y used",
+            "npu_add_rms_norm", "x1=x, x2=residual, gamma=weight, epsilon=eps; y is output 0, "
+            "the new residual h is output 2"),
+    Mapping("layer_norm", "F.layer_norm(x, (H,), weight, bias, eps) in inference",
+            "npu_layer_norm_eval", "input=x, normalized_shape=[H], weight, bias, eps"),
+    Mapping("rope_half", "q * cos + rotate_half(q) * sin with cos = cat(freqs, freqs).cos()",
+            "npu_rotary_mul", "input=q, r1=cos, r2=sin, rotary_mode='half' (cos/sin broadcast "
+            "to q); q and k together: npu_apply_rotary_pos_emb(q, k, cos, sin, layout='BSND')",
+            also=("npu_apply_rotary_pos_emb",)),
+    Mapping("rope_interleave", "view_as_complex(x.float().unflatten(-1, (-1, 2))) * freqs_cis, "
+            "view_as_real(...).flatten(-2): rotation of adjacent pairs",
+            "npu_rotary_mul", "input=x, r1=freqs_cis.real repeated twice per pair "
+            "(repeat_interleave(2, -1)), r2=freqs_cis.imag likewise, rotary_mode='interleave'"),
+    Mapping("rope_deinterleave", "DeepSeek MLA: x.view(..., D/2, 2).transpose(-1, -2).reshape(..., D), "
+            "then q * cos + rotate_half(q) * sin", "npu_interleave_rope",
+            "x=x [B, N, S, D], cos, sin in the half layout ([B, 1, S, D]); the output is in the "
+            "de-interleaved order, not the input's"),
+    Mapping("swiglu", "gate, up = x.chunk(2, -1); silu(gate) * up (gate first)",
+            "npu_swiglu", "input=x (the merged gate_up projection), dim=-1"),
+    Mapping("swiglu_dynamic_quant", "silu(gate) * up with gate the left half, then per-token "
+            "int8 quant (scale = rowmax|y| / 127)", "npu_dequant_swiglu_quant",
+            "x=x, activate_left=True, quant_mode=1; the default activate_left=False activates "
+            "the right half"),
+    Mapping("geglu", "gate, up = x.chunk(2, -1); gelu(gate, approximate='tanh') * up",
+            "npu_geglu", "input=x, dim=-1, approximate=1 (0 for the erf GELU), activate_left=True "
+            "(the default False activates the right half); take output 0"),
+    Mapping("gelu_tanh", "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))",
+            "npu_gelu", "input=x, approximate='tanh'",
+            notes="npu_fast_gelu is x * sigmoid(1.702 x), a different curve: not this mapping"),
+    Mapping("router_softmax_topk", "w, ids = topk(softmax(logits.float(), -1), k) with no "
+            "renormalisation", "npu_moe_gating_top_k_softmax", "x=logits, k=k; outputs (w, ids, row_idx)",
+            also=("npu_moe_gating_top_k",), notes="equivalently npu_moe_gating_top_k(logits, k, norm_type=0)"),
+    Mapping("router_softmax_bias_topk", "s = softmax(logits); ids = topk(s + bias, k); w = s[ids]",
+            "npu_moe_gating_top_k", "x=logits, k=k, bias=bias, norm_type=0 (no renorm in softmax mode)"),
+    Mapping("router_sigmoid_bias_group_topk", "DeepSeek-V3: s = sigmoid(logits); group score = sum "
+            "of the top-2 of (s + bias) per group; keep topk_group groups; ids = topk(s + bias); "
+            "w = s[ids] / (sum + 1e-20) * routed_scaling_factor", "npu_moe_gating_top_k",
+            "x=logits, k=k, bias=bias, k_group=topk_group, group_count=n_group, "
+            "group_select_mode=1, norm_type=1, routed_scaling_factor, eps=1e-20",
+            notes="norm_type=1 always renormalises the chosen weights; group_select_mode=0 scores "
+            "a group by its max instead"),
+    Mapping("router_topk_then_sigmoid", "Llama-4: vals, ids = topk(logits, k); w = sigmoid(vals) "
+            "(no renormalisation)", "npu_moe_gating_top_k",
+            "x=logits, k=k, norm_type=1, out_flag=True; ids = output 1; w = "
+            "take_along_dim(output 2 (the sigmoid of every expert), ids); output 0 is renormalised "
+            "and is NOT w"),
+    Mapping("moe_experts_loop", "for each expert e: rows routed to e -> expert MLP; out[t] += "
+            "w[t, j] * mlp_e(x[t]) over the token's top-k", "npu_moe_init_routing_v2",
+            "expanded_x, expanded_row_idx, counts, _ = npu_moe_init_routing_v2(x, ids, "
+            "expert_num=E, active_expert_range=[0, E], expert_tokens_num_flag=True, "
+            "expert_tokens_num_type=1); h = npu_grouped_matmul([expanded_x], [w1], "
+            "group_list=counts, group_list_type=1, group_type=0, split_item=3); activation; "
+            "y = npu_grouped_matmul([h], [w2], ...); out = npu_moe_finalize_routing(y, None, "
+            "None, None, w, expanded_row_idx, ids, drop_pad_mode=2, k=K)",
+            also=("npu_grouped_matmul", "npu_moe_finalize_routing"),
+            notes="expanded_row_idx is indexed token-major (t * K + j): drop_pad_mode=2; "
+            "drop_pad_mode=0 reads it expert-slot-major"),
+    Mapping("moe_experts_loop_permute", "the same expert loop", "npu_moe_token_permute",
+            "p, order = npu_moe_token_permute(x, ids); counts per expert -> npu_grouped_matmul "
+            "(group_list_type=1); out = npu_moe_token_unpermute(y, order, probs=w)",
+            also=("npu_grouped_matmul", "npu_moe_token_unpermute")),
+    *(Mapping(f"attention_gqa_{layout.lower()}", "repeat_kv(k, v, Nq / Nkv); softmax(q kᵀ * scale "
+              "+ causal mask) v, the mask aligned to the bottom-right (queries are the last Sq "
+              "positions)", "npu_fused_infer_attention_score",
+              f"query, key, value in {layout} (no repeat_kv), num_heads=Nq, num_key_value_heads=Nkv, "
+              "scale=1/sqrt(D), input_layout='" + layout + "', sparse_mode=3, atten_mask=the "
+              "compressed 2048x2048 upper-triangular mask" + (", actual_seq_lengths(_kv) = "
+              "cumulative lengths" if layout == "TND" else ""),
+              also=("npu_fused_infer_attention_score_v2", "npu_fusion_attention",
+                    *(() if layout == "TND" else ("npu_prompt_flash_attention",))),
+              notes="sparse_mode=2 aligns causality to the top-left: equal only when Sq == Skv; "
+              "npu_fusion_attention takes head_num and actual_seq_qlen/kvlen, "
+              "npu_prompt_flash_attention scale_value")
+      for layout in ("BSH", "BSND", "BNSD", "TND")),
+    Mapping("attention_sliding_window", "causal attention over the last W keys (each query sees "
+            "itself and the W - 1 keys before it)", "npu_fused_infer_attention_score",
+            "sparse_mode=4, pre_tokens=W - 1, next_tokens=0, compressed atten_mask",
+            notes="the band formula -pre_tokens <= j - i <= next_tokens follows the "
+            "npu_fusion_attention page's mask code; vllm-ascend passes pre_tokens=W "
+            "(attention_v1.py:702): the sources do not settle the off-by-one"),
+    Mapping("attention_paged", "attention over keys gathered from a block cache by block_table",
+            "npu_fused_infer_attention_score_v2", "key/value = the caches (blocks, block_size, H), "
+            "block_table, block_size, actual_seq_kvlen"),
+    Mapping("cache_write_paged", "key_cache.view(-1, N, D)[slot] = k (likewise v) for slot >= 0",
+            "_npu_reshape_and_cache", "key, value, key_cache, value_cache, slot_indices=slots",
+            also=("npu_scatter_pa_kv_cache",),
+            notes="npu_scatter_pa_kv_cache: cache_mode='Norm' for these ND caches, 'PA_NZ' (the "
+            "default) for [blocks, N*D/c0, block_size, c0]"),
+    Mapping("cache_write_contiguous", "MLA: c = rms_norm(kv[..., :512]) * gamma; k_pe = "
+            "deinterleaved rope(kv[..., 512:]); ckv_cache[b, 0, pos] = c; k_cache[b, 0, pos] = "
+            "k_pe", "npu_kv_rmsnorm_rope_cache", "kv, gamma, cos, sin, index=pos [B, S], k_cache, "
+            "ckv_cache, cache_mode='Norm'"),
+    Mapping("dynamic_quant_int8_matmul", "s = absmax(x, -1) / 127; xq = round(x / s); "
+            "y = (xq @ wq) * s[:, None] * w_scale", "npu_dynamic_quant",
+            "xq, s = npu_dynamic_quant(x); y = npu_quant_matmul(xq, wq, w_scale, pertoken_scale=s, "
+            "output_dtype=bfloat16)", also=("npu_quant_matmul",)),
+    Mapping("weight_only_int8_matmul", "x @ ((wq + offset) * scale) (+ bias)",
+            "npu_weight_quant_batchmatmul", "x, weight=wq, antiquant_scale=scale, "
+            "antiquant_offset=offset (per channel; antiquant_group_size=g per group)"),
+)
+
+BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

@@ -1,0 +1,43 @@
+"""Which operators have a numpy reference, and where it lives.
+
+Plain data, no numpy: ``kb.reference.available()`` and the readers that only list or
+describe the references import this, never the numpy modules.
+"""
+
+from __future__ import annotations
+
+#: record name -> ``module:function`` under :mod:`kb.reference`.
+IMPLEMENTATIONS: dict[str, str] = {
+    "npu_rms_norm": "norm:rms_norm",
+    "npu_gemma_rms_norm": "norm:gemma_rms_norm",
+    "npu_add_rms_norm": "norm:add_rms_norm",
+    "npu_layer_norm_eval": "norm:layer_norm_eval",
+    "npu_rotary_mul": "rope:rotary_mul",
+    "npu_apply_rotary_pos_emb": "rope:apply_rotary_pos_emb",
+    "npu_interleave_rope": "rope:interleave_rope",
+    "npu_swiglu": "activation:swiglu",
+    "npu_geglu": "activation:geglu",
+    "npu_fast_gelu": "activation:fast_gelu",
+    "fast_gelu": "activation:fast_gelu",
+    "npu_silu": "activation:silu",
+    "npu_gelu": "activation:gelu",
+    "npu_dynamic_quant": "quant:dynamic_quant",
+    "npu_quantize": "quant:quantize",
+    "npu_quant_matmul": "quant:quant_matmul",
+    "npu_weight_quant_batchmatmul": "quant:weight_quant_batchmatmul",
+    "npu_dequant_swiglu_quant": "quant:dequant_swiglu_quant",
+    "npu_moe_gating_top_k_softmax": "moe:gating_top_k_softmax",
+    "npu_moe_gating_top_k": "moe:gating_top_k",
+    "npu_moe_init_routing_v2": "moe:init_routing_v2",
+    "npu_grouped_matmul": "moe:grouped_matmul",
+    "npu_moe_finalize_routing": "moe:finalize_routing",
+    "npu_moe_token_permute": "moe:token_permute",
+    "npu_moe_token_unpermute": "moe:token_unpermute",
+    "npu_fused_infer_attention_score": "attention:fused_infer_attention_score",
+    "npu_fused_infer_attention_score_v2": "attention:fused_infer_attention_score_v2",
+    "npu_prompt_flash_attention": "attention:prompt_flash_attention",
+    "npu_fusion_attention": "attention:fusion_attention",
+    "npu_scatter_pa_kv_cache": "cache:scatter_pa_kv_cache",
+    "_npu_reshape_and_cache": "cache:reshape_and_cache",
+    "npu_kv_rmsnorm_rope_cache": "cache:kv_rmsnorm_rope_cache",
+}
