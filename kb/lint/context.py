@@ -48,6 +48,21 @@ class Context:
         rec = self.record(spelling)
         return rec if rec is not None and rec.get("kind") == "chain" else None
 
+    def known(self, spelling: str | None) -> Any:
+        """The torch_npu operator a name means when no record has it (a
+        :class:`kb.catalog.knownops.KnownOperator`), from the generated schema data."""
+        if not spelling or self.operator(spelling) is not None:
+            return None
+        key = ("known", spelling)
+        if key not in self.memo:
+            from kb.catalog.knownops import load
+
+            try:
+                self.memo[key] = load().get(spelling)
+            except (OSError, ValueError, KeyError):
+                self.memo[key] = None
+        return self.memo[key]
+
     def names(self, kind: str) -> list[str]:
         if kind not in self._names:
             self._names[kind] = list(self.catalog.names(kind))

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
-from kb.check.conditions import NUMERIC_TEXT, Violation, as_number, one_of, same, violations
+from kb.check.conditions import (
+    NUMERIC_TEXT,
+    Violation,
+    as_number,
+    one_of,
+    same,
+    vendor_cited,
+    violations,
+)
 from kb.lint.context import Context, Record
-from kb.lint.findings import Finding
-from kb.lint.model import Candidate, Document
+from kb.lint.findings import Finding, Severity
+from kb.lint.model import Candidate, Document, Path
 from kb.lint.unit import CandidateRule
 from kb.vocab import STATUS_RANK, normalize
 
@@ -72,8 +80,8 @@ class UnknownOperator(CandidateRule):
         if not cand.operator:
             return
         rec = ctx.record(cand.operator)
-        if rec is not None and rec.get("kind") == "operator":
-            return
+        if (rec is not None and rec.get("kind") == "operator") or (rec is None and ctx.known(cand.operator)):
+            return  # a record, or a torch_npu operator without one (KB120)
         if rec is not None:
             msg = (f"{cand.operator!r} names a {rec.get('kind')}, not an operator; put the "
                    f"operator the candidate calls here")  # fmt: skip
@@ -168,21 +176,23 @@ class UnknownArgument(CandidateRule):
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
-        params = _params(rec) if rec else {}
+        known = None if rec else ctx.known(cand.operator)
+        params = _params(rec) if rec else dict.fromkeys(known.arg_names() or ()) if known else {}
         if not params:
             return
-        outputs = {r.get("name") for r in rec.get("returns") or []} if rec else set()
+        rec = rec or {"name": known.name if known else cand.operator}
+        outputs = {r.get("name") for r in rec.get("returns") or []}
         passed = {n: None for n in sorted(cand.passed)}
         for section, names in (("args", cand.args), ("tensors", cand.tensors), ("passed", passed)):
             for name in names:
                 if name in params:
                     continue
                 if name in outputs:
-                    msg = (f"{name!r} is an output of {rec['name']}, not a parameter; "  # type: ignore[index]
+                    msg = (f"{name!r} is an output of {rec['name']}, not a parameter; "
                            "remove it from the candidate's inputs")  # fmt: skip
                 else:
                     hint = _suggest(name, list(params))
-                    msg = f"{rec['name']} has no parameter {name!r}{hint}"  # type: ignore[index]
+                    msg = f"{rec['name']} has no parameter {name!r}{hint}"
                 yield self.on(doc, cand, (section, name), msg, key=True)
 
 
@@ -258,7 +268,6 @@ def _is_list_param(p: dict[str, Any]) -> bool:
 class ValueNotAllowed(CandidateRule):
     code = "KB106"
     name = "value-not-allowed"
-    severity = "error"
     summary = "A scalar argument has the wrong type, or a value outside its allowed set or range."
     why = (
         "Out-of-range scalars are rejected by the kernel's parameter check at run time (or, "
@@ -272,7 +281,17 @@ class ValueNotAllowed(CandidateRule):
     fix = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
            "    args: {k: 8}\n")  # fmt: skip
 
+    severity: ClassVar[Severity] = "error"
+    #: KB121 (kb/check/rules/known.py) reports the values vendor code is cited for.
+    vendor: ClassVar[bool] = False
+
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        for where, msg, cited in self._problems(ctx, cand):
+            if bool(cited) == self.vendor:
+                yield self.on(doc, cand, where, f"{msg}; undocumented, but {cited} passes it" if cited else msg)
+
+    def _problems(self, ctx: Context, cand: Candidate) -> Iterator[tuple[Path, str, str]]:
+        """(path, message, vendor code cited for the value or '') per value out of bounds."""
         rec = ctx.operator(cand.operator)
         if rec is None:
             return
@@ -284,11 +303,11 @@ class ValueNotAllowed(CandidateRule):
             if p.get("takes") == "dtype":
                 msg = self._dtype(name, value, p)
                 if msg:
-                    yield self.on(doc, cand, ("args", name), msg)
+                    yield ("args", name), msg, vendor_cited(rec, name, value)
                 continue
             problem = type_problem(str(p.get("type", "")), value)
             if problem:
-                yield self.on(doc, cand, ("args", name), f"{name} {problem} ({p.get('type')})")
+                yield ("args", name), f"{name} {problem} ({p.get('type')})", ""
                 continue
             allowed = p.get("allowed")
             if (isinstance(value, list) and allowed
@@ -297,15 +316,15 @@ class ValueNotAllowed(CandidateRule):
                     isinstance(a, list) and _same_list(value, a) for a in p.get("also_accepted") or []
                 ):
                     shown = " or ".join(str(a) for a in allowed if a is not None)
-                    yield self.on(doc, cand, ("args", name),
-                                  f"{name}={value} is not allowed; use {shown}")  # fmt: skip
+                    yield (("args", name), f"{name}={value} is not allowed; use {shown}",
+                           vendor_cited(rec, name, value))  # fmt: skip
                 continue
             items = value if isinstance(value, list) else [value]
             for j, item in enumerate(items):
                 where = ("args", name, j) if isinstance(value, list) else ("args", name)
                 msg = self._judge(name, item, p)
                 if msg:
-                    yield self.on(doc, cand, where, msg)
+                    yield where, msg, vendor_cited(rec, name, item)
 
     @staticmethod
     def _dtype(name: str, value: object, p: dict[str, Any]) -> str | None:
