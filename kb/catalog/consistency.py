@@ -135,7 +135,8 @@ def _listed_values(rec: Operator, report: Report) -> None:
     (an allowed value or product nobody cited cannot slip into an undocumented record)."""
 
     def check(field: str, values: list[Any], where: tuple[Any, ...]) -> None:
-        cites = [ev for ev in rec.evidence if _covers(ev, field)]
+        # vendor code cited for values outside the list (KB121) backs use, not the list
+        cites = [ev for ev in rec.evidence if _covers(ev, field) and not _vendor_only(ev, values)]
         if not cites or any(not ev.values for ev in cites):
             return
         named = [v for ev in cites for v in ev.values]
@@ -150,6 +151,12 @@ def _listed_values(rec: Operator, report: Report) -> None:
             vals = [v for v in getattr(p, attr) or [] if v is not None]
             if vals:
                 check(f"parameters.{name}.{attr}", vals, ("parameters", i, attr))
+
+
+def _vendor_only(ev: Any, values: list[Any]) -> bool:
+    """Code evidence naming only values outside ``values``: the vendor passes them undocumented."""
+    return (ev.kind in ("shipping-code", "source") and bool(ev.values)
+            and not any(v in values or _loose(v) in map(_loose, values) for v in ev.values))  # fmt: skip
 
 
 def _evidence_targets(rec: Operator, report: Report) -> None:

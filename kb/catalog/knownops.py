@@ -79,9 +79,10 @@ class KnownOperators:
 
     def get(self, spelling: str) -> KnownOperator | None:
         """The operator a name or call path means (``torch.ops.npu._npu_dtype_cast``)."""
-        name = bare_operator(spelling.strip())
+        name = spelling.strip()
         for prefix in _EXTRA_PREFIXES:
             name = name.removeprefix(prefix)
+        name = bare_operator(name)
         if name in self._keys:
             return self._from_wheels(name)
         entry = self._extra.get(name)

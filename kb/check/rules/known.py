@@ -81,10 +81,10 @@ class VendorValue(ValueNotAllowed):
         "where the vendor runs it, but nothing documents it, and it may change without notice. "
         "A value no evidence names stays a KB106 error."
     )
-    fail = (_HEAD + "  - module: model.layers.*.mlp.experts\n    phase: decode\n"
-            "    operator: npu_moe_init_routing_v2\n    args: {quant_mode: -1}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.mlp.experts\n    phase: decode\n"
-           "    operator: npu_moe_init_routing_v2\n    args: {quant_mode: 0}\n")  # fmt: skip
+    fail = (_HEAD + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
+            "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 7}\n")  # fmt: skip
+    fix = (_HEAD + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
+           "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 0}\n")  # fmt: skip
 
 
 RULES = (OperatorWithoutRecord(), VendorValue())

@@ -287,8 +287,13 @@ class ValueNotAllowed(CandidateRule):
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         for where, msg, cited in self._problems(ctx, cand):
-            if bool(cited) == self.vendor:
-                yield self.on(doc, cand, where, f"{msg}; undocumented, but {cited} passes it" if cited else msg)
+            if bool(cited) != self.vendor:
+                continue
+            if cited:
+                shown = f"{where[1]}={cand.args[where[1]]!r}"
+                msg = (f"{shown} is not a documented value, but vendor code passes it ({cited}); "
+                       "it works where the vendor runs it, yet may change without notice")  # fmt: skip
+            yield self.on(doc, cand, where, msg)
 
     def _problems(self, ctx: Context, cand: Candidate) -> Iterator[tuple[Path, str, str]]:
         """(path, message, vendor code cited for the value or '') per value out of bounds."""
