@@ -20,6 +20,7 @@ from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
 
 _HEAD = "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+_HEAD_950 = "version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
 _ROLE_NOTE = {
     "backward": "; it is a backward kernel, which autograd calls for its forward operator",
     "internal": "; the leading underscore marks it internal to torch_npu (its Python wrappers "
@@ -81,9 +82,9 @@ class VendorValue(ValueNotAllowed):
         "where the vendor runs it, but nothing documents it, and it may change without notice. "
         "A value no evidence names stays a KB106 error."
     )
-    fail = (_HEAD + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
+    fail = (_HEAD_950 + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
             "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 7}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
+    fix = (_HEAD_950 + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
            "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 0}\n")  # fmt: skip
 
 
