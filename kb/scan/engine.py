@@ -389,7 +389,7 @@ class Scanner:
 
         known = self.ctx.known(site.op.spelled)
         params = params_of(known.schemas[0]) if known and len(known.schemas) == 1 else None
-        if params:
+        if known and params:
             return bind(site, {"name": known.name, "parameters": params})
         bound = Bound()
         for name, entry in site.keywords.items():

@@ -29,6 +29,12 @@ _ROLE_NOTE = {
 }
 
 
+def _note(role: str, namespace: str) -> str:
+    if namespace == "atb":
+        return "; it is an ATB operator, called as torch.ops.atb.NAME"
+    return _ROLE_NOTE[role]
+
+
 def schema_text(schemas: tuple[str, ...]) -> str:
     """The schema(s) for a message: one inline, several joined with ' | '."""
     return f"schema {' | '.join(schemas)}" if schemas else "no published schema"
@@ -64,7 +70,7 @@ class OperatorWithoutRecord(CandidateRule):
             return
         yield self.on(doc, cand, ("operator",),
                       f"{known.name} is a torch_npu operator known from {known.origin} but has "
-                      f"no record: {schema_text(known.schemas)}{_ROLE_NOTE[known.role]}; "
+                      f"no record: {schema_text(known.schemas)}{_note(known.role, known.namespace)}; "
                       + ("kb checks only its argument names" if known.schemas
                          else "kb cannot check its arguments"))  # fmt: skip
 
