@@ -11,6 +11,11 @@ Usage::
 
     python scripts/harvest_seen_in.py --repo vllm-project/vllm-ascend \\
         --commit 182b75ea84ff13ece27b57391331ef8935410aea ../shared/corpus/vllm-ascend
+    python scripts/harvest_seen_in.py --repo Ascend/MindIE-LLM \\
+        --commit 8b4871ad31f592aa863f6255760e4934484d78e4 \\
+        --shipping examples/atb_models ../shared/corpus/mindie-llm
+    python scripts/harvest_seen_in.py --repo DeepLink-org/dlinfer \\
+        --commit a50184e3734e5799bd4cec484d3a2ac46a36ae86 ../shared/corpus/dlinfer
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commit", required=True, help="the commit the checkout is at")
     p.add_argument("--records", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "records")
     p.add_argument("--include-tests", action="store_true", help="also harvest tests/ and examples/")
+    p.add_argument("--shipping", action="append", default=[], metavar="SUBDIR",
+                   help="a subtree (relative to ROOT) that is shipping code although its path "
+                   "reads like examples or tests (MindIE-LLM: examples/atb_models); repeatable")
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
 
@@ -41,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from tools.upstream.refresh import LIST_KEYS, ORDERS
     from tools.upstream.yamltext import PatchError, update_text
 
-    facts = harvest(args.root, include_tests=args.include_tests)
+    facts = harvest(args.root, include_tests=args.include_tests, shipping=args.shipping)
     by_record: dict[str, list] = defaultdict(list)
     for fact in facts:
         by_record[fact.record].append(fact)

@@ -5,6 +5,7 @@ usage:
   python scripts/import_upstream.py import --op-plugin DIR [--wheel PATH] --commit SHA [--only NAME ...]
                                            [--drafts DIR] [--no-refresh] [--dry-run]
   python scripts/import_upstream.py skeleton NAME --op-plugin DIR [--wheel PATH]
+  python scripts/import_upstream.py known-ops --op-plugin DIR [--wheel PATH] --commit SHA [--out FILE]
 
 The upstream location is always an argument: sources are read, never copied into the
 project.  Exit codes: 0 no drift / done, 1 drift or a failed refresh, 2 usage.

@@ -49,3 +49,21 @@ def suggestions(catalog: Catalog, name: str) -> list[str]:
 
     return suggest(name, catalog.names())
 
+
+def known_without_record(name: str) -> Record | None:
+    """What upstream says of an operator no record describes (``_npu_dtype_cast``): its
+    schema(s) and where they come from; None when torch_npu does not define the name.
+
+    The answer is not a record: ``kb show`` still exits as for an unknown name.
+    """
+    from kb.catalog.knownops import load
+
+    try:
+        known = load().get(name)
+    except (OSError, ValueError, KeyError):
+        return None
+    if known is None:
+        return None
+    return {"name": known.name, "record": None, "known_from": known.origin,
+            "namespace": known.namespace, "role": known.role, "schemas": list(known.schemas)}  # fmt: skip
+

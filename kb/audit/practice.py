@@ -31,13 +31,24 @@ class SiteFact:
     passed: tuple[str, ...]
 
 
-def _is_test(rel: str) -> bool:
-    parts = rel.replace(os.sep, "/").split("/")
+def _is_test(rel: str, shipping: Sequence[str] = ()) -> bool:
+    """Test or example code, unless a maintainer named the subtree as shipping code (a
+    package kept under ``examples/``, as MindIE-LLM keeps its model library)."""
+    rel = rel.replace(os.sep, "/")
+    for sub in (s.strip("/") for s in shipping):
+        if rel.startswith(sub + "/"):
+            rel = rel[len(sub) + 1 :]  # below it, tests are still tests
+            break
+    parts = rel.split("/")
     return any(p in TEST_PARTS or p.startswith("test_") for p in parts)
 
 
-def harvest(root: Path, *, include_tests: bool = False, catalog: Any = None) -> list[SiteFact]:
-    """Every torch_npu operator call under ``root`` that a record knows, as facts."""
+def harvest(root: Path, *, include_tests: bool = False, catalog: Any = None,
+            shipping: Sequence[str] = ()) -> list[SiteFact]:  # fmt: skip
+    """Every torch_npu operator call under ``root`` that a record knows, as facts.
+
+    ``shipping`` names subtrees (relative to ``root``) that hold shipping code although a
+    part of their path reads like tests or examples."""
     from kb.rules import RULES
     from kb.scan.engine import Scanner, ScanOptions
 
@@ -52,7 +63,7 @@ def harvest(root: Path, *, include_tests: bool = False, catalog: Any = None) -> 
             rel = Path(site.file).resolve().relative_to(base).as_posix()
         except ValueError:
             rel = site.file
-        if not include_tests and _is_test(rel):
+        if not include_tests and _is_test(rel, shipping):
             continue
         args = {k: v for k, v in site.args.items() if _plain(v)}
         out.append(SiteFact(site.record, rel, site.line, tuple(site.products),

@@ -138,7 +138,8 @@ def _listed_values(rec: Operator, report: Report) -> None:
     (an allowed value or product nobody cited cannot slip into an undocumented record)."""
 
     def check(field: str, values: list[Any], where: tuple[Any, ...]) -> None:
-        cites = [ev for ev in rec.evidence if _covers(ev, field)]
+        # vendor code cited for values outside the list (KB121) backs use, not the list
+        cites = [ev for ev in rec.evidence if _covers(ev, field) and not _vendor_only(ev, values)]
         if not cites or any(not ev.values for ev in cites):
             return
         named = [v for ev in cites for v in ev.values]
@@ -165,15 +166,20 @@ _LIMITS = ("dtypes", "formats", "allowed", "range")
 def _limits_need_a_source(rec: Operator, report: Report) -> None:
     """A limit no page states is backed by a statement or a check upstream, not a test."""
 
-    def only_usage(field: str, exact: bool) -> bool:
+    def only_usage(field: str, exact: bool, values: list[Any] | None = None) -> bool:
+        # code evidence for values outside an allowed list is no support of the list
+        # (KB121 reports those values), so it neither backs nor condemns it
         kinds = {ev.kind for ev in rec.evidence
-                 if (field in ev.about if exact else _covers(ev, field))}  # fmt: skip
+                 if (field in ev.about if exact else _covers(ev, field))
+                 and not (values is not None and _vendor_only(ev, values))}  # fmt: skip
         return bool(kinds) and not kinds & LIMIT_KINDS
 
     exact = rec.status != "undocumented"  # a page backs what no evidence names exactly
     for name, (i, p) in _params(rec).items():
         for attr in _LIMITS:
-            if getattr(p, attr) and only_usage(f"parameters.{name}.{attr}", exact):
+            listed = getattr(p, attr)
+            values = list(listed) if attr == "allowed" and listed else None
+            if listed and only_usage(f"parameters.{name}.{attr}", exact, values):
                 report(("parameters", i, attr), f"{name}.{attr} rests only on a test or a caller's "
                        "inputs, which show one use, not a limit: cite a page, a wrapper check or a "
                        "kernel registration (kind: page/source), or drop it")  # fmt: skip
@@ -184,6 +190,12 @@ def _limits_need_a_source(rec: Operator, report: Report) -> None:
         if only_usage(f"rules.{rule.id}", exact):
             report(("rules", i), f"rule {rule.id} rests only on a test or a caller's inputs: cite "
                    "a page, a wrapper check or a kernel registration, or drop the rule")  # fmt: skip
+
+
+def _vendor_only(ev: Any, values: list[Any]) -> bool:
+    """Code evidence naming only values outside ``values``: the vendor passes them undocumented."""
+    return (ev.kind in ("shipping-code", "source") and bool(ev.values)
+            and not any(v in values or _loose(v) in map(_loose, values) for v in ev.values))  # fmt: skip
 
 
 def _evidence_targets(rec: Operator, report: Report) -> None:

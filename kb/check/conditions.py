@@ -218,3 +218,18 @@ def _trigger(rule: dict[str, Any]) -> Path:
         if c.get("tensor") is not None:
             return ("tensors", c["tensor"])
     return ("operator",)
+
+
+def vendor_cited(rec: dict[str, Any], name: str, value: object) -> str:
+    """``repo path`` of vendor code the record cites for passing ``value`` to ``name``.
+
+    The evidence is data in the record: an entry of kind ``shipping-code`` or ``source``
+    about ``parameters.<name>`` or ``parameters.<name>.allowed`` whose ``values`` name it.
+    """
+    fields = {f"parameters.{name}", f"parameters.{name}.allowed"}
+    for ev in rec.get("evidence") or []:
+        if ev.get("kind") not in ("shipping-code", "source") or not fields & set(ev.get("about") or []):
+            continue
+        if any(same(value, v) for v in ev.get("values") or []):
+            return f"{ev.get('repo')} {ev.get('path')}"
+    return ""

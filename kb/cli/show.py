@@ -13,7 +13,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="show one operator, chain, tree or playbook",
         description="Print one record. NAME may be the bare name (npu_mla_prolog_v3), a call "
         "path (torch_npu.npu_mla_prolog_v3, torch.ops.npu.npu_mla_prolog_v3) or an alias; "
-        "case does not matter. Unknown names exit 1 with suggestions. Text is English; "
+        "case does not matter. Unknown names exit 1 with suggestions; a torch_npu operator "
+        "without a record prints its upstream schema and also exits 1. Text is English; "
         "--lang zh prints the Chinese summary and description where the record has them.",
         epilog="examples:\n"
         "  kb show npu_mla_prolog_v3 --brief            call, products, releases, schemes\n"
@@ -36,13 +37,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from kb.api.show import section_of, view
+    from kb.api.show import known_without_record, section_of, view
     from kb.cli._common import catalog_or_exit, did_you_mean
 
     catalog = catalog_or_exit()
     rec = catalog.get(args.name)
     if rec is None:
         shown = repr(args.name) if len(args.name) <= 80 else f"{args.name[:60]!r}… ({len(args.name)} characters)"
+        known = known_without_record(args.name) if len(args.name) <= 200 else None
+        if known is not None:
+            _print_known(known, args.format)
+            print(f"kb show: no record named {shown}; torch_npu defines it (schema above)", file=sys.stderr)
+            return 1
         print(f"kb show: no record named {shown}{did_you_mean(catalog, args.name)}",
               file=sys.stderr)  # fmt: skip
         return 1
@@ -61,3 +67,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(record_text(rec, args.lang))
     return 0
+
+
+def _print_known(known: dict[str, object], fmt: str) -> None:
+    """The schema of an operator torch_npu defines that no record describes."""
+    if fmt == "json":
+        print(json.dumps(known, ensure_ascii=False, indent=2))
+        return
+    print(f"{known['name']}  [known from {known['known_from']}; no record]")
+    schemas = known["schemas"] or ["(no schema string is published)"]
+    for schema in schemas:  # type: ignore[attr-defined]
+        print(f"  schema: {schema}")
+    print(f"  namespace: torch.ops.{known['namespace']}; kind: {known['role']} operator")
+

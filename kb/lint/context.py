@@ -6,10 +6,13 @@ record's JSON once per name keeps ``kb check`` inside its time budget.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb.lint.model import Candidate, Path
 from kb.vocab import LOOSE_CALL_PREFIXES
+
+if TYPE_CHECKING:
+    from kb.catalog.knownops import KnownOperator
 
 Record = dict[str, Any]
 #: The operator a prefetch point calls when it does not name one.
@@ -47,6 +50,21 @@ class Context:
             return None
         rec = self.record(spelling)
         return rec if rec is not None and rec.get("kind") == "chain" else None
+
+    def known(self, spelling: str | None) -> KnownOperator | None:
+        """The torch_npu operator a name means when no record has it, from the generated
+        schema data (``kb/data``): real code, so not an unknown operator."""
+        if not spelling or self.operator(spelling) is not None:
+            return None
+        key = ("known", spelling)
+        if key not in self.memo:
+            from kb.catalog.knownops import load
+
+            try:
+                self.memo[key] = load().get(spelling)
+            except (OSError, ValueError, KeyError):
+                self.memo[key] = None
+        return self.memo[key]  # type: ignore[no-any-return]
 
     def names(self, kind: str) -> list[str]:
         if kind not in self._names:

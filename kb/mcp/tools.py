@@ -207,11 +207,16 @@ def show(
 ) -> dict[str, Any]:
     """One record with every validated field (as `kb show NAME --format json`), one section
     of it ({kind, name, SECTION}), or its brief card."""
-    from kb.api.show import suggestions, view
+    from kb.api.show import known_without_record, suggestions, view
 
     catalog = _catalog()
     rec = catalog.get(name)
     if rec is None:
+        known = known_without_record(name)
+        if known is not None:
+            schemas = " | ".join(known["schemas"]) or "no published schema"
+            raise ToolInputError(f"no record named {name!r}; torch_npu defines it (known from "
+                                 f"{known['known_from']}): {schemas}")  # fmt: skip
         hits = suggestions(catalog, name)
         hint = f"; did you mean: {', '.join(hits)}?" if hits else "; try the search tool"
         raise ToolInputError(f"no record named {name!r}{hint}")

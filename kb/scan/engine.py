@@ -362,10 +362,7 @@ class Scanner:
                                         "declared in [tool.kb] custom-ops); not checked against "
                                         "the official record of that name")  # fmt: skip
                 continue
-            bound = bind_releases(site, record, self._schemas(record, settings)) if record else Bound()
-            if not record:
-                for name, entry in site.keywords.items():
-                    bound.entries[name] = entry
+            bound = bind_releases(site, record, self._schemas(record, settings)) if record else self._bind_unrecorded(site)
             seen[site.node_id].append(_Variant(dict(bound.args), bound.passed | set(bound.tensors),
                                                frozenset(only), phase))  # fmt: skip
             for problem in bound.problems:
@@ -383,6 +380,21 @@ class Scanner:
         for product, items in by_product.items():
             found += self._run_rules(scan, settings, product, items, rules)
         return _settle(found, scan)
+
+    def _bind_unrecorded(self, site: CallSite) -> Bound:
+        """A call no record knows: bound to its upstream schema when torch_npu defines the
+        operator with one schema (KB120), else its keywords as written."""
+        from kb.catalog.knownops import params_of
+        from kb.scan.binding import bind
+
+        known = self.ctx.known(site.op.spelled)
+        params = params_of(known.schemas[0]) if known and len(known.schemas) == 1 else None
+        if known and params:
+            return bind(site, {"name": known.name, "parameters": params})
+        bound = Bound()
+        for name, entry in site.keywords.items():
+            bound.entries[name] = entry
+        return bound
 
     def _schemas(self, record: dict[str, Any], settings: Settings) -> list[tuple[str, str]]:
         """The schemas a call may meet: the target release's, else every harvested one."""

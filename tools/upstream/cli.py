@@ -1,4 +1,4 @@
-"""``python scripts/import_upstream.py {drift,import,skeleton} …``: the maintainer CLI.
+"""``python scripts/import_upstream.py {drift,import,skeleton,known-ops} …``: the maintainer CLI.
 
 Exit codes: 0 nothing to report (no drift / import done), 1 drift found or some
 record could not be refreshed, 2 usage errors or unreadable sources.
@@ -76,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--op-plugin", type=Path, required=True)
     s.add_argument("--wheel", type=Path)
     s.add_argument("--commit")
+    k = sub.add_parser("known-ops", help="write kb/data/known_ops.json: operators no harvested wheel shows")
+    k.add_argument("--op-plugin", type=Path, required=True, help="op-plugin checkout (config), read-only")
+    k.add_argument("--wheel", type=Path, help="torch_npu .whl, installed package dir, or extracted folder")
+    k.add_argument("--release", help="the wheel's torch_npu release (default: read from its name)")
+    k.add_argument("--commit", required=True, help="the op-plugin commit to cite")
+    k.add_argument("--out", type=Path, help="output file (default: kb/data/known_ops.json)")
+    k.add_argument("--dry-run", action="store_true", help="print the summary, write nothing")
     return ap
 
 
@@ -211,6 +218,28 @@ def cmd_skeleton(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_known_ops(ns: argparse.Namespace) -> int:
+    from kb.catalog.releases import load as load_releases
+    from tools.upstream import knownops
+
+    try:
+        report = knownops.build(ns.op_plugin, ns.wheel, ns.commit, load_releases(), ns.release)
+    except (FileNotFoundError, WheelError, OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    ops = report.data["operators"]
+    by_source: dict[str, int] = {}
+    for entry in ops.values():
+        by_source[entry["source"]] = by_source.get(entry["source"], 0) + 1
+    shown = ", ".join(f"{n} from {s}" for s, n in sorted(by_source.items()))
+    print(f"{len(ops)} operator(s) beyond releases.json ({shown}); "
+          f"{report.covered} wheel schema(s) already in releases.json")
+    for w in report.warnings:
+        print(f"warning: {w}")
+    if not ns.dry_run:
+        knownops.write(report, ns.out or knownops.KNOWN_FILE)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     try:
@@ -218,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_drift(ns)
         if ns.command == "import":
             return cmd_import(ns)
+        if ns.command == "known-ops":
+            return cmd_known_ops(ns)
         return cmd_skeleton(ns)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

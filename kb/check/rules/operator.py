@@ -5,12 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
-from kb.check.conditions import NUMERIC_TEXT, Violation, as_number, one_of, same, violations
+from kb.check.conditions import (
+    NUMERIC_TEXT,
+    Violation,
+    as_number,
+    one_of,
+    same,
+    vendor_cited,
+    violations,
+)
 from kb.lint.context import Context, Record
-from kb.lint.findings import Finding
-from kb.lint.model import Candidate, Document
+from kb.lint.findings import Finding, Severity
+from kb.lint.model import Candidate, Document, Path
 from kb.lint.unit import CandidateRule
 from kb.vocab import STATUS_RANK, missing_call_path, normalize, product_support
 
@@ -81,6 +89,8 @@ class UnknownOperator(CandidateRule):
                 yield self.on(doc, cand, ("operator",), f"{cand.operator!r} does not exist "
                               f"(AttributeError); {rec['name']} is called as {' or '.join(paths)}")  # fmt: skip
             return
+        if rec is None and ctx.known(cand.operator):
+            return  # a torch_npu operator without a record (KB120)
         if rec is not None:
             msg = (f"{cand.operator!r} names a {rec.get('kind')}, not an operator; put the "
                    f"operator the candidate calls here")  # fmt: skip
@@ -175,21 +185,23 @@ class UnknownArgument(CandidateRule):
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
-        params = _params(rec) if rec else {}
+        known = None if rec else ctx.known(cand.operator)
+        params = _params(rec) if rec else dict.fromkeys(known.arg_names() or ()) if known else {}
         if not params:
             return
-        outputs = {r.get("name") for r in rec.get("returns") or []} if rec else set()
+        rec = rec or {"name": known.name if known else cand.operator}
+        outputs = {r.get("name") for r in rec.get("returns") or []}
         passed = {n: None for n in sorted(cand.passed)}
         for section, names in (("args", cand.args), ("tensors", cand.tensors), ("passed", passed)):
             for name in names:
                 if name in params:
                     continue
                 if name in outputs:
-                    msg = (f"{name!r} is an output of {rec['name']}, not a parameter; "  # type: ignore[index]
+                    msg = (f"{name!r} is an output of {rec['name']}, not a parameter; "
                            "remove it from the candidate's inputs")  # fmt: skip
                 else:
                     hint = _suggest(name, list(params))
-                    msg = f"{rec['name']} has no parameter {name!r}{hint}"  # type: ignore[index]
+                    msg = f"{rec['name']} has no parameter {name!r}{hint}"
                 yield self.on(doc, cand, (section, name), msg, key=True)
 
 
@@ -265,7 +277,6 @@ def _is_list_param(p: dict[str, Any]) -> bool:
 class ValueNotAllowed(CandidateRule):
     code = "KB106"
     name = "value-not-allowed"
-    severity = "error"
     summary = "A scalar argument has the wrong type, or a value outside its allowed set or range."
     why = (
         "Out-of-range scalars are rejected by the kernel's parameter check at run time (or, "
@@ -279,7 +290,22 @@ class ValueNotAllowed(CandidateRule):
     fix = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
            "    args: {k: 8}\n")  # fmt: skip
 
+    severity: ClassVar[Severity] = "error"
+    #: KB121 (kb/check/rules/known.py) reports the values vendor code is cited for.
+    vendor: ClassVar[bool] = False
+
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        for where, msg, cited in self._problems(ctx, cand):
+            if bool(cited) != self.vendor:
+                continue
+            if cited:
+                shown = f"{where[1]}={cand.args[where[1]]!r}"
+                msg = (f"{shown} is not a documented value, but vendor code passes it ({cited}); "
+                       "it works where the vendor runs it, yet may change without notice")  # fmt: skip
+            yield self.on(doc, cand, where, msg)
+
+    def _problems(self, ctx: Context, cand: Candidate) -> Iterator[tuple[Path, str, str]]:
+        """(path, message, vendor code cited for the value or '') per value out of bounds."""
         rec = ctx.operator(cand.operator)
         if rec is None:
             return
@@ -291,11 +317,11 @@ class ValueNotAllowed(CandidateRule):
             if p.get("takes") == "dtype":
                 msg = self._dtype(name, value, p)
                 if msg:
-                    yield self.on(doc, cand, ("args", name), msg)
+                    yield ("args", name), msg, vendor_cited(rec, name, value)
                 continue
             problem = type_problem(str(p.get("type", "")), value)
             if problem:
-                yield self.on(doc, cand, ("args", name), f"{name} {problem} ({p.get('type')})")
+                yield ("args", name), f"{name} {problem} ({p.get('type')})", ""
                 continue
             allowed = p.get("allowed")
             if (isinstance(value, list) and allowed
@@ -304,15 +330,15 @@ class ValueNotAllowed(CandidateRule):
                     isinstance(a, list) and _same_list(value, a) for a in p.get("also_accepted") or []
                 ):
                     shown = " or ".join(str(a) for a in allowed if a is not None)
-                    yield self.on(doc, cand, ("args", name),
-                                  f"{name}={value} is not allowed; use {shown}")  # fmt: skip
+                    yield (("args", name), f"{name}={value} is not allowed; use {shown}",
+                           vendor_cited(rec, name, value))  # fmt: skip
                 continue
             items = value if isinstance(value, list) else [value]
             for j, item in enumerate(items):
                 where = ("args", name, j) if isinstance(value, list) else ("args", name)
                 msg = self._judge(name, item, p)
                 if msg:
-                    yield self.on(doc, cand, where, msg)
+                    yield where, msg, vendor_cited(rec, name, item)
 
     @staticmethod
     def _dtype(name: str, value: object, p: dict[str, Any]) -> str | None:
@@ -503,83 +529,9 @@ class RuleRequiresArgument(CandidateRule):
                 yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}")
 
 
-class ReservedArgument(CandidateRule):
-    code = "KB111"
-    name = "reserved-argument"
-    severity = "warning"
-    summary = "A reserved parameter is set to something other than its default."
-    why = (
-        "Upstream keeps some parameters in the schema for later use and ignores them today "
-        "(inner_k_tiles of npu_convert_weight_to_int4pack, for example). A value there has no "
-        "effect, so the setting it was meant to make does not happen."
-    )
-    fail = (_HEAD + "  - module: model.layers.*.mlp.down_proj\n"
-            "    operator: npu_convert_weight_to_int4pack\n    args: {inner_k_tiles: 8}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.mlp.down_proj\n"
-           "    operator: npu_convert_weight_to_int4pack\n")  # fmt: skip
-
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        rec = ctx.operator(cand.operator)
-        if rec is None:
-            return
-        for name, p in _params(rec).items():
-            if not p.get("reserved"):
-                continue
-            if name in cand.args and cand.args[name] is not None:
-                value = cand.args[name]
-                if p.get("default") is not None and same(value, _literal(p["default"])):
-                    continue
-                yield self.on(doc, cand, ("args", name),
-                              f"{name} is reserved in {rec['name']} and ignored; leave it at its "
-                              f"default ({p.get('default')})")  # fmt: skip
-            elif name in cand.tensors and cand.tensors[name] is not None:
-                yield self.on(doc, cand, ("tensors", name),
-                              f"{name} is reserved in {rec['name']} and ignored; do not pass it",
-                              key=True)  # fmt: skip
-
-
-def _literal(text: str) -> object:
-    """A schema default as a value: ``1e-05`` → 1e-05, ``"PA_BSND"`` → PA_BSND, ``True``."""
-    t = text.strip()
-    if t in ("True", "False"):
-        return t == "True"
-    if t == "None":
-        return None
-    if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
-        return t[1:-1]
-    num = as_number(t)
-    return num if num is not None else t
-
-
-class IgnoredSetting(CandidateRule):
-    code = "KB112"
-    name = "ignored-setting"
-    severity = "warning"
-    summary = "A setting that upstream ignores in this situation (the call runs, the setting does nothing)."
-    why = (
-        "Some record rules describe settings a kernel accepts but does not read on a product "
-        "or in a mode, such as a rotary_mode on a kernel that only computes 'half'. The call "
-        "succeeds, so it is not an error, but the result is not what the setting asks for."
-    )
-    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-            "  - module: model.layers.*.self_attn.rotary_emb\n"
-            "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: interleave}\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-           "  - module: model.layers.*.self_attn.rotary_emb\n"
-           "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: half}\n")  # fmt: skip
-
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        seen: set[tuple[str, tuple[Any, ...]]] = set()
-        for v in record_violations(ctx, doc, cand):
-            if v.severity != "warning" or v.kind == "require-unstated" or (v.kind, v.path) in seen:
-                continue
-            seen.add((v.kind, v.path))
-            yield self.on(doc, cand, v.path, f"{v.detail}: {v.message}", key=v.key)
-
-
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Operator calls"
 
 RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
          ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
-         OperatorRule(), RuleRequiresArgument(), ReservedArgument(), IgnoredSetting())  # fmt: skip
+         OperatorRule(), RuleRequiresArgument())  # fmt: skip
