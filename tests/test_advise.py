@@ -37,7 +37,7 @@ def stage(result: dict[str, Any], operator: str) -> dict[str, Any]:
 
 
 def fail(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    assert main(["advise", *argv, "--no-input"]) == 2
+    assert main(["advise", *argv, "--no-input", "--strict"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "Traceback" not in captured.err
@@ -385,9 +385,9 @@ def test_missing_answer_names_flag_and_values(capsys: pytest.CaptureFixture[str]
     assert "prefill" in err and "decode" in err
 
 
-def test_missing_answer_without_a_terminal_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_answer_without_a_terminal_is_an_error_under_strict(capsys: pytest.CaptureFixture[str]) -> None:
     # stdin is not a terminal under pytest, so no prompt even without --no-input
-    assert main(["advise", "moe", "--moe", "yes"]) == 2
+    assert main(["advise", "moe", "--moe", "yes", "--strict"]) == 2
     assert "missing --gate" in capsys.readouterr().err
 
 
