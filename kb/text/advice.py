@@ -10,6 +10,8 @@ from typing import Any
 
 #: Constraints printed per operator in text; JSON carries all of them, each whole.
 _FIRST_CONSTRAINTS = 3
+#: Completions printed in text; JSON carries up to kb.advice.partial.LIMIT of them.
+_FIRST_COMPLETIONS = 12
 
 
 def _wrap(text: str, indent: str, hang: int = 0) -> list[str]:
@@ -106,7 +108,7 @@ def _completions(adv: dict[str, Any]) -> list[str]:
     need = adv["needed"][0]
     out = ["", f"NOT ENOUGH ANSWERS: {need['flag']} changes the operators ({need['question']})",
            f"Every completion, most common first ({adv['completions_total']} in all):"]
-    for c in adv["completions"]:
+    for c in adv["completions"][:_FIRST_COMPLETIONS]:
         adds = " ".join(f"{k} {v}" for k, v in c["adds"].items())
         if c["outcome"] == "stop":
             reach = "verdict: " + c["verdict"]
@@ -116,7 +118,7 @@ def _completions(adv: dict[str, Any]) -> list[str]:
         out += _wrap(f"{c['rank']:>2}. {adds} -> {reach}", "  ", 6)
         if c["assumed"]:
             out += _wrap("assumes " + " ".join(f"{k} {v}" for k, v in c["assumed"].items()), "      ")
-    left = adv["completions_total"] - len(adv["completions"])
+    left = adv["completions_total"] - min(len(adv["completions"]), _FIRST_COMPLETIONS)
     if left > 0:
         out += [f"  ({left} more; answer {need['flag']} to narrow)"]
     out += [f"Answer {need['flag']} (kb advise {adv['tree']} ... {need['flag']} VALUE) for the whole advice."]
