@@ -279,15 +279,22 @@ def _in_scheme(stage: Record, scheme: str | None) -> bool:
     return bool(({canon, head} | family.get(head, set())) & set(only))
 
 
-def _stages(chain: Record, phase: str | None, scheme: str | None,
-            get: Callable[[str], Record | None]) -> tuple[list[Record], int]:  # fmt: skip
-    """The stages the answered phase and scheme run, each with its complete call line."""
+def _answered_otherwise(stage: Record, answers: Mapping[str, str]) -> bool:
+    """The stage is for other answers than the walk gave (``answers: {mtp: 'yes'}``)."""
+    return any(key in answers and answers[key] != value
+               for key, value in (stage.get("answers") or {}).items())  # fmt: skip
+
+
+def _stages(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> tuple[list[Record], int]:
+    """The stages the answered phase, scheme and flags run, each with its complete call line."""
     from kb.advice.stagecall import arguments, call_line
 
+    phase, scheme = walked.phase, walked.scheme
+    given = {s.key: s.value for s in walked.steps}
     keep, dropped = [], 0
     for st in chain["stages"]:
         wrong_phase = phase in INFERENCE_PHASES and st.get("phase", "both") not in (phase, "both")
-        if wrong_phase or not _in_scheme(st, scheme):
+        if wrong_phase or not _in_scheme(st, scheme) or _answered_otherwise(st, given):
             dropped += 1
             continue
         rec = None if st["operator"] == "plain-torch" else get(st["operator"])
@@ -302,7 +309,7 @@ def _stages(chain: Record, phase: str | None, scheme: str | None,
 def _chain_entry(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
     from kb.advice.practice import practice
 
-    stages, dropped = _stages(chain, walked.phase, walked.scheme, get)
+    stages, dropped = _stages(chain, walked, get)
     return {
         "name": chain["name"], "title": chain["title"]["en"], "summary": chain["summary"]["en"],
         "phases": chain["phases"], "products": chain.get("products") or [],
