@@ -366,8 +366,8 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
             continue
         done.add(chain_name)
         chain = get(chain_name)
-        entry = ({"name": chain_name, "missing": True} if chain is None
-                 else _chain_entry(chain, walked, get))  # fmt: skip
+        entry: dict[str, Any] = ({"name": chain_name, "missing": True} if chain is None
+                                 else _chain_entry(chain, walked, get))  # fmt: skip
         entry.update({"rank": rank, "when": when})
         if beside is not None:
             out["alternatives"].append({**entry, "instead_of": beside})
@@ -377,7 +377,8 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
             continue
         for p in chain.get("prerequisites") or []:
             prereqs.setdefault(p["id"], p["text"])
-        names += [st["operator"] for st in entry["stages"] if st["operator"] != "plain-torch"]
+        stages: list[Record] = entry["stages"]
+        names += [st["operator"] for st in stages if st["operator"] != "plain-torch"]
     names += walked.operators()
     out["prerequisites"] = [{"id": k, "text": v} for k, v in prereqs.items()]
     out["operators"] = {n: operator_brief(get(n), n) for n in _unique(names)}

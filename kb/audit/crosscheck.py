@@ -229,7 +229,7 @@ def check_tree(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Proble
             seen.add((n_i, o_i, product, phase))
             opt = tree.nodes[n_i].options[o_i]
             where = ("nodes", n_i, "options", o_i)
-            named = [(opt.chain, where + ("chain",))] if opt.chain else []
+            named: list[tuple[str, tuple[Any, ...]]] = [(opt.chain, where + ("chain",))] if opt.chain else []
             named += [(alt.chain, where + ("alternatives", k, "chain"))
                       for k, alt in enumerate(opt.alternatives)]  # an alternative must fit the path too
             for name, at in named:
