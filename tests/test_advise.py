@@ -112,14 +112,17 @@ def test_mla_decode_quant_answer_narrows_the_prolog_stages(capsys: pytest.Captur
     prologs = [st for st in chain["stages"] if st["operator"] == "npu_mla_prolog_v3"]
     assert [st["args"]["kv_cache_quant_mode"] for st in prologs] == [1]
     assert stage(result, "npu_fused_infer_attention_score_v2")["args"]["query_quant_mode"] == 3
-    # the bf16 and w8a8 prolog, the bf16/w8a8 attention, and both MTP attention calls (--mtp no assumed)
-    assert chain["stages_omitted"] == 5
+    assert chain["stages_omitted"] == 3  # the bf16 and w8a8 prolog, the bf16/w8a8 attention
 
 
 def test_mtp_verify_prints_sparse_mode_3_with_the_mask(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--mtp", "yes", "--quant", "bf16")
+    assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode-mtp"]
     (attention,) = [st for st in stages(result) if st["operator"] == "npu_fused_infer_attention_score_v2"]
     assert attention["args"]["sparse_mode"] == 3 and "atten_mask=causal_mask_2048" in attention["call"]
+    assert advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")["assumed"] == [
+        {"flag": "--mtp", "answer": "no", "label": "No - one query token per request (the common case); "
+         "sparse_mode 0 without a mask"}]  # fmt: skip
 
 
 def test_absorbed_decode_allows_sparse_mode_3_under_mtp(capsys: pytest.CaptureFixture[str]) -> None:

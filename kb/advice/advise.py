@@ -279,22 +279,15 @@ def _in_scheme(stage: Record, scheme: str | None) -> bool:
     return bool(({canon, head} | family.get(head, set())) & set(only))
 
 
-def _answered_otherwise(stage: Record, answers: Mapping[str, str]) -> bool:
-    """The stage is for other answers than the walk gave (``answers: {mtp: 'yes'}``)."""
-    return any(key in answers and answers[key] != value
-               for key, value in (stage.get("answers") or {}).items())  # fmt: skip
-
-
 def _stages(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> tuple[list[Record], int]:
-    """The stages the answered phase, scheme and flags run, each with its complete call line."""
+    """The stages the answered phase and scheme run, each with its complete call line."""
     from kb.advice.stagecall import arguments, call_line
 
     phase, scheme = walked.phase, walked.scheme
-    given = {s.key: s.value for s in walked.steps}
     keep, dropped = [], 0
     for st in chain["stages"]:
         wrong_phase = phase in INFERENCE_PHASES and st.get("phase", "both") not in (phase, "both")
-        if wrong_phase or not _in_scheme(st, scheme) or _answered_otherwise(st, given):
+        if wrong_phase or not _in_scheme(st, scheme):
             dropped += 1
             continue
         rec = None if st["operator"] == "plain-torch" else get(st["operator"])

@@ -57,7 +57,7 @@ def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
     if chain["products"] or (chain.get("practice") or {}).get("products"):
         out += _wrap("products: " + ", ".join(chain["products"] or chain["practice"]["products"]), "  ")
     out += _practice(chain)
-    omitted = f"; {chain['stages_omitted']} stage(s) of another phase, scheme or answer left out" \
+    omitted = f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out" \
         if chain["stages_omitted"] else ""  # fmt: skip
     asked = ", ".join(x for x in (adv.get("phase"), adv.get("quantization")) if x)
     out += [f"  stages{' (' + asked + omitted + ')' if asked or omitted else ''}:"]
@@ -66,8 +66,6 @@ def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
         tag = f" [{st['phase']}]" if split else ""
         only = st.get("quantization") or []
         tag += f" [{'/'.join(only)} only]" if only else ""
-        cond = st.get("answers") or {}
-        tag += f" [only with {' '.join(f'--{k} {v}' for k, v in cond.items())}]" if cond else ""
         out += _wrap(f"{i:>2}. {st['stage']}{tag}: {st['operator']}", "    ", 4)
         out += _wrap(st["call"], "          ", 4)
         if st.get("notes"):

@@ -52,11 +52,6 @@ class Stage(Strict):
     quantization: list[QuantScheme] = Field(
         default_factory=list, description="only under these schemes (empty: every scheme)"
     )
-    answers: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9\-_]*$")], str] = Field(
-        default_factory=dict,
-        description="only on decision-tree walks that answer these flags so (a flag the walk never "
-        "asked keeps the stage), e.g. {mtp: 'yes'} for the call MTP verification needs",
-    )
     torch: str = Field(default="", description="the torch code when operator is plain-torch")
     notes: str = ""
     waivers: list[Waiver] = Field(default_factory=list)
