@@ -31,7 +31,8 @@ CORPUS = {
     "DeepLink-org/dlinfer": ("dlinfer", "a50184e3734e5799bd4cec484d3a2ac46a36ae86"),
 }
 #: Ports not in the corpus, read from a fetched mirror when one is present.
-MIRRORS = {"Ascend/MindIE-SD": Path("/work/.mirror/Ascend+MindIE-SD/repo")}
+MIRRORS = {"Ascend/MindIE-SD": Path("/work/.mirror/Ascend+MindIE-SD/repo"),
+           "vllm-project/vllm-ascend": Path("/work/.mirror/vllm-project+vllm-ascend/repo")}
 UNSEEN = {"Ascend/MindIE-LLM", "DeepLink-org/dlinfer", "Ascend/MindIE-SD"}
 
 
@@ -98,9 +99,8 @@ def _line(repo: str, commit: str, path: str, line: int) -> str | None:
     if repo in CORPUS and _SHARED is not None:
         folder, at = CORPUS[repo]
         file = _SHARED / folder / path
-        if at != commit or not file.is_file():
-            return None
-        return file.read_text(encoding="utf-8").splitlines()[line - 1]
+        if at == commit and file.is_file():
+            return file.read_text(encoding="utf-8").splitlines()[line - 1]
     mirror = MIRRORS.get(repo)
     if mirror is None or not mirror.is_dir():
         return None
