@@ -37,7 +37,7 @@ def stage(result: dict[str, Any], operator: str) -> dict[str, Any]:
 
 
 def fail(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    assert main(["advise", *argv, "--no-input"]) == 2
+    assert main(["advise", *argv, "--no-input", "--strict"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "Traceback" not in captured.err
@@ -113,6 +113,16 @@ def test_mla_decode_quant_answer_narrows_the_prolog_stages(capsys: pytest.Captur
     assert [st["args"]["kv_cache_quant_mode"] for st in prologs] == [1]
     assert stage(result, "npu_fused_infer_attention_score_v2")["args"]["query_quant_mode"] == 3
     assert chain["stages_omitted"] == 3  # the bf16 and w8a8 prolog, the bf16/w8a8 attention
+
+
+def test_mtp_verify_prints_sparse_mode_3_with_the_mask(capsys: pytest.CaptureFixture[str]) -> None:
+    result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--mtp", "yes", "--quant", "bf16")
+    assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode-mtp"]
+    (attention,) = [st for st in stages(result) if st["operator"] == "npu_fused_infer_attention_score_v2"]
+    assert attention["args"]["sparse_mode"] == 3 and "atten_mask=causal_mask_2048" in attention["call"]
+    assert advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")["assumed"] == [
+        {"flag": "--mtp", "answer": "no", "label": "No - one query token per request (the common case); "
+         "sparse_mode 0 without a mask"}]  # fmt: skip
 
 
 def test_absorbed_decode_allows_sparse_mode_3_under_mtp(capsys: pytest.CaptureFixture[str]) -> None:
@@ -385,9 +395,9 @@ def test_missing_answer_names_flag_and_values(capsys: pytest.CaptureFixture[str]
     assert "prefill" in err and "decode" in err
 
 
-def test_missing_answer_without_a_terminal_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_answer_without_a_terminal_is_an_error_under_strict(capsys: pytest.CaptureFixture[str]) -> None:
     # stdin is not a terminal under pytest, so no prompt even without --no-input
-    assert main(["advise", "moe", "--moe", "yes"]) == 2
+    assert main(["advise", "moe", "--moe", "yes", "--strict"]) == 2
     assert "missing --gate" in capsys.readouterr().err
 
 

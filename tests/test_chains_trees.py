@@ -74,6 +74,7 @@ PREREQUISITES = {
     "ep-groups", "mc2-group", "mc2-experts-per-rank", "quant-scales-float",
     "smooth-scales-complete", "merged-gate-up", "memory-bound-profile", "prefetch-switch",
     "multi-stream", "graph-dependency", "linear-attention-state", "tp-groups", "static-shapes",
+    "cu-seqlens", "int4-weight-pack", "w8a8-static-weights", "timestep-modulation",
 }  # fmt: skip
 
 

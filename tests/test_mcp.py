@@ -149,8 +149,7 @@ GOOD = [
          cli=["advise", "attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode",
               "--no-input"],
          check=lambda d: d["complete"] is True and d["needed"] == []
-         and d["chains"][0]["name"] == "mla-indexer-sparse",
-         drop=("complete", "needed")),
+         and d["chains"][0]["name"] == "mla-indexer-sparse"),
     Case("advise-needs-answers", "advise", {"tree": "attention", "answers": {"arch": "mla"}},
          check=lambda d: d["complete"] is False and d["needed"][0]["flag"] == "--indexer"
          and {o["value"] for o in d["needed"][0]["options"]} == {"no", "yes", "yes-c8"}

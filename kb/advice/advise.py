@@ -15,7 +15,6 @@ pydantic, so ``kb advise`` stays as fast as ``kb show``.
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,14 @@ class AdviceError(ValueError):
     """A missing or unusable answer; the message names the flag and its allowed values."""
 
 
+class MissingAnswer(AdviceError):
+    """A node the answers do not reach and nothing assumes: the walk so far stops here."""
+
+    def __init__(self, message: str, node: Record, steps: list[Step]) -> None:
+        super().__init__(message)
+        self.node, self.steps = node, steps
+
+
 @dataclass(frozen=True)
 class Step:
     """One answered question on the path."""
@@ -44,11 +51,16 @@ class Step:
     chain: str | None = None
     operators: tuple[str, ...] = ()
     stop: bool | None = None
+    assumed: bool = False
+    when: str = ""
+    alternatives: tuple[tuple[str, str], ...] = ()  # (chain, what decides for it)
 
     def as_dict(self) -> dict[str, Any]:
         return {"node": self.node, "flag": f"--{self.key}", "question": self.question,
                 "answer": self.value, "label": self.label, "note": self.note,
-                "chain": self.chain, "operators": list(self.operators)}  # fmt: skip
+                "chain": self.chain, "operators": list(self.operators),
+                "assumed": self.assumed,
+                "alternatives": [c for c, _ in self.alternatives]}  # fmt: skip
 
 
 @dataclass
@@ -66,6 +78,11 @@ class Walk:
         if last.stop is not None:
             return last.stop
         return last.chain is None and not last.operators
+
+    @property
+    def assumed(self) -> list[Step]:
+        """Steps answered by the tree's common case, not by the caller."""
+        return [s for s in self.steps if s.assumed]
 
     @property
     def phase(self) -> str | None:
@@ -151,12 +168,14 @@ def describe_options(node: Record) -> str:
 
 
 def walk(tree: Record, answers: Mapping[str, str],
-         ask: Callable[[Record, list[Step]], str] | None = None) -> Walk:  # fmt: skip
+         ask: Callable[[Record, list[Step]], str] | None = None, assume: bool = False) -> Walk:  # fmt: skip
     """Follow the tree from its root using ``answers`` (flag name → value).
 
-    A node without an answer is put to ``ask`` (a prompt) when given, otherwise it is an
-    AdviceError naming the flag and its values.  Answers for flags the path never asks
-    are reported in ``Walk.ignored`` rather than silently dropped.
+    A node without an answer is put to ``ask`` (a prompt) when given; else, with
+    ``assume``, a node that names its common case (``assume``) takes it and the step is
+    marked assumed; otherwise it is a MissingAnswer naming the flag and its values.
+    Answers for flags the path never asks are reported in ``Walk.ignored`` rather than
+    silently dropped.
     """
     nodes = {n["id"]: n for n in tree["nodes"]}
     known = flags(tree)
@@ -176,16 +195,20 @@ def walk(tree: Record, answers: Mapping[str, str],
         seen.add(node_id)
         node = nodes[node_id]
         key = node["key"]
+        assumed = False
         if key in answers:
             answer = answers[key]
             used.add(key)
         elif ask is not None:
             answer = ask(node, result.steps)
+        elif assume and node.get("assume") is not None:
+            answer, assumed = node["assume"], True
         else:
             so_far = " ".join(f"--{s.key} {s.value}" for s in result.steps)
             after = f" after {so_far}" if so_far else ""
-            raise AdviceError(
-                f"missing --{key}{after}: {node['question']['en']}{describe_options(node)}"
+            raise MissingAnswer(
+                f"missing --{key}{after}: {node['question']['en']}{describe_options(node)}",
+                node, list(result.steps),
             )
         opt = match(node, answer)
         if opt is None:
@@ -197,7 +220,9 @@ def walk(tree: Record, answers: Mapping[str, str],
                                  value=opt["value"], label=opt["label"], note=opt.get("note", ""),
                                  chain=opt.get("chain"),
                                  operators=tuple(opt.get("operators") or ()),
-                                 stop=opt.get("stop")))  # fmt: skip
+                                 stop=opt.get("stop"), assumed=assumed, when=opt.get("when", ""),
+                                 alternatives=tuple((a["chain"], a["when"])
+                                                    for a in opt.get("alternatives") or ())))  # fmt: skip
         node_id = opt.get("goto")
     result.ignored = [k for k in answers if k not in used]
     return result
@@ -206,8 +231,6 @@ def walk(tree: Record, answers: Mapping[str, str],
 # --------------------------------------------------------------------------- advice
 
 _KEY_TENSORS = 6
-#: Constraints printed per operator in text; JSON carries all of them, each whole.
-_FIRST_CONSTRAINTS = 3
 
 
 def one_line(text: str) -> str:
@@ -256,11 +279,11 @@ def _in_scheme(stage: Record, scheme: str | None) -> bool:
     return bool(({canon, head} | family.get(head, set())) & set(only))
 
 
-def _stages(chain: Record, phase: str | None, scheme: str | None,
-            get: Callable[[str], Record | None]) -> tuple[list[Record], int]:  # fmt: skip
+def _stages(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> tuple[list[Record], int]:
     """The stages the answered phase and scheme run, each with its complete call line."""
     from kb.advice.stagecall import arguments, call_line
 
+    phase, scheme = walked.phase, walked.scheme
     keep, dropped = [], 0
     for st in chain["stages"]:
         wrong_phase = phase in INFERENCE_PHASES and st.get("phase", "both") not in (phase, "both")
@@ -276,11 +299,47 @@ def _stages(chain: Record, phase: str | None, scheme: str | None,
     return keep, dropped
 
 
+def _chain_entry(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
+    from kb.advice.practice import practice
+
+    stages, dropped = _stages(chain, walked, get)
+    return {
+        "name": chain["name"], "title": chain["title"]["en"], "summary": chain["summary"]["en"],
+        "phases": chain["phases"], "products": chain.get("products") or [],
+        "quantization": chain.get("quantization") or [],
+        "stages": stages, "stages_omitted": dropped,
+        "differences": chain.get("differences", ""), "models": chain.get("models") or [],
+        "sources": chain.get("sources") or [],
+        "practice": practice(chain, get),
+    }  # fmt: skip
+
+
+def _ranked(walked: Walk) -> list[tuple[str, int, str, str | None]]:
+    """(chain, rank, what decides, the chain it stands beside) in path order: each
+    option's own chain at rank 1, its alternatives after it."""
+    out: list[tuple[str, int, str, str | None]] = []
+    if walked.stop:
+        return out
+    for s in walked.steps:
+        if s.chain:
+            out.append((s.chain, 1, s.when, None))
+            out += [(c, k, when, s.chain) for k, (c, when) in enumerate(s.alternatives, 2)]
+    return out
+
+
 def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
-    """The JSON-ready advice for a walk; ``get`` looks records up by name."""
+    """The JSON-ready advice for a walk; ``get`` looks records up by name.
+
+    ``chains`` are the path's own chains (rank 1); ``alternatives`` the other chains
+    ports ship for the same answers, ranked, each with what decides for it.  Operators,
+    prerequisites and notes cover the chains only: an alternative is a whole other
+    answer, read from its own entry.
+    """
     out: dict[str, Any] = {
         "tree": walked.tree,
         "answers": {f"--{s.key}": s.value for s in walked.steps},
+        "assumed": [{"flag": f"--{s.key}", "answer": s.value, "label": s.label}
+                    for s in walked.assumed],
         "path": [s.as_dict() for s in walked.steps],
         "outcome": "stop" if walked.stop else "advice",
         "verdict": walked.steps[-1].note if walked.stop and walked.steps else "",
@@ -288,27 +347,30 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
         "phase": walked.phase,
         "quantization": walked.scheme,
         "chains": [],
+        "alternatives": [],
         "prerequisites": [],
         "operators": {},
     }
     names: list[str] = []
     prereqs: dict[str, str] = {}
-    for chain_name in walked.chains():
-        chain = get(chain_name)
-        if chain is None:
-            out["chains"].append({"name": chain_name, "missing": True})
+    done: set[str] = set()
+    for chain_name, rank, when, beside in _ranked(walked):
+        if chain_name in done:
             continue
-        stages, dropped = _stages(chain, walked.phase, walked.scheme, get)
-        out["chains"].append({
-            "name": chain["name"], "title": chain["title"]["en"], "summary": chain["summary"]["en"],
-            "phases": chain["phases"], "products": chain.get("products") or [],
-            "quantization": chain.get("quantization") or [],
-            "stages": stages, "stages_omitted": dropped,
-            "differences": chain.get("differences", ""), "models": chain.get("models") or [],
-            "sources": chain.get("sources") or [],
-        })  # fmt: skip
+        done.add(chain_name)
+        chain = get(chain_name)
+        entry: dict[str, Any] = ({"name": chain_name, "missing": True} if chain is None
+                                 else _chain_entry(chain, walked, get))  # fmt: skip
+        entry.update({"rank": rank, "when": when})
+        if beside is not None:
+            out["alternatives"].append({**entry, "instead_of": beside})
+            continue
+        out["chains"].append(entry)
+        if chain is None:
+            continue
         for p in chain.get("prerequisites") or []:
             prereqs.setdefault(p["id"], p["text"])
+        stages: list[Record] = entry["stages"]
         names += [st["operator"] for st in stages if st["operator"] != "plain-torch"]
     names += walked.operators()
     out["prerequisites"] = [{"id": k, "text": v} for k, v in prereqs.items()]
@@ -317,81 +379,3 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
         s.note for s in walked.steps if s.note and not (walked.stop and s is walked.steps[-1])
     ]
     return out
-
-
-def _wrap(text: str, indent: str, hang: int = 0) -> list[str]:
-    """Wrap to the terminal; ``hang`` indents continuation lines under the item's text."""
-    return textwrap.wrap(" ".join(text.split()), width=88, initial_indent=indent,
-                         subsequent_indent=indent + " " * hang, break_on_hyphens=False)  # fmt: skip
-
-
-def render(adv: dict[str, Any]) -> str:
-    """Advice as text for a terminal."""
-    out = [f"kb advise {adv['tree']} " + " ".join(f"{k} {v}" for k, v in adv["answers"].items())]
-    for step in adv["path"]:
-        out += _wrap(f"{step['flag']} {step['answer']}: {step['label']}", "  ", 4)
-    if adv["outcome"] == "stop":
-        out += ["", "Verdict: no chain applies on this path."]
-        out += _wrap(adv["verdict"], "  ")
-        return "\n".join(out) + "\n"
-    for chain in adv["chains"]:
-        if chain.get("missing"):
-            out += ["", f"Chain {chain['name']}: no such record"]
-            continue
-        out += ["", f"Chain {chain['name']}  [{', '.join(chain['phases'])}]"]
-        out += _wrap(chain["title"], "  ")
-        out += _wrap(chain["summary"], "  ")
-        if chain["products"]:
-            out += _wrap("products: " + ", ".join(chain["products"]), "  ")
-        omitted = f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out" \
-            if chain["stages_omitted"] else ""  # fmt: skip
-        asked = ", ".join(x for x in (adv["phase"], adv.get("quantization")) if x)
-        out += [f"  stages{' (' + asked + omitted + ')' if asked or omitted else ''}:"]
-        for i, st in enumerate(chain["stages"], 1):
-            split = len(chain["phases"]) > 1 and st.get("phase", "both") != "both"
-            tag = f" [{st['phase']}]" if split else ""
-            only = st.get("quantization") or []
-            tag += f" [{'/'.join(only)} only]" if only else ""
-            out += _wrap(f"{i:>2}. {st['stage']}{tag}: {st['operator']}", "    ", 4)
-            out += _wrap(st["call"], "          ", 4)
-            if st.get("notes"):
-                out += _wrap(st["notes"], "          ")
-        if chain["differences"]:
-            out += _wrap("prefill vs decode: " + chain["differences"], "  ")
-        if chain["models"]:
-            out += _wrap("reference models: " + ", ".join(chain["models"]), "  ")
-        for src in chain.get("sources") or []:
-            out += _wrap(f"seen in {src['model']}: {src['repo']}@{src['commit'][:10]} "
-                         f"{src['path']}:{src['lines']} - {src['shows']}", "  ", 4)  # fmt: skip
-    if adv["prerequisites"]:
-        out += ["", "Prerequisites"]
-        for p in adv["prerequisites"]:
-            out += _wrap(f"- {p['id']}: {p['text']}", "  ", 2)
-    if adv["operators"]:
-        out += ["", "Operators"]
-        for name, brief in adv["operators"].items():
-            if brief.get("missing"):
-                out += [f"  {name}: no operator record yet"]
-                continue
-            out += _wrap(f"{name}  [{brief['status']}] {brief['summary']}", "  ", 4)
-            if brief["products"]:
-                out += _wrap("products: " + ", ".join(brief["products"]), "      ")
-            if brief["tensors"]:
-                out += _wrap("tensors: " + "; ".join(brief["tensors"]), "      ", 9)
-            graph = brief.get("graph_mode") or {}
-            if "--mode" in adv["answers"] or "unsupported" in (graph.get("aclgraph"), graph.get("torchair")):
-                out += _wrap(f"graph mode: aclgraph {graph.get('aclgraph')}, torchair {graph.get('torchair')}"
-                             + (f" - {graph['notes']}" if graph.get("notes") else ""), "      ", 12)  # fmt: skip
-            shown = brief["constraints"][:_FIRST_CONSTRAINTS]
-            for c in shown:
-                out += _wrap("- " + c, "      ", 2)
-            rest = len(brief["constraints"]) - len(shown)
-            if rest > 0:
-                out += [f"      ({rest} more constraint(s): kb show {name})"]
-    if adv["notes"]:
-        out += ["", "Notes"]
-        for n in adv["notes"]:
-            out += _wrap("- " + n, "  ", 2)
-    if adv["ignored"]:
-        out += ["", "Not asked on this path (ignored): " + ", ".join(adv["ignored"])]
-    return "\n".join(out) + "\n"

@@ -81,8 +81,10 @@ def arguments(stage: Mapping[str, Any], record: Mapping[str, Any] | None) -> lis
 
 
 def call_path(stage: Mapping[str, Any], record: Mapping[str, Any] | None) -> str:
+    """The record's first call path, with the overload the stage names (``op.out``)."""
     calls = list((record or {}).get("calls") or [])
-    return str(calls[0]) if calls else f"torch_npu.{stage['operator']}"
+    path = str(calls[0]) if calls else f"torch_npu.{stage['operator']}"
+    return f"{path}.{stage['overload']}" if stage.get("overload") else path
 
 
 def call_line(stage: Mapping[str, Any], record: Mapping[str, Any] | None) -> str:

@@ -1,8 +1,8 @@
 """``kb advise`` as functions: walk a decision tree with answers to chains and operators.
 
-:func:`advise` is the command's walk (every answer given, or asked for through ``ask``);
-:func:`advise_step` is the conversational one the MCP tool offers: with an answer still
-missing it returns the next question instead of failing.
+:func:`advise` is the one walk behind the command and the MCP tool: answers given,
+asked for through ``ask``, the common case assumed, or - for a question that changes the
+operator set - every completion ranked.  :func:`advise_step` is its MCP entry.
 """
 
 from __future__ import annotations
@@ -35,53 +35,48 @@ def tree_record(catalog: Catalog, name: str) -> Record:
 
 
 def advise(catalog: Catalog, tree: Record, answers: Mapping[str, str],
-           ask: Ask | None = None) -> dict[str, Any]:  # fmt: skip
-    """The ``--format json`` document of a complete walk; UsageError for a missing or
-    unusable answer (after ``ask``, when given, had its chance)."""
-    from kb.advice.advise import AdviceError, advice, walk
+           ask: Ask | None = None, strict: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The ``--format json`` document of ``kb advise`` and of the MCP tool.
+
+    Unanswered questions go to ``ask`` when given.  Without it, a question that names
+    its common case is assumed (listed under ``assumed``); the first one that does not
+    ends the walk with every completion, ranked (``outcome: completions``).  ``strict``
+    assumes nothing: a missing answer is a UsageError, as is an unusable one always.
+    """
+    from kb.advice.advise import AdviceError, MissingAnswer, advice, walk
+    from kb.advice.partial import completions, needed, summary
     from kb.api.errors import UsageError
 
     try:
-        walked = walk(tree, answers, ask=ask)
+        walked = walk(tree, answers, ask=ask, assume=not strict)
+    except MissingAnswer as stop:
+        if strict:
+            raise UsageError(str(stop)) from None
+        try:
+            found, total = completions(tree, answers)
+        except AdviceError as exc:
+            raise UsageError(str(exc)) from None
+        steps = stop.steps
+        return {
+            "tree": tree["name"], "complete": False, "outcome": "completions",
+            "answers": {f"--{s.key}": s.value for s in steps},
+            "assumed": [{"flag": f"--{s.key}", "answer": s.value, "label": s.label}
+                        for s in steps if s.assumed],
+            "path": [s.as_dict() for s in steps],
+            "needed": [needed(stop)],
+            "completions": [summary(k, c) for k, c in enumerate(found, 1)],
+            "completions_total": total,
+            "verdict": "", "ignored": [],
+            "chains": [], "alternatives": [], "prerequisites": [], "operators": {}, "notes": [],
+        }  # fmt: skip
     except AdviceError as exc:
         raise UsageError(str(exc)) from None
-    return advice(walked, catalog.get)
-
-
-class _Needed(Exception):
-    def __init__(self, node: Record, steps: list[Any]) -> None:
-        self.node, self.steps = node, steps
-
-
-def _stop(node: Record, steps: list[Any]) -> str:
-    raise _Needed(node, list(steps))
+    return {**advice(walked, catalog.get), "complete": True, "needed": [], "completions": [],
+            "completions_total": 0}  # fmt: skip
 
 
 def advise_step(catalog: Catalog, tree: str, answers: Mapping[str, str | int]) -> dict[str, Any]:
-    """The walk so far: the advice plus ``complete: true`` when every answer on the path
-    is known, else ``complete: false`` with the path and the next question (``needed``)."""
-    from kb.advice.advise import AdviceError, advice, walk
-    from kb.api.errors import UsageError
-
-    rec = catalog.get(tree)
-    if rec is None or rec["kind"] != "tree":
-        raise UsageError(f"no decision tree named {tree!r}; trees: "
-                         f"{', '.join(catalog.names('tree'))}")  # fmt: skip
+    """The MCP tool: the same document as ``kb advise TREE ... --no-input --format json``,
+    answers keyed with or without the leading ``--``."""
     given = {k.removeprefix("--"): str(v) for k, v in answers.items()}
-    try:
-        walked = walk(rec, given, ask=_stop)
-    except _Needed as stop:
-        node = stop.node
-        return {
-            "tree": rec["name"],
-            "complete": False,
-            "answers": {f"--{s.key}": s.value for s in stop.steps},
-            "path": [s.as_dict() for s in stop.steps],
-            "needed": [{"flag": f"--{node['key']}", "key": node["key"],
-                        "question": node["question"]["en"],
-                        "options": [{"value": o["value"], "label": o["label"]}
-                                    for o in node["options"]]}],
-        }
-    except AdviceError as exc:
-        raise UsageError(str(exc)) from None
-    return {**advice(walked, catalog.get), "complete": True, "needed": []}
+    return advise(catalog, tree_record(catalog, tree), given)

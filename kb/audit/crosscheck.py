@@ -229,15 +229,17 @@ def check_tree(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Proble
             seen.add((n_i, o_i, product, phase))
             opt = tree.nodes[n_i].options[o_i]
             where = ("nodes", n_i, "options", o_i)
-            chain = catalog.get(opt.chain) if opt.chain else None
-            if chain is not None and product and chain.get("products") and product not in chain["products"]:
-                problems.add(_problem(loaded, where + ("chain",),
-                                      f"the path answers --product {product}, but chain {opt.chain} "
-                                      f"is for {', '.join(chain['products'])}"))  # fmt: skip
-            if chain is not None and phase in INFERENCE_PHASES and phase not in chain["phases"]:
-                problems.add(_problem(loaded, where + ("chain",),
-                                      f"the path answers --phase {phase}, but chain {opt.chain} "
-                                      f"covers {', '.join(chain['phases'])}"))  # fmt: skip
+            named: list[tuple[str, tuple[Any, ...]]] = [(opt.chain, where + ("chain",))] if opt.chain else []
+            named += [(alt.chain, where + ("alternatives", k, "chain"))
+                      for k, alt in enumerate(opt.alternatives)]  # an alternative must fit the path too
+            for name, at in named:
+                chain = catalog.get(name)
+                if chain is not None and product and chain.get("products") and product not in chain["products"]:
+                    problems.add(_problem(loaded, at, f"the path answers --product {product}, but chain {name} "
+                                                      f"is for {', '.join(chain['products'])}"))  # fmt: skip
+                if chain is not None and phase in INFERENCE_PHASES and phase not in chain["phases"]:
+                    problems.add(_problem(loaded, at, f"the path answers --phase {phase}, but chain {name} "
+                                                      f"covers {', '.join(chain['phases'])}"))  # fmt: skip
             for k, op in enumerate(opt.operators):
                 entry: dict[str, Any] = {"module": f"tree.{tree.name}", "operator": op}
                 if phase in INFERENCE_PHASES:

@@ -149,6 +149,8 @@ def _check_references(result: StoreResult) -> None:
                     base = ("nodes", n_i, "options", o_i)
                     if opt.chain:
                         need(loaded, base + ("chain",), opt.chain, ("chain",))
+                    for k, alt in enumerate(opt.alternatives):
+                        need(loaded, base + ("alternatives", k, "chain"), alt.chain, ("chain",))
                     for k, op in enumerate(opt.operators):
                         need(loaded, base + ("operators", k), op, ("operator",))
 

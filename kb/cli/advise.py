@@ -8,6 +8,7 @@ lists them.  Missing answers are asked for when stdin is a terminal, otherwise (
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from typing import Any
@@ -22,13 +23,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--phase decode'. Prints the reference chain(s) with their stages, each operator's "
         "products, key dtypes/formats and first constraints, and the prerequisites. Run "
         "'kb advise TREE --help' for the flags of one tree, 'kb tree TREE' to see it whole.",
-        usage="kb advise TREE [--format text|json] [--no-input] [--FLAG VALUE ...]",
+        usage="kb advise TREE [--format text|json] [--no-input] [--strict] [--FLAG VALUE ...]",
+        epilog="exit status: 0 advice (perhaps with assumed common cases), 1 only completions "
+        "(an open question changes the operators), 2 bad input. --format json always prints "
+        "the document on stdout.",
     )
     p.add_argument("tree", nargs="?", help="decision tree name")
     p.add_argument("answers", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-input", action="store_true",
-                   help="never prompt; a missing answer is an error (exit 2)")  # fmt: skip
+                   help="never prompt: a common-case answer is assumed (and reported); an open "
+                   "question that changes the operators lists every completion (exit 1)")
+    p.add_argument("--strict", action="store_true",
+                   help="assume nothing: a missing answer is an error (exit 2)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -45,8 +52,8 @@ def parse_tokens(tokens: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
             options["help"] = True
             i += 1
             continue
-        if tok == "--no-input":
-            options["no_input"] = True
+        if tok in ("--no-input", "--strict"):
+            options[tok[2:].replace("-", "_")] = True
             i += 1
             continue
         if not tok.startswith("--") or len(tok) == 2:
@@ -110,10 +117,27 @@ def _tree_help(tree: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kb.advice.advise import render
-    from kb.api.advise import advise, tree_record
     from kb.api.errors import UsageError
+
+    fmt = args.format
+    try:
+        return _run(args)
+    except UsageError as exc:
+        if "--format=json" in (args.answers or []) or fmt == "json" or _json_asked(args.answers or []):
+            print(json.dumps({"tree": args.tree, "outcome": "error", "error": str(exc)},
+                             ensure_ascii=False, indent=2))  # fmt: skip
+        raise
+
+
+def _json_asked(tokens: list[str]) -> bool:
+    return any(t == "--format" and n == "json" for t, n in itertools.pairwise(tokens))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kb.api.advise import advise, tree_record
+    from kb.api.errors import FOUND, OK, UsageError
     from kb.cli._common import catalog_or_exit
+    from kb.text.advice import render
 
     answers, options = parse_tokens(args.answers or [])
     fmt = options.get("format", args.format)
@@ -129,13 +153,14 @@ def run(args: argparse.Namespace) -> int:
     if options.get("help"):
         sys.stdout.write(_tree_help(tree))
         return 0
+    strict = bool(args.strict or options.get("strict"))
     interactive = not (args.no_input or options.get("no_input")) and _isatty()
-    result = advise(catalog, tree, answers, ask=_prompt if interactive else None)
+    result = advise(catalog, tree, answers, ask=_prompt if interactive else None, strict=strict)
     if fmt == "json":
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
         sys.stdout.write(render(result))
-    return 0
+    return FOUND if result["outcome"] == "completions" else OK
 
 
 def _isatty() -> bool:

@@ -304,11 +304,14 @@ def advise(
     answers: Annotated[dict[str, str | int], Field(description="flag -> value, e.g. "
                                                    "{'arch': 'mla', 'phase': 'decode'}")] = {},  # noqa: B006
 ) -> dict[str, Any]:
-    """Walk a decision tree with the answers known so far. When the walk is complete the
-    result is `kb advise TREE --FLAG VALUE ... --format json` (chains with their stages,
-    operators with products and key dtypes, prerequisites) plus complete=true; when an
-    answer is still needed, complete=false and `needed` names the next question, its
-    flag and the values it accepts: ask it (or read it from the code) and call again."""
+    """Walk a decision tree with the answers known so far; the result is the document of
+    `kb advise TREE --FLAG VALUE ... --no-input --format json`. Common-case answers not
+    given are assumed and listed under `assumed`. complete=true: chains with their
+    stages (ranked `alternatives` other engines ship beside them), operators with
+    products and key dtypes, prerequisites. complete=false: a question that changes the
+    operators is open; `needed` names it and `completions` lists every way to finish,
+    ranked, each with the answers it adds and the chains it reaches - pick one from the
+    code (or ask) and call again."""
     from kb.api.advise import advise_step
 
     return advise_step(_catalog(), tree, answers)

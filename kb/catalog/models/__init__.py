@@ -63,6 +63,7 @@ from kb.catalog.models.playbook import (
     SizeFormula,
 )
 from kb.catalog.models.tree import (
+    Alternative,
     DecisionTree,
     Denial,
     Node,
@@ -80,6 +81,7 @@ MODELS: dict[str, type[BaseModel]] = {
 __all__ = [
     "EVIDENCE_ABOUT",
     "MODELS",
+    "Alternative",
     "Citation",
     "Condition",
     "Constraint",

@@ -36,6 +36,8 @@ class Waiver(Strict):
 class Stage(Strict):
     stage: str = Field(description="norm, q_projection, rope, cache_write, attention, …")
     operator: str = Field(description="an operator name, or 'plain-torch'")
+    overload: str = Field(default="", pattern=r"^([a-z][a-z_]*)?$",
+                          description="the overload a port calls, e.g. 'out' for op.out under graph capture")
     phase: StagePhase = "both"
     args: dict[str, Scalar | list[Scalar]] = Field(
         default_factory=dict, description="literal argument values as the port writes them"

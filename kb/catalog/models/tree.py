@@ -21,12 +21,23 @@ class Denial(Strict):
     phase: Phase | None = None
 
 
+class Alternative(Strict):
+    """Another chain ports ship for the same answers, and what decides for it."""
+
+    chain: str
+    when: str = Field(min_length=1, description="what decides for this chain over the option's own")
+
+
 class Option(Strict):
     value: str = Field(pattern=r"^[a-z0-9][a-z0-9\-_]*$", description="flag value for kb advise")
     label: str
     goto: str | None = Field(default=None, description="next node id")
     chain: str | None = None
     operators: list[str] = Field(default_factory=list)
+    when: str = Field(default="", description="what decides for this option's chain over its alternatives")
+    alternatives: list[Alternative] = Field(
+        default_factory=list, description="other practiced chains for these answers, ranked after the option's own"
+    )
     note: str = ""
     denies: list[Denial] = Field(
         default_factory=list, description="calls the note rules out; kb check must reject each"
@@ -45,6 +56,11 @@ class Option(Strict):
             raise ValueError("an option that denies calls says why in its note")
         if self.stop and (self.goto or self.chain or self.operators):
             raise ValueError("a stop option leads nowhere: drop goto, chain and operators")
+        if self.alternatives and not self.chain:
+            raise ValueError("alternatives rank after the option's own chain: name that chain first")
+        names = [self.chain] + [a.chain for a in self.alternatives]
+        if len(names) != len(set(names)):
+            raise ValueError("an alternative repeats a chain already named on this option")
         return self
 
 
@@ -53,6 +69,16 @@ class Node(Strict):
     key: str = Field(pattern=r"^[a-z0-9][a-z0-9\-_]*$", description="flag name for kb advise")
     question: Text
     options: list[Option] = Field(min_length=2)
+    assume: str | None = Field(
+        default=None,
+        description="the common-case answer kb advise --no-input assumes (and reports) when none is given",
+    )
+
+    @model_validator(mode="after")
+    def _assumes_an_option(self) -> Node:
+        if self.assume is not None and self.assume not in [o.value for o in self.options]:
+            raise ValueError(f"assume {self.assume!r} is not one of this node's option values")
+        return self
 
 
 class DecisionTree(Strict):
