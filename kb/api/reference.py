@@ -121,8 +121,10 @@ def _dtype_name(value: Any) -> str:
     return name_of(value)
 
 
-def run_json(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> Record:
-    """Run ``name`` on JSON-given arguments; UsageError for anything it cannot run."""
+def run_json(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
+             catalog: Any = None) -> Record:  # fmt: skip
+    """Run ``name`` on JSON-given arguments; UsageError for anything it cannot run.
+    ``catalog``: the caller's own (the MCP server's per-thread, fresh one)."""
     try:
         import numpy as np
 
@@ -135,8 +137,8 @@ def run_json(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | 
     values = [_value(v, np, lowp, budget, f"args[{i}]") for i, v in enumerate(args)]
     named = {k: _value(v, np, lowp, budget, k) for k, v in kwargs.items()}
     try:
-        rec = reference.record(name)
-        result = reference.run(name, *values, **named)
+        rec = reference.record(name, catalog)
+        result = reference.run_record(rec, *values, **named)
     except reference.ReferenceInputError as exc:
         raise UsageError(str(exc)) from None
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, MemoryError) as exc:

@@ -403,8 +403,9 @@ def reference(
         return {"operators": available(),
                 "mappings": [{"id": m.id, "unfused": m.unfused, "target": m.target,
                               "arguments": m.arguments} for m in MAPPINGS]}  # fmt: skip
-    doc = run_json(name, args, kwargs)
-    rec = _catalog().get(doc["operator"])
+    catalog = _catalog()
+    doc = run_json(name, args, kwargs, catalog)
+    rec = catalog.get(doc["operator"])
     doc["semantics"] = semantics(rec) if rec else None
     return doc
 

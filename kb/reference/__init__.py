@@ -8,14 +8,14 @@ extra) are imported only when an operator runs, so listing and describing are fr
 
 from __future__ import annotations
 
-import functools
 import importlib
+import threading
 from typing import Any
 
 from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.registry import IMPLEMENTATIONS
 
-__all__ = ["NotModelled", "ReferenceInputError", "available", "record", "run"]
+__all__ = ["NotModelled", "ReferenceInputError", "available", "record", "run", "run_record"]
 
 
 def available() -> list[str]:
@@ -23,16 +23,24 @@ def available() -> list[str]:
     return sorted(IMPLEMENTATIONS)
 
 
-@functools.lru_cache(maxsize=1)
+_LOCAL = threading.local()
+
+
 def _catalog() -> Any:
-    from kb.catalog.compiled import open_catalog
+    """This thread's catalog (a sqlite connection serves only the thread that opened it:
+    the MCP server runs tools on worker threads)."""
+    catalog = getattr(_LOCAL, "catalog", None)
+    if catalog is None:
+        from kb.catalog.compiled import open_catalog
 
-    return open_catalog()
+        catalog = _LOCAL.catalog = open_catalog()
+    return catalog
 
 
-def record(name: str) -> dict[str, Any]:
-    """The operator record a name (bare, ``torch_npu.x`` or ``torch.ops.npu.x``) means."""
-    rec = _catalog().get(name) if isinstance(name, str) else None
+def record(name: str, catalog: Any = None) -> dict[str, Any]:
+    """The operator record a name (bare, ``torch_npu.x`` or ``torch.ops.npu.x``) means,
+    from ``catalog`` (a long-running caller passes its own, kept fresh) or this thread's."""
+    rec = (catalog or _catalog()).get(name) if isinstance(name, str) else None
     if rec is None or rec.get("kind") != "operator":
         raise ReferenceInputError(f"no operator record named {name!r}")
     if rec["name"] not in IMPLEMENTATIONS:
@@ -43,10 +51,14 @@ def record(name: str) -> dict[str, Any]:
 
 def run(name: str, *args: Any, **kwargs: Any) -> Any:
     """Compute ``name`` on numpy arrays; ReferenceInputError for input it refuses."""
+    return run_record(record(name), *args, **kwargs)
+
+
+def run_record(rec: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    """:func:`run` for a record already looked up (see :func:`record`)."""
     from kb.reference.binding import bind
     from kb.reference.checks import check
 
-    rec = record(name)
     module, function = IMPLEMENTATIONS[rec["name"]].split(":")
     impl = getattr(importlib.import_module(f"kb.reference.{module}"), function)
     bound = bind(rec, args, kwargs)
