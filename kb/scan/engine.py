@@ -26,13 +26,14 @@ from kb.lint.model import Candidate, Document, Target
 from kb.lint.suppress import BAD_IGNORE_CODE, Ignore, matches, problems
 from kb.lint.suppress import parse as parse_ignores
 from kb.lint.unit import RuleUnit
-from kb.scan import hints
+from kb.scan import foreign, hints
 from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
 from kb.scan.interp import CallSite, FileScan, Interpreter
+from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
-from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, read
+from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, native_text, read
 from kb.vocab import NAMESPACE_PATHS, product_family
 
 #: The scanner's names for the call-path namespaces records live under.
@@ -268,18 +269,27 @@ class Scanner:
     def scan(self, paths: Sequence[str]) -> ScanReport:
         config = self._config(paths)
         report = ScanReport(config=config.path)
-        files, skipped = discover(paths, [*config.exclude, *self.options.exclude])
+        native: list[Path] = []
+        files, skipped = discover(paths, [*config.exclude, *self.options.exclude], native=native)
         report.skipped = skipped
         report.files = len(files)
-        self._scan_parsed(((path, parse_file(path)) for path in files), config, report)
+        from kb.scan.registrations import native_registrations
+
+        regs = []
+        for path in native:
+            shown, text = native_text(path)
+            regs += native_registrations(text, shown)
+        self._scan_parsed(((path, parse_file(path)) for path in files), config, report, regs)
         return report
 
     def _scan_parsed(self, results: Iterator[tuple[Path, _Parsed]], config: Config,
-                     report: ScanReport) -> None:  # fmt: skip
+                     report: ScanReport, native: Sequence[Registration] = ()) -> None:  # fmt: skip
         """Read files one at a time, then judge their call sites together.
 
-        Mounts and loaded extensions are tree-wide facts, so the call sites wait for the
-        last file; nothing else does.  Each file is parsed, interpreted and searched for
+        Registered operators, loaded extensions and mounts that add names torch_npu lacks
+        are tree-wide facts, so the call sites wait for the last file; a mount replacing a
+        torch_npu operator (``torch_npu.npu_x = mock``) changes that file only.
+        Each file is parsed, interpreted and searched for
         fusion patterns while its AST is alive, and only a :class:`_Read` (no AST, no
         source text) outlives it: a scan holds one tree at a time, not all of them.
         """
@@ -290,11 +300,14 @@ class Scanner:
             if scan is not None and tree is not None:
                 reads.append(self._read(path, scan, tree, text, config))
             del scan, tree, text  # drop this file's AST before parsing the next
+        registry = foreign.Registry.build([*native, *(g for r in reads for g in r.scan.registrations)],
+                                          self._extensions())  # fmt: skip
+        loaded = {n for r in reads for n in r.scan.extension_names}
         mounts = {m for r in reads for m in r.scan.mounts}
-        self._loaded = {n for r in reads for n in r.scan.extension_names}
         custom = set(config.custom_ops) | set(self.options.custom_ops)
         for r in reads:
-            found = self._judge(r.scan, r.settings, r.codes, mounts, custom, report)
+            view = foreign.FileView(r.scan.mounts, mounts, r.registering, loaded, custom, r.codes)
+            found = self._judge(r.scan, r.settings, view, registry, report)
             report.opportunities += r.opportunities
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += _suppressed(found, r.comments, r.scan)
@@ -316,21 +329,22 @@ class Scanner:
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
                if BAD_IGNORE_CODE in codes else [])  # fmt: skip
-        return _Read(scan, settings, codes, opps, ignore_comments(text), bad)
+        registering: list[str] = []
+        if any(c.op.namespace not in foreign.PYTHON_BOUND for c in scan.calls):
+            registry = foreign.Registry.build((), self._extensions())
+            registering = foreign.registering_imports(scan.imports, text, registry, bool(scan.extension_names))
+        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering)
 
-    def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
-                   custom: set[str]) -> bool:  # fmt: skip
-        """Mounted or defined in the tree, declared in [tool.kb], or (when no record knows
-        the name) loaded from a compiled extension by a file of the tree."""
-        op = site.op
-        if (op.namespace, op.name) in mounts or op.name in custom or op.spelled in custom:
-            return True
-        if record is None and (op.namespace, "*") in mounts:
-            return True  # the tree mounts a whole torch.ops namespace onto torch_npu
-        return record is None and op.name in getattr(self, "_loaded", set())
+    def _extensions(self) -> list[dict[str, Any]]:
+        """The extension records (public kernel packages' operators), read once."""
+        if "extensions" not in self.ctx.memo:
+            records = getattr(self.catalog, "records", None)
+            self.ctx.memo["extensions"] = list(records("extension")) if records else []
+        return self.ctx.memo["extensions"]  # type: ignore[no-any-return]
 
-    def _judge(self, scan: FileScan, settings: Settings, codes: set[str],
-               mounts: set[tuple[str, str]], custom: set[str], report: ScanReport) -> list[Finding]:  # fmt: skip
+    def _judge(self, scan: FileScan, settings: Settings, view: foreign.FileView,
+               registry: foreign.Registry, report: ScanReport) -> list[Finding]:  # fmt: skip
+        codes = view.codes
         by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
         infos: dict[int, SiteInfo] = {}
         seen: dict[int, list[_Variant]] = {}
@@ -338,12 +352,13 @@ class Scanner:
         path_names = [p for p in Path(scan.path).parts]
         for site in scan.calls:
             op = site.op
-            if op.namespace not in OPERATOR_NAMESPACES:
+            record = self.ctx.operator(op.spelled) if op.namespace in OPERATOR_NAMESPACES else None
+            verdict = foreign.verdict(site, record, self.ctx, registry, view)
+            found += [(f, site) for f in verdict.findings]
+            if verdict.note and site.variant == 0:
+                report.notes.append(verdict.note)
+            if verdict.skip or op.namespace not in OPERATOR_NAMESPACES:
                 continue
-            record = self.ctx.operator(op.spelled)
-            if record is None and op.namespace == "torch.npu":
-                continue  # torch.npu is mostly device API, not operators
-            is_custom = self._is_custom(site, record, mounts, custom)
             names = [*path_names, *site.scope.split(".")]
             only, never = hints.products(site.cond, names)
             product = _site_product(settings.product, only, never)
@@ -351,21 +366,13 @@ class Scanner:
             info = infos.get(site.node_id)
             if info is None:
                 info = SiteInfo(scan.path, site.where.line, site.where.column, site.end_line,
-                                op.spelled, record["name"] if record else None, is_custom,
+                                op.spelled, record["name"] if record else None, verdict.custom,
                                 site.scope, sorted(only), phase, {}, [])  # fmt: skip
                 infos[site.node_id] = info
                 seen[site.node_id] = []
-            if is_custom:
-                if site.variant == 0:
-                    report.notes.append(f"{scan.path}:{site.where.line}:{site.where.column}: "
-                                        f"{op.spelled} is a custom operator in this tree (or "
-                                        "declared in [tool.kb] custom-ops); not checked against "
-                                        "the official record of that name")  # fmt: skip
+            if not verdict.judged or record is None:
                 continue
-            bound = bind_releases(site, record, self._schemas(record, settings)) if record else Bound()
-            if not record:
-                for name, entry in site.keywords.items():
-                    bound.entries[name] = entry
+            bound = bind_releases(site, record, self._schemas(record, settings))
             seen[site.node_id].append(_Variant(dict(bound.args), bound.passed | set(bound.tensors),
                                                frozenset(only), phase))  # fmt: skip
             for problem in bound.problems:
@@ -450,6 +457,7 @@ class _Read(NamedTuple):
     opportunities: list[Any]
     comments: dict[int, tuple[str, ...]]  # line -> codes of its ``# kb: ignore`` comments
     bad_ignores: list[Finding]  # KB006: malformed ignore comments
+    registering: list[str]  # what in the file may register operators (kb.scan.foreign)
 
 
 def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:

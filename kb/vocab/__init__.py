@@ -43,6 +43,7 @@ from kb.vocab.graph_modes import (
     GraphModeDef,
     GraphModeName,
 )
+from kb.vocab.namespaces import TORCH_NAMESPACE_ROWS, TORCH_NAMESPACES, TorchNamespaceDef
 from kb.vocab.normalize import ALIAS_TABLES, CANONICAL, normalize, normalize_scheme
 from kb.vocab.phases import (
     BOTH,
@@ -149,6 +150,8 @@ __all__ = [
     "STATUS_RANK",
     "STATUS_ROWS",
     "TORCH_DTYPE_ATTRS",
+    "TORCH_NAMESPACES",
+    "TORCH_NAMESPACE_ROWS",
     "TORCH_NPU_DTYPE_ATTRS",
     "CallPathDef",
     "Category",
@@ -170,6 +173,7 @@ __all__ = [
     "Status",
     "StatusDef",
     "Step",
+    "TorchNamespaceDef",
     "bare_operator",
     "collapse_products",
     "normalize",

@@ -27,6 +27,7 @@ from kb.catalog.models.chain import (
     StageTensor,
     Waiver,
 )
+from kb.catalog.models.extension import Extension, ExtensionOperator
 from kb.catalog.models.operator import (
     EVIDENCE_ABOUT,
     Deprecation,
@@ -63,12 +64,13 @@ from kb.catalog.models.tree import (
     Option,
 )
 
-Record = Operator | ReferenceChain | DecisionTree | Playbook
+Record = Operator | ReferenceChain | DecisionTree | Playbook | Extension
 MODELS: dict[str, type[BaseModel]] = {
     "operator": Operator,
     "chain": ReferenceChain,
     "tree": DecisionTree,
     "playbook": Playbook,
+    "extension": Extension,
 }
 
 __all__ = [
@@ -82,6 +84,8 @@ __all__ = [
     "Deprecation",
     "Evidence",
     "Example",
+    "Extension",
+    "ExtensionOperator",
     "GraphMode",
     "Keywords",
     "Name",

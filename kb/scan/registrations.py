@@ -1,0 +1,193 @@
+"""Operators a tree registers itself: C++ ``TORCH_LIBRARY`` blocks and Python definitions.
+
+An engine that ships its own kernels registers them with the dispatcher: C++
+``TORCH_LIBRARY(ns, m) { m.def("name(schema)"); }`` (or ``TORCH_LIBRARY_FRAGMENT``),
+Python ``torch.library.define("ns::name", "(...) -> ...")``, ``Library("ns", "DEF").define``
+or a ``custom_op("ns::name")`` decorator.  Calls of those operators are the tree's own
+API: they are checked against the schema registered here (when there is one), never
+against a torch_npu record of the same name.
+
+C++ is read with a few linear-time regular expressions over text with comments blanked,
+not parsed: a namespace written through a macro (``CONCAT(_C, _ascend)``) is kept as
+unknown (``None``), and a ``def`` with only a name (``m.def("x", &fn)``) has no schema.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: Source files that may hold ``TORCH_LIBRARY`` blocks.
+NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".h", ".hpp", ".hh", ".hxx")
+#: Bytes read of one native file (a generated file larger than this is skipped).
+MAX_NATIVE_BYTES = 4 * 1024 * 1024
+
+# Comments and literals in one alternation, so a "//" inside a string stays a string; an
+# unterminated block comment runs to the end (one match, never a rescan).
+_LEXEME = re.compile(r'//[^\n]*|/\*(?:.*?\*/|.*)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_MACRO = re.compile(r"\bTORCH_LIBRARY(\w*)\s*\(")
+_STRING = re.compile(r'\s*(?:R"([^()\\\s]{0,16})\((.*?)\)\1"|"((?:\\.|[^"\\\n])*)")', re.S)
+_WRAPPER = re.compile(r"\s*[A-Za-z_]\w*\s*\(")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_QUALNAME = re.compile(r"^\s*([A-Za-z_]\w*)::([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One operator a tree (or a package, see :mod:`kb.scan.extensions`) registers."""
+
+    namespace: str | None  # None: written through a macro the reader does not expand
+    name: str
+    schema: str | None  # the full schema text, when the registration gives one
+    file: str
+    line: int
+    package: str | None = None  # the public package that registers it (extension records)
+    params: tuple[tuple[str, str, bool, bool], ...] | None = None  # (name, type, required, kw-only)
+
+    def parameters(self) -> list[dict[str, Any]] | None:
+        """The parameters in the records' terms, for :func:`kb.scan.binding.bind`."""
+        if self.params is not None:
+            return [{"name": n, "type": t, "required": r, "default": None if r else "?",
+                     "keyword_only": k} for n, t, r, k in self.params]  # fmt: skip
+        if self.schema is None:
+            return None
+        from kb.catalog.signature import SchemaError, parse_schema
+
+        try:
+            parsed = parse_schema(self.schema)
+        except SchemaError:
+            return None
+        return [{"name": a.name, "type": a.type, "default": a.default, "required": a.required,
+                 "keyword_only": a.keyword_only} for a in parsed.args]  # fmt: skip
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _blank(match: re.Match[str]) -> str:
+    text = match.group(0)
+    if text.startswith(("//", "/*")):
+        return re.sub(r"[^\n]", " ", text)
+    return text
+
+
+def _args(text: str, start: int, limit: int = 400) -> tuple[list[str], int] | None:
+    """The comma-separated arguments of a call whose ``(`` is just before ``start``."""
+    depth, buf, out = 1, list[str](), list[str]()
+    end = min(len(text), start + limit)
+    for i in range(start, end):
+        ch = text[i]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                out.append("".join(buf).strip())
+                return out, i + 1
+        if ch == "," and depth == 1:
+            out.append("".join(buf).strip())
+            buf = []
+        else:
+            buf.append(ch)
+    return None
+
+
+def _unescape(text: str) -> str:
+    text = text.replace("\\\n", "")  # a backslash-newline continues the literal
+    return text.replace('\\"', '"').replace("\\n", " ").replace("\\t", " ").replace("\\\\", "\\")
+
+
+def _literal_at(text: str, pos: int) -> str | None:
+    """Adjacent string literals from ``pos`` joined (C++ concatenates them), else None."""
+    wrapped = _WRAPPER.match(text, pos)  # TORCH_SELECTIVE_SCHEMA("...") and kin
+    if wrapped:
+        pos = wrapped.end()
+    parts: list[str] = []
+    while True:
+        m = _STRING.match(text, pos)
+        if m is None:
+            break
+        parts.append(m.group(2) if m.group(2) is not None else _unescape(m.group(3)))
+        pos = m.end()
+    return "".join(parts) if parts else None
+
+
+def native_registrations(text: str, file: str) -> list[Registration]:
+    """The ``def``s of the ``TORCH_LIBRARY``/``TORCH_LIBRARY_FRAGMENT`` blocks of C++ text.
+
+    ``IMPL`` blocks (kernels for an operator defined elsewhere) define nothing; a macro
+    with other than two arguments, or inside a ``#define``, is not a block.
+    """
+    if "TORCH_LIBRARY" not in text:
+        return []
+    code = _LEXEME.sub(_blank, text)
+    blocks: list[tuple[int, str | None, str]] = []  # (start of body, namespace, module var)
+    for m in _MACRO.finditer(code):
+        if "IMPL" in m.group(1):
+            continue
+        line_start = code.rfind("\n", 0, m.start()) + 1
+        if code[line_start : m.start()].lstrip().startswith("#"):
+            continue
+        parsed = _args(code, m.end())
+        if parsed is None or len(parsed[0]) != 2:
+            continue
+        (ns_text, var), end = parsed
+        if not _IDENT.fullmatch(var):
+            continue
+        ns = ns_text if _IDENT.fullmatch(ns_text) else None
+        blocks.append((end, ns, var))
+    out: list[Registration] = []
+    starts = [m.start() for m in _MACRO.finditer(code)] + [len(code)]
+    for body, ns, var in blocks:
+        stop = next((s for s in starts if s > body), len(code))
+        for d in re.finditer(rf"\b{re.escape(var)}\s*\.\s*def\s*\(", code[body:stop]):
+            at = body + d.end()
+            literal = _literal_at(text, at)  # the original text: literals were kept
+            if not literal:
+                continue
+            head = literal.split("(", 1)[0].strip()
+            name = head.split(".", 1)[0].split("::")[-1]
+            if not _IDENT.fullmatch(name):
+                continue
+            schema = " ".join(literal.split()) if "(" in literal and "->" in literal else None
+            out.append(Registration(ns, name, schema, file, code.count("\n", 0, at) + 1))
+    return out
+
+
+def qualified(text: str | None) -> tuple[str, str] | None:
+    """``("ns", "name")`` from ``"ns::name"`` or ``"ns::name(schema)"``."""
+    if not text:
+        return None
+    m = _QUALNAME.match(text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def function_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, str, bool, bool], ...]:
+    """A decorated Python definition's parameters, as ``custom_op`` infers the schema.
+
+    The type is ``Tensor`` when the annotation names one (a list annotation is ``Tensor[]``)
+    and empty otherwise; a parameter with a default is optional.
+    """
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    out: list[tuple[str, str, bool, bool]] = []
+    for arg, default in zip(positional, defaults, strict=True):
+        out.append((arg.arg, _annotation_type(arg.annotation), default is None, False))
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        out.append((arg.arg, _annotation_type(arg.annotation), kw_default is None, True))
+    return tuple(out)
+
+
+def _annotation_type(node: ast.expr | None) -> str:
+    if node is None:
+        return ""
+    text = ast.dump(node)
+    if "Tensor" not in text:
+        return ""
+    if "List" in text or "list" in text or "Sequence" in text:
+        return "Tensor[]"
+    return "Tensor?" if "Optional" in text or "None" in text else "Tensor"
