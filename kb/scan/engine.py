@@ -535,11 +535,17 @@ def _merge_variants(info: SiteInfo, variants: list[_Variant]) -> None:
 
 
 def _site_product(target: str | None, only: set[str], never: set[str]) -> str | None:
-    """The product a call is judged on: the target, unless the code says the call runs elsewhere."""
+    """The product a call is judged on: the target, unless the code says the call runs elsewhere.
+
+    A path the code keeps for several products (``is_Ascend910()``: the 910 generations,
+    A2 and A3) is not judged against an arbitrary one of them when the target is not
+    among them.
+    """
     if only:
         if target is not None and (target in only or product_family(target) in only):
             return target
-        return sorted(only)[0]
+        # a path for one other product is judged there; one for several, on none of them
+        return next(iter(only)) if len(only) == 1 else None
     if target is not None and (target in never or product_family(target) in never):
         return None
     return target
