@@ -330,10 +330,16 @@ class Scanner:
         bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
                if BAD_IGNORE_CODE in codes else [])  # fmt: skip
         registering: list[str] = []
-        if any(c.op.namespace not in foreign.PYTHON_BOUND for c in scan.calls):
-            registry = foreign.Registry.build((), self._extensions())
-            registering = foreign.registering_imports(scan.imports, text, registry, bool(scan.extension_names))
+        if any(foreign.may_be_foreign(c.op, self.ctx) for c in scan.calls):
+            registering = foreign.registering_imports(scan.imports, text, self._packages(),
+                                                      bool(scan.extension_names))  # fmt: skip
         return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering)
+
+    def _packages(self) -> foreign.Registry:
+        """The extension records alone (what a file's imports are matched against)."""
+        if "packages" not in self.ctx.memo:
+            self.ctx.memo["packages"] = foreign.Registry.build((), self._extensions())
+        return self.ctx.memo["packages"]  # type: ignore[no-any-return]
 
     def _extensions(self) -> list[dict[str, Any]]:
         """The extension records (public kernel packages' operators), read once."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -36,12 +37,10 @@ from kb.scan import rules
 from kb.scan.binding import bind
 from kb.scan.registrations import Registration
 from kb.scan.sites import CallSite
-from kb.vocab import NAMESPACE_PATHS, PYTHON_NAMESPACES, TORCH_NAMESPACES
+from kb.vocab import NAMESPACE_PATHS, TORCH_NAMESPACES
 
 #: torch_npu's own scanner namespaces (``torch_npu``, ``npu``, ``atb``, ``torch.npu``).
 TORCH_NPU_NAMESPACES = frozenset(NAMESPACE_PATHS)
-#: Namespaces bound as torch_npu Python functions (never an extension package's).
-PYTHON_BOUND = PYTHON_NAMESPACES
 #: Top-level modules whose import registers nothing foreign.
 _OWN_MODULES = frozenset({"torch", "torch_npu", "__future__"}) | frozenset(sys.stdlib_module_names)
 UNKNOWN_ARGUMENT = "KB104"
@@ -106,24 +105,52 @@ def _add(table: dict[str, list[str]], key: str, value: str) -> None:
         values.append(value)
 
 
+_DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+
+
 def registering_imports(imports: list[tuple[str, str, int]], text: str, registry: Registry,
                         loads: bool) -> list[str]:  # fmt: skip
-    """What in a file may register operators (module docstring): packages, modules, loaders."""
+    """What in a file may register operators (module docstring): packages, modules, loaders.
+
+    A module's bound name (its dotted path for ``import a.b``) used only by its import
+    statement marks a side-effect import; uses are counted in one pass over the text.
+    """
     out: list[str] = []
+    uses: Counter[str] | None = None
     for dotted, bound, _line in imports:
         pkg = registry.package_of(dotted)
         if pkg is not None:
             if pkg not in out:
                 out.append(pkg)
             continue
-        if dotted.split(".")[0] in _OWN_MODULES:
+        if dotted.split(".")[0] in _OWN_MODULES or dotted in out:
             continue
+        if uses is None:
+            uses = _uses(text)
         used = bound if bound != dotted or "." not in dotted else dotted
-        if dotted not in out and len(re.findall(rf"(?<![\w.]){re.escape(used)}(?!\w)", text)) <= 1:
+        if uses[used] <= 1:
             out.append(dotted)
     if loads:
         out.append("a library loaded at run time")
     return out
+
+
+def _uses(text: str) -> Counter[str]:
+    """How often each name and dotted prefix (``a``, ``a.b`` of ``a.b.c``) is written."""
+    out: Counter[str] = Counter()
+    for word in _DOTTED.findall(text):
+        parts = word.rstrip(".").split(".")
+        for i in range(1, len(parts) + 1):
+            out[".".join(parts[:i])] += 1
+    return out
+
+
+def may_be_foreign(op: Any, ctx: Any) -> bool:
+    """Whether judging a call may ask what its file imports: a foreign namespace, or a name
+    of ``torch.ops.npu`` no record has."""
+    if op.namespace not in TORCH_NPU_NAMESPACES:
+        return op.namespace not in TORCH_NAMESPACES
+    return op.namespace == "npu" and ctx.operator(op.spelled) is None
 
 
 def check_schema(site: CallSite, regs: list[Registration], severity: str, codes: set[str]) -> list[Finding]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 #: Source files that may hold ``TORCH_LIBRARY`` blocks.
@@ -51,20 +52,31 @@ class Registration:
         if self.params is not None:
             return [{"name": n, "type": t, "required": r, "default": None if r else "?",
                      "keyword_only": k} for n, t, r, k in self.params]  # fmt: skip
-        if self.schema is None:
-            return None
-        from kb.catalog.signature import SchemaError, parse_schema
-
-        try:
-            parsed = parse_schema(self.schema)
-        except SchemaError:
-            return None
-        return [{"name": a.name, "type": a.type, "default": a.default, "required": a.required,
-                 "keyword_only": a.keyword_only} for a in parsed.args]  # fmt: skip
+        return None if self.schema is None else schema_parameters(self.schema)
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+@lru_cache(maxsize=1024)
+def _parsed(schema: str) -> tuple[tuple[str, str, str | None, bool, bool], ...] | None:
+    from kb.catalog.signature import SchemaError, parse_schema
+
+    try:
+        args = parse_schema(schema).args
+    except SchemaError:
+        return None
+    return tuple((a.name, a.type, a.default, a.required, a.keyword_only) for a in args)
+
+
+def schema_parameters(schema: str) -> list[dict[str, Any]] | None:
+    """A schema's parameters in the records' terms (None: the text is not a schema)."""
+    parsed = _parsed(schema)
+    if parsed is None:
+        return None
+    return [{"name": n, "type": t, "default": d, "required": r, "keyword_only": k}
+            for n, t, d, r, k in parsed]  # fmt: skip
 
 
 def _blank(match: re.Match[str]) -> str:
