@@ -25,11 +25,13 @@ NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".h", ".hpp", ".hh", ".
 #: Bytes read of one native file (a generated file larger than this is skipped).
 MAX_NATIVE_BYTES = 4 * 1024 * 1024
 
-# Comments and literals in one alternation, so a "//" inside a string stays a string; an
-# unterminated block comment runs to the end (one match, never a rescan).
-_LEXEME = re.compile(r'//[^\n]*|/\*(?:.*?\*/|.*)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+# Comments and literals in one alternation, so a "//" inside a string stays a string.  Every
+# alternative matches wherever it starts (an unterminated comment runs to the end, an
+# unterminated literal to the end of its line): the scan never backs up, so it is linear.
+_LEXEME = re.compile(r'//[^\n]*|/\*(?:.*?\*/|.*)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?', re.S)
 _MACRO = re.compile(r"\bTORCH_LIBRARY(\w*)\s*\(")
-_STRING = re.compile(r'\s*(?:R"([^()\\\s]{0,16})\((.*?)\)\1"|"((?:\\.|[^"\\\n])*)")', re.S)
+_PLAIN = re.compile(r'\s*"((?:\\.|[^"\\\n])*)"', re.S)
+_RAW = re.compile(r'\s*R"([^()\\\s]{0,16})\(')
 _WRAPPER = re.compile(r"\s*[A-Za-z_]\w*\s*\(")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _QUALNAME = re.compile(r"^\s*([A-Za-z_]\w*)::([A-Za-z_]\w*)")
@@ -112,18 +114,32 @@ def _unescape(text: str) -> str:
     return text.replace('\\"', '"').replace("\\n", " ").replace("\\t", " ").replace("\\\\", "\\")
 
 
-def _literal_at(text: str, pos: int) -> str | None:
-    """Adjacent string literals from ``pos`` joined (C++ concatenates them), else None."""
+def _literal_at(text: str, pos: int, unclosed: set[str]) -> str | None:
+    """Adjacent string literals from ``pos`` joined (C++ concatenates them), else None.
+
+    A raw literal's end is found with one search; a delimiter never closed is remembered
+    in ``unclosed`` so a file full of them is not searched again and again.
+    """
     wrapped = _WRAPPER.match(text, pos)  # TORCH_SELECTIVE_SCHEMA("...") and kin
     if wrapped:
         pos = wrapped.end()
     parts: list[str] = []
     while True:
-        m = _STRING.match(text, pos)
-        if m is None:
+        raw = _RAW.match(text, pos)
+        if raw is not None:
+            close = f'){raw.group(1)}"'
+            end = -1 if close in unclosed else text.find(close, raw.end())
+            if end < 0:
+                unclosed.add(close)
+                break
+            parts.append(text[raw.end() : end])
+            pos = end + len(close)
+            continue
+        plain = _PLAIN.match(text, pos)
+        if plain is None:
             break
-        parts.append(m.group(2) if m.group(2) is not None else _unescape(m.group(3)))
-        pos = m.end()
+        parts.append(_unescape(plain.group(1)))
+        pos = plain.end()
     return "".join(parts) if parts else None
 
 
@@ -152,12 +168,14 @@ def native_registrations(text: str, file: str) -> list[Registration]:
         ns = ns_text if _IDENT.fullmatch(ns_text) else None
         blocks.append((end, ns, var))
     out: list[Registration] = []
+    unclosed: set[str] = set()
+    line, counted = 1, 0
     starts = [m.start() for m in _MACRO.finditer(code)] + [len(code)]
     for body, ns, var in blocks:
         stop = next((s for s in starts if s > body), len(code))
         for d in re.finditer(rf"\b{re.escape(var)}\s*\.\s*def\s*\(", code[body:stop]):
             at = body + d.end()
-            literal = _literal_at(text, at)  # the original text: literals were kept
+            literal = _literal_at(text, at, unclosed)  # the original text: literals were kept
             if not literal:
                 continue
             head = literal.split("(", 1)[0].strip()
@@ -165,7 +183,9 @@ def native_registrations(text: str, file: str) -> list[Registration]:
             if not _IDENT.fullmatch(name):
                 continue
             schema = " ".join(literal.split()) if "(" in literal and "->" in literal else None
-            out.append(Registration(ns, name, schema, file, code.count("\n", 0, at) + 1))
+            line += code.count("\n", counted, at)  # counted once: positions only grow
+            counted = at
+            out.append(Registration(ns, name, schema, file, line))
     return out
 
 
