@@ -184,11 +184,11 @@ def test_a_mock_in_a_test_file_switches_off_checking_there_only(tmp_path: Path) 
 
 
 def test_undecodable_comment_bytes_compile_as_cpython_does() -> None:
-    comment = "# coding=utf-8\nx = 1  # ".encode() + "注释".encode("gbk") + b"\n"
+    comment = b"# coding=utf-8\nx = 1  # " + "注释".encode("gbk") + b"\n"
     assert decode(comment).startswith("# coding=utf-8\nx = 1  # ")
     with pytest.raises(SourceError):
-        decode("# coding=utf-8\nx = '".encode() + "字符".encode("gbk") + b"'\n")
-    assert "字符" in decode("# -*- coding: gbk -*-\nx = '".encode() + "字符".encode("gbk") + b"'\n")
+        decode(b"# coding=utf-8\nx = '" + "字符".encode("gbk") + b"'\n")
+    assert "字符" in decode(b"# -*- coding: gbk -*-\nx = '" + "字符".encode("gbk") + b"'\n")
 
 
 # -- product guards -----------------------------------------------------------------------------------
