@@ -45,9 +45,11 @@ TORCH_LIBRARY_EXPAND(CONCAT(_k, _ext), ops) { ops.def(TORCH_SELECTIVE_SCHEMA("jo
 
 
 def test_native_registrations_read_defs_not_comments_impls_or_class_methods() -> None:
-    regs = {(r.namespace, r.name): r for r in native_registrations(CPP, "k.cpp")}
+    regs = {(r.namespace, r.name): r for r in reversed(native_registrations(CPP, "k.cpp"))}
     assert set(regs) == {("myk", "blend"), ("myk", "scatter_rows"), ("myk", "by_name_only"),
                          (None, "joined")}  # fmt: skip
+    assert [r.schema for r in native_registrations(CPP, "k.cpp") if r.name == "blend"] == [
+        "blend(Tensor a, Tensor b, *, float w=0.5) -> Tensor", None]  # the def, then the impl
     assert regs[("myk", "blend")].schema == "blend(Tensor a, Tensor b, *, float w=0.5) -> Tensor"
     assert regs[("myk", "scatter_rows")].schema == "scatter_rows(Tensor(a!) dst, Tensor idx, int axis=0) -> ()"
     assert regs[("myk", "blend")].line == 6

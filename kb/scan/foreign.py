@@ -156,10 +156,8 @@ def may_be_foreign(op: Any, ctx: Any) -> bool:
 def check_schema(site: CallSite, regs: list[Registration], severity: str, codes: set[str]) -> list[Finding]:
     """Findings of a call against the schemas registered for it (none when one accepts it)."""
     first: list[Finding] | None = None
-    for reg in regs:
-        params = reg.parameters()
-        if params is None:
-            return []  # registered by name only: nothing to check against
+    schemas = [(reg, params) for reg in regs if (params := reg.parameters()) is not None]
+    for reg, params in schemas:  # none: registered by name only, nothing to check against
         found = _bind(site, reg, params, severity, codes)
         if not found:
             return []

@@ -144,36 +144,36 @@ def _literal_at(text: str, pos: int, unclosed: set[str]) -> str | None:
 
 
 def native_registrations(text: str, file: str) -> list[Registration]:
-    """The ``def``s of the ``TORCH_LIBRARY``/``TORCH_LIBRARY_FRAGMENT`` blocks of C++ text.
-
-    ``IMPL`` blocks (kernels for an operator defined elsewhere) define nothing; a macro
-    with other than two arguments, or inside a ``#define``, is not a block.
+    """The ``def``s of the ``TORCH_LIBRARY``/``TORCH_LIBRARY_FRAGMENT`` blocks of C++ text,
+    and the ``impl``s of ``TORCH_LIBRARY_IMPL`` blocks (kernels for an operator defined
+    elsewhere: its name, no schema).  A macro with another number of arguments, or inside
+    a ``#define``, is not a block.
     """
     if "TORCH_LIBRARY" not in text:
         return []
     code = _LEXEME.sub(_blank, text)
-    blocks: list[tuple[int, str | None, str]] = []  # (start of body, namespace, module var)
+    blocks: list[tuple[int, str | None, str, str]] = []  # (body start, namespace, var, method)
     for m in _MACRO.finditer(code):
-        if "IMPL" in m.group(1):
-            continue
         line_start = code.rfind("\n", 0, m.start()) + 1
         if code[line_start : m.start()].lstrip().startswith("#"):
             continue
         parsed = _args(code, m.end())
-        if parsed is None or len(parsed[0]) != 2:
+        impl = "IMPL" in m.group(1)
+        if parsed is None or len(parsed[0]) != (3 if impl else 2):
             continue
-        (ns_text, var), end = parsed
+        args, end = parsed
+        ns_text, var = args[0], args[-1]
         if not _IDENT.fullmatch(var):
             continue
         ns = ns_text if _IDENT.fullmatch(ns_text) else None
-        blocks.append((end, ns, var))
+        blocks.append((end, ns, var, "impl" if impl else "def"))
     out: list[Registration] = []
     unclosed: set[str] = set()
     line, counted = 1, 0
     starts = [m.start() for m in _MACRO.finditer(code)] + [len(code)]
-    for body, ns, var in blocks:
+    for body, ns, var, method in blocks:
         stop = next((s for s in starts if s > body), len(code))
-        for d in re.finditer(rf"\b{re.escape(var)}\s*\.\s*def\s*\(", code[body:stop]):
+        for d in re.finditer(rf"\b{re.escape(var)}\s*\.\s*{method}\s*\(", code[body:stop]):
             at = body + d.end()
             literal = _literal_at(text, at, unclosed)  # the original text: literals were kept
             if not literal:

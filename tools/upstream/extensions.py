@@ -47,8 +47,8 @@ def registrations(root: Path, only: Sequence[str] = ()) -> list[Registration]:
         if path.suffix == ".py":
             scan, _problem, _tree, _text = parse_file(path)
             if scan is not None:
-                out += [Registration(r.namespace, r.name, r.schema, rel, r.line, params=r.params)
-                        for r in scan.registrations]  # fmt: skip
+                out += sorted((Registration(r.namespace, r.name, r.schema, rel, r.line, params=r.params)
+                               for r in scan.registrations), key=lambda r: (r.line, r.name))  # fmt: skip
             continue
         raw = path.read_bytes()
         if b"TORCH_LIBRARY" in raw:
@@ -67,7 +67,11 @@ def record(regs: Iterable[Registration], *, name: str, repo: str, commit: str, l
     """
     ops: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str | None]] = set()
+    regs = list(regs)
+    with_schema = {(r.namespace, r.name) for r in regs if r.schema is not None}
     for reg in regs:
+        if reg.schema is None and (reg.namespace, reg.name) in with_schema:
+            continue  # a kernel (impl) of an operator whose definition is listed
         ns = reg.namespace if reg.namespace is not None else macro_namespace
         if ns is None or (namespaces and ns not in namespaces):
             continue
