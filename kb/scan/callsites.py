@@ -1,10 +1,12 @@
-"""Recording torch_npu calls, and the custom operators a tree mounts or loads.
+"""Recording torch_npu calls, and the custom operators a tree mounts, registers or loads.
 
 Every call whose callee resolves to an operator yields one :class:`CallSite` per
 combination of argument alternatives that can run together (at most
-:data:`MAX_VARIANTS`).  Calls that define or mount operators (``lib.define``,
-``torch.library.custom_op``, ``setattr(torch_npu, ...)``) are noted as mounts, so the
-scan does not judge a tree's own operators against official records of the same name.
+:data:`MAX_VARIANTS`).  Calls that register operators with the dispatcher (``lib.define``,
+``torch.library.define``, a ``custom_op`` decorator) are noted as registrations, with the
+schema when the code gives one; assignments onto torch_npu (``torch_npu.x = f``,
+``setattr(torch_npu, ...)``) are noted as mounts of this file.  Neither is judged against
+an official record of the same name.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from kb.scan.kwargs import KwargsTracking
 from kb.scan.names import MOUNT_NAMESPACES, PATH_NAMESPACES
+from kb.scan.registrations import Registration, function_params, qualified
 from kb.scan.scopes import Env
 from kb.scan.sites import CallSite, FileScan
 from kb.scan.syntax import const_str, walk_expr
@@ -30,7 +33,11 @@ LOADERS = ("load_library", "cpp_extension.load", "load_inline", "spec_from_file_
 _LOADER_TEXT = re.compile("|".join(LOADERS))
 _QUOTED_IDENT = re.compile(r"""["']([A-Za-z_][A-Za-z0-9_]{2,80})["']""")
 _LIBRARY_CALLS = ("torch.library.define", "torch.library.custom_op", "torch.library.impl",
-                  "torch.library.register_fake", "torch.library.triton_op")  # fmt: skip
+                  "torch.library.register_fake", "torch.library.triton_op",
+                  "torch._custom_op.impl.custom_op", "torch._custom_ops.custom_op")  # fmt: skip
+#: Of those, the ones whose decorated function's signature is the operator's schema.
+_DEFINING_DECORATORS = ("torch.library.custom_op", "torch.library.triton_op",
+                        "torch._custom_op.impl.custom_op", "torch._custom_ops.custom_op")  # fmt: skip
 
 
 def extension_names(text: str) -> set[str]:
@@ -137,13 +144,41 @@ class CallRecorder(KwargsTracking):
             for _c, owner in self.ev(func.value, env, cond):
                 if isinstance(owner, Module) and owner.path.startswith("<library>."):
                     ns = owner.path.split(".", 1)[1]
-                    self.scan.mounts.add((ns, first.split("(")[0].split(".")[0].strip()))
+                    schema = first if func.attr == "define" else None
+                    self._register(ns, first, schema, node)
                     return
         for _c, fn in self.ev(func, env, cond):
             if isinstance(fn, Module) and fn.path in _LIBRARY_CALLS and "::" in first:
                 ns, _, rest = first.partition("::")
-                self.scan.mounts.add((ns.strip(), rest.split("(")[0].split(".")[0].strip()))
+                schema = None
+                if fn.path == "torch.library.define":
+                    second = const_str(node.args[1]) if len(node.args) > 1 else None
+                    schema = rest if "(" in rest else (rest.strip() + second if second else None)
+                self._register(ns.strip(), rest, schema, node)
                 return
+
+    def decorated(self, deco: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef, env: Env,
+                  cond: Cond) -> None:  # fmt: skip
+        """``@custom_op("ns::name")`` on a function: the operator with that function's parameters."""
+        if not (self.collect and isinstance(deco, ast.Call) and deco.args):
+            return
+        name = qualified(const_str(deco.args[0]))
+        if name is None:
+            return
+        for _c, value in self.ev(deco.func, env, cond):
+            if isinstance(value, Module) and value.path in _DEFINING_DECORATORS:
+                self.scan.registrations.add(Registration(
+                    name[0], name[1], None, self.scan.path, deco.lineno, params=function_params(fn)))  # fmt: skip
+                return
+
+    def _register(self, ns: str, text: str, schema: str | None, node: ast.Call) -> None:
+        """One registration of ``ns``: ``text`` is ``name``, ``name.overload`` or a schema."""
+        name = text.split("(")[0].split(".")[0].strip()
+        if not name.isidentifier():
+            return
+        full = schema if schema and "(" in schema and "->" in schema else None
+        self.scan.registrations.add(Registration(ns, name, full and " ".join(full.split()),
+                                                 self.scan.path, node.lineno))  # fmt: skip
 
 
 def _keywords(op: Op, parts: tuple[tuple[Cond, Any], ...]) -> tuple[dict[str, Entry], bool]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+import warnings
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,14 @@ from kb.lint.model import Candidate, Document, Target
 from kb.lint.suppress import BAD_IGNORE_CODE, Ignore, matches, problems
 from kb.lint.suppress import parse as parse_ignores
 from kb.lint.unit import RuleUnit
-from kb.scan import hints
+from kb.scan import foreign, hints
 from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
 from kb.scan.interp import CallSite, FileScan, Interpreter
+from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
-from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, read
+from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, native_text, read
 from kb.vocab import NAMESPACE_PATHS, product_family
 
 #: The scanner's names for the call-path namespaces records live under.
@@ -154,7 +156,9 @@ def parse_source(source: Source) -> _Parsed:
     """Parse and interpret source text; a syntax error yields one KB500 finding."""
     scan = FileScan(source.path, lines=python_lines(source.text))
     try:
-        tree = ast.parse(source.text, filename=source.path)
+        with warnings.catch_warnings():  # the scanned code's own warnings (invalid escapes
+            warnings.simplefilter("ignore")  # in its strings) are not kb's to print
+            tree = ast.parse(source.text, filename=source.path)
     except SyntaxError as exc:
         msg = f"Python syntax error: {exc.msg}"
         return None, UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg), None, ""
@@ -268,18 +272,27 @@ class Scanner:
     def scan(self, paths: Sequence[str]) -> ScanReport:
         config = self._config(paths)
         report = ScanReport(config=config.path)
-        files, skipped = discover(paths, [*config.exclude, *self.options.exclude])
+        native: list[Path] = []
+        files, skipped = discover(paths, [*config.exclude, *self.options.exclude], native=native)
         report.skipped = skipped
         report.files = len(files)
-        self._scan_parsed(((path, parse_file(path)) for path in files), config, report)
+        from kb.scan.registrations import native_registrations
+
+        regs = []
+        for path in native:
+            shown, text = native_text(path)
+            regs += native_registrations(text, shown)
+        self._scan_parsed(((path, parse_file(path)) for path in files), config, report, regs)
         return report
 
     def _scan_parsed(self, results: Iterator[tuple[Path, _Parsed]], config: Config,
-                     report: ScanReport) -> None:  # fmt: skip
+                     report: ScanReport, native: Sequence[Registration] = ()) -> None:  # fmt: skip
         """Read files one at a time, then judge their call sites together.
 
-        Mounts and loaded extensions are tree-wide facts, so the call sites wait for the
-        last file; nothing else does.  Each file is parsed, interpreted and searched for
+        Registered operators, loaded extensions and mounts that add names torch_npu lacks
+        are tree-wide facts, so the call sites wait for the last file; a mount replacing a
+        torch_npu operator (``torch_npu.npu_x = mock``) changes that file only.
+        Each file is parsed, interpreted and searched for
         fusion patterns while its AST is alive, and only a :class:`_Read` (no AST, no
         source text) outlives it: a scan holds one tree at a time, not all of them.
         """
@@ -290,11 +303,14 @@ class Scanner:
             if scan is not None and tree is not None:
                 reads.append(self._read(path, scan, tree, text, config))
             del scan, tree, text  # drop this file's AST before parsing the next
+        registry = foreign.Registry.build([*native, *(g for r in reads for g in r.scan.registrations)],
+                                          self._extensions())  # fmt: skip
+        loaded = {n for r in reads for n in r.scan.extension_names}
         mounts = {m for r in reads for m in r.scan.mounts}
-        self._loaded = {n for r in reads for n in r.scan.extension_names}
         custom = set(config.custom_ops) | set(self.options.custom_ops)
         for r in reads:
-            found = self._judge(r.scan, r.settings, r.codes, mounts, custom, report)
+            view = foreign.FileView(r.scan.mounts, mounts, r.registering, loaded, custom, r.codes)
+            found = self._judge(r.scan, r.settings, view, registry, report)
             report.opportunities += r.opportunities
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += _suppressed(found, r.comments, r.scan)
@@ -316,21 +332,28 @@ class Scanner:
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
                if BAD_IGNORE_CODE in codes else [])  # fmt: skip
-        return _Read(scan, settings, codes, opps, ignore_comments(text), bad)
+        registering: list[str] = []
+        if any(foreign.may_be_foreign(c.op, self.ctx) for c in scan.calls):
+            registering = foreign.registering_imports(scan.imports, text, self._packages(),
+                                                      bool(scan.extension_names))  # fmt: skip
+        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering)
 
-    def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
-                   custom: set[str]) -> bool:  # fmt: skip
-        """Mounted or defined in the tree, declared in [tool.kb], or (when no record knows
-        the name) loaded from a compiled extension by a file of the tree."""
-        op = site.op
-        if (op.namespace, op.name) in mounts or op.name in custom or op.spelled in custom:
-            return True
-        if record is None and (op.namespace, "*") in mounts:
-            return True  # the tree mounts a whole torch.ops namespace onto torch_npu
-        return record is None and op.name in getattr(self, "_loaded", set())
+    def _packages(self) -> foreign.Registry:
+        """The extension records alone (what a file's imports are matched against)."""
+        if "packages" not in self.ctx.memo:
+            self.ctx.memo["packages"] = foreign.Registry.build((), self._extensions())
+        return self.ctx.memo["packages"]  # type: ignore[no-any-return]
 
-    def _judge(self, scan: FileScan, settings: Settings, codes: set[str],
-               mounts: set[tuple[str, str]], custom: set[str], report: ScanReport) -> list[Finding]:  # fmt: skip
+    def _extensions(self) -> list[dict[str, Any]]:
+        """The extension records (public kernel packages' operators), read once."""
+        if "extensions" not in self.ctx.memo:
+            records = getattr(self.catalog, "records", None)
+            self.ctx.memo["extensions"] = list(records("extension")) if records else []
+        return self.ctx.memo["extensions"]  # type: ignore[no-any-return]
+
+    def _judge(self, scan: FileScan, settings: Settings, view: foreign.FileView,
+               registry: foreign.Registry, report: ScanReport) -> list[Finding]:  # fmt: skip
+        codes = view.codes
         by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
         infos: dict[int, SiteInfo] = {}
         seen: dict[int, list[_Variant]] = {}
@@ -338,12 +361,13 @@ class Scanner:
         path_names = [p for p in Path(scan.path).parts]
         for site in scan.calls:
             op = site.op
-            if op.namespace not in OPERATOR_NAMESPACES:
+            record = self.ctx.operator(op.spelled) if op.namespace in OPERATOR_NAMESPACES else None
+            verdict = foreign.verdict(site, record, self.ctx, registry, view)
+            found += [(f, site) for f in verdict.findings]
+            if verdict.note and site.variant == 0:
+                report.notes.append(verdict.note)
+            if verdict.skip or op.namespace not in OPERATOR_NAMESPACES:
                 continue
-            record = self.ctx.operator(op.spelled)
-            if record is None and op.namespace == "torch.npu":
-                continue  # torch.npu is mostly device API, not operators
-            is_custom = self._is_custom(site, record, mounts, custom)
             names = [*path_names, *site.scope.split(".")]
             only, never = hints.products(site.cond, names)
             product = _site_product(settings.product, only, never)
@@ -351,18 +375,14 @@ class Scanner:
             info = infos.get(site.node_id)
             if info is None:
                 info = SiteInfo(scan.path, site.where.line, site.where.column, site.end_line,
-                                op.spelled, record["name"] if record else None, is_custom,
+                                op.spelled, record["name"] if record else None, verdict.custom,
                                 site.scope, sorted(only), phase, {}, [])  # fmt: skip
                 infos[site.node_id] = info
                 seen[site.node_id] = []
-            if is_custom:
-                if site.variant == 0:
-                    report.notes.append(f"{scan.path}:{site.where.line}:{site.where.column}: "
-                                        f"{op.spelled} is a custom operator in this tree (or "
-                                        "declared in [tool.kb] custom-ops); not checked against "
-                                        "the official record of that name")  # fmt: skip
+            if not verdict.judged:
                 continue
-            bound = bind_releases(site, record, self._schemas(record, settings)) if record else self._bind_unrecorded(site)
+            bound = (bind_releases(site, record, self._schemas(record, settings)) if record
+                     else self._bind_unrecorded(site))  # fmt: skip
             seen[site.node_id].append(_Variant(dict(bound.args), bound.passed | set(bound.tensors),
                                                frozenset(only), phase))  # fmt: skip
             for problem in bound.problems:
@@ -462,6 +482,7 @@ class _Read(NamedTuple):
     opportunities: list[Any]
     comments: dict[int, tuple[str, ...]]  # line -> codes of its ``# kb: ignore`` comments
     bad_ignores: list[Finding]  # KB006: malformed ignore comments
+    registering: list[str]  # what in the file may register operators (kb.scan.foreign)
 
 
 def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:
@@ -539,11 +560,17 @@ def _merge_variants(info: SiteInfo, variants: list[_Variant]) -> None:
 
 
 def _site_product(target: str | None, only: set[str], never: set[str]) -> str | None:
-    """The product a call is judged on: the target, unless the code says the call runs elsewhere."""
+    """The product a call is judged on: the target, unless the code says the call runs elsewhere.
+
+    A path the code keeps for several products (``is_Ascend910()``: the 910 generations,
+    A2 and A3) is not judged against an arbitrary one of them when the target is not
+    among them.
+    """
     if only:
         if target is not None and (target in only or product_family(target) in only):
             return target
-        return sorted(only)[0]
+        # a path for one other product is judged there; one for several, on none of them
+        return next(iter(only)) if len(only) == 1 else None
     if target is not None and (target in never or product_family(target) in never):
         return None
     return target

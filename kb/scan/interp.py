@@ -115,6 +115,7 @@ class Interpreter(CallRecorder):
         env.vars[stmt.name] = [Alt(TRUE, UNKNOWN)]
         for deco in stmt.decorator_list:
             self.calls_in(deco, env, cond, frame.qual)
+            self.decorated(deco, stmt, env, cond)
         return env, cond, False
 
     def visit_class(self, stmt: ast.ClassDef, env: Env, cond: Cond, frame: Frame) -> Flow:
@@ -126,6 +127,8 @@ class Interpreter(CallRecorder):
 
     def visit_import(self, stmt: ast.Import, env: Env, cond: Cond, frame: Frame) -> Flow:
         for alias in stmt.names:
+            if self.collect:
+                self.scan.imports.append((alias.name, alias.asname or alias.name, stmt.lineno))
             if alias.asname:
                 env.vars[alias.asname] = [Alt(TRUE, Module(alias.name))]
             else:
@@ -136,6 +139,8 @@ class Interpreter(CallRecorder):
     def visit_import_from(self, stmt: ast.ImportFrom, env: Env, cond: Cond, frame: Frame) -> Flow:
         base = stmt.module or ""
         for alias in stmt.names:
+            if self.collect and base and not stmt.level:
+                self.scan.imports.append((f"{base}.{alias.name}", alias.asname or alias.name, stmt.lineno))
             if alias.name == "*":
                 continue
             value = attribute(Module(base), alias.name) if base else UNKNOWN

@@ -111,6 +111,24 @@ class TensorListExpected(ScanRule):
            "    return torch_npu.npu_grouped_matmul([x], [weight], group_list=group_list)\n")  # fmt: skip
 
 
+class ForeignOperator(ScanRule):
+    code = "KB507"
+    name = "foreign-operator"
+    severity = "info"
+    summary = "A torch.ops call of an operator torch_npu does not define: an extension package's, or unknown."
+    why = (
+        "Kernel packages and engines register their own operators with the dispatcher, some "
+        "under torch.ops.npu itself. Such a call is not judged against torch_npu's records: "
+        "the scanner names who registers it (the scanned tree, a known extension package) and "
+        "checks the call against that registration's schema. A name nobody in sight registers "
+        "is reported here, not as an error: the registering package may simply not be scanned."
+    )
+    fail = ("import torch\n\n\ndef mix(x):\n"
+            "    return torch.ops.my_kernels.fused_mix(x, 2)\n")  # fmt: skip
+    fix = ("import torch\n\ntorch.library.define(\"my_kernels::fused_mix\", \"(Tensor x, int n) -> Tensor\")\n\n\n"
+           "def mix(x):\n    return torch.ops.my_kernels.fused_mix(x, 2)\n")  # fmt: skip
+
+
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Python calls (scan)"
 
@@ -121,5 +139,6 @@ MISSING_REQUIRED = MissingRequired()
 DUPLICATE_ARGUMENT = DuplicateArgument()
 BINDING_KEYWORD = BindingKeyword()
 TENSOR_LIST_EXPECTED = TensorListExpected()
+FOREIGN_OPERATOR = ForeignOperator()
 RULES = (SOURCE_UNREADABLE, TOO_MANY_POSITIONAL, KEYWORD_ONLY_POSITIONAL, MISSING_REQUIRED,
-         DUPLICATE_ARGUMENT, BINDING_KEYWORD, TENSOR_LIST_EXPECTED)  # fmt: skip
+         DUPLICATE_ARGUMENT, BINDING_KEYWORD, TENSOR_LIST_EXPECTED, FOREIGN_OPERATOR)  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kb.scan.registrations import Registration
 from kb.scan.values import Cond, Entry, Op, Where
 
 
@@ -47,7 +48,13 @@ class FileScan:
 
     path: str
     calls: list[CallSite] = field(default_factory=list)
-    mounts: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name)
+    #: (namespace, name) assigned onto torch_npu or torch.ops by this file (mocks, shims):
+    #: they change what the name means in this file only
+    mounts: set[tuple[str, str]] = field(default_factory=set)
+    #: operators this file registers with the dispatcher (tree-wide facts)
+    registrations: set[Registration] = field(default_factory=set)
+    #: (dotted path, bound name, line) of every absolute import (``from a import b``: ``a.b``)
+    imports: list[tuple[str, str, int]] = field(default_factory=list)
     #: names a file that loads a compiled extension mentions (possible custom operators)
     extension_names: set[str] = field(default_factory=set)
     functions: list[tuple[str, ast.AST]] = field(default_factory=list)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kb.core.paths import NotRegularFile, describe_os_error, read_capped, read_regular_file
 from kb.scan.globs import PatternSet
+from kb.scan.registrations import MAX_NATIVE_BYTES, NATIVE_SUFFIXES
 
 MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_EXCLUDES = (".git/", ".hg/", ".svn/", ".venv/", "venv/", "__pycache__/", ".tox/",
@@ -83,9 +84,13 @@ def _display(path: Path) -> str:
     return str(path) if rel.startswith("..") else rel
 
 
-def discover(paths: Sequence[str], exclude: Sequence[str] = (), *,
-             respect_gitignore: bool = True) -> tuple[list[Path], list[Skipped]]:  # fmt: skip
-    """The ``.py`` files under ``paths`` (files named explicitly are always taken)."""
+def discover(paths: Sequence[str], exclude: Sequence[str] = (), *, respect_gitignore: bool = True,
+             native: list[Path] | None = None) -> tuple[list[Path], list[Skipped]]:  # fmt: skip
+    """The ``.py`` files under ``paths`` (files named explicitly are always taken).
+
+    ``native``, when given, receives the C/C++ sources found on the same walk (the same
+    exclusions), where the tree may register operators (:mod:`kb.scan.registrations`).
+    """
     found: list[Path] = []
     skipped: list[Skipped] = []
     user = _spec(list(exclude))
@@ -103,7 +108,7 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = (), *,
         if stat.S_ISREG(st.st_mode):
             found.append(path)
         elif stat.S_ISDIR(st.st_mode):
-            found += _walk(path, user, defaults, respect_gitignore, skipped)
+            found += _walk(path, user, defaults, respect_gitignore, skipped, native)
         else:
             skipped.append(Skipped(raw, "not a regular file or directory (a FIFO, socket or "
                                    "device); give a .py file or a directory", named=True))  # fmt: skip
@@ -114,7 +119,7 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = (), *,
 
 
 def _walk(root: Path, user: PatternSet, defaults: PatternSet, gitignore: bool,
-          skipped: list[Skipped]) -> Iterator[Path]:  # fmt: skip
+          skipped: list[Skipped], native: list[Path] | None = None) -> Iterator[Path]:  # fmt: skip
     ignores: list[tuple[str, PatternSet]] = []  # (directory relative to root, patterns)
 
     def unlistable(exc: OSError) -> None:
@@ -149,11 +154,15 @@ def _walk(root: Path, user: PatternSet, defaults: PatternSet, gitignore: bool,
                 keep.append(d)
         dirnames[:] = keep
         for name in sorted(filenames):
-            if not name.endswith(".py"):
+            is_native = native is not None and name.endswith(NATIVE_SUFFIXES)
+            if not name.endswith(".py") and not is_native:
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
             full = Path(dirpath) / name
             if ignored(rel, False):
+                continue
+            if is_native:
+                native.append(full)  # type: ignore[union-attr]
                 continue
             try:
                 st = full.stat()
@@ -183,6 +192,19 @@ def read(path: Path) -> Source:
     return Source(shown, decode(raw))
 
 
+def native_text(path: Path) -> tuple[str, str]:
+    """(path as shown, text) of a C/C++ source for the registration reader; the text is ""
+    when the file is unreadable or too large (a registration nobody can read is one the
+    scan does without) or registers nothing."""
+    try:
+        raw = read_regular_file(path, MAX_NATIVE_BYTES + 1)
+    except (OSError, NotRegularFile):
+        return _display(path), ""
+    if len(raw) > MAX_NATIVE_BYTES or b"TORCH_LIBRARY" not in raw:
+        return _display(path), ""
+    return _display(path), raw.decode("utf-8", "replace")
+
+
 def from_text(text: str, shown_as: str) -> Source:
     """Source given as text, judged as if it were a UTF-8 file named ``shown_as``.
 
@@ -200,7 +222,17 @@ def _too_large(size: int) -> str:
 
 
 def decode(raw: bytes) -> str:
-    """Python source bytes to text, as Python reads them (PEP 263 cookie, BOM dropped)."""
+    """Python source bytes to text, as Python imports them (PEP 263 cookie, BOM dropped).
+
+    Bytes the declared encoding cannot decode are an error only where CPython's own
+    compiler says so.  Importing a module compiles its bytes (``importlib``'s
+    ``SourceLoader.source_to_code`` calls ``compile(data, path, "exec")``), and the
+    compiler's tokenizer decodes tokens, not comments: a GBK comment in a file declared
+    ``# coding=utf-8`` imports fine (CPython 3.11 does, checked with ``compile``), a
+    string literal holding those bytes does not.  So a file that does not decode is
+    compiled here, without running it, and reported only when that fails; otherwise the
+    undecodable bytes (comments) are read as U+FFFD.
+    """
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise SourceError("binary file (NUL bytes), not Python source", line)
@@ -210,8 +242,27 @@ def decode(raw: bytes) -> str:
     except (SyntaxError, LookupError) as exc:
         raise SourceError(f"unreadable encoding: {exc}") from None
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise SourceError(f"not valid {encoding} text (byte {exc.start})", line) from None
+        text = _compiled_anyway(raw, encoding, exc)
     if text.startswith("\ufeff"):
         text = text[1:]
     return text
+
+
+def _compiled_anyway(raw: bytes, encoding: str, exc: UnicodeDecodeError) -> str:
+    """The text of a file the declared encoding cannot decode, if CPython compiles it."""
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(raw, "<scanned>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        raise SourceError(f"not valid {encoding} source where Python decodes it: {err.msg}",
+                          err.lineno or 1, err.offset or 1) from None
+    except (ValueError, MemoryError, RecursionError):
+        pass  # the parse proper reports these with its own message
+    else:
+        return raw.decode(encoding, "replace")
+    line = raw[: exc.start].count(b"\n") + 1
+    raise SourceError(f"not valid {encoding} text (byte {exc.start})", line) from None

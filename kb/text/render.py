@@ -381,6 +381,15 @@ def _op_classes(rec: Rec, lang: str) -> Lines:
     return out
 
 
+def _extension_ops(rec: Rec, lang: str) -> Lines:
+    """An extension package's operators: the call, its registered schema and its place."""
+    out = section("Operators (registered by the package, not torch_npu)")
+    for op in rec["operators"]:
+        out += wrap(f"torch.ops.{op['namespace']}.{op['name']}  ({op['path']}:{op['lines']})", "  ")
+        out += wrap(op.get("schema") or "(registered by name only)", "      ")
+    return out
+
+
 def _sizing(rec: Rec, lang: str) -> Lines:
     out = section("Sizing")
     out += field("conservative factor", rec["conservative_factor"])
@@ -420,6 +429,7 @@ SECTIONS: dict[str, dict[str, Renderer]] = {
         "description": _description, "op_classes": _op_classes, "formulas": _sizing,
         "success": _success, "failures": _failures,
     },
+    "extension": {"operators": _extension_ops},
 }  # fmt: skip
 #: Sections whose full-view part lives partly in the header (shown whole on their own).
 _SECTION_ONLY: dict[str, Renderer] = {"versions": _versions_section}
@@ -431,7 +441,8 @@ def _header(rec: Rec, lang: str) -> Lines:
     kind = rec["kind"]
     tag = {"operator": f"{rec.get('status')}, {rec.get('category')}",
            "chain": f"chain, {rec.get('module')}; {', '.join(rec.get('phases') or [])}",
-           "tree": "decision tree", "playbook": "playbook"}[kind]  # fmt: skip
+           "tree": "decision tree", "playbook": "playbook",
+           "extension": f"extension package, {rec.get('repo')}@{str(rec.get('commit'))[:12]}"}[kind]  # fmt: skip
     out = [f"{rec['name']}  [{tag}]"]
     if rec.get("title"):
         out += wrap(text_in(rec["title"], lang), "  ")
@@ -448,6 +459,11 @@ def _header(rec: Rec, lang: str) -> Lines:
         out += _versions(rec)
     elif kind == "chain":
         out += field("quantization", rec.get("quantization"))
+        out += field("products", rec.get("products"))
+    elif kind == "extension":
+        out += field("imports", rec.get("imports"))
+        out += field("namespaces", rec.get("namespaces"))
+        out += field("licence", rec.get("licence"))
         out += field("products", rec.get("products"))
     return out
 
@@ -507,7 +523,7 @@ def brief_text(card: Rec) -> str:
 #: The sections a reader of the card most often wants next, per kind.
 _BRIEF_MORE = {"operator": ("parameters", "constraints", "examples"),
                "chain": ("stages", "prerequisites"), "tree": ("nodes",),
-               "playbook": ("op_classes", "formulas")}  # fmt: skip
+               "playbook": ("op_classes", "formulas"), "extension": ("operators",)}  # fmt: skip
 
 
 def record_text(rec: Rec, lang: str = "en") -> str:

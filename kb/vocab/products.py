@@ -18,7 +18,7 @@ class ProductDef(NamedTuple):
     only it).  ``official`` are the parts of an upstream ``<term>`` (which joins several
     with "/") at the precision the name has.  ``code_words`` are aliases that also name
     the product when they appear as a word in source code (``is_910b``, ``A3_DECODE``);
-    ``aliases`` are the other spellings people type.  ``socs`` are the SoC names kernel
+    ``aliases`` are the other spellings people type.  ``kernel_socs`` are the SoC names kernel
     registrations compile for (``AddConfig("ascend910b")`` in ops-nn / ops-transformer
     ``op_host/*_def.cpp``); a SoC name that is no row's is not one of our products.
 
@@ -26,6 +26,13 @@ class ProductDef(NamedTuple):
     (:func:`product_support`): a sub-series inherits what is stated for its family; a
     family target with a fact about only some of its sub-series is ``partial``, which
     checks report as a warning naming the sub-series (:func:`sub_series_in`).
+
+    ``socs`` are the SoC names and numeric ids torch_npu's ``SocVersion`` gives the product's chips (what
+    ``get_soc_version()`` returns and ``get_device_name()`` starts with), from Ascend/pytorch
+    9e73e708ab9350d203475609f36f8a43f6a0c2ab torch_npu/csrc/core/npu/NpuVariables.h lines
+    5-35 (enum ``SocVersion``; NpuVariables.cpp spells ``Ascend910B4_1`` "Ascend910B4-1");
+    ``feature_words`` name a feature only this product has (a code path taken for it
+    runs there).
     """
 
     id: str
@@ -34,29 +41,41 @@ class ProductDef(NamedTuple):
     official: tuple[str, ...] = ()
     code_words: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
-    socs: tuple[str, ...] = ()
+    kernel_socs: tuple[str, ...] = ()
+    socs: tuple[tuple[str, int], ...] = ()
+    feature_words: tuple[str, ...] = ()
 
 
 # SoC names: ops-nn commit b927bff23 ("Arch编码更新", 2026-01-29) renamed the Ascend 950
 # registrations from "ascend910_95" to "ascend950"; older trees (ops-transformer
 # c29bc10) still say ascend910_95.  A registration cannot say PR or DT: the family.
 PRODUCTS: tuple[ProductDef, ...] = (
+    # Microscaling (MX) formats are an Ascend 950 feature: a code path taken for them is
+    # a 950 path (the records document MX schemes on 950; one op also on A2/A3 training),
+    # while a path taken without them runs anywhere.
     ProductDef("ascend-950", "Ascend 950PR/950DT",
                code_words=("a5", "950", "ascend950"), aliases=("ascend 950",),
-               socs=("ascend950", "ascend910_95")),
+               socs=(("Ascend950", 260),), feature_words=("mxfp8", "mxfp4", "mxfp"),
+               kernel_socs=("ascend950", "ascend910_95")),
     ProductDef("ascend-950pr", "Ascend 950PR", "ascend-950", ("Ascend 950PR",),
                aliases=("950pr",)),
     ProductDef("ascend-950dt", "Ascend 950DT", "ascend-950", ("Ascend 950DT",),
                aliases=("950dt",)),
     ProductDef("atlas-a3", "Atlas A3 training/inference series",
                code_words=("a3", "910c"), aliases=("atlas a3", "ascend910c", "910_93"),
-               socs=("ascend910_93",)),
+               socs=(("Ascend910_9391", 250), ("Ascend910_9392", 251), ("Ascend910_9381", 252),
+                     ("Ascend910_9382", 253), ("Ascend910_9372", 254), ("Ascend910_9362", 255),
+                     ("Ascend910_9363", 256)),
+               kernel_socs=("ascend910_93",)),
     ProductDef("atlas-a3-training", "Atlas A3 training series", "atlas-a3",
                ("Atlas A3 训练系列产品",), aliases=("a3 training",)),
     ProductDef("atlas-a3-inference", "Atlas A3 inference series", "atlas-a3",
                ("Atlas A3 推理系列产品",), aliases=("a3 inference",)),
     ProductDef("atlas-a2", "Atlas A2 training/inference series (800I A2, A200I A2 Box)",
-               code_words=("a2", "910b"), aliases=("atlas a2", "ascend910b"), socs=("ascend910b",)),
+               code_words=("a2", "910b"), aliases=("atlas a2", "ascend910b"),
+               socs=(("Ascend910B1", 220), ("Ascend910B2", 221), ("Ascend910B2C", 222),
+                     ("Ascend910B3", 223), ("Ascend910B4", 224), ("Ascend910B4_1", 225)),
+               kernel_socs=("ascend910b",)),
     ProductDef("atlas-a2-training", "Atlas A2 training series", "atlas-a2",
                ("Atlas A2 训练系列产品",), aliases=("800t a2", "a2 training")),
     # "Atlas 800I A2" and the A200I A2 Box are members of the Atlas A2 inference series.
@@ -65,11 +84,17 @@ PRODUCTS: tuple[ProductDef, ...] = (
                aliases=("800i a2", "atlas 800i a2", "a2 inference")),
     ProductDef("atlas-inference", "Atlas inference series (300I Pro/Duo cards)", None,
                ("Atlas 推理系列产品", "Atlas 推理系列加速卡产品"), ("310p", "300i"),
-               ("300i duo", "300i pro", "atlas 300i duo"), ("ascend310p",)),
+               ("300i duo", "300i pro", "atlas 300i duo"), kernel_socs=("ascend310p",),
+               socs=(("Ascend310P1", 200), ("Ascend310P2", 201), ("Ascend310P3", 202),
+                     ("Ascend310P4", 203), ("Ascend310P5", 204), ("Ascend310P7", 205))),
     ProductDef("atlas-training", "Atlas training series (910 first generation)", None,
-               ("Atlas 训练系列产品",), aliases=("910", "910a", "ascend910"), socs=("ascend910",)),
+               ("Atlas 训练系列产品",), aliases=("910", "910a", "ascend910"), kernel_socs=("ascend910",),
+               socs=(("Ascend910PremiumA", 100), ("Ascend910ProA", 101), ("Ascend910A", 102),
+                     ("Ascend910ProB", 103), ("Ascend910B", 104))),
     ProductDef("atlas-200i-500-a2", "Atlas 200I/500 A2 inference", None,
-               ("Atlas 200I/500 A2 推理产品",), aliases=("310b",), socs=("ascend310b",)),
+               ("Atlas 200I/500 A2 推理产品",), aliases=("310b",), kernel_socs=("ascend310b",),
+               socs=(("Ascend310B1", 240), ("Ascend310B2", 241), ("Ascend310B3", 242),
+                     ("Ascend310B4", 243))),
 )  # fmt: skip
 
 PRODUCT_IDS: tuple[str, ...] = tuple(p.id for p in PRODUCTS)
@@ -87,9 +112,15 @@ PRODUCT_ALIASES: dict[str, Product] = {
     a: p.id for p in PRODUCTS for a in (*p.code_words, *p.aliases)
 }
 #: Kernel registration SoC names (``AddConfig("ascend910b")``) → id.
-PRODUCT_SOCS: dict[str, Product] = {soc: p.id for p in PRODUCTS for soc in p.socs}
+PRODUCT_SOCS: dict[str, Product] = {soc: p.id for p in PRODUCTS for soc in p.kernel_socs}
 #: Words that name a product inside source code (the scanner's context hints).
 PRODUCT_CODE_WORDS: dict[str, Product] = {w: p.id for p in PRODUCTS for w in p.code_words}
+#: Words naming a feature only one product has: a path taken for it runs there.
+PRODUCT_FEATURE_WORDS: dict[str, Product] = {w: p.id for p in PRODUCTS for w in p.feature_words}
+#: torch_npu SoC id (``get_soc_version()``) → product.
+SOC_ID_PRODUCTS: dict[int, Product] = {n: p.id for p in PRODUCTS for _s, n in p.socs}
+#: SoC name in lower case (``get_device_name()``, ``Ascend910B1``) → product.
+SOC_NAME_PRODUCTS: dict[str, Product] = {s.lower(): p.id for p in PRODUCTS for s, _n in p.socs}
 
 
 def product_family(product: str) -> str:

@@ -27,6 +27,7 @@ from kb.catalog.models.chain import (
     StageTensor,
     Waiver,
 )
+from kb.catalog.models.extension import Extension, ExtensionOperator
 from kb.catalog.models.kernel import (
     Kernel,
     KernelConfig,
@@ -70,12 +71,13 @@ from kb.catalog.models.tree import (
     Option,
 )
 
-Record = Operator | ReferenceChain | DecisionTree | Playbook
+Record = Operator | ReferenceChain | DecisionTree | Playbook | Extension
 MODELS: dict[str, type[BaseModel]] = {
     "operator": Operator,
     "chain": ReferenceChain,
     "tree": DecisionTree,
     "playbook": Playbook,
+    "extension": Extension,
 }
 
 __all__ = [
@@ -90,6 +92,8 @@ __all__ = [
     "Deprecation",
     "Evidence",
     "Example",
+    "Extension",
+    "ExtensionOperator",
     "GraphMode",
     "Kernel",
     "KernelConfig",
