@@ -108,6 +108,8 @@ class ScanReport:
     notes: list[str] = field(default_factory=list)
     opportunities: list[Any] = field(default_factory=list)
     config: Path | None = None
+    inventory: list[Any] = field(default_factory=list)  # kb.scan.model.kinds.Module per module
+    plan: list[dict[str, Any]] = field(default_factory=list)  # kb.scan.model.plan entries
 
     @property
     def calls(self) -> int:
@@ -296,6 +298,8 @@ class Scanner:
         for r in reads:
             found = self._judge(r.scan, r.settings, r.codes, mounts, custom, report)
             report.opportunities += r.opportunities
+            report.inventory += r.modules
+            report.plan += r.plan
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += _suppressed(found, r.comments, r.scan)
             report.findings += r.bad_ignores
@@ -313,10 +317,15 @@ class Scanner:
             from kb.scan.patterns import opportunities
 
             opps = opportunities(scan, tree, self.ctx, settings)
+            from kb.scan.model.run import read_and_plan
+
+            modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
+        else:
+            modules, planned = [], []
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
                if BAD_IGNORE_CODE in codes else [])  # fmt: skip
-        return _Read(scan, settings, codes, opps, ignore_comments(text), bad)
+        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, modules, planned)
 
     def _is_custom(self, site: CallSite, record: Any, mounts: set[tuple[str, str]],
                    custom: set[str]) -> bool:  # fmt: skip
@@ -450,6 +459,8 @@ class _Read(NamedTuple):
     opportunities: list[Any]
     comments: dict[int, tuple[str, ...]]  # line -> codes of its ``# kb: ignore`` comments
     bad_ignores: list[Finding]  # KB006: malformed ignore comments
+    modules: list[Any]  # the module inventory (kb.scan.model)
+    plan: list[dict[str, Any]]  # the plan of those modules
 
 
 def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:
