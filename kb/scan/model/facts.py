@@ -56,6 +56,8 @@ class ClassFacts:
     strings: set[str] = field(default_factory=set)  # string constants in forward
     class_strings: dict[str, str] = field(default_factory=dict)  # X = "..."/Name at class level
     added: set[str] = field(default_factory=set)  # self.X used as an operand of +
+    processors: dict[str, str] = field(default_factory=dict)  # attr -> processor class passed to it
+    init_defaults: dict[str, object] = field(default_factory=dict)  # __init__ keyword defaults
     has_forward: bool = False
     skipped_training: int = 0  # training-only branches not followed
 
@@ -87,6 +89,14 @@ def _rank(call: ast.Call) -> int:
     return 0
 
 
+def _one_plus(node: ast.AST) -> bool:
+    """``(1 + scale)``, also indexed or unsqueezed: ``(1 + scale)[:, None]``, ``(1 + s).unsqueeze(1)``."""
+    while isinstance(node, (ast.Subscript, ast.Call, ast.Attribute)):
+        node = node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else node.func
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and any(
+        _literal(s) in (1, 1.0) for s in (node.left, node.right))
+
+
 def _training_test(test: ast.AST) -> bool:
     text = dotted(test) if not isinstance(test, ast.UnaryOp) else ""
     return text.endswith(".training") or text == "training"
@@ -115,7 +125,10 @@ class _Reader:
             self.node(stmt, depth)
 
     def node(self, node: ast.AST, depth: int) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.helpers = {**self.helpers, node.name: node}  # type: ignore[dict-item]  # a local helper
+            return
+        if isinstance(node, (ast.ClassDef, ast.Lambda)):
             return
         if isinstance(node, ast.If) and _training_test(node.test):
             self.facts.skipped_training += 1
@@ -193,12 +206,8 @@ class _Reader:
             self.facts.shapes.add("residual_add")
         if isinstance(node.op, ast.Pow) and _literal(node.right) == 2:
             self.facts.shapes.add("square")
-        if isinstance(node.op, ast.Mult) and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Add) \
-                and any(_literal(s) in (1, 1.0) for s in (node.left.left, node.left.right)):
-            self.facts.shapes.add("times_one_plus")  # norm(x) * (1 + scale)
-        if isinstance(node.op, ast.Mult) and isinstance(node.right, ast.BinOp) and isinstance(node.right.op, ast.Add) \
-                and any(_literal(s) in (1, 1.0) for s in (node.right.left, node.right.right)):
-            self.facts.shapes.add("times_one_plus")
+        if isinstance(node.op, ast.Mult) and any(_one_plus(side) for side in (node.left, node.right)):
+            self.facts.shapes.add("times_one_plus")  # norm(x) * (1 + scale)[:, None] + shift
 
     def subscript(self, node: ast.Subscript) -> None:
         sl = node.slice
@@ -255,6 +264,9 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
             if ctor and (t.attr not in facts.attrs or facts.attrs[t.attr] in ("Identity", "None")):
                 facts.attrs[t.attr] = ctor
             if call is not None:
+                for k in call.keywords:
+                    if k.arg == "processor" and isinstance(k.value, ast.Call):
+                        facts.processors[t.attr] = last(dotted(k.value.func))
                 kw = {k.arg: _literal(k.value) for k in call.keywords if k.arg}
                 facts.attr_kwargs.setdefault(t.attr, {}).update({k: v for k, v in kw.items() if v is not None})
                 strings = [c.value for c in ast.walk(call) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
@@ -287,6 +299,11 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
     init = methods.get("__init__")
     if init is not None:
         _init(facts, init)  # type: ignore[arg-type]
+        args = init.args
+        for arg, default in zip(args.args[len(args.args) - len(args.defaults):], args.defaults, strict=False):
+            value = _literal(default)
+            if isinstance(value, (str, int, float, bool)):
+                facts.init_defaults[arg.arg] = value
     entry = methods.get("forward") or methods.get("__call__")
     if entry is not None:
         facts.has_forward = True
@@ -299,3 +316,30 @@ def read_module(tree: ast.Module) -> tuple[list[ClassFacts], dict[str, ast.Funct
     helpers = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     classes = [read_class(n, helpers) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]  # type: ignore[arg-type]
     return classes, helpers  # type: ignore[return-value]
+
+
+class LazyClasses(dict[str, ClassFacts]):
+    """Classes of an imported file, read only when a name is looked up: a diffusers
+    block imports a few classes from a 200 KB file, and reading all of them would cost
+    more than the block itself."""
+
+    def __init__(self, nodes: dict[str, ast.ClassDef], helpers: dict[str, ast.FunctionDef]) -> None:
+        super().__init__()
+        self.nodes = nodes
+        self.helpers = helpers
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.nodes
+
+    def get(self, name: str, default: ClassFacts | None = None) -> ClassFacts | None:  # type: ignore[override]
+        if name not in self.nodes:
+            return default
+        if not dict.__contains__(self, name):
+            self[name] = read_class(self.nodes[name], self.helpers)
+        return dict.__getitem__(self, name)
+
+    def __getitem__(self, name: str) -> ClassFacts:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kb.scan.model.facts import ClassFacts, read_module
+from kb.scan.model.facts import ClassFacts, LazyClasses, read_module
 from kb.scan.model.kinds import Context, Module, decide
 
 #: Largest imported file read for its classes.
@@ -24,7 +24,7 @@ MAX_IMPORT_BYTES = 2 * 1024 * 1024
 
 def _relative_imports(tree: ast.Module) -> list[tuple[int, str, list[str]]]:
     out = []
-    for node in tree.body:
+    for node in ast.walk(tree):  # imports inside a function body count too
         if isinstance(node, ast.ImportFrom) and node.level and node.module:
             out.append((node.level, node.module, [a.name for a in node.names]))
     return out
@@ -42,16 +42,18 @@ def _resolve(path: Path, level: int, module: str) -> Path | None:
 
 
 @lru_cache(maxsize=64)
-def _imported(path: str) -> tuple[dict[str, ClassFacts], dict[str, ast.FunctionDef], dict[str, Any]]:
-    """Classes, helpers and class-level defaults of an imported file; empty when unreadable."""
+def _imported(path: str) -> tuple[LazyClasses, dict[str, ast.FunctionDef], dict[str, Any]]:
+    """Classes (read on first use), helpers and class-level defaults of an imported
+    file; empty when unreadable."""
     try:
         if Path(path).stat().st_size > MAX_IMPORT_BYTES:
-            return {}, {}, {}
+            return LazyClasses({}, {}), {}, {}
         tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}, {}, {}
-    classes, helpers = read_module(tree)
-    return {c.name: c for c in classes}, helpers, _defaults(tree)
+        return LazyClasses({}, {}), {}, {}
+    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    nodes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    return LazyClasses(nodes, helpers), helpers, _defaults(tree)
 
 
 def _defaults(tree: ast.Module) -> dict[str, Any]:
@@ -69,6 +71,24 @@ def _defaults(tree: ast.Module) -> dict[str, Any]:
                 for arg, default in pairs:
                     if isinstance(default, ast.Constant):
                         out.setdefault(arg.arg, default.value)
+    return out
+
+
+def _dependencies(got: LazyClasses, name: str, depth: int = 3) -> list[str]:
+    """Classes of the same imported file that ``name`` builds or defaults to."""
+    out: list[str] = []
+    todo = [name]
+    for _ in range(depth):
+        nxt = []
+        for n in todo:
+            cf = got.get(n)
+            if cf is None:
+                continue
+            for dep in [*cf.attrs.values(), cf.class_strings.get("_default_processor_cls", "")]:
+                if dep in got and dep not in out and dep != name:
+                    out.append(dep)
+                    nxt.append(dep)
+        todo = nxt
     return out
 
 
@@ -122,26 +142,65 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
                 if n in got:
                     everything[n] = got[n]
                     origin[n] = str(found)
-                    everything.update({k: v for k, v in got.items() if k not in everything})
+                    for dep in _dependencies(got, n):
+                        everything.setdefault(dep, got[dep])
                 if n in funcs:
                     all_helpers[n] = funcs[n]
     everything.update(local)
     ctx = Context(everything, _rope_helpers(all_helpers), defaults)
+    merged = {c.class_strings.get("_default_processor_cls") for c in everything.values()}
     out: list[Module] = []
     used_imports: set[str] = set()
     for cf in classes:
+        if cf.name in merged:
+            continue  # read as part of the attention module that defaults to it
         entry = decide(cf, ctx)
-        if entry is None:
-            continue
-        entry.file = path
-        out.append(entry)
+        if entry is not None:
+            entry.file = path
+            out.append(entry)
         used_imports |= {c for c in cf.attrs.values() if c in origin}
+        used_imports |= {c for c in cf.processors.values() if c in origin}
+        used_imports -= {cf.attrs[a] for a in cf.processors}  # the processor carries the compute
+        out += _configured_ffn(cf, ctx, path)
     for name in sorted(used_imports):
         kind = ctx.kind_of(name)
-        if kind and not kind.startswith(("linear", "act.")):
+        if kind and not kind.startswith(("linear", "act.")) and name not in merged:
             imported = decide(everything[name], ctx)
-            if imported is not None:
+            if imported is not None and not (imported.kind.startswith("mlp.") and imported.unknown):
                 imported.file = origin[name]
                 imported.facts["imported"] = True
                 out.append(imported)
+    return out
+
+
+def _configured_ffn(cf: ClassFacts, ctx: Context, path: str) -> list[Module]:
+    """A feed-forward module whose activation is chosen by a constructor argument
+    (``FeedForward(dim, activation_fn="gelu-approximate")``): one entry per attribute,
+    with the activation the caller passes (or the constructor's default)."""
+    from kb.scan.model.kinds import _activation
+
+    out = []
+    for attr, ctor in cf.attrs.items():
+        kind = ctx.kind_of(ctor)
+        if not kind.startswith("mlp.") or ctx.facts.get(ctor, {}).get("activation") not in ("unknown", None):
+            continue
+        callee = ctx.classes.get(ctor)
+        words = [w for w in cf.attr_strings.get(attr, []) if _activation(w) or w in ("geglu", "swiglu")]
+        source = f"{attr} = {ctor}(..., {words[0]!r})" if words else ""
+        if not words and callee is not None:
+            words = [str(v) for k, v in callee.init_defaults.items() if "activation" in k and isinstance(v, str)]
+            source = f"{ctor} default {words[0]!r}" if words else ""
+        if not words:
+            continue
+        word = words[0].lower().replace("-", "_")
+        gated = word in ("geglu", "swiglu", "geglu_approximate")
+        act = _activation("silu" if word == "swiglu" else "gelu_tanh" if "approx" in word or "tanh" in word
+                          else "gelu" if "gelu" in word or word == "geglu" else word) or "unknown"  # fmt: skip
+        m = Module(f"{cf.name}.{attr}", "mlp.glu" if gated else "mlp.plain", path, cf.line, cf.end_line,
+                   {"activation": act, "activation_from": source, "module": ctor})  # fmt: skip
+        if gated:
+            m.mappings.append("swiglu" if act == "silu" else "geglu")
+        elif act.startswith("gelu"):
+            m.mappings.append(act)
+        out.append(m)
     return out

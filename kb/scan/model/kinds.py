@@ -138,11 +138,17 @@ def activation_of(cf: ClassFacts, ctx: Context) -> tuple[str, str]:
     return "unknown", "no activation found"
 
 
+_STACK = re.compile(r"(layers|blocks|h|layer)$")
+
+
 def decide(cf: ClassFacts, ctx: Context) -> Module | None:
-    """The inventory entry of one class, or None when it is not a module we plan."""
+    """The inventory entry of one class, or None when it is not a module we plan (a
+    whole model - a class holding the stack of layers - is read through its parts)."""
     if not cf.has_forward and not cf.attrs:
         return None
-    for reader in (_attention, _moe, _mlp, _norm, _rope, _layer):
+    if any(c == "ModuleList" and _STACK.search(a) for a, c in cf.attrs.items()):
+        return None
+    for reader in (_attention, _processor, _moe, _mlp, _norm, _rope, _layer):
         found = reader(cf, ctx)
         if found is not None:
             return found
@@ -155,6 +161,8 @@ def _module(cf: ClassFacts, kind: str, **facts: Any) -> Module:
 
 def _rope_style(cf: ClassFacts, ctx: Context) -> str | None:
     styles = {ctx.rope_helpers[n] for _, n in cf.calls if n in ctx.rope_helpers}
+    if any(s.endswith("unbind_dim=-2") for s in cf.strings):  # the caller picks the halves layout
+        styles = (styles - {"interleave"}) | {"half"}
     if cf.called("rotate_half"):
         styles.add("half")
     if cf.called("view_as_complex") or ("pairs_last" in cf.shapes and cf.called("unbind")):
@@ -167,7 +175,36 @@ def _rope_style(cf: ClassFacts, ctx: Context) -> str | None:
     return next(iter(styles), None)
 
 
+def with_processor(cf: ClassFacts, ctx: Context) -> ClassFacts:
+    """An attention module whose compute lives in its default processor class
+    (diffusers): the module's parts with the processor's calls and shapes."""
+    name = cf.class_strings.get("_default_processor_cls", "")
+    proc = ctx.classes.get(name)
+    if proc is None:
+        return cf
+    from dataclasses import replace
+
+    return replace(cf, calls=cf.calls + proc.calls, shapes=cf.shapes | proc.shapes,
+                   self_used=cf.self_used | proc.self_used, strings=cf.strings | proc.strings)  # fmt: skip
+
+
+def _processor(cf: ClassFacts, ctx: Context) -> Module | None:
+    """A diffusers attention processor: ``__call__(attn, ...)`` projecting through
+    ``attn.to_q`` and calling an attention function; no weights of its own."""
+    if _linears(cf, ctx) or not cf.called(*_ATTN_CORE) or not cf.called("to_q", "to_qkv", "to_k"):
+        return None
+    facts: dict[str, Any] = {"cache": "none", "processor": True}
+    rope = _rope_style(cf, ctx)
+    if rope:
+        facts["rope"] = rope
+    norms = sorted({n for _, n in cf.calls if re.match(r"norm_(added_)?[qk]$", n)})
+    if norms:
+        facts["qk_norm_calls"] = norms
+    return _module(cf, "attention.dit", **facts)
+
+
 def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
+    cf = with_processor(cf, ctx)
     lin = _linears(cf, ctx)
     names = set(cf.attrs)
     mla = {"q_a_proj", "kv_a_proj_with_mqa", "kv_b_proj", "wkv_a", "wkv_b"} & names
@@ -316,6 +353,8 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
     down = [a for a in lin if _DOWN.match(a)]
     fc1 = [a for a in lin if _FC1.match(a)]
     sub_acts = [a for a, c in cf.attrs.items() if ctx.kind_of(c).startswith("act.")]
+    if any(ctx.kind_of(c).startswith(("norm.", "attention.")) for c in cf.attrs.values()):
+        return None  # a block, not a feed-forward
     net = "net" in cf.attrs and cf.attrs["net"] == "ModuleList"
     if not ((gate and up and (down or fc1)) or (fc1 and (down or "fc2" in lin)) or net or (sub_acts and down)):
         return None
@@ -350,10 +389,12 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
         return m
     kind = _norm_kind(cf)
     if kind is None or lin:
-        if cf.called("gelu") and lin and not cf.called("mul"):
+        if norms or len(lin) != 1:
+            return None
+        if cf.called("gelu") and not cf.called("mul", "chunk"):
             return _module(cf, "act.gelu_tanh" if "tanh" in cf.strings or "approximate" in str(cf.strings)
                            else "act.gelu")  # fmt: skip
-        if lin and cf.called("chunk") and cf.called("gelu", "silu"):
+        if cf.called("chunk") and cf.called("gelu", "silu"):
             return _module(cf, "act.geglu" if cf.called("gelu") else "act.swiglu")
         return None
     facts: dict[str, Any] = {}
@@ -384,9 +425,17 @@ def _layer(cf: ClassFacts, ctx: Context) -> Module | None:
     parts = {a: ctx.kind_of(c) for a, c in cf.attrs.items()}
     norms = [a for a, k in parts.items() if k.startswith("norm.") and k != "norm.adaln"]
     blocks = [a for a, k in parts.items() if k.startswith(("attention.", "mlp.", "moe."))]
-    if not (norms and blocks):
-        if any(k == "norm.adaln" for k in parts.values()) and blocks:
-            return Module(cf.name, "layer.dit", "", cf.line, cf.end_line, parts={a: k for a, k in parts.items() if k})
+    if not any(parts[a].startswith("attention.") for a in blocks):
+        return None  # a decoder layer wraps an attention
+    adaln = [a for a, k in parts.items() if k == "norm.adaln"] or (
+        norms if "times_one_plus" in cf.shapes else [])  # fmt: skip
+    if adaln:
+        m = Module(cf.name, "layer.dit", "", cf.line, cf.end_line, {"adaln": sorted(adaln)},
+                   parts={a: k for a, k in parts.items() if k})  # fmt: skip
+        m.not_proposed.append("adaLN modulation (norm(x) * (1 + scale) + shift): no fused operator in the "
+                              "records computes it; the norm inside may still be fused on its own")  # fmt: skip
+        return m
+    if not norms:
         return None
     kinds = {parts[a] for a in norms}
     residual = "residual_add" in cf.shapes

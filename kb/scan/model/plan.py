@@ -42,7 +42,8 @@ def need(m: Module) -> Need | None:
     """The steps and words of one module; None when it is planned through its parts."""
     f = m.facts
     if m.kind in ("attention.gqa", "attention.mha", "attention.dit", "attention.vision"):
-        steps = {"attention"}
+        bidirectional = m.kind in ("attention.dit", "attention.vision")
+        steps = {"flash_attention", "softmax"} if bidirectional else {"attention"}
         keep = {"attention", "flash_attention"}
         if f.get("rope") in ("half", "interleave"):
             steps.add("rope")
@@ -308,28 +309,45 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
     return out
 
 
-def _by_operators(ctx: Context, m: Module, n: Need, t: Target) -> list[dict[str, Any]]:
-    """No chain fits: the operators whose ``fuses`` cover the steps, closest first."""
+def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str]:
     from kb.scan.patterns import fused_for
 
-    ops = [o for o in fused_for(ctx, tuple(sorted(n.steps)), t.product)
-           if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)
-           and len(_fuses(ctx, o) - n.steps - n.keep) <= 2]  # fmt: skip
+    ops = [o for o in fused_for(ctx, tuple(sorted(steps)), t.product)
+           if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)]
     ops.sort(key=lambda o: _support(ctx, o, t.product) not in ("yes", "partial"))
-    if not ops:
-        return []
-    first = _stage(ctx, m, n, {"stage": "fused", "operator": ops[0]}, None, t)
-    if len(ops) > 1:
-        first.setdefault("alternatives", ops[1:4])
-    return [first]
+    return ops
 
 
-def plan_module(ctx: Context, m: Module, t: Target) -> list[dict[str, Any]]:
+def _by_operators(ctx: Context, m: Module, n: Need, t: Target) -> list[dict[str, Any]]:
+    """No chain fits: the operators whose ``fuses`` cover the steps, closest first; when
+    no one operator covers them all, one stage per step (attention core, rotation,
+    q/k norm), each only when the records have an operator for it."""
+    groups = [n.steps]
+    if not _ranked(ctx, n.steps, n, t):
+        apart = {"rope", "kv_cache_write", "rms_norm"}
+        groups = [n.steps - apart] + [frozenset({s}) for s in sorted(n.steps & apart)] + (
+            [frozenset({"rms_norm"})] if "rms_norm" in n.keep and "rms_norm" not in n.steps else [])  # fmt: skip
+    out = []
+    for steps in groups:
+        if steps == {"rope"} and m.facts.get("rope") in ("half", "interleave"):
+            op = _rope_operator(ctx, m.facts["rope"], t)
+            ops = [op] if op else []
+        else:
+            ops = _ranked(ctx, steps, n, t)
+        if not ops:
+            continue
+        stage = _stage(ctx, m, n, {"stage": "+".join(sorted(steps)), "operator": ops[0]}, None, t)
+        if len(ops) > 1:
+            stage["alternatives"] = ops[1:4]
+        out.append(stage)
+    return out
+
+
+def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[dict[str, Any]]:
     """One plan entry per phase whose chain differs (one for both when they agree)."""
     n = need(m)
     if n is None:
         return []
-    phases = [row.name for row in PHASE_ROWS if row.inference]
     picks = {p: best_chain(ctx, n, p, t) for p in phases}
     entries: list[dict[str, Any]] = []
     names = {p: (c["name"] if c else None) for p, (c, _alt) in picks.items()}
@@ -343,7 +361,7 @@ def plan_module(ctx: Context, m: Module, t: Target) -> list[dict[str, Any]]:
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
         chain, alternatives = picks[members[0]]
-        phase = members[0] if len(members) == 1 else "both"
+        phase = members[0] if len(members) == 1 and len(phases) > 1 else "both" if len(members) > 1 else members[0]
         entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase}
         if chain is not None:
             entry["chain"] = chain["name"]
@@ -367,7 +385,11 @@ def plan_module(ctx: Context, m: Module, t: Target) -> list[dict[str, Any]]:
 
 def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]:
     """The whole plan, module by module, in inventory order."""
+    phases = [row.name for row in PHASE_ROWS if row.inference]
+    if any(m.kind == "attention.dit" for m in modules) and not any(m.facts.get("cache") not in (None, "none")
+                                                                    for m in modules):  # fmt: skip
+        phases = phases[:1]  # a diffusion transformer: every step is one full pass, there is no decode
     out: list[dict[str, Any]] = []
     for m in modules:
-        out += plan_module(ctx, m, t)
+        out += plan_module(ctx, m, t, phases)
     return out
