@@ -60,11 +60,11 @@ def planned(report: ScanReport) -> list[dict[str, Any]]:
 
 def candidates(report: ScanReport) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = planned(report)
-    planned_files = {e.get("file") for e in report.plan} | {m.file for m in report.inventory}
+    planned_classes = {(m.file, m.name.split(".")[0]) for m in report.inventory}
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
     for opp in report.opportunities:
-        if not opp.operators or opp.file in planned_files:
-            continue  # whole-module matches name chains; files with an inventory are planned
+        if not opp.operators or (opp.file, opp.scope.split(".")[0]) in planned_classes:
+            continue  # whole-module matches name chains; planned modules come from the plan
         key = (_module(opp.file, opp.scope), opp.operators[0])
         if key in by_key:  # two patterns of one module with one answer (attention + repeat_kv)
             by_key[key]["replaces"] += f"; {opp.what} ({opp.file}:{opp.line}-{opp.end_line})"

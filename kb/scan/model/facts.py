@@ -57,6 +57,7 @@ class ClassFacts:
     class_strings: dict[str, str] = field(default_factory=dict)  # X = "..."/Name at class level
     added: set[str] = field(default_factory=set)  # self.X used as an operand of +
     processors: dict[str, str] = field(default_factory=dict)  # attr -> processor class passed to it
+    elements: dict[str, str] = field(default_factory=dict)  # ModuleList attr -> element class
     init_defaults: dict[str, object] = field(default_factory=dict)  # __init__ keyword defaults
     has_forward: bool = False
     skipped_training: int = 0  # training-only branches not followed
@@ -263,6 +264,10 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
                 facts.params[t.attr] = _rank(call)
             if ctor and (t.attr not in facts.attrs or facts.attrs[t.attr] in ("Identity", "None")):
                 facts.attrs[t.attr] = ctor
+            if call is not None and ctor == "ModuleList":  # ModuleList([Expert(...) for _ in ...])
+                inner = next((c for c in ast.walk(call) if isinstance(c, ast.Call) and c is not call), None)
+                if inner is not None:
+                    facts.elements[t.attr] = last(dotted(inner.func))
             if call is not None:
                 for k in call.keywords:
                     if k.arg == "processor" and isinstance(k.value, ast.Call):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.scan.model.facts import ClassFacts, LazyClasses, read_module
-from kb.scan.model.kinds import Context, Module, decide
+from kb.scan.model.kinds import Context, Module, decide, split_block
 
 #: Largest imported file read for its classes.
 MAX_IMPORT_BYTES = 2 * 1024 * 1024
@@ -158,6 +158,8 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
         if entry is not None:
             entry.file = path
             out.append(entry)
+            if entry.kind == "moe.block":
+                out += split_block(entry)
         used_imports |= {c for c in cf.attrs.values() if c in origin}
         used_imports |= {c for c in cf.processors.values() if c in origin}
         used_imports -= {cf.attrs[a] for a in cf.processors}  # the processor carries the compute

@@ -242,8 +242,8 @@ def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
         variant = "gated-delta-rule" if deltas or "A_log" in cf.params else "lightning" if any(
             "slope" in u for u in cf.self_used | names) else "unknown"  # fmt: skip
         m = _module(cf, "attention.linear", **facts, variant=variant,
-                    phases={"prefill": "chunked" if any("chunk" in d for d in deltas) else "unknown",
-                            "decode": "recurrent" if any("recurrent" in d for d in deltas) else "unknown"})  # fmt: skip
+                    forms=sorted({"chunked" if "chunk" in d else "recurrent" if "recurrent" in d else d
+                                  for d in deltas}) or None)  # fmt: skip
         if cf.called("repeat_interleave", "repeat_kv"):
             m.not_proposed.append("head expansion here feeds a linear-attention recurrence, not a softmax "
                                   "attention: no repeat_kv/attention operator")  # fmt: skip
@@ -311,12 +311,18 @@ def _experts_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
     if not ((stacked or lists) and (loop or batched)):
         return None
     act, source = activation_of(cf, ctx)
+    for attr in lists:
+        elem = cf.elements.get(attr, "")
+        if act == "unknown" and ctx.kind_of(elem).startswith("mlp."):
+            act = ctx.facts.get(elem, {}).get("activation", "unknown")
+            source = f"{attr} holds {elem} ({ctx.facts.get(elem, {}).get('activation_from', '')})"
     clamped = cf.called("clamp") and any("limit" in u or "alpha" in u for u in cf.self_used)
     return {"form": "loop over one_hot masks" if loop else "batched matmul", "weights": "stacked gate_up_proj"
             if stacked else "list of expert MLPs", "activation": act, "activation_from": source,
             "clamped_glu": clamped or None,
             "identity_experts": bool({"zero_expert_num", "zero_expert_type", "num_zero_experts"}
-                                     & (cf.config | cf.self_used)) or "Identity" in cf.attrs.values() or None}  # fmt: skip
+                                     & (cf.config | cf.self_used)) or "Identity" in cf.attrs.values()
+                                     or "Identity" in cf.elements.values() or None}  # fmt: skip
 
 
 def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
@@ -342,7 +348,24 @@ def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
             facts["experts"] = experts
         m = _module(cf, "moe.block", **facts)
         m.parts = {a: k for a, k in parts.items() if k}
+        if router:
+            m.mappings.append(router_mapping(router))
         return m
+
+
+def split_block(m: Module) -> list[Module]:
+    """A MoE block that routes and runs its experts in its own methods: one router and
+    one experts entry, planned like the classes that hold them elsewhere."""
+    out = []
+    for key, kind in (("router", "moe.router"), ("experts", "moe.experts")):
+        if key in m.facts:
+            part = Module(f"{m.name}.{key}", kind, m.file, m.line, m.end_line, dict(m.facts[key]))
+            if key == "router":
+                part.mappings.append(router_mapping(part.facts))
+            elif part.facts.get("activation") == "unknown":
+                part.unknown.append(f"activation: {part.facts.get('activation_from')}")
+            out.append(part)
+    return out
     return None
 
 

@@ -81,12 +81,11 @@ def need(m: Module) -> Need | None:
                         frozenset({"state_update"}), frozenset({"linear_attention"}))  # fmt: skip
         return Need("attention", frozenset({"linear_attention"}), ("gdn", "gated", "delta"),
                     frozenset({"softmax"}), frozenset({"linear_attention", "state_update"}))  # fmt: skip
-    if m.kind == "moe.router" or (m.kind == "moe.block" and "router" in f):
-        r = f.get("router", f)
+    if m.kind == "moe.router":
+        r = f
         gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
         gate_terms = (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
-        refuse = set() if r["bias"] else {"bias_add"}
-        return Need("moe", frozenset(gate_steps), gate_terms, frozenset(refuse), frozenset({"gating", "top_k"}),
+        return Need("moe", frozenset(gate_steps), gate_terms, frozenset(), frozenset({"gating", "top_k"}),
                     ("int32-expert-ids",))  # fmt: skip
     if m.kind == "moe.experts":
         act = f.get("activation")
