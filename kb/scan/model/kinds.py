@@ -351,6 +351,7 @@ def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
         if router:
             m.mappings.append(router_mapping(router))
         return m
+    return None
 
 
 def split_block(m: Module) -> list[Module]:
@@ -366,7 +367,6 @@ def split_block(m: Module) -> list[Module]:
                 part.unknown.append(f"activation: {part.facts.get('activation_from')}")
             out.append(part)
     return out
-    return None
 
 
 def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
