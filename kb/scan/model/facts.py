@@ -59,6 +59,7 @@ class ClassFacts:
     processors: dict[str, str] = field(default_factory=dict)  # attr -> processor class passed to it
     elements: dict[str, str] = field(default_factory=dict)  # ModuleList attr -> element class
     init_defaults: dict[str, object] = field(default_factory=dict)  # __init__ keyword defaults
+    config_class: str = ""  # the annotation of __init__'s config argument
     has_forward: bool = False
     skipped_training: int = 0  # training-only branches not followed
 
@@ -140,6 +141,8 @@ class _Reader:
             self.call(node, depth)
         elif isinstance(node, ast.BinOp):
             self.binop(node)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
+            self.facts.shapes.add("negate")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             self.facts.self_used.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 60:
@@ -193,13 +196,16 @@ class _Reader:
         if isinstance(node.op, ast.Add):
             for side in (node.left, node.right):
                 name = dotted(side)
-                if name.startswith("self.") and name.count(".") == 1:
-                    self.facts.added.add(name[5:])
+                if name.startswith("self."):  # self.bias, self.bias.squeeze(), self.bias[None]
+                    self.facts.added.add(name[5:].split(".")[0].rstrip("[]()"))
         for side, other in ((node.left, node.right), (node.right, node.left)):
             if isinstance(node.op, ast.Add) and _literal(side) in (1, 1.0):
                 target = dotted(other)
                 self.facts.shapes.add("one_plus_weight" if "weight" in target
                                       else "one_plus_x")  # fmt: skip
+        if isinstance(node.op, ast.Sub) and all(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult)
+                                                for x in (node.left, node.right)):
+            self.facts.shapes.add("mult_sub")  # x1 * cos - x2 * sin
         if isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Call) and last(dotted(node.right.func)) == "mean":
             self.facts.shapes.add("mean_subtract")
         if isinstance(node.op, ast.Add) and all(isinstance(s, (ast.Name, ast.Attribute, ast.Call))
@@ -216,6 +222,10 @@ class _Reader:
         for e in elts:
             if isinstance(e, ast.Slice) and e.step is not None and _literal(e.step) == 2:
                 self.facts.shapes.add("stride_two")
+            bound = e.upper if isinstance(e, ast.Slice) and e.upper is not None else (
+                e.lower if isinstance(e, ast.Slice) else None)  # fmt: skip
+            if isinstance(bound, ast.BinOp) and isinstance(bound.op, ast.FloorDiv) and _literal(bound.right) == 2:
+                self.facts.shapes.add("half_slice")
         base = dotted(node.value)
         if base.startswith("self.") and isinstance(node.ctx, ast.Load):
             self.facts.self_used.add(last(base))
@@ -305,6 +315,9 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
     if init is not None:
         _init(facts, init)  # type: ignore[arg-type]
         args = init.args
+        for arg in args.args:
+            if arg.arg == "config" and arg.annotation is not None:
+                facts.config_class = last(dotted(arg.annotation))
         for arg, default in zip(args.args[len(args.args) - len(args.defaults):], args.defaults, strict=False):
             value = _literal(default)
             if isinstance(value, (str, int, float, bool)):

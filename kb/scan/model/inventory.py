@@ -57,20 +57,27 @@ def _imported(path: str) -> tuple[LazyClasses, dict[str, ast.FunctionDef], dict[
 
 
 def _defaults(tree: ast.Module) -> dict[str, Any]:
-    """``hidden_act: str = "silu"`` at class level and ``hidden_act="silu"`` in ``__init__``."""
+    """``hidden_act: str = "silu"`` at class level and ``hidden_act="silu"`` in ``__init__``,
+    per config class (``{"LlamaConfig": {...}}``) and, under ``""``, the values every
+    class that sets a key agrees on."""
     out: dict[str, Any] = {}
+    seen: dict[str, set[Any]] = {}
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        mine = out.setdefault(cls.name, {})
         for stmt in cls.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
                 if isinstance(stmt.value, ast.Constant):
-                    out.setdefault(stmt.target.id, stmt.value.value)
+                    mine.setdefault(stmt.target.id, stmt.value.value)
             elif isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 args = stmt.args
                 pairs = list(zip(args.args[len(args.args) - len(args.defaults):], args.defaults, strict=False))
                 pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None]
                 for arg, default in pairs:
                     if isinstance(default, ast.Constant):
-                        out.setdefault(arg.arg, default.value)
+                        mine.setdefault(arg.arg, default.value)
+        for key, value in mine.items():
+            seen.setdefault(key, set()).add(value if isinstance(value, (str, int, float, bool)) else repr(value))
+    out[""] = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
     return out
 
 
@@ -92,32 +99,47 @@ def _dependencies(got: LazyClasses, name: str, depth: int = 3) -> list[str]:
     return out
 
 
-def _rope_helpers(helpers: dict[str, ast.FunctionDef]) -> dict[str, str]:
-    """Top-level functions that rotate: ``half`` (rotate_half), ``interleave`` (pairs of
-    neighbours: ``unflatten(-1, (-1, 2))``/``unbind(-1)``, ``view_as_complex``, ``::2``)
-    or ``unknown`` when one function does both behind an argument not settled here."""
-    from kb.scan.model.facts import ClassFacts, _Reader
+def _own_rope_style(probe: ClassFacts) -> set[str]:
+    """How one function rotates, read from its own body (never from its name: GLM
+    writes an interleaving ``rotate_half``)."""
+    found = set()
+    if "stride_two" in probe.shapes or probe.called("view_as_complex") \
+            or ("pairs_last" in probe.shapes and probe.called("unbind")) \
+            or (probe.called("stack") and probe.called("flatten")):
+        found.add("interleave")
+    if probe.called("cat") and (probe.called("chunk", "split") or "half_slice" in probe.shapes) \
+            and ({"negate", "mult_sub"} & probe.shapes) and "stride_two" not in probe.shapes:
+        found.add("half")
+    return found
 
-    styles: dict[str, str] = {}
+
+def _rope_helpers(helpers: dict[str, ast.FunctionDef]) -> dict[str, str]:
+    """Top-level functions that rotate: ``half`` (the two halves of the head: chunk and
+    cat), ``interleave`` (neighbouring pairs: ``unflatten(-1, (-1, 2))``/``unbind(-1)``,
+    ``view_as_complex``, ``::2``) or ``unknown`` when one function does both behind an
+    argument not settled here; a function calling a rotating helper rotates like it."""
+    from kb.scan.model.facts import _Reader
+
+    own: dict[str, set[str]] = {}
+    calls: dict[str, set[str]] = {}
     for name, fn in helpers.items():
         probe = ClassFacts(name, fn.lineno, fn.end_lineno or fn.lineno, [])
-        _Reader(probe, {}, helpers).function(fn, 2)
-        found = set()
-        if probe.called("rotate_half") or name == "rotate_half":
-            found.add("half")
-        elif re.search(r"rot|rope", name) and probe.called("chunk", "split") and probe.called("cat"):
-            found.add("half")  # x1, x2 = chunk(2); cat(x1*cos - x2*sin, x2*cos + x1*sin)
-        if probe.called("view_as_complex") or ("pairs_last" in probe.shapes and probe.called("unbind", "stack")) \
-                or "stride_two" in probe.shapes:
-            found.add("interleave")
-        if not found:
-            continue
-        if len(found) > 1:  # diffusers: use_real_unbind_dim picks; read the default
+        _Reader(probe, {}, {}).function(fn, 0)
+        own[name] = _own_rope_style(probe)
+        calls[name] = {n for _, n in probe.calls if n in helpers and n != name}
+        if len(own[name]) > 1:  # diffusers: use_real_unbind_dim picks; read the default
             unbind = next((d for a, d in zip(fn.args.args[::-1], fn.args.defaults[::-1], strict=False)
-                           if a.arg == "use_real_unbind_dim" and isinstance(d, ast.UnaryOp)), None)  # fmt: skip
-            styles[name] = "interleave" if unbind is not None and ast.unparse(unbind) == "-1" else "unknown"
-        else:
-            styles[name] = found.pop()
+                           if a.arg == "use_real_unbind_dim"), None)  # fmt: skip
+            if unbind is not None:
+                own[name] = {"interleave" if ast.unparse(unbind) == "-1" else "half"}
+    styles: dict[str, str] = {}
+    for name in helpers:
+        found = set(own[name])
+        if not found:
+            for callee in calls[name]:
+                found |= own.get(callee, set())
+        if found:
+            styles[name] = found.pop() if len(found) == 1 else "unknown"
     return styles
 
 
@@ -137,7 +159,8 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
                 continue
             got, funcs, defs = _imported(str(found))
             if module.rsplit(".", 1)[-1].startswith("configuration"):
-                defaults.update(defs)
+                for cls, values in defs.items():
+                    defaults.setdefault(cls, {}).update(values)
             for n in names:
                 if n in got:
                     everything[n] = got[n]
@@ -147,6 +170,12 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
                 if n in funcs:
                     all_helpers[n] = funcs[n]
     everything.update(local)
+    for _ in range(3):  # a part built with the owner's config reads the owner's config class
+        for cf in classes:
+            for ctor in [*cf.attrs.values(), *cf.elements.values()]:
+                part = local.get(ctor)
+                if cf.config_class and part is not None and not part.config_class:
+                    part.config_class = cf.config_class
     ctx = Context(everything, _rope_helpers(all_helpers), defaults)
     merged = {c.class_strings.get("_default_processor_cls") for c in everything.values()}
     out: list[Module] = []

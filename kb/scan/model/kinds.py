@@ -67,9 +67,15 @@ class Context:
                  config_defaults: dict[str, Any]) -> None:  # fmt: skip
         self.classes = classes
         self.rope_helpers = rope_helpers
-        self.defaults = config_defaults
+        self.all_defaults = config_defaults
+        self.defaults: dict[str, Any] = config_defaults.get("", {})
         self.kinds: dict[str, str] = {}
         self.facts: dict[str, dict[str, Any]] = {}
+
+    def defaults_for(self, cf: ClassFacts) -> dict[str, Any]:
+        """Config defaults of the config class this module is built with (its
+        ``config: XConfig`` annotation), else those all config classes agree on."""
+        return self.all_defaults.get(cf.config_class) or self.defaults
 
     def kind_of(self, ctor: str) -> str:
         if ctor in _NORM_CTOR:
@@ -120,7 +126,7 @@ def activation_of(cf: ClassFacts, ctx: Context) -> tuple[str, str]:
         for s in strings:
             if s.startswith("config:"):
                 key = s.split(":", 1)[1]
-                default = ctx.defaults.get(key)
+                default = ctx.defaults_for(cf).get(key)
                 if isinstance(default, str) and _activation(default):
                     return _activation(default) or "unknown", f"config {key} default {default!r}"
                 return "unknown", f"config {key} (no default in reach)"
@@ -160,17 +166,18 @@ def _module(cf: ClassFacts, kind: str, **facts: Any) -> Module:
 
 
 def _rope_style(cf: ClassFacts, ctx: Context) -> str | None:
+    """How the module rotates q and k: the style of the rotating helpers it calls (read
+    from their bodies), or of its own body when it rotates inline."""
     styles = {ctx.rope_helpers[n] for _, n in cf.calls if n in ctx.rope_helpers}
+    if not styles and (cf.called("view_as_complex") or ("pairs_last" in cf.shapes and cf.called("unbind"))):
+        styles.add("interleave")
     if any(s.endswith("unbind_dim=-2") for s in cf.strings):  # the caller picks the halves layout
         styles = (styles - {"interleave"}) | {"half"}
-    if cf.called("rotate_half"):
-        styles.add("half")
-    if cf.called("view_as_complex") or ("pairs_last" in cf.shapes and cf.called("unbind")):
-        styles.add("interleave")
     if len(styles) > 1:
-        keys = [k for k in cf.config if "interleave" in k and isinstance(ctx.defaults.get(k), bool)]
+        defaults = ctx.defaults_for(cf)
+        keys = [k for k in cf.config if "interleave" in k and isinstance(defaults.get(k), bool)]
         if keys:  # the branch is a config switch whose default is in reach
-            return "interleave" if ctx.defaults[keys[0]] else "half"
+            return "interleave" if defaults[keys[0]] else "half"
         return "unknown"
     return next(iter(styles), None)
 
@@ -445,7 +452,7 @@ def _rope(cf: ClassFacts, ctx: Context) -> Module | None:
 
 
 def _layer(cf: ClassFacts, ctx: Context) -> Module | None:
-    parts = {a: ctx.kind_of(c) for a, c in cf.attrs.items()}
+    parts = {a: ctx.kind_of(cf.elements.get(a, c) if c == "ModuleList" else c) for a, c in cf.attrs.items()}
     norms = [a for a, k in parts.items() if k.startswith("norm.") and k != "norm.adaln"]
     blocks = [a for a, k in parts.items() if k.startswith(("attention.", "mlp.", "moe."))]
     if not any(parts[a].startswith("attention.") for a in blocks):

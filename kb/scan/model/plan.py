@@ -69,12 +69,15 @@ def need(m: Module) -> Need | None:
         return Need("attention", frozenset(steps), terms, frozenset(refuse), frozenset(keep),
                     implied=implied, refuse_words=tuple(words))  # fmt: skip
     if m.kind == "attention.mla":
-        steps = {"attention", "kv_projection", "rms_norm", "rope", "kv_cache_write"}
-        refuse = set() if f.get("indexer") else {"sparse_attention", "lightning_indexer"}
+        # the projections are matmuls in every chain; what must be fused is the norm,
+        # the rotation, the latent cache write and the attention over the latent cache
+        steps = {"attention", "rms_norm", "rope", "kv_cache_write"}
+        words = ("gqa", "sinks") + (() if f.get("indexer") else ("indexer",))
         if f.get("indexer"):
             steps = (steps - {"attention"}) | {"lightning_indexer", "sparse_attention"}
-        return Need("attention", frozenset(steps), ("mla", "absorb"), frozenset(refuse | {"residual_add"}),
-                    frozenset(steps | {"batch_matmul", "q_projection", "flash_attention"}))  # fmt: skip
+        return Need("attention", frozenset(steps), ("mla", "absorb"), frozenset({"residual_add"}),
+                    frozenset(steps | {"batch_matmul", "q_projection", "flash_attention"}),
+                    refuse_words=words)  # fmt: skip
     if m.kind == "attention.linear":
         if f.get("variant") != "gated-delta-rule":
             return Need("attention", frozenset({"linear_attention"}), ("lightning",),
@@ -89,9 +92,12 @@ def need(m: Module) -> Need | None:
                     ("int32-expert-ids",))  # fmt: skip
     if m.kind == "moe.experts":
         act = f.get("activation")
-        if f.get("clamped_glu"):
-            return Need("moe", frozenset({"grouped_matmul", "clamp"}), ("clamped", "glu"), frozenset(),
-                        frozenset({"grouped_matmul", "expert_routing", "finalize_routing", "clamp"}))  # fmt: skip
+        if f.get("clamped_glu"):  # routing and grouped matmuls fit; the activation stays out
+            return Need("moe", frozenset({"grouped_matmul", "expert_routing"}), ("routing", "tp"),
+                        frozenset({"swiglu"}), frozenset({"grouped_matmul", "expert_routing", "finalize_routing",
+                                                          "token_permute"}),
+                        notes=["clamped GLU (alpha, limit, up + 1): npu_swiglu has no clamp or alpha argument, so "
+                               "the expert activation is not proposed; keep it in torch"])  # fmt: skip
         if act not in ("silu", "gelu", "gelu_tanh"):
             return None
         moe_steps = frozenset({"grouped_matmul", "expert_routing", "swiglu" if act == "silu" else "gelu"})
@@ -253,6 +259,8 @@ def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None
         layout = str(args.get("input_layout") or args.get("layout") or "bsnd").lower()
         if m.kind in ("attention.dit", "attention.vision"):
             return f"attention_noncausal_{layout}"
+        if m.kind == "attention.mla":
+            return f"attention_mla_{layout}"
         return f"attention_gqa_{layout}"
     if "rope" in op_fuses:
         return "rope_interleave" if f.get("rope") == "interleave" else "rope_half"
@@ -292,7 +300,7 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
     params = _params(ctx, op)
     args = dict(stage.get("args") or {})
     args.update({k: v for k, v in n.implied.items() if k in params})
-    args = {k: v for k, v in args.items() if v is not None or k in params}
+    args = {k: v for k, v in args.items() if k in params or not params}
     if args:
         out["args"] = args
     if stage.get("passed"):
@@ -361,7 +369,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
     for _name, members in groups:
         chain, alternatives = picks[members[0]]
         phase = members[0] if len(members) == 1 and len(phases) > 1 else "both" if len(members) > 1 else members[0]
-        entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase}
+        entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase, "file": m.file,
+                                 "lines": [m.line, m.end_line]}  # fmt: skip
         if chain is not None:
             entry["chain"] = chain["name"]
             stages = [_stage(ctx, m, n, s, chain, t) for s in kept_stages(ctx, chain, n)]
@@ -378,6 +387,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
         if alternatives:
             entry["alternatives"] = alternatives
+        if n.notes:
+            entry["notes"] = entry.get("notes", []) + n.notes
         entries.append(entry)
     return entries
 

@@ -16,7 +16,4 @@ def read_and_plan(tree: ast.Module, path: str, ctx: Context, settings: Any) -> t
     modules = inventory(tree, path)
     target = Target(getattr(settings, "product", None), getattr(settings, "torch_npu", None),
                     getattr(settings, "quantization", None))  # fmt: skip
-    entries = plan(ctx, modules, target)
-    for entry in entries:
-        entry["file"] = path
-    return modules, entries
+    return modules, plan(ctx, modules, target)
