@@ -79,8 +79,8 @@ def false_opportunities(entry: dict[str, Any], module: Any, ctx: Any) -> list[st
 
 
 def measure(root: Path, product: str = "atlas-a3") -> list[dict[str, Any]]:
-    from kb.api.scan import scanner
     from kb.api.check import check_text
+    from kb.api.scan import scanner
     from kb.scan.emit import document
     from kb.scan.engine import ScanOptions
 

@@ -10,7 +10,6 @@ come from a sibling ``configuration_*.py`` the file imports.
 from __future__ import annotations
 
 import ast
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any

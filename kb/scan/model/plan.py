@@ -72,12 +72,12 @@ def need(m: Module) -> Need | None:
         # the projections are matmuls in every chain; what must be fused is the norm,
         # the rotation, the latent cache write and the attention over the latent cache
         steps = {"attention", "rms_norm", "rope", "kv_cache_write"}
-        words = ("gqa", "sinks") + (() if f.get("indexer") else ("indexer",))
+        mla_words = ("gqa", "sinks") + (() if f.get("indexer") else ("indexer",))
         if f.get("indexer"):
             steps = (steps - {"attention"}) | {"lightning_indexer", "sparse_attention"}
         return Need("attention", frozenset(steps), ("mla", "absorb"), frozenset({"residual_add"}),
                     frozenset(steps | {"batch_matmul", "q_projection", "flash_attention"}),
-                    refuse_words=words)  # fmt: skip
+                    refuse_words=mla_words)  # fmt: skip
     if m.kind == "attention.linear":
         if f.get("variant") != "gated-delta-rule":
             return Need("attention", frozenset({"linear_attention"}), ("lightning",),
