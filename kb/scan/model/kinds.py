@@ -412,7 +412,8 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
 def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
     lin = _linears(cf, ctx)
     norms = [a for a, c in cf.attrs.items() if ctx.kind_of(c).startswith("norm.") and ctx.kind_of(c) != "norm.adaln"]
-    if norms and lin and "times_one_plus" in cf.shapes:
+    blocks = any(ctx.kind_of(c).startswith(("attention.", "mlp.", "moe.")) for c in cf.attrs.values())
+    if norms and lin and "times_one_plus" in cf.shapes and not blocks:
         inner = ctx.kind_of(cf.attrs[norms[0]])
         m = _module(cf, "norm.adaln", inner=inner, modulation=sorted(lin))
         m.mappings.append("adaln_" + inner.split(".")[1] + "_norm")

@@ -36,6 +36,7 @@ class Need:
     implied: dict[str, Any] = field(default_factory=dict)  # args the mapping implies
     notes: list[str] = field(default_factory=list)
     refuse_words: tuple[str, ...] = ()  # a chain whose name or title says one of these is another module
+    requires: frozenset[str] = frozenset()  # parameters an operator must take to express the mapping
 
 
 def need(m: Module) -> Need | None:
@@ -109,10 +110,18 @@ def need(m: Module) -> Need | None:
             return None
         ffn_steps = frozenset({"swiglu"} if act == "silu" else {"gelu", "mul"})
         prereq = () if f.get("merged_gate_up") else ("merged-gate-up",)
-        return Need("ffn", ffn_steps, ("dense",), frozenset({"quantize"}), ffn_steps, prereq)
+        implied: dict[str, Any] = {"activate_left": True}  # merged [gate | up]: the left half is activated
+        if act != "silu":
+            implied["approximate"] = "tanh" if act == "gelu_tanh" else "none"
+        return Need("ffn", ffn_steps, ("dense",), frozenset({"quantize", "matmul", "grouped_matmul", "dequantize"}),
+                    ffn_steps, prereq, implied=implied,
+                    requires=frozenset() if act == "silu" else frozenset({"approximate"}))  # fmt: skip
     if m.kind == "mlp.plain" and f.get("activation") in ("gelu", "gelu_tanh"):
-        return Need("ffn", frozenset({"gelu"}), (), frozenset({"mul"}), frozenset({"gelu"}),
-                    implied={"approximate": "tanh"} if f["activation"] == "gelu_tanh" else {})  # fmt: skip
+        # an operator without an approximation switch computes another GELU: not proposed
+        return Need("ffn", frozenset({"gelu"}), (), frozenset({"mul", "matmul", "grouped_matmul", "dequantize"}),
+                    frozenset({"gelu"}),
+                    implied={"approximate": "tanh" if f["activation"] == "gelu_tanh" else "none"},
+                    requires=frozenset({"approximate"}))  # fmt: skip
     if m.kind == "norm.rms" and "gate" not in f:
         prereq = ("one-plus-weight-folded",) if f.get("weight") else ()
         return Need("norm", frozenset({"rms_norm"}), ("first",), frozenset({"residual_add", "quantize"}),
@@ -146,6 +155,14 @@ def _fuses(ctx: Context, op: str) -> frozenset[str]:
 def _params(ctx: Context, op: str) -> set[str]:
     rec = ctx.operator(op)
     return {p.get("name") for p in (rec.get("parameters") or [])} if rec is not None else set()  # type: ignore[misc]
+
+
+def _param_type(ctx: Context, op: str, name: str) -> str:
+    rec = ctx.operator(op)
+    for p in (rec.get("parameters") or []) if rec is not None else []:
+        if p.get("name") == name:
+            return str(p.get("type") or "")
+    return ""
 
 
 def _support(ctx: Context, op: str, product: str | None) -> str:
@@ -299,7 +316,14 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
             notes.append("rotary layout undecided (half or interleaved): confirm before choosing rotary_mode")
     params = _params(ctx, op)
     args = dict(stage.get("args") or {})
-    args.update({k: v for k, v in n.implied.items() if k in params})
+    for key, value in n.implied.items():
+        if key not in params:
+            continue
+        if isinstance(value, str) and not _param_type(ctx, op, key).startswith("str"):
+            notes.append(f"{key}: this module needs the {value!r} mode; {op} takes it as a "
+                         f"{_param_type(ctx, op, key)} code")  # fmt: skip
+            continue
+        args[key] = value
     args = {k: v for k, v in args.items() if k in params or not params}
     if args:
         out["args"] = args
@@ -320,7 +344,8 @@ def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str
     from kb.scan.patterns import fused_for
 
     ops = [o for o in fused_for(ctx, tuple(sorted(steps)), t.product)
-           if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)]
+           if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)
+           and n.requires <= _params(ctx, o)]
     ops.sort(key=lambda o: _support(ctx, o, t.product) not in ("yes", "partial"))
     return ops
 
