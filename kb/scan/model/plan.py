@@ -110,11 +110,11 @@ def need(m: Module) -> Need | None:
             return None
         ffn_steps = frozenset({"swiglu"} if act == "silu" else {"gelu", "mul"})
         prereq = () if f.get("merged_gate_up") else ("merged-gate-up",)
-        implied: dict[str, Any] = {"activate_left": True}  # merged [gate | up]: the left half is activated
+        glu_args: dict[str, Any] = {"activate_left": True}  # merged [gate | up]: the left half is activated
         if act != "silu":
-            implied["approximate"] = "tanh" if act == "gelu_tanh" else "none"
+            glu_args["approximate"] = "tanh" if act == "gelu_tanh" else "none"
         return Need("ffn", ffn_steps, ("dense",), frozenset({"quantize", "matmul", "grouped_matmul", "dequantize"}),
-                    ffn_steps, prereq, implied=implied,
+                    ffn_steps, prereq, implied=glu_args,
                     requires=frozenset() if act == "silu" else frozenset({"approximate"}))  # fmt: skip
     if m.kind == "mlp.plain" and f.get("activation") in ("gelu", "gelu_tanh"):
         # an operator without an approximation switch computes another GELU: not proposed
