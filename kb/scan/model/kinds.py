@@ -260,6 +260,7 @@ def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
         sub = [a for a, c in cf.attrs.items() if ctx.kind_of(c) == "attention.indexer"]
         if sub:
             facts["indexer"] = sub[0]
+            facts["indexer_rope"] = ctx.facts.get(cf.attrs[sub[0]], {}).get("rope")
         return _module(cf, "attention.mla", **facts)
     causal = cf.class_strings.get("is_causal")
     diffusion = any("AttentionModuleMixin" in b or b.endswith("Attention") for b in cf.bases) or \

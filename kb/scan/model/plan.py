@@ -18,7 +18,7 @@ from typing import Any
 
 from kb.lint.context import Context
 from kb.scan.model.kinds import Module
-from kb.vocab import PHASE_ROWS, product_support
+from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 
 _TORCH = "plain-torch"
 
@@ -252,9 +252,12 @@ def _rope_operator(ctx: Context, style: str, t: Target) -> str | None:
     return None
 
 
-def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None, args: dict[str, Any]) -> str:
+def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None, args: dict[str, Any],
+               stage: str = "") -> str:  # fmt: skip
     """The equivalence-proof id of one stage, read from what its operator fuses."""
     f = m.facts
+    if "indexer" in stage and "rope" in op_fuses and f.get("indexer_rope") in ("half", "interleave"):
+        return f"rope_{f['indexer_rope']}"
     paged = bool(chain and any(p.get("id") == "paged-kv-cache" for p in chain.get("prerequisites") or []))
     if "lightning_indexer" in op_fuses:
         return "lightning_indexer"
@@ -281,14 +284,15 @@ def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None
         return f"attention_gqa_{layout}"
     if "rope" in op_fuses:
         return "rope_interleave" if f.get("rope") == "interleave" else "rope_half"
+    quantizes = bool(op_fuses & {"quantize", "dynamic_quantize"})
     if "residual_add" in op_fuses and "rms_norm" in op_fuses:
-        return "add_rms_norm"
-    if "dynamic_quantize" in op_fuses:
-        return "dynamic_quant_int8_matmul"
+        return "add_rms_norm_quant" if quantizes else "add_rms_norm"
     if "swiglu" in op_fuses:
-        return "swiglu"
+        return "dequant_swiglu_quant" if quantizes and "dequantize" in op_fuses else "swiglu"
     if "gelu" in op_fuses:
         return "geglu" if "mul" in op_fuses else ("gelu_tanh" if f.get("activation") == "gelu_tanh" else "gelu")
+    if "dynamic_quantize" in op_fuses or ("matmul" in op_fuses and "dequantize" in op_fuses):
+        return "dynamic_quant_int8_matmul"
     if "rms_norm" in op_fuses:
         return "rms_norm_one_plus_w" if f.get("weight") else "rms_norm"
     if "batch_matmul" in op_fuses and m.kind == "attention.mla":
@@ -334,7 +338,7 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
         notes.append(f"{op} is {'not supported' if support == 'no' else 'not documented'} on {t.product}")
     if not _in_release(ctx, op, t.torch_npu):
         notes.append(f"{op} is not in torch_npu {t.torch_npu}")
-    out["mapping"] = mapping_id(m, fuses, chain, args)
+    out["mapping"] = mapping_id(m, fuses, chain, args, str(out["stage"]))
     if notes:
         out["notes"] = notes
     return out
@@ -380,6 +384,12 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
     n = need(m)
     if n is None:
         return []
+    scheme = SCHEMES.get(t.quantization or "")
+    if scheme is not None and scheme.weight_scale != "-":  # a quantized target: quant stages belong
+        from dataclasses import replace
+
+        quant = frozenset({"quantize", "dequantize", "dynamic_quantize", "matmul"})
+        n = replace(n, refuse=n.refuse - quant, keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()))
     picks = {p: best_chain(ctx, n, p, t) for p in phases}
     entries: list[dict[str, Any]] = []
     names = {p: (c["name"] if c else None) for p, (c, _alt) in picks.items()}
