@@ -11,6 +11,7 @@ sigmoid" differs from "sigmoid, then top-k".  Code that only runs in training (a
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 #: How deep helper calls are followed (forward -> helper -> helper's helper).
@@ -139,16 +140,21 @@ class _Reader:
             return
         if isinstance(node, ast.Call):
             self.call(node, depth)
+            _config_read(node, self.facts.config)
         elif isinstance(node, ast.BinOp):
             self.binop(node)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
             self.facts.shapes.add("negate")
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            self.facts.self_used.add(node.attr)
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                self.facts.self_used.add(node.attr)
+            else:
+                _config_read(node, self.facts.config)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 60:
             self.facts.strings.add(node.value)
         elif isinstance(node, ast.Subscript):
             self.subscript(node)
+            _config_read(node, self.facts.config)
         elif isinstance(node, ast.Assign) and any(_is_loss(dotted(t)) for t in node.targets):
             self.facts.skipped_training += 1  # aux_loss = ...: training-only
             return
@@ -243,23 +249,34 @@ def _constructor(value: ast.AST) -> tuple[str, ast.Call | None]:
     return "", None
 
 
-def _config_reads(node: ast.AST, out: set[str]) -> None:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute) and last(dotted(sub.value)) == "config":
+def _names_config(node: ast.AST) -> bool:
+    """``config`` or ``self.config`` (cheap: no dotted name built)."""
+    if isinstance(node, ast.Name):
+        return node.id == "config"
+    return isinstance(node, ast.Attribute) and node.attr == "config"
+
+
+def _config_read(sub: ast.AST, out: set[str]) -> None:
+    """``config.X``, ``getattr(config, "X")`` and ``config.rope_parameters["X"]`` in one node."""
+    if isinstance(sub, ast.Attribute):
+        if _names_config(sub.value):
             out.add(sub.attr)
-        elif isinstance(sub, ast.Call) and dotted(sub.func) == "getattr" and len(sub.args) >= 2:
-            if last(dotted(sub.args[0])) == "config":
-                key = _literal(sub.args[1])
-                if isinstance(key, str):
-                    out.add(key)
-        elif isinstance(sub, ast.Subscript) and last(dotted(sub.value)).endswith("rope_parameters"):
-            key = _literal(sub.slice)
+    elif isinstance(sub, ast.Call):
+        if isinstance(sub.func, ast.Name) and sub.func.id == "getattr" and len(sub.args) >= 2 \
+                and _names_config(sub.args[0]):
+            key = _literal(sub.args[1])
             if isinstance(key, str):
-                out.add(f"rope_parameters.{key}")
+                out.add(key)
+    elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) \
+            and sub.value.attr.endswith("rope_parameters"):
+        key = _literal(sub.slice)
+        if isinstance(key, str):
+            out.add(f"rope_parameters.{key}")
 
 
 def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
     for sub in ast.walk(init):
+        _config_read(sub, facts.config)
         targets: list[ast.AST] = []
         value: ast.AST | None = None
         if isinstance(sub, ast.Assign):
@@ -310,7 +327,6 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
             text = v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else dotted(v)
             if text:
                 facts.class_strings[stmt.targets[0].id] = text
-    _config_reads(node, facts.config)
     init = methods.get("__init__")
     if init is not None:
         _init(facts, init)  # type: ignore[arg-type]
@@ -332,8 +348,21 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
 def read_module(tree: ast.Module) -> tuple[list[ClassFacts], dict[str, ast.FunctionDef]]:
     """Every class of a file (nested ones included) and its top-level functions."""
     helpers = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    classes = [read_class(n, helpers) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]  # type: ignore[arg-type]
+    classes = [read_class(n, helpers) for n in statements(tree.body) if isinstance(n, ast.ClassDef)]
     return classes, helpers  # type: ignore[return-value]
+
+
+def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement under ``body``, through compound statements, never into
+    expressions: finding classes and imports this way costs a fraction of ast.walk."""
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                yield from statements(inner)
+        for handler in getattr(stmt, "handlers", []) or []:
+            yield from statements(handler.body)
 
 
 class LazyClasses(dict[str, ClassFacts]):

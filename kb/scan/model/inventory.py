@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kb.scan.model.facts import ClassFacts, LazyClasses, read_module
+from kb.scan.model.facts import ClassFacts, LazyClasses, read_module, statements
 from kb.scan.model.kinds import Context, Module, decide, split_block
 
 #: Largest imported file read for its classes.
@@ -23,7 +23,7 @@ MAX_IMPORT_BYTES = 2 * 1024 * 1024
 
 def _relative_imports(tree: ast.Module) -> list[tuple[int, str, list[str]]]:
     out = []
-    for node in ast.walk(tree):  # imports inside a function body count too
+    for node in statements(tree.body):  # imports inside a function body count too
         if isinstance(node, ast.ImportFrom) and node.level and node.module:
             out.append((node.level, node.module, [a.name for a in node.names]))
     return out
@@ -112,34 +112,45 @@ def _own_rope_style(probe: ClassFacts) -> set[str]:
     return found
 
 
-def _rope_helpers(helpers: dict[str, ast.FunctionDef]) -> dict[str, str]:
-    """Top-level functions that rotate: ``half`` (the two halves of the head: chunk and
-    cat), ``interleave`` (neighbouring pairs: ``unflatten(-1, (-1, 2))``/``unbind(-1)``,
-    ``view_as_complex``, ``::2``) or ``unknown`` when one function does both behind an
-    argument not settled here; a function calling a rotating helper rotates like it."""
-    from kb.scan.model.facts import _Reader
+class RopeStyles:
+    """How each top-level function rotates, worked out on first question: ``half`` (the
+    two halves of the head: chunk and cat), ``interleave`` (neighbouring pairs:
+    ``unflatten(-1, (-1, 2))``/``unbind(-1)``, ``view_as_complex``, ``::2``) or
+    ``unknown`` when one function does both behind an argument not settled here; a
+    function calling a rotating helper rotates like it."""
 
-    own: dict[str, set[str]] = {}
-    calls: dict[str, set[str]] = {}
-    for name, fn in helpers.items():
-        probe = ClassFacts(name, fn.lineno, fn.end_lineno or fn.lineno, [])
-        _Reader(probe, {}, {}).function(fn, 0)
-        own[name] = _own_rope_style(probe)
-        calls[name] = {n for _, n in probe.calls if n in helpers and n != name}
-        if len(own[name]) > 1:  # diffusers: use_real_unbind_dim picks; read the default
-            unbind = next((d for a, d in zip(fn.args.args[::-1], fn.args.defaults[::-1], strict=False)
-                           if a.arg == "use_real_unbind_dim"), None)  # fmt: skip
-            if unbind is not None:
-                own[name] = {"interleave" if ast.unparse(unbind) == "-1" else "half"}
-    styles: dict[str, str] = {}
-    for name in helpers:
-        found = set(own[name])
-        if not found:
-            for callee in calls[name]:
-                found |= own.get(callee, set())
-        if found:
-            styles[name] = found.pop() if len(found) == 1 else "unknown"
-    return styles
+    def __init__(self, helpers: dict[str, ast.FunctionDef]) -> None:
+        self.helpers = helpers
+        self.own: dict[str, tuple[set[str], set[str]]] = {}
+        self.styles: dict[str, str | None] = {}
+
+    def _own(self, name: str) -> tuple[set[str], set[str]]:
+        if name not in self.own:
+            from kb.scan.model.facts import _Reader
+
+            fn = self.helpers[name]
+            probe = ClassFacts(name, fn.lineno, fn.end_lineno or fn.lineno, [])
+            _Reader(probe, {}, {}).function(fn, 0)
+            found = _own_rope_style(probe)
+            if len(found) > 1:  # diffusers: use_real_unbind_dim picks; read the default
+                unbind = next((d for a, d in zip(fn.args.args[::-1], fn.args.defaults[::-1], strict=False)
+                               if a.arg == "use_real_unbind_dim"), None)  # fmt: skip
+                if unbind is not None:
+                    found = {"interleave" if ast.unparse(unbind) == "-1" else "half"}
+            self.own[name] = (found, {n for _, n in probe.calls if n in self.helpers and n != name})
+        return self.own[name]
+
+    def get(self, name: str) -> str | None:
+        if name not in self.helpers:
+            return None
+        if name not in self.styles:
+            found, calls = self._own(name)
+            found = set(found)
+            if not found:
+                for callee in calls:
+                    found |= self._own(callee)[0]
+            self.styles[name] = (found.pop() if len(found) == 1 else "unknown") if found else None
+        return self.styles[name]
 
 
 def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> list[Module]:
@@ -175,7 +186,7 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
                 part = local.get(ctor)
                 if cf.config_class and part is not None and not part.config_class:
                     part.config_class = cf.config_class
-    ctx = Context(everything, _rope_helpers(all_helpers), defaults)
+    ctx = Context(everything, RopeStyles(all_helpers), defaults)
     merged = {c.class_strings.get("_default_processor_cls") for c in everything.values()}
     out: list[Module] = []
     used_imports: set[str] = set()

@@ -63,7 +63,7 @@ class Context:
     """What deciding one class may look at: the other classes by name (this file's and
     its local imports'), their kinds once known, rope helpers and config defaults."""
 
-    def __init__(self, classes: dict[str, ClassFacts], rope_helpers: dict[str, str],
+    def __init__(self, classes: dict[str, ClassFacts], rope_helpers: Any,
                  config_defaults: dict[str, Any]) -> None:  # fmt: skip
         self.classes = classes
         self.rope_helpers = rope_helpers
@@ -168,7 +168,7 @@ def _module(cf: ClassFacts, kind: str, **facts: Any) -> Module:
 def _rope_style(cf: ClassFacts, ctx: Context) -> str | None:
     """How the module rotates q and k: the style of the rotating helpers it calls (read
     from their bodies), or of its own body when it rotates inline."""
-    styles = {ctx.rope_helpers[n] for _, n in cf.calls if n in ctx.rope_helpers}
+    styles = {style for _, n in cf.calls if (style := ctx.rope_helpers.get(n))}
     if not styles and (cf.called("view_as_complex") or ("pairs_last" in cf.shapes and cf.called("unbind"))):
         styles.add("interleave")
     if any(s.endswith("unbind_dim=-2") for s in cf.strings):  # the caller picks the halves layout
