@@ -348,7 +348,8 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
 def read_module(tree: ast.Module) -> tuple[list[ClassFacts], dict[str, ast.FunctionDef]]:
     """Every class of a file (nested ones included) and its top-level functions."""
     helpers = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    classes = [read_class(n, helpers) for n in statements(tree.body) if isinstance(n, ast.ClassDef)]
+    classes = [read_class(n, helpers) for n in statements(tree.body)  # type: ignore[arg-type]
+               if isinstance(n, ast.ClassDef)]  # fmt: skip
     return classes, helpers  # type: ignore[return-value]
 
 
