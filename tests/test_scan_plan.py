@@ -227,3 +227,30 @@ def test_files_without_modules_give_an_empty_inventory(source: str) -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
     report = made.scan_text(source, "<text>")
     assert report.inventory == [] and report.plan == []
+
+
+def _kb6(report: Any) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in report.findings if f.code.startswith("KB6")]
+
+
+def test_kb6_findings_skip_losses_state_lists_and_linear_attention_heads() -> None:
+    moe = _scan("modeling_moe_softmax.py")
+    loss_lines = range(62, 67)  # balance_loss: softmax + topk for an auxiliary loss
+    assert not [c for c, line in _kb6(moe) if c == "KB605" and line in loss_lines]
+    assert _module(moe, "SoftRouter").kind == "moe.router"  # softmax and top-k in two methods
+    linear = _scan("modeling_linear_attention.py")
+    assert "KB607" not in {c for c, _ in _kb6(linear)}
+    made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
+    states = made.scan_text("class Keep:\n    def put(self, layer_idx, s):\n"
+                            "        self.linear_cache[layer_idx] = s\n", "m.py")  # fmt: skip
+    assert _kb6(states) == []
+    slots = made.scan_text("def put(k_cache, k, slots):\n    k_cache[slots] = k\n", "m.py")
+    assert [c for c, _ in _kb6(slots)] == ["KB608"]
+
+
+def test_topk_then_softmax_router_is_named_as_written() -> None:
+    made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
+    text = ("import torch\n\n\ndef route(logits, k):\n    top, idx = torch.topk(logits, k, dim=-1)\n"
+            "    return torch.softmax(top, dim=-1), idx\n")  # fmt: skip
+    found = [f.message for f in made.scan_text(text, "m.py").findings if f.code == "KB605"]
+    assert found and found[0].startswith("topk then softmax")
