@@ -194,7 +194,7 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
         if cf.name in merged:
             continue  # read as part of the attention module that defaults to it
         entry = decide(cf, ctx)
-        if entry is not None:
+        if entry is not None and not entry.kind.startswith("act."):  # activations: parts of an MLP
             entry.file = path
             out.append(entry)
             if entry.kind == "moe.block":
