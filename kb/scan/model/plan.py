@@ -435,6 +435,6 @@ def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]
                                                                     for m in modules):  # fmt: skip
         phases = phases[:1]  # a diffusion transformer: every step is one full pass, there is no decode
     out: list[dict[str, Any]] = []
-    for m in modules:
-        out += plan_module(ctx, m, t, phases)
+    for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
+        out += plan_module(ctx, m, t, phases[:1] if m.kind == "attention.vision" else phases)
     return out
