@@ -171,6 +171,13 @@ def test_product_ranks_chains_whose_operators_it_runs() -> None:
         assert "npu_moe_finalize_routing" not in _ops(entry)
 
 
+def test_release_notes_operators_it_lacks() -> None:
+    made = scanner(options=ScanOptions(product="atlas-a3", torch_npu="2.1.0", use_config=False))
+    report = made.scan([str(PLAN / "modeling_mla_sigmoid.py")])
+    notes = [n for e in report.plan for s in e["stages"] for n in s.get("notes", [])]
+    assert any("is not in torch_npu 2.1.0" in n for n in notes)
+
+
 def test_quantization_selects_quantized_chains() -> None:
     report = _scan("modeling_dense_gqa.py", quantization="w8a8")
     mlp = _entries(report, "DenseMLP")

@@ -213,7 +213,8 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
     if not n.steps <= covered or any(w in words for w in n.refuse_words):
         return None
     product_ok = not t.product or (chain.get("products") and product_support(t.product, chain["products"]) == "yes")
-    unsupported = sum(1 for o in set(ops) if o != _TORCH and _support(ctx, o, t.product) not in ("yes", "partial"))
+    unsupported = sum(1 for o in set(ops) if o != _TORCH and (_support(ctx, o, t.product) not in ("yes", "partial")
+                                                                or not _in_release(ctx, o, t.torch_npu)))
     hits = sum(1 for w in n.terms if w in words)
     prereq = len(chain.get("prerequisites") or [])
     return (not product_ok, unsupported, -hits, prereq, len(covered - n.steps), chain["name"])
