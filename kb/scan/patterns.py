@@ -300,11 +300,9 @@ class SoftmaxTopkGate(PatternRule):
         if "bias" in text and "correction" in text:
             steps += ("bias_add",)
         first, last = _span([*topk, *(sig or soft)])
-        scored = min((c.lineno, c.col_offset) for c in (sig or soft))
-        if min((c.lineno, c.col_offset) for c in topk) < scored:  # top-k of the logits, then the score
-            yield first, last, steps, f"topk then {score} over the kept logits (MoE router)"
-            return
-        yield first, last, steps, f"{score} scores then topk (MoE router)"
+        later = min((c.lineno, c.col_offset) for c in topk) < min((c.lineno, c.col_offset) for c in sig or soft)
+        yield first, last, steps, (f"topk then {score} over the kept logits (MoE router)" if later
+                                   else f"{score} scores then topk (MoE router)")  # fmt: skip
 
 
 class AttentionWrittenOut(PatternRule):
@@ -356,9 +354,7 @@ class RepeatKv(PatternRule):
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         calls = _calls_named(fn, "repeat_kv", "_repeat_kv")
-        # repeat_interleave widens heads for a softmax attention only when one follows in
-        # the same function; a linear-attention recurrence widens them too (not GQA)
-        softmax_attention = bool(_calls_named(fn, "softmax", "scaled_dot_product_attention"))
+        softmax_attention = bool(_calls_named(fn, "softmax", "scaled_dot_product_attention"))  # not linear
         calls += [c for c in _calls_named(fn, "repeat_interleave") if softmax_attention
                   and any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
         if calls:
@@ -462,8 +458,7 @@ RULES: tuple[PatternRule, ...] = (HandwrittenRmsNorm(), ResidualAddThenNorm(), R
 
 
 def _cache_store(node: ast.AST) -> bool:
-    """``cache[idx] = x`` or ``cache.index_copy_(...)`` and kin on a name mentioning a cache;
-    not ``states[layer_idx] = x``, a per-layer list of states indexed by the layer."""
+    """``cache[idx] = x`` or ``cache.index_copy_(...)`` on a cache (not ``states[layer_idx] = x``)."""
     if isinstance(node, ast.Assign):
         return any(isinstance(t, ast.Subscript) and "cache" in _name(t.value).lower()
                    and "layer" not in _name(t.slice).lower() for t in node.targets)  # fmt: skip
@@ -577,8 +572,8 @@ def opportunities(scan: FileScan, tree: ast.Module, ctx: Context, settings: Any)
     seen: set[tuple[str, int]] = set()
     functions = scan.functions or [("", tree)]
     for qual, fn in functions:
-        if "loss" in qual.lower():
-            continue  # auxiliary losses run in training only: not a fusion opportunity
+        if "loss" in qual.lower():  # auxiliary losses run in training only
+            continue
         index = FnIndex(fn)
         for rule in RULES:
             for first, last, steps, what in rule.detect(index, scan.lines):
