@@ -142,6 +142,11 @@ GOOD = [
          {"text": "import torch_npu\n\n\ndef f(x, g):\n    return torch_npu.npu_rms_norm(x, g, eps=1)\n"},
          check=lambda d: [(f["line"], f["code"], f["file"]) for f in d["findings"]]
          == [(5, "KB104", "<text>")]),
+    Case("scan-plan", "scan",
+         {"text": (ROOT / "tests" / "fixtures" / "modelplan" / "modeling_moe_softmax.py").read_text(encoding="utf-8"),
+          "product": "atlas-a3"},
+         check=lambda d: {m["kind"] for m in d["inventory"]} >= {"moe.router", "moe.experts"}
+         and any(e.get("chain") == "moe-gate-softmax" for e in d["plan"])),
     Case("check-clean", "check", {"path": str(EXAMPLES / "qwen3-moe-a2.yaml")},
          check=lambda d: d["findings"] == [] and d["summary"]["candidates"] == 10),
     Case("advise-complete", "advise",

@@ -32,7 +32,8 @@ def scan_paths(paths: Iterable[str], options: ScanOptions | None = None,
 
 def document(report: ScanReport) -> dict[str, Any]:
     """The ``--format json`` document: the ``kb check`` shape, the summary also counting
-    calls and distinct operators, plus the paths skipped and why."""
+    calls and distinct operators, the paths skipped and why, the module inventory and
+    the plan per module and phase (empty with ``fusion=False``)."""
     return {
         "findings": [f.as_dict() for f in report.findings],
         "summary": {
@@ -44,6 +45,8 @@ def document(report: ScanReport) -> dict[str, Any]:
             "warnings": report.count("warning"),
         },
         "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
+        "inventory": [m.as_dict() for m in report.inventory],
+        "plan": report.plan,
     }
 
 

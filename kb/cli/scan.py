@@ -34,6 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--product", help="target product (atlas-a3, ascend-950, atlas-a2-inference, ...)")
     p.add_argument("--torch-npu", dest="torch_npu", metavar="VERSION",
                    help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
+    p.add_argument("--quant", dest="quantization", metavar="SCHEME",
+                   help="quantization scheme the plan targets (bf16, w8a8, w8a8-dynamic, ...)")  # fmt: skip
+    p.add_argument("--plan", action="store_true",
+                   help="print the module inventory and the per-module, per-phase plan instead of findings")  # fmt: skip
     p.add_argument("--graph-mode", choices=GRAPH_MODES,
                    help="the graph mode the code runs under")  # fmt: skip
     p.add_argument("--select", action="append", default=[], metavar="CODE",
@@ -75,14 +79,20 @@ def run(args: argparse.Namespace) -> int:
 
         if release_text(args.torch_npu) is None:
             raise UsageError(f"--torch-npu {args.torch_npu[:40]!r} is not a release such as 2.7.1")
+    quantization = None
+    if args.quantization:
+        quantization = normalize("quantization", args.quantization)
+        if quantization is None:
+            raise UsageError(f"unknown quantization scheme {args.quantization[:40]!r}")
     _check_excludes(args.exclude)
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)
     options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
+                          quantization=quantization,
                           select=args.select, ignore=args.ignore, exclude=args.exclude,
                           custom_ops=args.custom_ops, use_config=not args.no_config,
                           config=Path(args.config) if args.config else None,
-                          fusion=not args.no_fusion or bool(args.emit_candidates))  # fmt: skip
+                          fusion=not args.no_fusion or bool(args.emit_candidates) or args.plan)  # fmt: skip
     try:
         scanner = make_scanner(options=options)
         report = scanner.scan(args.paths)
@@ -98,7 +108,12 @@ def run(args: argparse.Namespace) -> int:
         report.findings = [f for f in report.findings if not f.code.startswith("KB6")]
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                        and not os.environ.get("NO_COLOR"))  # fmt: skip
-    sys.stdout.write(render(report, args.format, color=color, verbose=args.verbose))
+    if args.plan and args.format == "text":
+        from kb.text.scan import plan_text
+
+        sys.stdout.write(plan_text(report))
+    else:
+        sys.stdout.write(render(report, args.format, color=color, verbose=args.verbose))
     sys.stdout.flush()
     if args.format != "text":
         for skipped in report.skipped:
@@ -188,6 +203,7 @@ def _umask() -> int:
 def _emit(args: argparse.Namespace, report: object, product: str | None) -> None:
     from kb.api.errors import UsageError
     from kb.scan.emit import document
+    from kb.vocab import normalize
 
     target: dict[str, object] = {}
     cfg_product = product
@@ -203,6 +219,8 @@ def _emit(args: argparse.Namespace, report: object, product: str | None) -> None
         target["torch_npu"] = args.torch_npu
     if args.graph_mode:
         target["graph_mode"] = args.graph_mode
+    if args.quantization:
+        target["quantization"] = normalize("quantization", args.quantization)
     model = os.path.basename(os.path.abspath(args.paths[0])) or "model"
     text = document(report, target, model)  # type: ignore[arg-type]
     try:

@@ -162,6 +162,8 @@ class ScanResult(TypedDict):
     findings: list[Finding]
     summary: ScanSummary
     skipped: list[Skipped]
+    inventory: list[dict[str, Any]]  # the modules read (kind, lines, facts, unknown, not_proposed)
+    plan: list[dict[str, Any]]  # per module and phase: chain, stages with args and mapping, prerequisites
 
 
 class RulesResult(TypedDict):
@@ -281,8 +283,9 @@ def scan(
 ) -> ScanResult:
     """Lint Python model code without running it: every torch_npu call judged against the
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
-    patterns named with the fused operator that replaces them. Same result as
-    `kb scan PATH --format json`."""
+    patterns named with the fused operator that replaces them; with fusion, also the
+    module inventory (nn.Module classes and their kinds) and the plan per module and
+    phase read from the chain records. Same result as `kb scan PATH --format json`."""
     import os
 
     from kb.api.scan import scan as scanned

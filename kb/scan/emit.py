@@ -27,12 +27,44 @@ def _scalar_args(args: dict[str, Any]) -> dict[str, Any]:
             or (isinstance(v, list) and all(isinstance(x, (bool, int, float, str)) for x in v))}  # fmt: skip
 
 
-def candidates(report: ScanReport) -> list[dict[str, Any]]:
+def planned(report: ScanReport) -> list[dict[str, Any]]:
+    """One candidate per plan stage: module and phase, the chain (when the operator is
+    one of its stages), the arguments, the prerequisites and the mapping id in notes."""
     out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for entry in report.plan:
+        module = f"{Path(entry.get('file', '')).stem}.{entry['module']}"
+        for stage in entry.get("stages", []):
+            key = (module, stage["operator"], entry["phase"])
+            if key in seen:
+                continue
+            seen.add(key)
+            cand: dict[str, Any] = {"module": module, "phase": entry["phase"], "operator": stage["operator"]}
+            prereq = entry.get("prerequisites") or []
+            cand["status"] = "needs-prerequisite" if prereq else "candidate"
+            replaced = any("the chain applies" in n for n in stage.get("notes", []))
+            if entry.get("chain") and not replaced:
+                cand["chain"] = entry["chain"]
+            if prereq:
+                cand["prerequisites"] = list(prereq)
+            if stage.get("args"):
+                cand["args"] = _scalar_args(stage["args"])
+            notes = [f"mapping {stage['mapping']}", f"{entry['kind']} ({entry.get('file', '')})",
+                     *stage.get("notes", []), *entry.get("notes", [])]  # fmt: skip
+            if stage.get("passed"):
+                notes.append("passed: " + ", ".join(stage["passed"]))
+            cand["notes"] = "; ".join(notes)
+            out.append(cand)
+    return out
+
+
+def candidates(report: ScanReport) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = planned(report)
+    planned_classes = {(m.file, m.name.split(".")[0]) for m in report.inventory}
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
     for opp in report.opportunities:
-        if not opp.operators:
-            continue  # a whole-module match names chains, reported by the scan itself
+        if not opp.operators or (opp.file, opp.scope.split(".")[0]) in planned_classes:
+            continue  # whole-module matches name chains; planned modules come from the plan
         key = (_module(opp.file, opp.scope), opp.operators[0])
         if key in by_key:  # two patterns of one module with one answer (attention + repeat_kv)
             by_key[key]["replaces"] += f"; {opp.what} ({opp.file}:{opp.line}-{opp.end_line})"

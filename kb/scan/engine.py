@@ -110,6 +110,8 @@ class ScanReport:
     notes: list[str] = field(default_factory=list)
     opportunities: list[Any] = field(default_factory=list)
     config: Path | None = None
+    inventory: list[Any] = field(default_factory=list)  # kb.scan.model.kinds.Module per module
+    plan: list[dict[str, Any]] = field(default_factory=list)  # kb.scan.model.plan entries
 
     @property
     def calls(self) -> int:
@@ -304,7 +306,7 @@ class Scanner:
                 reads.append(self._read(path, scan, tree, text, config))
             del scan, tree, text  # drop this file's AST before parsing the next
         registry = foreign.Registry.build([*native, *(g for r in reads for g in r.scan.registrations)],
-                                          self._extensions())  # fmt: skip
+                                          foreign.extensions(self.ctx, self.catalog))  # fmt: skip
         loaded = {n for r in reads for n in r.scan.extension_names}
         mounts = {m for r in reads for m in r.scan.mounts}
         custom = set(config.custom_ops) | set(self.options.custom_ops)
@@ -312,6 +314,8 @@ class Scanner:
             view = foreign.FileView(r.scan.mounts, mounts, r.registering, loaded, custom, r.codes)
             found = self._judge(r.scan, r.settings, view, registry, report)
             report.opportunities += r.opportunities
+            report.inventory += r.modules
+            report.plan += r.plan
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += _suppressed(found, r.comments, r.scan)
             report.findings += r.bad_ignores
@@ -329,27 +333,21 @@ class Scanner:
             from kb.scan.patterns import opportunities
 
             opps = opportunities(scan, tree, self.ctx, settings)
+            from kb.scan.model.run import read_and_plan
+
+            modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
+        else:
+            modules, planned = [], []
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
                if BAD_IGNORE_CODE in codes else [])  # fmt: skip
         registering: list[str] = []
         if any(foreign.may_be_foreign(c.op, self.ctx) for c in scan.calls):
-            registering = foreign.registering_imports(scan.imports, text, self._packages(),
+            registering = foreign.registering_imports(scan.imports, text,
+                                                      foreign.packages(self.ctx, self.catalog),
                                                       bool(scan.extension_names))  # fmt: skip
-        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering)
-
-    def _packages(self) -> foreign.Registry:
-        """The extension records alone (what a file's imports are matched against)."""
-        if "packages" not in self.ctx.memo:
-            self.ctx.memo["packages"] = foreign.Registry.build((), self._extensions())
-        return self.ctx.memo["packages"]  # type: ignore[no-any-return]
-
-    def _extensions(self) -> list[dict[str, Any]]:
-        """The extension records (public kernel packages' operators), read once."""
-        if "extensions" not in self.ctx.memo:
-            records = getattr(self.catalog, "records", None)
-            self.ctx.memo["extensions"] = list(records("extension")) if records else []
-        return self.ctx.memo["extensions"]  # type: ignore[no-any-return]
+        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering,
+                     modules, planned)
 
     def _judge(self, scan: FileScan, settings: Settings, view: foreign.FileView,
                registry: foreign.Registry, report: ScanReport) -> list[Finding]:  # fmt: skip
@@ -483,6 +481,8 @@ class _Read(NamedTuple):
     comments: dict[int, tuple[str, ...]]  # line -> codes of its ``# kb: ignore`` comments
     bad_ignores: list[Finding]  # KB006: malformed ignore comments
     registering: list[str]  # what in the file may register operators (kb.scan.foreign)
+    modules: list[Any]  # the module inventory (kb.scan.model)
+    plan: list[dict[str, Any]]  # the plan of those modules
 
 
 def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:

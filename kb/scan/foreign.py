@@ -319,3 +319,18 @@ def _tree_note(site: CallSite, regs: list[Registration]) -> str:
         "registered by name only, not checked"
     return (f"{_at(site)}: {site.op.spelled} is registered by this tree ({regs[0].where}); "
             f"{schema}, not against a torch_npu record")  # fmt: skip
+
+
+def extensions(ctx: Any, catalog: Any) -> list[dict[str, Any]]:
+    """The extension records (public kernel packages' operators), read once per context."""
+    if "extensions" not in ctx.memo:
+        records = getattr(catalog, "records", None)
+        ctx.memo["extensions"] = list(records("extension")) if records else []
+    return ctx.memo["extensions"]  # type: ignore[no-any-return]
+
+
+def packages(ctx: Any, catalog: Any) -> Registry:
+    """The extension records alone (what a file's imports are matched against)."""
+    if "packages" not in ctx.memo:
+        ctx.memo["packages"] = Registry.build((), extensions(ctx, catalog))
+    return ctx.memo["packages"]  # type: ignore[no-any-return]

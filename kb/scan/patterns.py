@@ -300,7 +300,9 @@ class SoftmaxTopkGate(PatternRule):
         if "bias" in text and "correction" in text:
             steps += ("bias_add",)
         first, last = _span([*topk, *(sig or soft)])
-        yield first, last, steps, f"{score} scores then topk (MoE router)"
+        later = min((c.lineno, c.col_offset) for c in topk) < min((c.lineno, c.col_offset) for c in sig or soft)
+        yield first, last, steps, (f"topk then {score} over the kept logits (MoE router)" if later
+                                   else f"{score} scores then topk (MoE router)")  # fmt: skip
 
 
 class AttentionWrittenOut(PatternRule):
@@ -352,8 +354,9 @@ class RepeatKv(PatternRule):
 
     def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         calls = _calls_named(fn, "repeat_kv", "_repeat_kv")
-        calls += [c for c in _calls_named(fn, "repeat_interleave")
-                  if any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
+        softmax_attention = bool(_calls_named(fn, "softmax", "scaled_dot_product_attention"))  # not linear
+        calls += [c for c in _calls_named(fn, "repeat_interleave") if softmax_attention
+                  and any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
         if calls:
             first, last = _span(list(calls))
             yield first, last, self.steps, "KV heads repeated for GQA"
@@ -455,10 +458,10 @@ RULES: tuple[PatternRule, ...] = (HandwrittenRmsNorm(), ResidualAddThenNorm(), R
 
 
 def _cache_store(node: ast.AST) -> bool:
-    """``cache[idx] = x`` or ``cache.index_copy_(...)`` and kin on a name mentioning a cache."""
+    """``cache[idx] = x`` or ``cache.index_copy_(...)`` on a cache (not ``states[layer_idx] = x``)."""
     if isinstance(node, ast.Assign):
         return any(isinstance(t, ast.Subscript) and "cache" in _name(t.value).lower()
-                   for t in node.targets)  # fmt: skip
+                   and "layer" not in _name(t.slice).lower() for t in node.targets)  # fmt: skip
     if isinstance(node, ast.Call):
         return _last(_name(node.func)) in ("index_copy_", "index_put_", "scatter_", "index_copy",
                                            "index_put") and "cache" in _name(node.func).lower()  # fmt: skip
@@ -569,6 +572,8 @@ def opportunities(scan: FileScan, tree: ast.Module, ctx: Context, settings: Any)
     seen: set[tuple[str, int]] = set()
     functions = scan.functions or [("", tree)]
     for qual, fn in functions:
+        if "loss" in qual.lower():  # auxiliary losses run in training only
+            continue
         index = FnIndex(fn)
         for rule in RULES:
             for first, last, steps, what in rule.detect(index, scan.lines):

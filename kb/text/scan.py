@@ -91,3 +91,44 @@ def render(report: ScanReport, fmt: str, *, color: bool = False, verbose: bool =
     if fmt == "sarif":
         return sarif(report)
     return text(report, color=color, verbose=verbose)
+
+
+def plan_text(report: ScanReport) -> str:
+    """``kb scan --plan``: the module inventory, then each module's plan per phase, as a
+    porting engineer reads it (chain, stage operators with arguments, prerequisites)."""
+    out: list[str] = []
+    by_file: dict[str, list[Any]] = {}
+    for m in report.inventory:
+        by_file.setdefault(m.file, []).append(m)
+    plans: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in report.plan:
+        plans.setdefault((entry.get("file", ""), entry["module"]), []).append(entry)
+    for file, modules in by_file.items():
+        out.append(f"{file}")
+        for m in modules:
+            facts = ", ".join(f"{k}={v}" for k, v in m.facts.items() if k not in ("projections",))
+            out.append(f"  {m.name} [{m.kind}] lines {m.line}-{m.end_line}" + (f": {facts}" if facts else ""))
+            for text in m.unknown:
+                out.append(f"    unknown: {text}")
+            for text in m.not_proposed:
+                out.append(f"    not proposed: {text}")
+            for entry in plans.get((m.file, m.name), []):
+                head = f"    {entry['phase']}: " + (f"chain {entry['chain']}" if entry.get("chain") else "no chain")
+                out.append(head)
+                if entry.get("none"):
+                    out.append(f"      {entry['none']}")
+                for stage in entry.get("stages", []):
+                    args = ", ".join(f"{k}={v!r}" for k, v in (stage.get("args") or {}).items())
+                    line = f"      {stage['stage']}: {stage['operator']}({args}) [{stage['mapping']}]"
+                    out.append(line)
+                    for note in stage.get("notes", []):
+                        out.append(f"        note: {note}")
+                if entry.get("prerequisites"):
+                    out.append(f"      prerequisites: {', '.join(entry['prerequisites'])}")
+                if entry.get("alternatives"):
+                    out.append(f"      other chains: {', '.join(entry['alternatives'])}")
+                for note in entry.get("notes", []):
+                    out.append(f"      note: {note}")
+    if not out:
+        out.append("no modules recognised (nn.Module classes with attention, MLP, MoE or norm parts)")
+    return "".join(printable(line) + "\n" for line in out)

@@ -1,0 +1,452 @@
+"""A plan per module and phase, read from the records.
+
+Each inventory module states what it computes as primitive steps (the records' ``fuses``
+vocabulary) and a few words for its variant ("sigmoid", "bias", "interleaved").  The
+chains are then chosen from the chain records - their module, phases, products and
+quantization schemes, the steps their operators fuse, and the words in their names
+and titles - never from a table of operator names here.  Within a chain, only the
+stages whose operators compute something this module computes are kept, each with
+the arguments the chain fixes and those the mapping implies when the operator takes
+them.  Without a fitting chain the operators whose ``fuses`` cover the steps are
+ranked (:func:`kb.scan.patterns.fused_for`); without one, the plan says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb.catalog.kernelfacts import kernel_products
+from kb.lint.context import Context
+from kb.scan.model.kinds import Module
+from kb.vocab import PHASE_ROWS, SCHEMES, product_support
+
+_TORCH = "plain-torch"
+
+
+@dataclass
+class Need:
+    """What one module asks of the records."""
+
+    category: str  # the chain ``module`` it belongs to
+    steps: frozenset[str]  # every step the chain's operators must cover
+    terms: tuple[str, ...] = ()  # words that favour a chain (name, title, keywords)
+    refuse: frozenset[str] = frozenset()  # steps a kept stage's operator must not fuse
+    keep: frozenset[str] = frozenset()  # steps a stage operator must touch to be kept
+    prerequisites: tuple[str, ...] = ()
+    implied: dict[str, Any] = field(default_factory=dict)  # args the mapping implies
+    notes: list[str] = field(default_factory=list)
+    refuse_words: tuple[str, ...] = ()  # a chain whose name or title says one of these is another module
+    requires: frozenset[str] = frozenset()  # parameters an operator must take to express the mapping
+
+
+def need(m: Module) -> Need | None:
+    """The steps and words of one module; None when it is planned through its parts."""
+    f = m.facts
+    if m.kind in ("attention.gqa", "attention.mha", "attention.dit", "attention.vision"):
+        bidirectional = m.kind in ("attention.dit", "attention.vision")
+        steps = {"flash_attention", "softmax"} if bidirectional else {"attention"}
+        keep = {"attention", "flash_attention"}
+        if f.get("rope") in ("half", "interleave"):
+            steps.add("rope")
+            keep.add("rope")
+        if f.get("cache") == "past_key_values.update":
+            steps.add("kv_cache_write")
+            keep.add("kv_cache_write")
+        if f.get("qk_norm") and all(v == "norm.rms" for v in f["qk_norm"].values()):
+            keep.add("rms_norm")
+        refuse = {"q_projection", "kv_projection", "linear_attention", "sparse_attention", "lightning_indexer",
+                  "residual_add"}
+        if "kv_cache_write" not in steps:
+            refuse.add("kv_cache_write")  # no cache in this module: no chain that writes one
+        terms: tuple[str, ...] = ("gqa", "paged") if m.kind == "attention.gqa" else ("paged",)
+        words = ["mla", "indexer"]
+        if f.get("sinks"):
+            terms += ("sinks",)
+        else:
+            words.append("sinks")
+        if "kv_cache_write" not in steps:
+            words += ["paged", "contiguous", "cache"]
+        implied = {"rotary_mode": f["rope"]} if f.get("rope") in ("half", "interleave") else {}
+        return Need("attention", frozenset(steps), terms, frozenset(refuse), frozenset(keep),
+                    implied=implied, refuse_words=tuple(words))  # fmt: skip
+    if m.kind == "attention.mla":
+        # the projections are matmuls in every chain; what must be fused is the norm,
+        # the rotation, the latent cache write and the attention over the latent cache
+        steps = {"attention", "rms_norm", "rope", "kv_cache_write"}
+        mla_words = ("gqa", "sinks") + (() if f.get("indexer") else ("indexer",))
+        if f.get("indexer"):
+            steps = (steps - {"attention"}) | {"lightning_indexer", "sparse_attention"}
+        return Need("attention", frozenset(steps), ("mla", "absorb"), frozenset({"residual_add"}),
+                    frozenset(steps | {"batch_matmul", "q_projection", "flash_attention"}),
+                    refuse_words=mla_words)  # fmt: skip
+    if m.kind == "attention.linear":
+        if f.get("variant") != "gated-delta-rule":
+            return Need("attention", frozenset({"linear_attention"}), ("lightning",),
+                        frozenset({"state_update"}), frozenset({"linear_attention"}))  # fmt: skip
+        return Need("attention", frozenset({"linear_attention"}), ("gdn", "gated", "delta"),
+                    frozenset({"softmax"}), frozenset({"linear_attention", "state_update"}))  # fmt: skip
+    if m.kind == "moe.router":
+        r = f
+        gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
+        gate_terms = (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
+        return Need("moe", frozenset(gate_steps), gate_terms, frozenset(), frozenset({"gating", "top_k"}),
+                    ("int32-expert-ids",))  # fmt: skip
+    if m.kind == "moe.experts":
+        act = f.get("activation")
+        if f.get("clamped_glu"):  # routing and grouped matmuls fit; the activation stays out
+            return Need("moe", frozenset({"grouped_matmul", "expert_routing"}), ("routing", "tp"),
+                        frozenset({"swiglu"}), frozenset({"grouped_matmul", "expert_routing", "finalize_routing",
+                                                          "token_permute"}),
+                        notes=["clamped GLU (alpha, limit, up + 1): npu_swiglu has no clamp or alpha argument, so "
+                               "the expert activation is not proposed; keep it in torch"])  # fmt: skip
+        if act not in ("silu", "gelu", "gelu_tanh"):
+            return None
+        moe_steps = frozenset({"grouped_matmul", "expert_routing", "swiglu" if act == "silu" else "gelu"})
+        return Need("moe", moe_steps, ("routing", "tp"), frozenset(),
+                    moe_steps | {"finalize_routing", "token_permute"})  # fmt: skip
+    if m.kind == "mlp.glu":
+        act = f.get("activation")
+        if act not in ("silu", "gelu", "gelu_tanh"):
+            return None
+        ffn_steps = frozenset({"swiglu"} if act == "silu" else {"gelu", "mul"})
+        prereq = () if f.get("merged_gate_up") else ("merged-gate-up",)
+        glu_args: dict[str, Any] = {"activate_left": True}  # merged [gate | up]: the left half is activated
+        if act != "silu":
+            glu_args["approximate"] = "tanh" if act == "gelu_tanh" else "none"
+        return Need("ffn", ffn_steps, ("dense",), frozenset({"quantize", "matmul", "grouped_matmul", "dequantize"}),
+                    ffn_steps, prereq, implied=glu_args,
+                    requires=frozenset() if act == "silu" else frozenset({"approximate"}))  # fmt: skip
+    if m.kind == "mlp.plain" and f.get("activation") in ("gelu", "gelu_tanh"):
+        # an operator without an approximation switch computes another GELU: not proposed
+        return Need("ffn", frozenset({"gelu"}), (), frozenset({"mul", "matmul", "grouped_matmul", "dequantize"}),
+                    frozenset({"gelu"}),
+                    implied={"approximate": "tanh" if f["activation"] == "gelu_tanh" else "none"},
+                    requires=frozenset({"approximate"}))  # fmt: skip
+    if m.kind == "norm.rms" and "gate" not in f:
+        prereq = ("one-plus-weight-folded",) if f.get("weight") else ()
+        return Need("norm", frozenset({"rms_norm"}), ("first",), frozenset({"residual_add", "quantize"}),
+                    frozenset({"rms_norm"}), prereq)  # fmt: skip
+    if m.kind == "norm.layer":
+        return Need("norm", frozenset({"layer_norm"}), (), frozenset({"residual_add"}), frozenset({"layer_norm"}))
+    if m.kind == "layer.decoder" and "add_rms_norm" in m.mappings:
+        return Need("norm", frozenset({"residual_add", "rms_norm"}), ("residual",), frozenset({"quantize"}),
+                    frozenset({"residual_add"}))  # fmt: skip
+    return None  # rope tables are a prerequisite of the attention that rotates
+
+
+# -- reading the records ---------------------------------------------------------------------
+
+
+def _chains(ctx: Context) -> list[dict[str, Any]]:
+    key = ("plan_chains",)
+    if key not in ctx.memo:
+        ctx.memo[key] = list(ctx.catalog.records("chain"))
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _fuses(ctx: Context, op: str) -> frozenset[str]:
+    key = ("plan_fuses", op)
+    if key not in ctx.memo:
+        rec = ctx.operator(op) if op != _TORCH else None
+        ctx.memo[key] = frozenset(rec.get("fuses") or ()) if rec is not None else frozenset()
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _params(ctx: Context, op: str) -> set[str]:
+    rec = ctx.operator(op)
+    return {p.get("name") for p in (rec.get("parameters") or [])} if rec is not None else set()  # type: ignore[misc]
+
+
+def _param_type(ctx: Context, op: str, name: str) -> str:
+    rec = ctx.operator(op)
+    for p in (rec.get("parameters") or []) if rec is not None else []:
+        if p.get("name") == name:
+            return str(p.get("type") or "")
+    return ""
+
+
+#: Support levels a plan may build on (kernel-only support is reported, not refused).
+_USABLE = ("yes", "partial", "kernel")
+
+
+def _support(ctx: Context, op: str, product: str | None) -> str:
+    rec = ctx.operator(op)
+    if rec is None or not product:
+        return "yes"
+    products = list(rec.get("products") or ())
+    page = (product_support(product, products, list(rec.get("unsupported_products") or ()))
+            if products else "undocumented")  # fmt: skip
+    if page == "undocumented" and product_support(product, kernel_products(rec)) != "undocumented":
+        return "kernel"  # built for it, not documented on it (KB209): a usable, weaker fit
+    return page
+
+
+def _in_release(ctx: Context, op: str, release: str | None) -> bool:
+    rec = ctx.operator(op)
+    if rec is None or not release:
+        return True
+    known, _exact = ctx.release(release)
+    return known is None or ctx.record_has(rec, known) is not False
+
+
+def _words(chain: dict[str, Any]) -> str:
+    title = chain.get("title") or {}
+    kw = chain.get("keywords") or {}
+    return " ".join([chain["name"], str(title.get("en", "")), " ".join(kw.get("en", []) if isinstance(kw, dict)
+                                                                         else [])]).lower()  # fmt: skip
+
+
+@dataclass
+class Target:
+    product: str | None
+    torch_npu: str | None
+    quantization: str | None
+
+
+def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -> tuple[Any, ...] | None:
+    """Rank key of a chain for one need and phase; None when it does not fit."""
+    if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
+        return None
+    if t.product and chain.get("products") and product_support(t.product, chain["products"]) == "no":
+        return None
+    quant = t.quantization or "bf16"
+    if chain.get("quantization") and quant not in chain["quantization"] and not (
+            quant == "bf16" and "fp16" in chain["quantization"]):  # fmt: skip
+        return None
+    ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n)]
+    if any(o != _TORCH and not n.requires <= _params(ctx, o) for o in ops):
+        return None  # a stage operator cannot express the mapping (GELU without approximate)
+    covered = frozenset().union(*(_fuses(ctx, o) for o in ops))
+    words = _words(chain)
+    if not n.steps <= covered or any(w in words for w in n.refuse_words):
+        return None
+    product_ok = not t.product or (chain.get("products") and product_support(t.product, chain["products"]) == "yes")
+    unsupported = sum(1 for o in set(ops) if o != _TORCH and (_support(ctx, o, t.product) not in _USABLE
+                                                                or not _in_release(ctx, o, t.torch_npu)))
+    hits = sum(1 for w in n.terms if w in words)
+    prereq = len(chain.get("prerequisites") or [])
+    return (not product_ok, unsupported, -hits, prereq, len(covered - n.steps), chain["name"])
+
+
+def best_chain(ctx: Context, n: Need, phase: str, t: Target) -> tuple[dict[str, Any] | None, list[str]]:
+    ranked = sorted((key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None)
+    names = [c["name"] for _, c in ranked]
+    return (ranked[0][1] if ranked else None), names[1:4]
+
+
+def kept_stages(ctx: Context, chain: dict[str, Any], n: Need) -> list[dict[str, Any]]:
+    """The chain's stages this module does: a fused operator touching a kept step and
+    fusing no refused one, each operator once."""
+    out, seen = [], set()
+    for stage in chain.get("stages") or []:
+        op = stage.get("operator", _TORCH)
+        fuses = _fuses(ctx, op)
+        if op == _TORCH or op in seen or not (fuses & (n.keep or n.steps)) or (fuses & n.refuse):
+            continue
+        seen.add(op)
+        out.append(stage)
+    return out
+
+
+def _rope_operator(ctx: Context, style: str, t: Target) -> str | None:
+    """The operator the rope chains apply for one layout: the stage whose name says it."""
+    word = "interleav" if style == "interleave" else "standard"
+    for chain in _chains(ctx):
+        if chain.get("module") != "rope":
+            continue
+        for stage in chain.get("stages") or []:
+            op = stage.get("operator", _TORCH)
+            if word in str(stage.get("stage", "")) and op != _TORCH and _support(ctx, op, t.product) != "no":
+                return str(op)
+    return None
+
+
+def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None, args: dict[str, Any],
+               stage: str = "") -> str:  # fmt: skip
+    """The equivalence-proof id of one stage, read from what its operator fuses."""
+    f = m.facts
+    if "indexer" in stage and "rope" in op_fuses and f.get("indexer_rope") in ("half", "interleave"):
+        return f"rope_{f['indexer_rope']}"
+    paged = bool(chain and any(p.get("id") == "paged-kv-cache" for p in chain.get("prerequisites") or []))
+    if "lightning_indexer" in op_fuses:
+        return "lightning_indexer"
+    if "sparse_attention" in op_fuses:
+        return "sparse_attention_mla"
+    if "q_projection" in op_fuses and "kv_projection" in op_fuses:
+        return "mla_prolog"
+    if "linear_attention" in op_fuses:
+        return "gated_delta_rule"
+    if "gating" in op_fuses:
+        return next((x for x in m.mappings if x.startswith("router_")), "router_unknown")
+    if "grouped_matmul" in op_fuses or "expert_routing" in op_fuses or "finalize_routing" in op_fuses:
+        return "moe_experts_loop" if "loop" in str(f.get("form", "")) else "moe_experts_bmm"
+    if "kv_cache_write" in op_fuses and "rms_norm" in op_fuses:
+        return "mla_kv_norm_rope_cache"
+    if "kv_cache_write" in op_fuses:
+        return "cache_write_paged" if paged else "cache_write_contiguous"
+    if "attention" in op_fuses or "flash_attention" in op_fuses:
+        layout = str(args.get("input_layout") or args.get("layout") or "bsnd").lower()
+        if m.kind in ("attention.dit", "attention.vision"):
+            return f"attention_noncausal_{layout}"
+        if m.kind == "attention.mla":
+            return f"attention_mla_{layout}"
+        return f"attention_gqa_{layout}"
+    if "rope" in op_fuses:
+        return "rope_interleave" if f.get("rope") == "interleave" else "rope_half"
+    quantizes = bool(op_fuses & {"quantize", "dynamic_quantize"})
+    if "residual_add" in op_fuses and "rms_norm" in op_fuses:
+        return "add_rms_norm_quant" if quantizes else "add_rms_norm"
+    if "swiglu" in op_fuses:
+        return "dequant_swiglu_quant" if quantizes and "dequantize" in op_fuses else "swiglu"
+    if "gelu" in op_fuses:
+        return "geglu" if "mul" in op_fuses else ("gelu_tanh" if f.get("activation") == "gelu_tanh" else "gelu")
+    if "dynamic_quantize" in op_fuses or ("matmul" in op_fuses and "dequantize" in op_fuses):
+        return "dynamic_quant_int8_matmul"
+    if "rms_norm" in op_fuses:
+        return "rms_norm_one_plus_w" if f.get("weight") else "rms_norm"
+    if "batch_matmul" in op_fuses and m.kind == "attention.mla":
+        return "mla_absorb_bmm"
+    for x in m.mappings:
+        return x
+    return "unknown"
+
+
+def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[str, Any] | None,
+           t: Target) -> dict[str, Any]:  # fmt: skip
+    op = str(stage.get("operator"))
+    fuses = _fuses(ctx, op)
+    out: dict[str, Any] = {"stage": stage.get("stage", "fused"), "operator": op}
+    notes: list[str] = []
+    if "rope" in fuses and not ({"q_projection", "kv_cache_write"} & fuses) and m.kind != "attention.mla":
+        style = m.facts.get("rope")
+        if style in ("half", "interleave"):
+            better = _rope_operator(ctx, style, t)
+            if better and better != op:
+                notes.append(f"the chain applies {op}; this module rotates {style} pairs, so {better}")
+                op = out["operator"] = better
+                fuses = _fuses(ctx, op)
+        else:
+            notes.append("rotary layout undecided (half or interleaved): confirm before choosing rotary_mode")
+    params = _params(ctx, op)
+    args = dict(stage.get("args") or {})
+    for key, value in n.implied.items():
+        if key not in params:
+            continue
+        if isinstance(value, str) and not _param_type(ctx, op, key).startswith("str"):
+            notes.append(f"{key}: this module needs the {value!r} mode; {op} takes it as a "
+                         f"{_param_type(ctx, op, key)} code")  # fmt: skip
+            continue
+        args[key] = value
+    args = {k: v for k, v in args.items() if k in params or not params}
+    if args:
+        out["args"] = args
+    if stage.get("passed"):
+        out["passed"] = sorted(stage["passed"])
+    support = _support(ctx, op, t.product)
+    if t.product and support not in _USABLE:
+        notes.append(f"{op} is {'not supported' if support == 'no' else 'not documented'} on {t.product}")
+    elif support == "kernel":
+        notes.append(f"{op} is built for {t.product} (kernel registration) but not documented there")
+    if not _in_release(ctx, op, t.torch_npu):
+        notes.append(f"{op} is not in torch_npu {t.torch_npu}")
+    out["mapping"] = mapping_id(m, fuses, chain, args, str(out["stage"]))
+    if notes:
+        out["notes"] = notes
+    return out
+
+
+def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str]:
+    from kb.scan.patterns import fused_for
+
+    ops = [o for o in fused_for(ctx, tuple(sorted(steps)), t.product)
+           if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)
+           and n.requires <= _params(ctx, o)]
+    ops.sort(key=lambda o: _support(ctx, o, t.product) not in _USABLE)
+    return ops
+
+
+def _by_operators(ctx: Context, m: Module, n: Need, t: Target) -> list[dict[str, Any]]:
+    """No chain fits: the operators whose ``fuses`` cover the steps, closest first; when
+    no one operator covers them all, one stage per step (attention core, rotation,
+    q/k norm), each only when the records have an operator for it."""
+    groups = [n.steps]
+    if not _ranked(ctx, n.steps, n, t):
+        apart = {"rope", "kv_cache_write", "rms_norm"}
+        groups = [n.steps - apart] + [frozenset({s}) for s in sorted(n.steps & apart)] + (
+            [frozenset({"rms_norm"})] if "rms_norm" in n.keep and "rms_norm" not in n.steps else [])  # fmt: skip
+    out = []
+    for steps in groups:
+        if steps == {"rope"} and m.facts.get("rope") in ("half", "interleave"):
+            op = _rope_operator(ctx, m.facts["rope"], t)
+            ops = [op] if op else []
+        else:
+            ops = _ranked(ctx, steps, n, t)
+        if not ops:
+            continue
+        stage = _stage(ctx, m, n, {"stage": "+".join(sorted(steps)), "operator": ops[0]}, None, t)
+        if len(ops) > 1:
+            stage["alternatives"] = ops[1:4]
+        out.append(stage)
+    return out
+
+
+def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[dict[str, Any]]:
+    """One plan entry per phase whose chain differs (one for both when they agree)."""
+    n = need(m)
+    if n is None:
+        return []
+    scheme = SCHEMES.get(t.quantization or "")
+    if scheme is not None and scheme.weight_scale != "-":  # a quantized target: quant stages belong
+        from dataclasses import replace
+
+        quant = frozenset({"quantize", "dequantize", "dynamic_quantize", "matmul"})
+        n = replace(n, refuse=n.refuse - quant, keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()))
+    picks = {p: best_chain(ctx, n, p, t) for p in phases}
+    entries: list[dict[str, Any]] = []
+    names = {p: (c["name"] if c else None) for p, (c, _alt) in picks.items()}
+    groups: list[tuple[str, list[str]]] = []
+    for p in phases:
+        for chain_name, members in groups:
+            if chain_name == names[p]:
+                members.append(p)
+                break
+        else:
+            groups.append((names[p] or "", [p]))
+    for _name, members in groups:
+        chain, alternatives = picks[members[0]]
+        phase = members[0] if len(members) == 1 and len(phases) > 1 else "both" if len(members) > 1 else members[0]
+        entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase, "file": m.file,
+                                 "lines": [m.line, m.end_line]}  # fmt: skip
+        if chain is not None:
+            entry["chain"] = chain["name"]
+            stages = [_stage(ctx, m, n, s, chain, t) for s in kept_stages(ctx, chain, n)]
+            prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
+        else:
+            stages = _by_operators(ctx, m, n, t)
+            prereq = []
+            if not stages:
+                entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
+        entry["stages"] = stages
+        if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
+            entry["notes"] = [f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
+                              "attention stage needs the window (mapping attention_sliding_window)"]
+        entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
+        if alternatives:
+            entry["alternatives"] = alternatives
+        if n.notes:
+            entry["notes"] = entry.get("notes", []) + n.notes
+        entries.append(entry)
+    return entries
+
+
+def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]:
+    """The whole plan, module by module, in inventory order."""
+    phases = [row.name for row in PHASE_ROWS if row.inference]
+    if any(m.kind == "attention.dit" for m in modules) and not any(m.facts.get("cache") not in (None, "none")
+                                                                    for m in modules):  # fmt: skip
+        phases = phases[:1]  # a diffusion transformer: every step is one full pass, there is no decode
+    out: list[dict[str, Any]] = []
+    for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
+        out += plan_module(ctx, m, t, phases[:1] if m.kind == "attention.vision" else phases)
+    return out

@@ -1,0 +1,278 @@
+"""``kb scan``'s module inventory and plan (issue 19): one pinned plan per model family,
+the false opportunities it must not report, and the outputs that carry the plan.
+
+The fixtures under ``tests/fixtures/modelplan`` are written for these tests in the
+shape upstream modelling code takes (HF transformers 5.x, diffusers); no upstream code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kb.api.check import check_text
+from kb.api.scan import document, scanner
+from kb.cli import main
+from kb.scan.engine import ScanOptions
+
+PLAN = Path(__file__).resolve().parent / "fixtures" / "modelplan"
+
+
+def _scan(name: str, product: str = "atlas-a3", quantization: str | None = None) -> Any:
+    made = scanner(options=ScanOptions(product=product, quantization=quantization, use_config=False))
+    return made.scan([str(PLAN / name)])
+
+
+def _module(report: Any, name: str) -> Any:
+    found = [m for m in report.inventory if m.name == name]
+    assert found, [m.name for m in report.inventory]
+    return found[0]
+
+
+def _entries(report: Any, name: str) -> dict[str, dict[str, Any]]:
+    return {e["phase"]: e for e in report.plan if e["module"] == name}
+
+
+def _ops(entry: dict[str, Any]) -> list[str]:
+    return [s["operator"] for s in entry["stages"]]
+
+
+def _stage(entry: dict[str, Any], operator: str) -> dict[str, Any]:
+    return next(s for s in entry["stages"] if s["operator"] == operator)
+
+
+# -- one plan per model family --------------------------------------------------------------
+
+
+def test_dense_gqa_plan_splits_phases_and_carries_rope_cache_and_prerequisites() -> None:
+    report = _scan("modeling_dense_gqa.py")
+    attn = _module(report, "DenseAttention")
+    assert attn.kind == "attention.gqa"
+    assert attn.facts["rope"] == "half" and attn.facts["cache"] == "past_key_values.update"
+    assert set(attn.facts["qk_norm"].values()) == {"norm.rms"}
+    plan = _entries(report, "DenseAttention")
+    assert set(plan) == {"prefill", "decode"}  # the chains differ by phase
+    assert plan["decode"]["chain"] == "gqa-decode-paged"
+    assert plan["prefill"]["chain"].startswith("gqa-prefill-")
+    rope = _stage(plan["decode"], "npu_apply_rotary_pos_emb")
+    assert rope["args"]["rotary_mode"] == "half" and rope["mapping"] == "rope_half"
+    assert _stage(plan["decode"], "npu_scatter_nd_update_")["mapping"] == "cache_write_paged"
+    assert "npu_fused_infer_attention_score_v2" in _ops(plan["decode"])
+    assert {"rope-precompute", "paged-kv-cache"} <= set(plan["decode"]["prerequisites"])
+    mlp = _entries(report, "DenseMLP")["both"]
+    assert mlp["chain"] == "dense-gated-ffn" and _ops(mlp) == ["npu_swiglu"]
+    assert "merged-gate-up" in mlp["prerequisites"]
+    assert _module(report, "DenseMLP").facts["activation_from"] == "config hidden_act default 'silu'"
+    layer = _entries(report, "DenseLayer")["both"]
+    assert _ops(layer) == ["npu_add_rms_norm"] and layer["stages"][0]["mapping"] == "add_rms_norm"
+    assert _ops(_entries(report, "DenseNorm")["both"]) == ["npu_rms_norm"]
+
+
+def test_softmax_moe_plan_router_and_expert_routing() -> None:
+    report = _scan("modeling_moe_softmax.py")
+    router = _module(report, "SoftRouter")
+    assert router.facts["score"] == "softmax" and router.facts["order"] == "softmax-then-topk"
+    assert router.mappings == ["router_softmax_topk"]
+    gate = _entries(report, "SoftRouter")["both"]
+    # two proven chains express a softmax-then-top-k router (router_softmax_topk): the
+    # dedicated kernel and the grouped gating kernel in softmax mode; one is planned, the
+    # other offered as the first alternative
+    pair = {"moe-gate-softmax": "npu_moe_gating_top_k_softmax",
+            "moe-gate-softmax-gating-top-k": "npu_moe_gating_top_k"}
+    assert gate["chain"] in pair and _ops(gate) == [pair[gate["chain"]]]
+    assert (set(pair) - {gate["chain"]}) <= set(gate["alternatives"])
+    if gate["chain"] == "moe-gate-softmax-gating-top-k":  # softmax mode, no groups, no renorm
+        assert {k: gate["stages"][0]["args"][k] for k in ("norm_type", "renorm")} == {
+            "norm_type": 0, "renorm": 0}
+    experts = _module(report, "SoftExperts")
+    assert experts.facts["form"] == "loop over one_hot masks" and experts.facts["activation"] == "silu"
+    plan = _entries(report, "SoftExperts")["both"]
+    # routing (init_routing_v2 or token permute, by the chain ranked first for the product)
+    # and the grouped matmul; the pure-TP chain stays on offer
+    assert "npu_grouped_matmul" in _ops(plan)
+    assert {"npu_moe_init_routing_v2", "npu_moe_token_permute"} & set(_ops(plan))
+    assert plan["chain"] == "moe-tp-routing" or "moe-tp-routing" in plan["alternatives"]
+    assert {s["mapping"] for s in plan["stages"]} >= {"moe_experts_loop", "swiglu"}
+
+
+def test_mla_and_sigmoid_router_plan() -> None:
+    report = _scan("modeling_mla_sigmoid.py")
+    attn = _module(report, "LatentAttention")
+    assert attn.kind == "attention.mla" and attn.facts["rope"] == "interleave"
+    plan = _entries(report, "LatentAttention")
+    assert plan["prefill"]["chain"] == "mla-absorb-prefill"
+    assert plan["decode"]["chain"].startswith("mla-absorb-decode")
+    assert "npu_kv_rmsnorm_rope_cache_v2" in _ops(plan["decode"])  # the latent cache is kept
+    assert "npu_interleave_rope" in _ops(plan["prefill"])
+    assert "absorbed-weights" in plan["decode"]["prerequisites"]
+    router = _module(report, "GroupedSigmoidRouter")
+    assert (router.facts["score"], router.facts["bias"], router.facts["groups"]) == ("sigmoid", True, True)
+    gate = _entries(report, "GroupedSigmoidRouter")["both"]
+    assert gate["chain"] == "moe-gate-sigmoid"
+    stage = _stage(gate, "npu_moe_gating_top_k")
+    assert stage["args"]["norm_type"] == 1 and stage["mapping"] == "router_sigmoid_bias_group_topk"
+
+
+def test_gelu_gated_mlp_is_geglu_and_pairs_rotate_interleaved() -> None:
+    report = _scan("modeling_gelu_gated.py")
+    mlp = _module(report, "GeluGatedMLP")
+    assert mlp.facts["activation"] == "gelu_tanh" and mlp.mappings == ["geglu"]
+    plan = _entries(report, "GeluGatedMLP")
+    assert all("npu_swiglu" not in _ops(e) for e in plan.values())
+    assert _stage(plan["prefill"], "npu_geglu")["args"] == {"activate_left": True}
+    norm = _entries(report, "OnePlusNorm")["both"]
+    assert norm["stages"][0]["mapping"] == "rms_norm_one_plus_w"
+    assert "one-plus-weight-folded" in norm["prerequisites"]
+    layer_norm = _module(report, "PlainLayerNorm")
+    assert layer_norm.kind == "norm.layer"
+    assert not any("npu_rms_norm" in _ops(e) for e in _entries(report, "PlainLayerNorm").values())
+    attn = _module(report, "PairAttention")
+    assert attn.facts["rope"] == "interleave"  # rotate_half by name, neighbouring pairs by body
+    decode = _entries(report, "PairAttention")["decode"]
+    assert "npu_apply_rotary_pos_emb" not in _ops(decode) and "npu_interleave_rope" in _ops(decode)
+
+
+def test_linear_attention_plans_delta_rule_kernels_not_softmax_attention() -> None:
+    report = _scan("modeling_linear_attention.py")
+    net = _module(report, "DeltaNet")
+    assert net.kind == "attention.linear" and net.facts["variant"] == "gated-delta-rule"
+    assert net.not_proposed  # the head expansion is said, not proposed as repeat_kv
+    plan = _entries(report, "DeltaNet")
+    assert _ops(plan["prefill"]) == ["npu_chunk_gated_delta_rule"]
+    assert _ops(plan["decode"]) == ["npu_recurrent_gated_delta_rule"]
+    every = {op for e in plan.values() for op in _ops(e)}
+    assert not any("attention" in op for op in every)
+
+
+def test_dit_block_plans_one_phase_without_a_cache() -> None:
+    report = _scan("transformer_dit.py")
+    attn = _module(report, "BlockAttention")  # the processor's compute read into the module
+    assert attn.kind == "attention.dit" and attn.facts["rope"] == "interleave"
+    plan = _entries(report, "BlockAttention")
+    assert set(plan) == {"prefill"}  # diffusion: no decode phase
+    ops = _ops(plan["prefill"])
+    assert "npu_interleave_rope" in ops and "npu_rms_norm" in ops
+    assert not any("scatter" in op or "cache" in op for op in ops)
+    assert "BlockAttnProcessor" not in {m.name for m in report.inventory}
+    block = _module(report, "DiTBlock")
+    assert block.kind == "layer.dit" and block.not_proposed
+    ff = _entries(report, "TanhFeedForward")["prefill"]
+    assert _ops(ff) == ["npu_gelu"] and ff["stages"][0]["args"] == {"approximate": "tanh"}
+
+
+# -- no false opportunities -------------------------------------------------------------------
+
+
+def test_training_paths_and_state_lists_are_not_opportunities() -> None:
+    report = _scan("modeling_moe_softmax.py")
+    names = {m.name for m in report.inventory}
+    assert "SoftForCausalLM" not in names  # the auxiliary loss is not a router
+    dense = _scan("modeling_dense_gqa.py")
+    assert "DenseModel" not in {m.name for m in dense.inventory}  # a list of states is not a cache
+    assert not any("cache" in s["mapping"] for e in dense.plan if e["module"] != "DenseAttention"
+                   for s in e["stages"])  # fmt: skip
+
+
+def test_product_ranks_chains_whose_operators_it_runs() -> None:
+    a3 = _entries(_scan("modeling_moe_softmax.py", "atlas-a3"), "SoftExperts")
+    for entry in a3.values():  # npu_moe_finalize_routing is documented for Atlas A2 only
+        assert entry["stages"][0]["operator"] != "npu_moe_finalize_routing"
+        assert "npu_moe_finalize_routing" not in _ops(entry)
+
+
+def test_release_notes_operators_it_lacks() -> None:
+    made = scanner(options=ScanOptions(product="atlas-a3", torch_npu="2.1.0", use_config=False))
+    report = made.scan([str(PLAN / "modeling_mla_sigmoid.py")])
+    notes = [n for e in report.plan for s in e["stages"] for n in s.get("notes", [])]
+    assert any("is not in torch_npu 2.1.0" in n for n in notes)
+
+
+def test_quantization_selects_quantized_chains() -> None:
+    report = _scan("modeling_dense_gqa.py", quantization="w8a8")
+    mlp = _entries(report, "DenseMLP")
+    assert {e.get("chain") for e in mlp.values()} == {"dense-gated-ffn-w8a8"}
+
+
+# -- outputs ----------------------------------------------------------------------------------
+
+
+def test_json_and_api_carry_inventory_and_plan() -> None:
+    doc = document(_scan("modeling_mla_sigmoid.py"))
+    kinds = {m["module"]: m["kind"] for m in doc["inventory"]}
+    assert kinds["LatentAttention"] == "attention.mla"
+    assert any(e["module"] == "LatentAttention" and e.get("chain") for e in doc["plan"])
+    json.dumps(doc)  # plain data all the way down
+    from kb.api.scan import scan as api_scan
+
+    text = (PLAN / "modeling_moe_softmax.py").read_text(encoding="utf-8")
+    got = api_scan(text=text, product="atlas-a3")
+    assert {m["kind"] for m in got["inventory"]} >= {"moe.router", "moe.experts"}
+    assert got["plan"]
+
+
+def test_plan_text_view(capsys) -> None:
+    assert main(["scan", str(PLAN / "modeling_dense_gqa.py"), "--product", "atlas-a3", "--plan",
+                 "--no-config"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "DenseAttention [attention.gqa]" in out
+    assert "decode: chain gqa-decode-paged" in out and "prerequisites: rope-precompute" in out
+
+
+def test_emitted_plan_is_kb_check_clean(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "draft.yaml"
+    assert main(["scan", str(PLAN), "--product", "atlas-a3", "--quant", "bf16", "--no-config",
+                 "--emit-candidates", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    draft = yaml.safe_load(out.read_text())
+    assert draft["target"] == {"product": "atlas-a3", "quantization": "bf16"}
+    chained = [c for c in draft["candidates"] if c.get("chain")]
+    assert chained and all(c["phase"] in ("prefill", "decode", "both") for c in chained)
+    assert all("mapping " in c["notes"] for c in chained)
+    errors = [f for f in check_text(out.read_text(), str(out)) if f.severity == "error"]
+    assert errors == []
+
+
+def test_unknown_quant_is_a_usage_error(capsys) -> None:
+    assert main(["scan", str(PLAN / "modeling_dense_gqa.py"), "--quant", "w9a9"]) == 2
+    assert "quantization" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["", "x = 1\n", "class A:\n    pass\n",
+                                    "class B(nn.Module):\n    def forward(self):\n        return self.q(1)\n"])
+def test_files_without_modules_give_an_empty_inventory(source: str) -> None:
+    made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
+    report = made.scan_text(source, "<text>")
+    assert report.inventory == [] and report.plan == []
+
+
+def _kb6(report: Any) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in report.findings if f.code.startswith("KB6")]
+
+
+def test_kb6_findings_skip_losses_state_lists_and_linear_attention_heads() -> None:
+    moe = _scan("modeling_moe_softmax.py")
+    text = (PLAN / "modeling_moe_softmax.py").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(text, 1) if line.startswith("def balance_loss"))
+    loss_lines = range(start, start + 5)  # softmax + topk for an auxiliary loss
+    assert not [c for c, line in _kb6(moe) if c == "KB605" and line in loss_lines]
+    assert _module(moe, "SoftRouter").kind == "moe.router"  # softmax and top-k in two methods
+    linear = _scan("modeling_linear_attention.py")
+    assert "KB607" not in {c for c, _ in _kb6(linear)}
+    made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
+    states = made.scan_text("class Keep:\n    def put(self, layer_idx, s):\n"
+                            "        self.linear_cache[layer_idx] = s\n", "m.py")  # fmt: skip
+    assert _kb6(states) == []
+    slots = made.scan_text("def put(k_cache, k, slots):\n    k_cache[slots] = k\n", "m.py")
+    assert [c for c, _ in _kb6(slots)] == ["KB608"]
+
+
+def test_topk_then_softmax_router_is_named_as_written() -> None:
+    made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
+    text = ("import torch\n\n\ndef route(logits, k):\n    top, idx = torch.topk(logits, k, dim=-1)\n"
+            "    return torch.softmax(top, dim=-1), idx\n")  # fmt: skip
+    found = [f.message for f in made.scan_text(text, "m.py").findings if f.code == "KB605"]
+    assert found and found[0].startswith("topk then softmax")
