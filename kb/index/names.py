@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from kb.catalog.compiled import Catalog
 from kb.index.textanalysis import tokens
-from kb.vocab import CALL_PREFIXES
+from kb.vocab.call_paths import CALL_PREFIXES
 
 MAX_QUERY_CHARS = 500
 
