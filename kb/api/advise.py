@@ -20,13 +20,13 @@ Ask = Callable[[Record, list[Any]], str]
 
 def tree_record(catalog: Catalog, name: str) -> Record:
     """The decision tree ``name``; UsageError (with a did-you-mean) for anything else."""
-    from kb.api.errors import UsageError
+    from kb.api.errors import NotFound, UsageError
     from kb.api.tree import tree_hint
 
     trees = catalog.names("tree")
     rec = catalog.get(name)
     if rec is None:
-        raise UsageError(f"no decision tree named {name!r}{tree_hint(name, trees)}; "
+        raise NotFound(f"no decision tree named {name!r}{tree_hint(name, trees)}; "
                          f"trees: {', '.join(trees)}")  # fmt: skip
     if rec["kind"] != "tree":
         raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree; trees: "
@@ -61,11 +61,11 @@ def advise_step(catalog: Catalog, tree: str, answers: Mapping[str, str | int]) -
     """The walk so far: the advice plus ``complete: true`` when every answer on the path
     is known, else ``complete: false`` with the path and the next question (``needed``)."""
     from kb.advice.advise import AdviceError, advice, walk
-    from kb.api.errors import UsageError
+    from kb.api.errors import NotFound, UsageError
 
     rec = catalog.get(tree)
     if rec is None or rec["kind"] != "tree":
-        raise UsageError(f"no decision tree named {tree!r}; trees: "
+        raise NotFound(f"no decision tree named {tree!r}; trees: "
                          f"{', '.join(catalog.names('tree'))}")  # fmt: skip
     given = {k.removeprefix("--"): str(v) for k, v in answers.items()}
     try:

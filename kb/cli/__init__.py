@@ -14,7 +14,7 @@ import os
 import sys
 import textwrap
 
-from kb.api.errors import FOUND, OK, UNUSABLE, UsageError
+from kb.api.errors import FOUND, OK, UNUSABLE, NotFound, UsageError
 
 __all__ = ["EXIT_STATUS", "FOUND", "OK", "UNUSABLE", "UsageError", "build_parser", "main"]
 
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         verb = f"kb {args.verb}"
         try:
             rc = int(args.func(args) or 0)
+        except NotFound as exc:  # a name nothing has: 1, as for kb show NAME
+            _say(f"{verb}: {exc}")
+            rc = FOUND
         except UsageError as exc:
             _say(f"{verb}: {exc}")
             rc = UNUSABLE

@@ -434,6 +434,7 @@ function escapeHtml(s) {
 }
 
 function result(text, hits) {
+  if (!head || !text.trim()) return { items: [] };
   var items = hits.map(function (h) {
     var doc = head.docs[h.doc];
     return [{ location: doc[2], title: doc[0], text: "<p>" + escapeHtml(doc[6] || "") + "</p>",
