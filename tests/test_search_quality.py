@@ -76,13 +76,13 @@ def reciprocal_rank(q: dict, hits: list[tuple[str, str]]) -> float:
 
 
 def test_mean_reciprocal_rank(results) -> None:
-    """Issue 23: MRR over every query and over the task phrasings (measured 0.940 and
-    0.893 when written; the floor sits just under, so a regression fails)."""
+    """Issue 23: MRR over every query and over the task phrasings (measured 0.944 and
+    0.904 when written; the floor sits just under, so a regression fails)."""
     overall = sum(reciprocal_rank(q, results[q["q"]]) for q in QUERIES) / len(QUERIES)
     tasks = sum(reciprocal_rank(q, results[q["q"]]) for q in TASKS) / len(TASKS)
     assert len(QUERIES) >= 150 and len(TASKS) >= 45
-    assert overall >= 0.93, overall
-    assert tasks >= 0.88, tasks
+    assert overall >= 0.94, overall
+    assert tasks >= 0.90, tasks
 
 
 @pytest.mark.parametrize(("query", "first"), [("rmsnorm", "npu_rms_norm"), ("rms norm", "npu_rms_norm"),

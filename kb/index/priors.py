@@ -32,7 +32,7 @@ PROVEN_CAP = 2
 #: Call sites found in shipping code (``seen_in``) show what engineers actually reach
 #: for: up to SEEN_CAP_SITES sites (log-scaled) lift a record by up to SEEN_WEIGHT, so
 #: the mainstream operator leads a one-model-family specialisation with the same words.
-SEEN_WEIGHT = 0.3
+SEEN_WEIGHT = 0.6
 SEEN_CAP_SITES = 32
 
 
