@@ -49,6 +49,8 @@ def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
         # the shared contract after a verb's own epilog, keeping its layout (examples)
         raw = verb_parser.formatter_class is not argparse.HelpFormatter
         status = textwrap.fill(EXIT_STATUS, 78) if raw else EXIT_STATUS
+        if verb_parser.epilog and "Exit status:" in verb_parser.epilog:
+            continue  # the verb states its own (scan, mcp): one paragraph, not two
         verb_parser.epilog = ("\n\n" if raw else " ").join(
             x for x in (verb_parser.epilog, status) if x
         )
