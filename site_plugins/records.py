@@ -146,6 +146,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         drop theme files no page loads (source maps, lunr languages not configured)."""
         site = Path(config.site_dir)
         self._write_search(site)
+        self._write_llms(site, config)
         if not self.config.minify:
             return
         for path in site.glob("assets/**/*.map"):
@@ -160,6 +161,17 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             path = site / "assets" / "javascripts" / "lunr" / name
             if path.exists() and not users & langs:
                 path.unlink()
+
+    def _write_llms(self, site: Path, config: MkDocsConfig) -> None:
+        """llms.txt and the Markdown of chain, tree and playbook pages, for agents."""
+        from site_plugins.llms import llms_txt, markdown_copies
+
+        files = markdown_copies(self.data, self.generated.pages)
+        files["llms.txt"] = llms_txt(self.data, config.site_name, config.site_description or "")
+        for path, text in files.items():
+            target = site / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
 
     def _write_search(self, site: Path) -> None:
         """kb's index from the records; Material's own index shrinks to the other pages'
