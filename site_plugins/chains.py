@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from site_plugins import md
+from site_plugins import md, products
 from site_plugins.common import (
     Record,
     SiteData,
@@ -55,7 +55,7 @@ def _header(chain: Record, here: str) -> str:
     if chain.get("quantization"):
         facts.append("**Quantization:** " + md.words(chain["quantization"]))
     if chain.get("products"):
-        facts.append("**Products:** " + md.words(chain["products"]))
+        facts.append("**Products:** " + ", ".join(md.inline(products.label(p)) for p in chain["products"]))
     if facts:
         lines += ["", "  \n".join(facts)]
     return "\n".join(lines)
