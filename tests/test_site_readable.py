@@ -32,3 +32,20 @@ def test_internal_kernels_sort_after_the_public_api_in_matrices() -> None:
         names = [o["name"] for o in ops]
         private = [n.startswith("_") for n in names]
         assert private == sorted(private), names
+
+
+def test_scheme_variants_are_branches_of_one_step() -> None:
+    """mla-absorb-decode runs one of three mla_prolog settings (bf16, w8a8, w8a8c8): one
+    numbered step with three branches, not steps 3, 4 and 5 of one pipeline."""
+    from site_plugins.chains import stage_groups
+
+    data = _data()
+    chain = data.chains["mla-absorb-decode"]
+    page = chain_page(chain, data)
+    stages = page[page.index("## Stages"):page.index("## Flow")]
+    assert "**mla_prolog**: one of, by scheme" in stages
+    assert stages.count("**mla_prolog**") == 1
+    numbered = [ln for ln in stages.splitlines() if ln[:1].isdigit()]
+    assert len(numbered) == len(stage_groups(chain["stages"]))
+    flow = page[page.index("## Flow"):]
+    assert "[w8a8c8]" in flow and "[bf16]" in flow  # branches are labelled in the diagram
