@@ -200,7 +200,7 @@ def wait_for_title(p: Page, title: str) -> None:
     (whether it arrives by a swap or by a full load)."""
     from playwright.sync_api import expect
 
-    expect(p.page.locator("article h1")).to_have_text(re.compile("^" + re.escape(title)))
+    expect(p.page.locator("article.md-content__inner h1")).to_have_text(re.compile("^" + re.escape(title)))
 
 
 # -- pages that fit ----------------------------------------------------------------------
@@ -224,7 +224,7 @@ def test_tables_and_diagrams_fit_their_box(sized_page: Page, site_url: str, path
         p.page.goto(site_url + path)
         p.page.wait_for_load_state("networkidle")
         wait_for_diagrams(p)
-        assert p.page.locator("article h1").count() == 1
+        assert p.page.locator("article.md-content__inner h1").count() == 1
         assert p.page.evaluate(TOO_WIDE) == []
         assert p.offsite(site_url) == []
 
@@ -281,7 +281,7 @@ def test_tree_nodes_are_links(page: Page, site_url: str) -> None:
         chain = next(i for i, h in enumerate(hrefs) if "chains/" in h)
         links.nth(chain).click()
         page.page.wait_for_url("**/chains/**")
-        assert page.page.locator("article h1").count() == 1
+        assert page.page.locator("article.md-content__inner h1").count() == 1
 
 
 def test_operator_filter_by_product_and_release(page: Page, site_url: str) -> None:
