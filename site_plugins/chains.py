@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from site_plugins import md
+from site_plugins import md, products
 from site_plugins.common import (
     Record,
     SiteData,
@@ -55,7 +55,7 @@ def _header(chain: Record, here: str) -> str:
     if chain.get("quantization"):
         facts.append("**Quantization:** " + md.words(chain["quantization"]))
     if chain.get("products"):
-        facts.append("**Products:** " + md.words(chain["products"]))
+        facts.append("**Products:** " + ", ".join(md.inline(products.label(p)) for p in chain["products"]))
     if facts:
         lines += ["", "  \n".join(facts)]
     return "\n".join(lines)
@@ -78,18 +78,51 @@ def _args_cell(stage: Record) -> str:
     return "; ".join(parts)
 
 
+def stage_groups(stages: list[Record]) -> list[list[Record]]:
+    """Consecutive stages of one name are alternatives (one per quantization scheme):
+    a chain runs one of them, so they are one step with branches, not several steps."""
+    groups: list[list[Record]] = []
+    for stage in stages:
+        if groups and groups[-1][0]["stage"] == stage["stage"]:
+            groups[-1].append(stage)
+        else:
+            groups.append([stage])
+    return groups
+
+
+def _schemes(stage: Record) -> str:
+    return ", ".join(stage.get("quantization") or [])
+
+
+def _stage_detail(stage: Record) -> str:
+    out = ""
+    args = _args_cell(stage)
+    if args:
+        out += "  \n   " + args
+    if stage.get("notes"):
+        out += "  \n   " + md.inline(stage["notes"])
+    return out
+
+
 def _stages(chain: Record, data: SiteData, here: str) -> str:
     parts = ["## Stages"]
+    several = len(chain.get("quantization") or []) > 1
     for phase in chain.get("phases", []):
         items = []
-        for i, stage in enumerate(stages_for(chain, phase), 1):
-            line = f"{i}. **{md.inline(stage['stage'])}** → {_operator_cell(stage, data, here)}"
-            args = _args_cell(stage)
-            if args:
-                line += "  \n   " + args
-            if stage.get("notes"):
-                line += "  \n   " + md.inline(stage["notes"])
-            items.append(line)
+        for i, group in enumerate(stage_groups(stages_for(chain, phase)), 1):
+            name = md.inline(group[0]["stage"])
+            if len(group) == 1:
+                stage = group[0]
+                only = f" *(only with {md.inline(_schemes(stage))})*" if several and stage.get("quantization") else ""
+                items.append(f"{i}. **{name}** → {_operator_cell(stage, data, here)}{only}"
+                             + _stage_detail(stage))  # fmt: skip
+                continue
+            lines = [f"{i}. **{name}**: one of, by scheme"]
+            for stage in group:
+                scheme = md.inline(_schemes(stage)) or "any scheme"
+                detail = _stage_detail(stage).replace("\n   ", "\n      ")
+                lines.append(f"    - *{scheme}* → {_operator_cell(stage, data, here)}{detail}")
+            items.append("\n".join(lines))
         body = "\n".join(items) if items else "No stage runs in this phase."
         parts.append(f"### {phase.capitalize()}\n\n" + body)
     return "\n\n".join(parts)
@@ -103,19 +136,29 @@ def _diagram(chain: Record, data: SiteData, here: str) -> str:
     for g, (phase, stages) in enumerate(groups):
         if phase:
             chart.subgraph(f"p{g}", phase)
-        previous = None
-        for i, stage in enumerate(stages):
-            node_id = f"s{g}_{i}"
-            op = stage["operator"]
-            label = f"{stage['stage']}: {'plain torch' if op == PLAIN_TORCH else op}"
-            css = None if op == PLAIN_TORCH else "operator"
-            chart.node(node_id, label, "round" if op == PLAIN_TORCH else "box", css)
-            href = data.href(op, here) if op != PLAIN_TORCH else None
-            if href:
-                chart.click(node_id, href, f"Open {op}")
-            if previous:
-                chart.edge(previous, node_id)
-            previous = node_id
+        previous: list[tuple[str, set[str]]] = []
+        count = 0
+        for group in stage_groups(stages):
+            current: list[tuple[str, set[str]]] = []
+            for stage in group:  # alternatives side by side: branches
+                node_id = f"s{g}_{count}"
+                count += 1
+                op = stage["operator"]
+                label = f"{stage['stage']}: {'plain torch' if op == PLAIN_TORCH else op}"
+                if len(group) > 1 and stage.get("quantization"):
+                    label += f" [{_schemes(stage)}]"
+                css = None if op == PLAIN_TORCH else "operator"
+                chart.node(node_id, label, "round" if op == PLAIN_TORCH else "box", css)
+                href = data.href(op, here) if op != PLAIN_TORCH else None
+                if href:
+                    chart.click(node_id, href, f"Open {op}")
+                schemes = set(stage.get("quantization") or [])
+                # a branch continues the branches of its own schemes (all, when none match)
+                fits = [n for n, sch in previous if not sch or not schemes or sch & schemes]
+                for prev in fits or [n for n, _ in previous]:
+                    chart.edge(prev, node_id)
+                current.append((node_id, schemes))
+            previous = current
         if phase:
             chart.end()
     return "## Flow { data-search-exclude }\n\n" + chart.render()

@@ -33,9 +33,9 @@ MATRIX_ID = "kb-matrix"
 def _by_category(data: SiteData) -> list[tuple[str, list[Record]]]:
     out = []
     for cat in categories(data):
-        ops = sorted(
-            (o for o in data.operators.values() if o["category"] == cat), key=lambda o: o["name"]
-        )
+        # internal _npu_* kernels after the public API of the same category
+        ops = sorted((o for o in data.operators.values() if o["category"] == cat),
+                     key=lambda o: (o["name"].startswith("_"), o["name"]))  # fmt: skip
         out.append((cat, ops))
     return out
 

@@ -42,12 +42,22 @@ def label(product: str) -> str:
     return str(vocab.PRODUCT_LABELS.get(product, product))  # type: ignore[call-overload]
 
 
-def short(product: str) -> str:
-    """A column header: the label up to its first parenthesis or 'series' word."""
+def _cut(product: str) -> str:
     text = label(product).split(" (")[0]
     for cut in (" training/inference series", " series", " inference", " training"):
         if text.endswith(cut) and len(text) > len(cut) + 4:
             text = text[: -len(cut)]
+    return text
+
+
+def short(product: str) -> str:
+    """A column header or chip: the label up to its first parenthesis or 'series' word,
+    unless two products would then read alike ("Atlas" for both the inference and the
+    training series): those keep the word that tells them apart, since a phone has no
+    hover to show the tooltip."""
+    text = _cut(product)
+    if any(_cut(other) == text for other in families() if other != product):
+        text = label(product).split(" (")[0].removesuffix(" series")
     return text
 
 

@@ -23,7 +23,7 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from site_plugins import build_cache
+from site_plugins import build_cache, md
 from site_plugins.autolink import autolink
 from site_plugins.cli_help import MARKER, cli_reference
 from site_plugins.common import Record, SiteData
@@ -128,7 +128,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         return html
 
     def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str:
-        """Minify each page: the theme's indentation is a third of its bytes."""
+        """Point the search box at kb's worker; minify each page (the theme's indentation
+        is a third of its bytes)."""
+        output = _kb_search_worker(output)
         if not self.config.minify:
             return output
         import minify_html
@@ -140,12 +142,13 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         )
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
-        """Drop theme files no page loads (source maps, lunr languages not configured) and
-        the inline-code markup of the search index (results show plain text just as well)."""
+        """Write kb's search index (the CLI's ranking, sharded) in place of lunr's, and
+        drop theme files no page loads (source maps, lunr languages not configured)."""
+        site = Path(config.site_dir)
+        self._write_search(site)
+        self._write_llms(site, config)
         if not self.config.minify:
             return
-        site = Path(config.site_dir)
-        _lighten_search_index(site / "search" / "search_index.json")
         for path in site.glob("assets/**/*.map"):
             path.unlink()
         langs = set(_search_langs(config))
@@ -159,6 +162,43 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             if path.exists() and not users & langs:
                 path.unlink()
 
+    def _write_llms(self, site: Path, config: MkDocsConfig) -> None:
+        """llms.txt and the Markdown of chain, tree and playbook pages, for agents."""
+        from site_plugins.llms import llms_txt, markdown_copies
+
+        files = markdown_copies(self.data, self.generated.pages)
+        files["llms.txt"] = llms_txt(self.data, config.site_name, config.site_description or "")
+        for path, text in files.items():
+            target = site / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+
+    def _write_search(self, site: Path) -> None:
+        """kb's index from the records; Material's own index shrinks to the other pages'
+        titles (inside ours) and an empty stub, so no page load fetches 2 MB."""
+        from kb.catalog.compiled import open_catalog
+        from site_plugins import search_index
+
+        lunr = site / "search" / "search_index.json"
+        material: dict[str, Any] = {}
+        if lunr.is_file():
+            material = json.loads(lunr.read_text(encoding="utf-8"))
+        record_urls = set()
+        for bucket in (self.data.operators, self.data.chains, self.data.trees, self.data.playbooks):
+            for name in bucket:
+                path = self.data.path(name)
+                if path:
+                    record_urls.add(md.page_url(path, self.data.directory_urls))
+        pages = search_index.other_pages(material, record_urls)
+        files = search_index.build(open_catalog(self.root), self.data, pages)
+        for path, text in files.items():
+            target = site / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        if lunr.is_file():
+            stub = {"config": material.get("config", {}), "docs": []}
+            lunr.write_text(json.dumps(stub, separators=(",", ":")), encoding="utf-8")
+
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         """Rebuild when a record changes, not only when docs/ does."""
         if self.root is not None:
@@ -166,20 +206,13 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         return server
 
 
-_CODE_TAG = re.compile(r"</?code>")
+#: Material's search worker in the page configuration (its hash changes per release).
+_WORKER = re.compile(r'("search":\s*")([^"]*?)assets/javascripts/workers/search\.[0-9a-f]+\.min\.js"')
 
 
-def _lighten_search_index(path: Path) -> None:
-    """Strip ``<code>`` tags from every indexed text (about a tenth of the index)."""
-    if not path.is_file():
-        return
-    data = json.loads(path.read_text(encoding="utf-8"))
-    for doc in data.get("docs", []):
-        if isinstance(doc.get("text"), str):
-            doc["text"] = _CODE_TAG.sub("", doc["text"])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    tmp.replace(path)
+def _kb_search_worker(html: str) -> str:
+    """Material runs any worker that speaks its protocol; kb's ranks like ``kb search``."""
+    return _WORKER.sub(r'\1\2assets/javascripts/kb-search-worker.js"', html, count=1)
 
 
 def _search_langs(config: MkDocsConfig) -> list[str]:

@@ -418,7 +418,11 @@ def test_unknown_flag_lists_the_tree_flags(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_unknown_tree_and_wrong_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "did you mean attention" in fail(capsys, "attenton", "--arch", "mla")
+    # a name nothing has exits 1, as 'kb show NAME' does (docs/cli.md); a wrong kind is 2
+    assert main(["advise", "attenton", "--arch", "mla", "--no-input"]) == 1
+    assert "did you mean attention" in capsys.readouterr().err
+    assert main(["tree", "nope"]) == 1
+    assert "no decision tree named 'nope'" in capsys.readouterr().err
     assert "is a playbook, not a decision tree" in fail(capsys, "prefetch")
     assert "name a decision tree" in fail(capsys)
 

@@ -420,7 +420,7 @@ def test_issue_chains_exist(catalog: Catalog) -> None:
         ("moe ep decode", "moe-ep-decode-mc2"),
         ("预取大小", "prefetch"),
         ("分页 kv cache", "kv-cache-paged"),
-        ("softmax gate", "moe-gate-softmax"),
+        ("softmax gate chain", "moe-gate-softmax"),  # a chain asked for: operators lead otherwise
         ("linear attention prefill chain", "gdn-prefill-chunked"),
         ("attention sinks sliding window", "gqa-sinks-paged"),
     ],

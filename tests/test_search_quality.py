@@ -69,3 +69,74 @@ def test_a_dtype_in_the_query_is_a_requirement() -> None:
     hits = [h.name for h in search(open_catalog(), "flash attention int8", limit=10)]
     assert "npu_sparse_flash_attention" in hits  # still found, but
     assert hits.index("npu_sparse_flash_attention") > hits.index("npu_kv_quant_sparse_flash_attention")
+
+
+def reciprocal_rank(q: dict, hits: list[tuple[str, str]]) -> float:
+    return next((1 / (i + 1) for i, name in enumerate(names(hits)) if name in accepted(q)), 0.0)
+
+
+def test_mean_reciprocal_rank(results) -> None:
+    """Issue 23: MRR over every query and over the task phrasings (measured 0.944 and
+    0.904 when written; the floor sits just under, so a regression fails)."""
+    overall = sum(reciprocal_rank(q, results[q["q"]]) for q in QUERIES) / len(QUERIES)
+    tasks = sum(reciprocal_rank(q, results[q["q"]]) for q in TASKS) / len(TASKS)
+    assert len(QUERIES) >= 150 and len(TASKS) >= 45
+    assert overall >= 0.94, overall
+    assert tasks >= 0.90, tasks
+
+
+@pytest.mark.parametrize(("query", "first"), [("rmsnorm", "npu_rms_norm"), ("rms norm", "npu_rms_norm"),
+                                              ("swiglu", "npu_swiglu"), ("flash attention", None)])
+def test_the_basic_operator_leads_its_specialisations(query: str, first: str | None, results) -> None:
+    """A record named for a step the query does not ask about (npu_add_rms_norm for
+    residual_add, npu_sparse_flash_attention for sparse_attention) falls behind."""
+    got = names(results[query])
+    if first:
+        assert got[0] == first, got
+    else:
+        assert got[0] != "npu_sparse_flash_attention", got
+
+
+def test_named_steps_find_the_operator_fusing_exactly_them(results) -> None:
+    """'residual add then rmsnorm in one kernel': npu_add_rms_norm fuses those two steps
+    and nothing else; the MoE combine that also adds and normalises is no answer."""
+    got = names(results["residual add then rmsnorm in one kernel"])
+    assert got[0] == "npu_add_rms_norm", got
+
+
+def test_steps_are_read_from_the_query() -> None:
+    from kb.index.steps import named_steps, step_factor
+    from kb.index.textanalysis import tokens
+
+    def steps(text: str) -> frozenset[str]:
+        toks = set(tokens(text, query=True))
+        return named_steps(toks | {a + b for a in toks for b in toks})
+
+    assert steps("residual add then rmsnorm") == {"residual_add", "rms_norm"}  # add is residual_add's
+    assert steps("swiglu then quantize") == {"swiglu", "quantize"}
+    named = frozenset({"residual_add", "rms_norm"})
+    exact = step_factor(frozenset({"residual_add", "rms_norm"}), named)
+    wider = step_factor(frozenset({"residual_add", "rms_norm", "all_to_all", "combine"}), named)
+    assert exact > wider > 1.0
+    assert step_factor(frozenset({"rms_norm"}), frozenset({"rms_norm"})) == 1.0  # one step: a topic
+
+
+def test_an_exact_name_is_answered_without_whoosh(tmp_path) -> None:
+    """The compiled store answers an exact or misspelt operator name; free text loads whoosh."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom kb.catalog.compiled import open_catalog\nfrom kb.index.search import search\n"
+             "hits = search(open_catalog(), sys.argv[1], limit=3)\n"
+             "print(hits[0].name, 'whoosh' in sys.modules)\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+    def run(query: str) -> str:
+        return subprocess.run([sys.executable, "-c", probe, query], capture_output=True, text=True,
+                              env=env, check=True).stdout.strip()  # fmt: skip
+
+    assert run("npu_rms_norm") == "npu_rms_norm False"
+    assert run("torch_npu.npu_mla_prolog_v3") == "npu_mla_prolog_v3 False"
+    assert run("npu_mla_prolgo_v3") == "npu_mla_prolog_v3 False"
+    assert run("rms norm").endswith(" True")

@@ -200,7 +200,7 @@ def wait_for_title(p: Page, title: str) -> None:
     (whether it arrives by a swap or by a full load)."""
     from playwright.sync_api import expect
 
-    expect(p.page.locator("article h1")).to_have_text(re.compile("^" + re.escape(title)))
+    expect(p.page.locator("article.md-content__inner h1")).to_have_text(re.compile("^" + re.escape(title)))
 
 
 # -- pages that fit ----------------------------------------------------------------------
@@ -224,7 +224,7 @@ def test_tables_and_diagrams_fit_their_box(sized_page: Page, site_url: str, path
         p.page.goto(site_url + path)
         p.page.wait_for_load_state("networkidle")
         wait_for_diagrams(p)
-        assert p.page.locator("article h1").count() == 1
+        assert p.page.locator("article.md-content__inner h1").count() == 1
         assert p.page.evaluate(TOO_WIDE) == []
         assert p.offsite(site_url) == []
 
@@ -281,7 +281,7 @@ def test_tree_nodes_are_links(page: Page, site_url: str) -> None:
         chain = next(i for i, h in enumerate(hrefs) if "chains/" in h)
         links.nth(chain).click()
         page.page.wait_for_url("**/chains/**")
-        assert page.page.locator("article h1").count() == 1
+        assert page.page.locator("article.md-content__inner h1").count() == 1
 
 
 def test_operator_filter_by_product_and_release(page: Page, site_url: str) -> None:
@@ -371,6 +371,60 @@ def test_search_finds_a_task_phrase(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
         hits = search(page, site_url, "paged attention decode")
         assert any("/chains/" in h or "/operators/" in h for h in hits[:5]), hits[:5]
+
+
+def test_site_search_ranks_like_the_cli(page: Page, site_url: str) -> None:
+    """Issue 23: one ranking.  A sample of the query set (every fourth query: names,
+    typos, Chinese, task phrasings) typed into the site's search box puts the CLI's first
+    result first.  (All 156 agreed when measured with scripts run by hand.)"""
+    import yaml
+
+    from kb.catalog.compiled import open_catalog
+    from kb.index.search import search as cli_search
+
+    queries = yaml.safe_load((ROOT / "tests" / "data" / "search_queries.yaml").read_text())[::4]
+    catalog = open_catalog()
+    with screenshot_on_failure(page):
+        page.page.goto(site_url)
+        misses = []
+        for q in queries:
+            want = cli_search(catalog, q["q"], limit=1)[0].name
+            box = page.page.locator("input.md-search__input")
+            if box.is_visible():
+                box.fill("")
+                box.press("End")
+                page.page.wait_for_function("() => !document.querySelector('.md-search-result__item')")
+            hits = search(page, "", q["q"])
+            if not hits or f"/{want}/" not in hits[0]:
+                misses.append((q["q"], want, hits[:1]))
+        assert not misses, misses
+
+
+def test_a_search_on_a_cold_page_fetches_little(page: Page, site_url: str) -> None:
+    """No page load pays for a whole index: a cold page plus one search fetch at most
+    300 KB for search (kb's docs.json and the shards the words hash to)."""
+    sizes: list[tuple[str, int]] = []
+
+    def finished(request: Any) -> None:
+        got = request.sizes()
+        sizes.append((request.url, got["responseBodySize"] + got["responseHeadersSize"]))
+
+    page.page.on("requestfinished", finished)
+    with screenshot_on_failure(page):
+        page.page.goto(f"{site_url}operators/npu_rms_norm/")
+        page.page.wait_for_load_state("networkidle")
+        assert not [u for u, _ in sizes if "/search/kb/" in u]  # nothing before a query
+        hits = search(page, "", "paged attention decode")
+        page.page.wait_for_load_state("networkidle")
+        fetched = sum(n for u, n in sizes if "/search/" in u or "kb-search-worker" in u)
+        assert hits and fetched <= 300_000, sizes
+
+
+def test_chinese_search_finds_prefetch_with_no_missing_terms(page: Page, site_url: str) -> None:
+    with screenshot_on_failure(page):
+        hits = search(page, site_url, "权重预取")
+        assert hits and "/operators/npu_prefetch/" in hits[0], hits[:3]
+        assert page.page.locator(".md-search-result__terms").count() == 0
 
 
 # -- record text cannot run script -------------------------------------------------------

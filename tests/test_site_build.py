@@ -72,13 +72,20 @@ def test_real_records_build_strictly_with_a_page_for_everything(real_site: RealS
         assert (site / page / "index.html").is_file(), page
 
 
-def test_search_index_is_bilingual_and_segments_chinese(real_site: RealSite) -> None:
+def test_search_index_is_kbs_own_and_bilingual(real_site: RealSite) -> None:
+    """Material's lunr index is a stub; kb's index (the CLI's ranking data) holds the
+    records, their Chinese bigrams and the other pages' titles."""
     site = real_site.path
-    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
-    assert index["config"]["lang"] == ["en", "zh"]
-    assert "\\u200b" in index["config"]["separator"]  # a JS regex escape
-    prefetch = [d for d in index["docs"] if d["location"].startswith("playbooks/prefetch/")]
-    assert prefetch and "\u200b权重预取\u200b" in prefetch[0]["title"] + prefetch[0]["text"]
+    stub = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert stub["docs"] == [] and stub["config"]["lang"] == ["en", "zh"]
+    head = json.loads((site / "search" / "kb" / "docs.json").read_text(encoding="utf-8"))
+    names = [d[0] for d in head["docs"]]
+    assert "npu_prefetch" in names and "prefetch" in names
+    assert any(p[1] == "Checker rules" or "KB204" in p[1] for p in head["pages"])
+    from site_plugins.search_index import shard_of
+
+    shard = json.loads((site / "search" / "kb" / f"s{shard_of('预取')}.json").read_text(encoding="utf-8"))
+    assert names.index("npu_prefetch") in shard["t"]["预取"][::2]
 
 
 def test_cli_reference_page_is_generated(real_site: RealSite) -> None:
@@ -204,28 +211,9 @@ def test_sitemap_and_404_use_the_site_url(real_site: RealSite) -> None:
 
 
 def test_search_index_is_lean(real_site: RealSite) -> None:
-    """Pages, their words and parameters; no keyword dumps, link lists or release lists."""
-    index = json.loads((real_site.path / "search" / "search_index.json").read_text())
-    locations = [d["location"] for d in index["docs"]]
-    generated = ("operators/", "chains/", "trees/", "playbooks/")
-    anchors = {
-        loc.split("#", 1)[1] for loc in locations if "#" in loc and loc.startswith(generated)
-    }
-    noise = {
-        "search-keywords",
-        "see-also",
-        "related-operators",
-        "used-in-chains-and-trees",
-        "torch_npu-releases",
-        "upstream",
-        "example",
-        "signature",
-        "checkable-rules",
-    }
-    assert not anchors & noise
-    assert not [a for a in anchors if a.startswith("rule-")]
-    mla = next(d for d in index["docs"] if d["location"] == "operators/npu_mla_prolog_v3/")
-    assert "slot_mapping" in mla["text"]  # the record's search terms count for the page
-    assert "operators/npu_mla_prolog_v3/#parameters" in locations
-    matrix = next(d for d in index["docs"] if d["location"] == "matrices/products/")
-    assert "npu_mla_prolog_v3" not in matrix["text"]  # listing tables are not indexed
+    """A search fetches docs.json and a few shards: each small, none the whole index."""
+    directory = real_site.path / "search" / "kb"
+    assert (directory / "docs.json").stat().st_size <= 170_000
+    shards = sorted(directory.glob("s*.json"))
+    assert len(shards) >= 64
+    assert max(p.stat().st_size for p in shards) <= 30_000

@@ -81,9 +81,11 @@ _SHAPE_SPLIT = re.compile(r"\s*[x×*,]\s*", re.IGNORECASE)
 def parse_shape(text: str) -> list[int]:
     """``7168x18432``, ``7168*18432``, ``[7168, 18432]`` → ``[7168, 18432]``."""
     body = text.strip().strip("[]()").strip()
-    parts = [p for p in _SHAPE_SPLIT.split(body) if p != ""] if body else []
+    parts = _SHAPE_SPLIT.split(body) if body else []
     if not parts:
         raise SizeInputError(f"--shape {text!r} is empty; write it like 7168x18432")
+    if "" in parts:  # 7168x, x7168, 7168xx18432: a dimension left out
+        raise SizeInputError(f"--shape {text!r} has an empty dimension; write it like 7168x18432")
     dims = []
     for part in parts:
         if not part.isdecimal() or len(part) > 15 or int(part) <= 0:

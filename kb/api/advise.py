@@ -20,13 +20,13 @@ Ask = Callable[[Record, list[Any]], str]
 
 def tree_record(catalog: Catalog, name: str) -> Record:
     """The decision tree ``name``; UsageError (with a did-you-mean) for anything else."""
-    from kb.api.errors import UsageError
+    from kb.api.errors import NotFound, UsageError
     from kb.api.tree import tree_hint
 
     trees = catalog.names("tree")
     rec = catalog.get(name)
     if rec is None:
-        raise UsageError(f"no decision tree named {name!r}{tree_hint(name, trees)}; "
+        raise NotFound(f"no decision tree named {name!r}{tree_hint(name, trees)}; "
                          f"trees: {', '.join(trees)}")  # fmt: skip
     if rec["kind"] != "tree":
         raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree; trees: "

@@ -14,3 +14,8 @@ OK, FOUND, UNUSABLE = 0, 1, 2
 
 class UsageError(Exception):
     """Bad arguments or unreadable input: exit code 2."""
+
+
+class NotFound(UsageError):
+    """A name no record (tree, rule) has: exit code 1, as ``kb show NAME`` gives; the
+    MCP server reports it as a tool error like any UsageError."""

@@ -12,7 +12,7 @@ def tree(catalog: Catalog, name: str | None = None) -> dict[str, Any]:
     """The ``--format json`` document: ``{"trees": [{name, summary, flags}]}`` without a
     name, else the tree record; UsageError for a name that is not a tree."""
     from kb.advice.advise import flags
-    from kb.api.errors import UsageError
+    from kb.api.errors import NotFound, UsageError
 
     if not name:
         return {"trees": [{"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)}
@@ -21,7 +21,7 @@ def tree(catalog: Catalog, name: str | None = None) -> dict[str, Any]:
     tree_names = catalog.names("tree")
     names = ", ".join(tree_names)
     if rec is None:
-        raise UsageError(f"no decision tree named {name!r}{tree_hint(name, tree_names)}; "
+        raise NotFound(f"no decision tree named {name!r}{tree_hint(name, tree_names)}; "
                          f"trees: {names}")  # fmt: skip
     if rec["kind"] != "tree":
         raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree (try 'kb show "

@@ -14,7 +14,7 @@ import os
 import sys
 import textwrap
 
-from kb.api.errors import FOUND, OK, UNUSABLE, UsageError
+from kb.api.errors import FOUND, OK, UNUSABLE, NotFound, UsageError
 
 __all__ = ["EXIT_STATUS", "FOUND", "OK", "UNUSABLE", "UsageError", "build_parser", "main"]
 
@@ -49,6 +49,8 @@ def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
         # the shared contract after a verb's own epilog, keeping its layout (examples)
         raw = verb_parser.formatter_class is not argparse.HelpFormatter
         status = textwrap.fill(EXIT_STATUS, 78) if raw else EXIT_STATUS
+        if verb_parser.epilog and "Exit status:" in verb_parser.epilog:
+            continue  # the verb states its own (scan, mcp): one paragraph, not two
         verb_parser.epilog = ("\n\n" if raw else " ").join(
             x for x in (verb_parser.epilog, status) if x
         )
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         verb = f"kb {args.verb}"
         try:
             rc = int(args.func(args) or 0)
+        except NotFound as exc:  # a name nothing has: 1, as for kb show NAME
+            _say(f"{verb}: {exc}")
+            rc = FOUND
         except UsageError as exc:
             _say(f"{verb}: {exc}")
             rc = UNUSABLE

@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "advise",
         help="walk a decision tree from flags and print the chain, operators, prerequisites",
-        description="Walk a decision tree (attention, moe, kv-cache, prefetch-placement) with "
+        description="Walk a decision tree (the trees are listed below) with "
         "one --FLAG VALUE per question, e.g. 'kb advise attention --arch mla --indexer yes "
         "--phase decode'. Prints the reference chain(s) with their stages, each operator's "
         "products, key dtypes/formats and first constraints, and the prerequisites. Run "
@@ -27,7 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         epilog="exit status: 0 advice (perhaps with assumed common cases), 1 only completions "
         "(an open question changes the operators), 2 bad input. --format json always prints "
         "the document on stdout.",
+        add_help=False,
     )
+    p.add_argument("-h", "--help", action=_HelpWithTrees, nargs=0,
+                   help="show this help message (with the trees) and exit")  # fmt: skip
     p.add_argument("tree", nargs="?", help="decision tree name")
     p.add_argument("answers", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -37,6 +40,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--strict", action="store_true",
                    help="assume nothing: a missing answer is an error (exit 2)")  # fmt: skip
     p.set_defaults(func=run)
+
+
+class _HelpWithTrees(argparse.Action):
+    """``kb advise --help``: the help, then every tree the records hold (read only when
+    help is asked for, so a walk does not pay for it)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.print_help()
+        try:
+            from kb.catalog.compiled import open_catalog
+
+            names = open_catalog().names("tree")
+        except Exception:  # a broken store: the help itself still prints
+            names = []
+        if names:
+            from kb.text.render import wrap
+
+            print("\n" + "\n".join(wrap("trees: " + ", ".join(names), "")))
+        parser.exit(0)
 
 
 def parse_tokens(tokens: list[str]) -> tuple[dict[str, str], dict[str, Any]]:

@@ -106,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.no_fusion:
         report.findings = [f for f in report.findings if not f.code.startswith("KB6")]
+    if report.files == 0:  # nothing was scanned: say why, not "no findings in 0 files"
+        for skipped in report.skipped:
+            print(f"kb scan: {skipped.path}: skipped: {skipped.reason}", file=sys.stderr)
+        print("kb scan: no Python files found", file=sys.stderr)
+        return 2
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                        and not os.environ.get("NO_COLOR"))  # fmt: skip
     if args.plan and args.format == "text":

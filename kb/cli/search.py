@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from kb.api.search import search
     from kb.cli._common import catalog_or_exit
-    from kb.text.render import WIDTH
+    from kb.text.width import terminal_width
 
     query = " ".join(args.query)
     doc = search(catalog_or_exit(), query, limit=args.limit, kind=args.kind,
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"no results for {query!r}", file=sys.stderr)
         for h in doc["results"]:
             summary = h["summary"]
-            room = WIDTH - 4
+            room = terminal_width() - 4
             if len(summary) > room:
                 summary = summary[: room - 1] + "…"
             print(f"{h['name']}  ({h['kind']})")

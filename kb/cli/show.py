@@ -6,16 +6,21 @@ import argparse
 import json
 import sys
 
+#: A record longer than this ends with a hint towards --brief and --section.
+LONG_OUTPUT_LINES = 80
+HINT_SECTIONS = ("parameters", "constraints", "examples", "versions", "stages", "nodes", "rules")
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "show",
         help="show one operator, chain, tree or playbook",
-        description="Print one record. NAME may be the bare name (npu_mla_prolog_v3), a call "
-        "path (torch_npu.npu_mla_prolog_v3, torch.ops.npu.npu_mla_prolog_v3) or an alias; "
-        "case does not matter. Unknown names exit 1 with suggestions; a torch_npu operator "
-        "without a record prints its upstream schema and also exits 1. Text is English; "
-        "--lang zh prints the Chinese summary and description where the record has them.",
+        description="Print one record. NAME may be the bare name (npu_mla_prolog_v3), a call\n"
+        "path (torch_npu.npu_mla_prolog_v3, torch.ops.npu.npu_mla_prolog_v3) or an alias;\n"
+        "case does not matter. Unknown names exit 1 with suggestions; a torch_npu operator\n"
+        "without a record prints its upstream schema and also exits 1. Text is English;\n"
+        "--lang zh prints the Chinese summary and description where the record has them.\n"
+        "Long records end with a hint: --brief for a card, --section NAME for one part.",
         epilog="examples:\n"
         "  kb show npu_mla_prolog_v3 --brief            call, products, releases, schemes\n"
         "  kb show npu_mla_prolog_v3 --section parameters\n"
@@ -65,7 +70,17 @@ def run(args: argparse.Namespace) -> int:
     elif key:
         sys.stdout.write(section_text(rec, key, args.lang))
     else:
-        sys.stdout.write(record_text(rec, args.lang))
+        text = record_text(rec, args.lang)
+        sys.stdout.write(text)
+        lines = text.count("\n")
+        if lines > LONG_OUTPUT_LINES:  # on stderr: a pipe still gets the record alone
+            parts = [k for k in HINT_SECTIONS if rec.get(k)]
+            sys.stdout.flush()
+            import textwrap
+
+            hint = (f"kb show: {lines} lines; --brief prints a summary card, --section NAME "
+                    f"one part ({', '.join(parts)} …)")  # fmt: skip
+            print(textwrap.fill(hint, 80, subsequent_indent="  "), file=sys.stderr)
     return 0
 
 

@@ -359,6 +359,11 @@ def run_serve(args: argparse.Namespace) -> int:
         # serve loads the config itself (and again on every rebuild): tell the plugin
         # through the environment of this process, which exists only to serve.
         os.environ["KB_RECORDS_DIR"] = str(args.records.resolve())
+    if not os.environ.get("KB_SITE_URL"):
+        # site_url must be the address served: Material's instant navigation follows only
+        # links of the sitemap's origin, and canonical URLs would point at another port
+        host = args.dev_addr if "://" in args.dev_addr else f"http://{args.dev_addr}"
+        os.environ["KB_SITE_URL"] = host.rstrip("/") + "/"
     from mkdocs.commands.serve import serve
     from mkdocs.exceptions import MkDocsException
 

@@ -1,5 +1,7 @@
-"""What goes into the search index: the fields, their weights, one document per record,
-and the query-independent prior of each record.
+"""What goes into the search index: the fields, their weights, one document per record.
+
+The query-independent prior of each record is :mod:`kb.index.priors` (whoosh-free, so
+the site build and the name-only lookup read it too).
 
 Both the index's life on disk (:mod:`kb.index.searchindex`) and the ranking
 (:mod:`kb.index.search`) read these, so they sit below both.
@@ -16,9 +18,7 @@ import_whoosh()
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
-from kb.catalog.compiled import Catalog  # noqa: E402
 from kb.index.textanalysis import tokens  # noqa: E402
-from kb.vocab import OFFICIAL_STATUSES, STATUS_PRIOR  # noqa: E402
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
 BOOSTS: dict[str, float] = {
@@ -57,6 +57,8 @@ def schema() -> Schema:
         summary_en=STORED,
         prior=STORED,
         dtypes=STORED,
+        steps=STORED,
+        phrases=STORED,
         name_text=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["name"]),
         keywords=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["keywords"]),
         summary=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["summary"]),
@@ -109,6 +111,8 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         "body": rec.get("description", ""),
     }
     doc["dtypes"] = " ".join(sorted(_dtypes(rec)))
+    doc["phrases"] = "|".join(phrase_key(k) for k in [*keywords.get("en", []), *keywords.get("zh", [])])
+    doc["steps"] = " ".join(rec.get("fuses") or []) if kind == "operator" else ""
     if kind == "operator":
         doc["params"] = _join([p["name"] for p in rec.get("parameters", [])])
         doc["body"] = _join(rec.get("description", ""), [c["text"] for c in rec.get("constraints", [])],
@@ -130,6 +134,11 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
     return doc
 
 
+def phrase_key(text: str) -> str:
+    """A keyword phrase or a query as compared whole: lower case, single spaces."""
+    return " ".join(text.lower().split())
+
+
 def _dtypes(rec: dict[str, Any]) -> set[str]:
     """Dtypes an operator takes or returns and the quantization schemes it (or a chain) runs."""
     if rec["kind"] == "chain":
@@ -142,62 +151,3 @@ def _dtypes(rec: dict[str, Any]) -> set[str]:
         for dtypes in (q.get("tensors") or {}).values():
             found.update(dtypes if isinstance(dtypes, list) else [dtypes])
     return found
-
-
-#: How much to trust a record as the answer before looking at the query: the
-#: recommended, documented operator should lead its deprecated, superseded, private or
-#: in-place relatives when the text matches them alike.  The weight per status is
-#: kb.vocab's STATUS_PRIOR (each status's row holds it, beside its rank).
-PRIVATE_PRIOR = 0.6  # _npu_* kernels (ATB): real, but not the public API to reach for
-SUPERSEDED_PRIOR = 0.8
-INPLACE_TWIN_PRIOR = 0.9
-OFF_TOPIC_CATEGORY_PRIOR = 0.9  # training / vision: this KB is read for inference work
-
-
-#: Operators that proven reference chains and decision trees use are the mainstream
-#: answer; each use (up to PROVEN_CAP) lifts the record a little.
-PROVEN_WEIGHT = 0.05
-PROVEN_CAP = 2
-
-
-def _uses(recs: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """How many chains and trees name each operator."""
-    counts: dict[str, int] = {}
-    for rec in recs.values():
-        named: set[str] = set()
-        if rec["kind"] == "chain":
-            named = {st["operator"] for st in rec.get("stages", [])}
-        elif rec["kind"] == "tree":
-            named = {
-                op
-                for n in rec.get("nodes", [])
-                for o in n["options"]
-                for op in o.get("operators", [])
-            }
-        for op in named:
-            counts[op] = counts.get(op, 0) + 1
-    return counts
-
-
-def priors(catalog: Catalog) -> dict[str, float]:
-    """A query-independent weight per record (see STATUS_PRIOR and friends)."""
-    recs = {r["name"]: r for r in catalog.records()}
-    uses = _uses(recs)
-    out: dict[str, float] = {}
-    for name, rec in recs.items():
-        if rec["kind"] != "operator":
-            out[name] = 1.0
-            continue
-        prior = STATUS_PRIOR.get(rec.get("status", "stable"), 1.0)
-        successor = recs.get(rec.get("superseded_by") or "")
-        if successor is not None and successor.get("status") in OFFICIAL_STATUSES:
-            prior *= SUPERSEDED_PRIOR
-        if name.endswith("_") and name.rstrip("_") in recs:
-            prior *= INPLACE_TWIN_PRIOR
-        if name.startswith("_"):
-            prior *= PRIVATE_PRIOR
-        if rec.get("category") in ("training", "vision"):
-            prior *= OFF_TOPIC_CATEGORY_PRIOR
-        prior *= 1.0 + PROVEN_WEIGHT * min(uses.get(name, 0), PROVEN_CAP)
-        out[name] = prior
-    return out

@@ -10,7 +10,7 @@ few ms), so bit rot cannot quietly change the answers.  An index that fails to o
 or to verify, disagrees with the catalog or breaks during a query is rebuilt, never
 trusted; when the cache cannot be written it is built in
 memory for this process.  What goes *into* the index (documents, field weights,
-priors) is :mod:`kb.index.documents`' business.
+priors) is :mod:`kb.index.documents`' and :mod:`kb.index.priors`' business.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ try:  # the builtin module avoids importing OpenSSL through hashlib
 except ImportError:  # pragma: no cover - every CPython has _blake2
     from hashlib import blake2b
 
-INDEX_VERSION = "10"
+INDEX_VERSION = "11"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 
@@ -79,7 +79,8 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
 
 def _fill(ix: Any, catalog: Catalog) -> None:
     from kb.core.gcpause import collector_paused
-    from kb.index.documents import document, priors
+    from kb.index.documents import document
+    from kb.index.priors import priors
 
     with collector_paused():
         writer = ix.writer()

@@ -19,12 +19,14 @@ _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 _PARTS = re.compile(r"[_.\-]+")
 
 STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "into", "is", "it", "its", "my", "of", "on", "or", "our", "should", "the", "this", "that", "to", "use", "used", "using", "what", "when", "where", "which", "who", "why", "will", "with", "want", "need", "me", "we", "you", "your", "there", "their", "op", "ops", "operator", "operators", "api"]
+    ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "into", "is", "it", "its", "my", "of", "on", "or", "our", "should", "the", "this", "that", "to", "use", "used", "using", "what", "when", "where", "which", "who", "why", "will", "with", "want", "need", "me", "we", "you", "your", "there", "their", "op", "ops", "operator", "operators", "api",
+     # the glue of task phrases ("add then rmsnorm in one kernel")
+     "then", "followed", "one", "kernel", "single", "together", "step", "steps"]
 )
 
 #: Stems that mean what a short operator-name part means ("quantized" ~ "quant").
 _FOLD_STEMS = {"quantiz": "quant", "dequantiz": "dequant", "normal": "norm", "embed": "emb",
-               "posit": "pos", "rotari": "rotary"}  # fmt: skip
+               "posit": "pos", "rotari": "rotary", "multipli": "mul"}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=65536)

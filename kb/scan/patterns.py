@@ -591,7 +591,7 @@ def opportunities(scan: FileScan, tree: ast.Module, ctx: Context, settings: Any)
                     offer += ("; " if offer else "") + f"reference chain {', '.join(chains)}"
                 if not offer:
                     offer = f"no operator in the records fuses {' + '.join(steps)}"
-                message = f"{what} (lines {line}-{end}): {offer}"
+                message = f"{what} ({f'line {line}' if line == end else f'lines {line}-{end}'}): {offer}"
                 phase = hints.phase(frozenset(), qual.split("."))
                 finding = Finding(scan.path, col.line, col.column, rule.code, "info", message)
                 found.append(Opportunity(rule.code, scan.path, qual, line, col.column, end, steps,

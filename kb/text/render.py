@@ -9,8 +9,9 @@ from typing import Any
 from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
+from kb.text.width import terminal_width
 
-WIDTH = 80
+WIDTH = terminal_width()  # min(terminal width, 80), read once per process
 
 
 def wrap(text: str, indent: str = "  ", width: int = WIDTH, hang: str = "") -> list[str]:

@@ -352,7 +352,7 @@ class ValueNotAllowed(CandidateRule):
                     "a torch_npu dtype constant (torch_npu.hifloat8) or its integer code")  # fmt: skip
         allowed = [a for a in p.get("allowed") or [] if a is not None]
         if allowed and canon not in allowed:
-            return f"{name}={canon} is not allowed; use one of {', '.join(map(str, allowed))}"
+            return f"{name}={canon} is not allowed; use one of {', '.join(map(_shown_value, allowed))}"
         return None
 
     @staticmethod
@@ -361,7 +361,7 @@ class ValueNotAllowed(CandidateRule):
         if allowed is not None and not one_of(value, allowed):
             if one_of(value, p.get("also_accepted") or []):
                 return None
-            shown = ", ".join(map(str, allowed))
+            shown = ", ".join(map(_shown_value, allowed))
             return f"{name}={value!r} is not allowed; use one of {shown}"
         rng = p.get("range") or {}
         num = as_number(value)
@@ -535,3 +535,8 @@ FAMILY = "Operator calls"
 RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
          ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
          OperatorRule(), RuleRequiresArgument())  # fmt: skip
+
+
+def _shown_value(value: object) -> str:
+    """An allowed value as a message lists it: the empty string as '' (not as nothing)."""
+    return repr(value) if value == "" else str(value)

@@ -225,9 +225,11 @@ class MaxSizeAboveConservative(PrefetchRule):
             return
         limit = total * factor
         if limit < cand.max_size <= total:
+            share = (f"the whole weight, {format_size(total)}" if cand.max_size == total
+                     else f"{format_size(cand.max_size)} of {format_size(total)}")  # fmt: skip
             yield self.on(doc, cand, ("max_size",),
                           f"max_size is more than {factor:g} x the weight before the point is "
-                          f"validated ({format_size(cand.max_size)} of {format_size(total)}); "
+                          f"validated ({share}); "
                           f"start at {format_size(limit)} and raise it after profiling "
                           "confirms the point (validated: true)")  # fmt: skip
 

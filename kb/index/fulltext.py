@@ -1,0 +1,184 @@
+"""The full-text half of search: BM25F over the whoosh index, rescored.
+
+Documents matching every query token come before those matching some; fields are
+weighted by :data:`kb.index.documents.BOOSTS`; scores are then multiplied by the
+query-independent priors (:mod:`kb.index.priors`), by how much of a record's name the
+query spells out (:func:`kb.index.names.name_factor`), by how well the record's fused
+steps answer the steps the query names (:mod:`kb.index.steps`), by the dtypes and
+schemes the query names (:data:`DTYPE_MISS_PRIOR`), with chains and trees behind
+operators unless the query names them or asks for that kind (:data:`PARTIAL_NAME_PRIOR`,
+:data:`KIND_WORDS`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from kb.index.whoosh_import import import_whoosh
+
+import_whoosh()
+
+from whoosh.scoring import BM25F  # noqa: E402
+
+from kb.index.documents import TEXT_FIELDS, phrase_key  # noqa: E402
+from kb.index.names import Hit, name_factor, name_stems  # noqa: E402
+from kb.index.priors import INPLACE_TWIN_PRIOR  # noqa: E402
+from kb.index.steps import (  # noqa: E402
+    UNASKED_NAMED_STEP_PRIOR,
+    named_steps,
+    step_factor,
+    unasked_named_steps,
+)
+from kb.index.textanalysis import glossary_tokens  # noqa: E402
+
+#: Added to the score of a document holding every query token: usually enough to rank
+#: it first, yet a far better match on the named steps or name can still lead.
+EVERY_TOKEN_BONUS = 100.0
+#: Holding most of the words earns part of it: one filler word ("after") a document
+#: happens to contain must not outrank a better match on the words that matter.
+SHARE_POWER = 3
+#: The query is, word for word, one of the record's own keyword phrases.
+KEYWORD_PHRASE_BONUS = 1.5
+#: Operators answer most queries; a chain or tree must match clearly better to lead.
+KIND_PRIOR: dict[str, float] = {"operator": 1.0, "playbook": 1.0, "chain": 0.9, "tree": 0.9}
+#: Query words that ask for a kind ("… chain", "决策树") lift that kind above the rest.
+KIND_WORDS: dict[str, set[str]] = {
+    "chain": {"chain", "pipelin", "链路", "参考链"},
+    "tree": {"tree", "decis", "决策", "策树"},
+    "playbook": {"playbook", "手册"},
+}
+KIND_ASKED = 1.5
+#: A chain or tree answers a task phrase only when the query names it ("gqa decode
+#: paged"); sharing a word or two with it ("moe routing") leaves it behind the
+#: operators that do the work.
+PARTIAL_NAME_PRIOR: dict[str, float] = {"chain": 0.75, "tree": 0.75}
+#: "in place", "inplace", "原地": the trailing-underscore twin is what is wanted.
+_INPLACE = re.compile(r"in[- ]?place|原地")
+
+
+#: A dtype or scheme in the query ("flash attention int8") is a requirement: records
+#: that never take it fall behind those that do.  Only words with a digit count
+#: (int8, bf16, w8a8, fp8 ...), so "float" or "quant" in a task phrase stay plain words.
+DTYPE_MISS_PRIOR = 0.6
+_DTYPE_WORD = re.compile(r"[a-z]*\d[a-z0-9]*", re.IGNORECASE)
+
+
+def asked_dtypes(text: str) -> set[str]:
+    """Canonical dtypes and quantization schemes the query names."""
+    from kb.vocab import normalize
+
+    asked: set[str] = set()
+    for word in _DTYPE_WORD.findall(text):
+        for vocab in ("dtype", "quantization"):
+            canon = normalize(vocab, word)
+            if canon:
+                asked.add(canon)
+    return asked
+
+
+class Session:
+    """An open searcher and the stored fields of every document, read once.
+
+    A command builds one per query; a long-running process (``kb mcp``) keeps one per
+    index and pays only for the query itself.
+    """
+
+    def __init__(self, ix: Any) -> None:
+        self.searcher = ix.searcher(weighting=BM25F())
+        self.stored: dict[int, dict[str, Any]] = dict(self.searcher.reader().iter_docs())
+
+    def token_scores(self, token: str) -> dict[int, float]:
+        """BM25F score of ``token`` per document, summed over the text fields.
+
+        The sum of these over a query's words is exactly what a whoosh OR of every
+        (field, word) term scores, without building whoosh's union matchers (about
+        twice as fast here).
+        """
+        reader = self.searcher.reader()
+        scores: dict[int, float] = {}
+        for f in TEXT_FIELDS:
+            if (f, token) not in reader:
+                continue
+            m = self.searcher.postings(f, token, weighting=self.searcher.weighting)
+            while m.is_active():
+                docnum = m.id()
+                scores[docnum] = scores.get(docnum, 0.0) + m.score()
+                m.next()
+        return scores
+
+    def close(self) -> None:
+        self.searcher.close()
+
+
+def own_session_hits(ix: Any, text: str, toks: list[str], kinds: set[str] | None,
+                     seen: set[str]) -> list[Hit]:  # fmt: skip
+    """Text hits through a session opened (and closed) for this one query."""
+    session = Session(ix)
+    try:
+        return text_hits(session, text, toks, kinds, seen)
+    finally:
+        session.close()
+
+
+def _summed(scores: list[dict[int, float]]) -> dict[int, float]:
+    total: dict[int, float] = {}
+    for one in scores:
+        for docnum, score in one.items():
+            total[docnum] = total.get(docnum, 0.0) + score
+    return total
+
+
+def text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | None,
+              seen: set[str]) -> list[Hit]:  # fmt: skip
+    """BM25F matches, rescored; documents holding every query token come first."""
+    # joined neighbours ("rms norm" → rmsnorm) may lift a match but are never required
+    joined: list[str] = []
+    if len(toks) > 1:
+        joined = [a + b for a, b in itertools.pairwise(toks) if a.isalpha() and b.isalpha()]
+        joined += [t for t in glossary_tokens(text) if t not in toks]
+    per_token = [session.token_scores(t) for t in toks]
+    main = _summed(per_token)
+    extra = _summed([session.token_scores(t) for t in joined])
+    every = set.intersection(*(set(s) for s in per_token)) if len(toks) > 1 else set()
+    held: dict[int, int] = {}
+    for one in per_token:
+        for docnum in one:
+            held[docnum] = held.get(docnum, 0) + 1
+    inplace = bool(_INPLACE.search(text.lower()))
+    wanted = asked_dtypes(text)
+    qset = set(toks) | set(joined)
+    steps = named_steps(qset)
+    phrase = phrase_key(text)
+    prior = dict(KIND_PRIOR)
+    for kind, words in KIND_WORDS.items():
+        if qset & words:
+            prior[kind] = KIND_ASKED
+    scored: list[tuple[float, str, str, str]] = []
+    for docnum in main.keys() | extra.keys():
+        # every token matched: ranked first, on the tokens' score; else any match
+        raw = main.get(docnum, 0.0) + (0.0 if docnum in every else extra.get(docnum, 0.0))
+        doc = session.stored[docnum]
+        name, kind = doc["name"], doc["kind"]
+        if name in seen or (kinds and kind not in kinds):
+            continue
+        factor, whole_name = name_factor(name, qset)
+        score = float(raw) * factor * prior.get(kind, 1.0) * float(doc.get("prior", 1.0))
+        if phrase in (doc.get("phrases") or "").split("|"):
+            score *= KEYWORD_PHRASE_BONUS
+        if doc.get("steps"):
+            fused = frozenset(doc["steps"].split())
+            score *= step_factor(fused, steps)
+            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(name_stems(name), fused, qset)
+        if kind in PARTIAL_NAME_PRIOR and not whole_name and prior[kind] != KIND_ASKED:
+            score *= PARTIAL_NAME_PRIOR[kind]
+        if wanted and doc.get("dtypes") and not wanted & set(doc["dtypes"].split()):
+            score *= DTYPE_MISS_PRIOR
+        if inplace and name.endswith("_"):
+            score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
+        if len(toks) > 1:  # the share of the query's words the document holds
+            score += EVERY_TOKEN_BONUS * (held.get(docnum, 0) / len(toks)) ** SHARE_POWER
+        scored.append((score, name, kind, doc.get("summary_en", "")))
+    scored.sort(key=lambda row: (-row[0], row[1]))  # ties by name: stable across builds
+    return [Hit(kind, name, score, summary, "text") for score, name, kind, summary in scored]

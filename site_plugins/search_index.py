@@ -1,0 +1,182 @@
+"""The site's search index: the CLI's ranking, shipped as data for the browser.
+
+Material's lunr search ranks differently from ``kb search`` and loads a 2 MB index on
+every cold page.  Instead the site ships what the CLI ranks with, and a small worker
+(``assets/javascripts/kb-search-worker.js``, plugged into Material's search box as a
+custom worker) runs the same steps as :mod:`kb.index.search`:
+
+* ``docs.json``: one row per record in whoosh document order (name, kind, page, prior,
+  dtypes, fused steps, summary, name parts with their stems), the record spellings for exact names, the other pages'
+  titles, and every ranking constant, read from the modules that define them;
+* ``s<N>.json`` shards, by a hash of the term: each term's BM25F score per document
+  (exactly what ``Session.token_scores`` sums, computed here by whoosh), the stems of
+  the record words hashed there, and the keyword phrases hashed there.
+
+A query fetches ``docs.json`` and the few shards its words hash to, never the whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from kb.catalog.compiled import Catalog
+from kb.index import fulltext, names, priors, steps, textanalysis
+from kb.index.documents import TEXT_FIELDS, document
+from kb.index.searchindex import open_index
+from kb.vocab import CALL_PREFIXES, normalize
+from kb.vocab.dtypes import DTYPE_CODES
+from kb.vocab.normalize import ALIAS_TABLES, CANONICAL
+from site_plugins import md
+from site_plugins.common import SiteData
+
+SHARDS = 128
+DIRECTORY = "search/kb"
+#: Score precision in the shards: rank ties closer than this may order differently.
+DIGITS = 3
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_PARTS = re.compile(r"[_.\-]+")
+
+
+def shard_of(text: str) -> int:
+    """The shard of a term or word: the sum of its code points (the worker does the same)."""
+    return sum(ord(ch) for ch in text) % SHARDS
+
+
+def _constants() -> dict[str, Any]:
+    """Every number and word list the ranking reads, from the module that defines it."""
+    return {
+        "MAX_QUERY_CHARS": names.MAX_QUERY_CHARS,
+        "NAME_COVERAGE_WEIGHT": names.NAME_COVERAGE_WEIGHT,
+        "FULL_NAME_BONUS": names.FULL_NAME_BONUS,
+        "KIND_PRIOR": fulltext.KIND_PRIOR,
+        "KIND_WORDS": {k: sorted(v) for k, v in fulltext.KIND_WORDS.items()},
+        "KIND_ASKED": fulltext.KIND_ASKED,
+        "PARTIAL_NAME_PRIOR": fulltext.PARTIAL_NAME_PRIOR,
+        "DTYPE_MISS_PRIOR": fulltext.DTYPE_MISS_PRIOR,
+        "EVERY_TOKEN_BONUS": fulltext.EVERY_TOKEN_BONUS,
+        "SHARE_POWER": fulltext.SHARE_POWER,
+        "KEYWORD_PHRASE_BONUS": fulltext.KEYWORD_PHRASE_BONUS,
+        "INPLACE_TWIN_PRIOR": priors.INPLACE_TWIN_PRIOR,
+        "STEP_WEIGHT": steps.STEP_WEIGHT,
+        "EXTRA_STEP_COST": steps.EXTRA_STEP_COST,
+        "MIN_NAMED": steps.MIN_NAMED,
+        "UNASKED_NAMED_STEP_PRIOR": steps.UNASKED_NAMED_STEP_PRIOR,
+        "STEP_WORDS": [[s, sorted(w), j] for s, w, j in steps._step_words()],
+        "STOP": sorted(textanalysis.STOP),
+        "GLOSSARY": [[zh, textanalysis.tokens(en)] for zh, en in textanalysis.GLOSSARY.items()],
+        "CALL_PREFIXES": list(CALL_PREFIXES),
+        "SCHEME_WORDS": _scheme_words(),
+        "SHARDS": SHARDS,
+    }
+
+
+def _scheme_words() -> dict[str, list[str]]:
+    """Query words (letters and digits, at least one digit) → the dtypes and schemes
+    :func:`kb.index.fulltext.asked_dtypes` reads them as."""
+    candidates = {str(code) for code in DTYPE_CODES}
+    for vocab in ("dtype", "quantization"):
+        candidates.update(c.lower() for c in CANONICAL[vocab])
+        candidates.update(a.lower() for a in ALIAS_TABLES[vocab])
+    out: dict[str, list[str]] = {}
+    for word in sorted(candidates):
+        if not re.fullmatch(r"[a-z]*\d[a-z0-9]*", word):
+            continue
+        found = [c for c in (normalize(v, word) for v in ("dtype", "quantization")) if c]
+        if found:
+            out[word] = found
+    return out
+
+
+def _stems(catalog: Catalog) -> dict[str, str]:
+    """Each record word whose stem differs from it (the worker cannot run Porter)."""
+    words: set[str] = set()
+    for rec in catalog.records():
+        for text in document(rec).values():
+            for match in _WORD.finditer(text if isinstance(text, str) else ""):
+                words.update(p for p in _PARTS.split(match.group(0).lower()) if p)
+    for step in steps._step_words():
+        words.update(step[0].split("_"))
+    out = {}
+    for word in words:
+        stem = textanalysis.stem(word)
+        if stem != word:
+            out[word] = stem
+    return out
+
+
+def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str, str]:
+    """Every file of the site index (path under the site → text)."""
+    ix = open_index(catalog)
+    session = fulltext.Session(ix)
+    try:
+        reader = session.searcher.reader()
+        docs = []
+        if sorted(session.stored) != list(range(len(session.stored))):
+            raise ValueError("the search index has gaps in its document numbers; rebuild it")
+        for docnum in range(len(session.stored)):
+            doc = session.stored[docnum]
+            path = data.path(doc["name"])
+            url = md.page_url(path, data.directory_urls) if path else ""
+            docs.append([doc["name"], doc["kind"], url, doc.get("prior", 1.0), doc.get("dtypes", ""),
+                         doc.get("steps", ""), doc.get("summary_en", ""),
+                         [list(p) for p in names._name_parts(doc["name"])]])  # fmt: skip
+        terms: set[str] = set()
+        for field in TEXT_FIELDS:
+            terms.update(t if isinstance(t, str) else t.decode("utf-8") for t in reader.field_terms(field))
+        shards: list[dict[str, Any]] = [{"t": {}, "s": {}, "p": {}} for _ in range(SHARDS)]
+        for term in sorted(terms):
+            scores = session.token_scores(term)
+            flat: list[float] = []
+            for docnum in sorted(scores):
+                flat += [docnum, round(scores[docnum], DIGITS)]
+            shards[shard_of(term)]["t"][term] = flat
+        for docnum, doc in session.stored.items():
+            for phrase in (doc.get("phrases") or "").split("|"):
+                if phrase:
+                    shards[shard_of(phrase)]["p"].setdefault(phrase, []).append(docnum)
+    finally:
+        session.close()
+    for word, stem in sorted(_stems(catalog).items()):
+        shards[shard_of(word)]["s"][word] = stem
+    head = {"docs": docs, "spellings": _spellings(catalog), "pages": pages,
+            "k": _constants(), "content": catalog.content}  # fmt: skip
+    out = {f"{DIRECTORY}/docs.json": _dump(head)}
+    for i, shard in enumerate(shards):
+        out[f"{DIRECTORY}/s{i}.json"] = _dump(shard)
+    return out
+
+
+def _spellings(catalog: Catalog) -> dict[str, str]:
+    """Aliases the worker cannot derive: a name, or a call path that is a prefix plus
+    the name, resolves in the worker without a table entry."""
+    out = {}
+    for spelling in catalog.spellings():
+        name = catalog.resolve(spelling)
+        bare = spelling.strip()
+        for prefix in CALL_PREFIXES:
+            bare = bare.removeprefix(prefix)
+        if name and bare.lower() != name.lower():
+            out[spelling] = name
+    return out
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def other_pages(search_index: dict[str, Any], record_urls: set[str]) -> list[list[str]]:
+    """``[[url, title, words], …]`` of hand-written, rule and index pages and their
+    sections, from Material's own index, for the worker to list after the records."""
+    out = []
+    for doc in search_index.get("docs", []):
+        location = doc.get("location", "")
+        if location.split("#")[0] in record_urls:
+            continue
+        title = re.sub(r"<[^>]+>", "", doc.get("title") or "")
+        if not title:
+            continue
+        words = " ".join(dict.fromkeys(textanalysis.tokens(title)))
+        out.append([location, title, words])
+    return out

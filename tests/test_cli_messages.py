@@ -1,0 +1,64 @@
+"""Issue 23's terminal findings: input checks and messages that read correctly."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb.cli import main
+
+
+def test_a_shape_with_an_empty_dimension_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    for shape in ("7168x", "x7168", "7168xx18432"):
+        assert main(["prefetch-size", "--shape", shape]) == 2
+        assert "empty dimension" in capsys.readouterr().err
+    assert main(["prefetch-size", "--shape", "7168x18432"]) == 0
+
+
+def test_scanning_nothing_says_why_without_a_summary(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path) -> None:  # fmt: skip
+    assert main(["scan", str(tmp_path / "nonexistent")]) == 2
+    captured = capsys.readouterr()
+    assert "0 files" not in captured.out + captured.err
+    assert "cannot read" in captured.err and "no Python files found" in captured.err
+
+
+def test_counts_agree_with_their_nouns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "1 playbooks" not in summary and "1 playbook" in summary
+
+
+def test_an_empty_allowed_value_is_shown_as_quotes() -> None:
+    from kb.check.rules.operator import _shown_value
+
+    assert ", ".join(map(_shown_value, ["", "fullmesh"])) == "'', fullmesh"
+
+
+def test_one_exit_status_paragraph_per_verb(capsys: pytest.CaptureFixture[str]) -> None:
+    for verb in ("scan", "mcp", "show", "tree", "search"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        assert capsys.readouterr().out.count("Exit status:") == 1, verb
+
+
+def test_show_help_fits_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["show", "--help"])
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 80
+
+
+def test_advise_help_lists_every_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    from kb.catalog.compiled import open_catalog
+
+    with pytest.raises(SystemExit):
+        main(["advise", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(name in out for name in open_catalog().names("tree"))
+
+
+def test_a_long_record_ends_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "npu_fused_infer_attention_score_v2"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--brief" in err and "--section NAME" in err
+    assert main(["show", "npu_rms_norm", "--brief"]) == 0
+    assert capsys.readouterr().err == ""
