@@ -89,6 +89,16 @@ def _say(message: str) -> None:
         pass
 
 
+def _json_error(args: argparse.Namespace, exc: Exception, rc: int) -> int:
+    """Under ``--format json`` stdout always carries a document, an error one too
+    (``{"error": message, "exit": code}``), so a tool reading stdout never meets nothing."""
+    if getattr(args, "format", None) == "json":
+        import json
+
+        print(json.dumps({"error": str(exc), "exit": rc}, ensure_ascii=False))
+    return rc
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if sys.stdout is None or sys.stdout.closed:  # started with stdout closed (>&-)
@@ -106,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             rc = int(args.func(args) or 0)
         except NotFound as exc:  # a name nothing has: 1, as for kb show NAME
             _say(f"{verb}: {exc}")
-            rc = FOUND
+            rc = _json_error(args, exc, FOUND)
         except UsageError as exc:
             _say(f"{verb}: {exc}")
-            rc = UNUSABLE
+            rc = _json_error(args, exc, UNUSABLE)
         sys.stdout.flush()
         return rc
     except BrokenPipeError:  # the reader went away (kb … | head): not an error

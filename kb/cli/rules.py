@@ -38,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
     if not rules:
         hits = suggestions(args.code)
         hint = f" (did you mean: {', '.join(hits)}?)" if hits else ""
-        print(f"kb rules: no rule {args.code!r}{hint}", file=sys.stderr)
-        return 1
+        from kb.api.errors import NotFound
+
+        raise NotFound(f"no rule {args.code!r}{hint}")
     if args.format == "json":
         print(json.dumps(document(args.code), ensure_ascii=False, indent=2))
     elif args.code:

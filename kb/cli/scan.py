@@ -108,8 +108,11 @@ def run(args: argparse.Namespace) -> int:
         report.findings = [f for f in report.findings if not f.code.startswith("KB6")]
     if report.files == 0:  # nothing was scanned: say why, not "no findings in 0 files"
         for skipped in report.skipped:
-            print(f"kb scan: {skipped.path}: skipped: {skipped.reason}", file=sys.stderr)
+            print(printable(f"kb scan: {skipped.path}: skipped: {skipped.reason}"),
+                  file=sys.stderr)  # fmt: skip
         print("kb scan: no Python files found", file=sys.stderr)
+        if args.format != "text":  # a tool reading stdout still gets its (empty) document
+            sys.stdout.write(render(report, args.format, color=False, verbose=args.verbose))
         return 2
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                        and not os.environ.get("NO_COLOR"))  # fmt: skip
@@ -126,9 +129,6 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)  # fmt: skip
     if args.emit_candidates:
         _emit(args, report, product)
-    if report.files == 0:
-        print("kb scan: no Python files found", file=sys.stderr)
-        return 2
     missing = [s.path for s in report.skipped if s.named]
     if missing:
         print(printable(f"kb scan: cannot scan {', '.join(missing)} (named on the command line)"),

@@ -17,9 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="show one operator, chain, tree or playbook",
         description="Print one record. NAME may be the bare name (npu_mla_prolog_v3), a call\n"
         "path (torch_npu.npu_mla_prolog_v3, torch.ops.npu.npu_mla_prolog_v3) or an alias;\n"
-        "case does not matter. Unknown names exit 1 with suggestions; a torch_npu operator\n"
-        "without a record prints its upstream schema and also exits 1. Text is English;\n"
-        "--lang zh prints the Chinese summary and description where the record has them.\n"
+        "case does not matter. Unknown names exit 1 with suggestions; a torch_npu\n"
+        "operator without a record prints its upstream schema and also exits 1. Text is\n"
+        "English; --lang zh prints the Chinese summary and description where the record\n"
+        "has them.\n"
         "Long records end with a hint: --brief for a card, --section NAME for one part.",
         epilog="examples:\n"
         "  kb show npu_mla_prolog_v3 --brief            call, products, releases, schemes\n"
@@ -42,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
+    from kb.api.errors import NotFound
     from kb.api.show import known_without_record, section_of, view
     from kb.cli._common import catalog_or_exit, did_you_mean
 
@@ -54,9 +56,7 @@ def run(args: argparse.Namespace) -> int:
             _print_known(known, args.format)
             print(f"kb show: no record named {shown}; torch_npu defines it (schema above)", file=sys.stderr)
             return 1
-        print(f"kb show: no record named {shown}{did_you_mean(catalog, args.name)}",
-              file=sys.stderr)  # fmt: skip
-        return 1
+        raise NotFound(f"no record named {shown}{did_you_mean(catalog, args.name)}")
     key = section_of(rec, args.section) if args.section is not None else None
     if args.format == "json":
         doc = view(rec, section=key, brief=args.brief, lang=args.lang)
