@@ -146,7 +146,8 @@ GOOD = [
          {"text": (ROOT / "tests" / "fixtures" / "modelplan" / "modeling_moe_softmax.py").read_text(encoding="utf-8"),
           "product": "atlas-a3"},
          check=lambda d: {m["kind"] for m in d["inventory"]} >= {"moe.router", "moe.experts"}
-         and any(e.get("chain") == "moe-gate-softmax" for e in d["plan"])),
+         and any(e.get("chain") in ("moe-gate-softmax", "moe-gate-softmax-gating-top-k")
+                 for e in d["plan"])),  # either proven softmax-router chain
     Case("check-clean", "check", {"path": str(EXAMPLES / "qwen3-moe-a2.yaml")},
          check=lambda d: d["findings"] == [] and d["summary"]["candidates"] == 10),
     Case("advise-complete", "advise",

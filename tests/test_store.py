@@ -117,7 +117,7 @@ def test_not_a_record(record_tree, bad: str) -> None:
 def test_validate_cli_exit_codes(record_tree, capsys) -> None:
     record_tree({"operators/npu_test_op.yaml": operator_yaml()})
     assert main(["validate"]) == 0
-    assert "1 operators; all valid" in capsys.readouterr().out
+    assert "1 operator; all valid" in capsys.readouterr().out
     record_tree({"operators/npu_test_op.yaml": operator_yaml(related="missing_op")})
     assert main(["validate"]) == 2
     out = capsys.readouterr().out

@@ -43,13 +43,14 @@ SHARE_POWER = 3
 KEYWORD_PHRASE_BONUS = 1.5
 #: Operators answer most queries; a chain or tree must match clearly better to lead.
 KIND_PRIOR: dict[str, float] = {"operator": 1.0, "playbook": 1.0, "chain": 0.9, "tree": 0.9}
-#: Query words that ask for a kind ("… chain", "决策树") lift that kind above the rest.
+#: Query words that ask for a kind ("… chain", "决策树") lift that kind above the rest:
+#: a reader who names the kind wants those records first, not the operators they use.
 KIND_WORDS: dict[str, set[str]] = {
     "chain": {"chain", "pipelin", "链路", "参考链"},
     "tree": {"tree", "decis", "决策", "策树"},
     "playbook": {"playbook", "手册"},
 }
-KIND_ASKED = 1.5
+KIND_ASKED = 3.0
 #: A chain or tree answers a task phrase only when the query names it ("gqa decode
 #: paged"); sharing a word or two with it ("moe routing") leaves it behind the
 #: operators that do the work.
