@@ -25,11 +25,10 @@ UNPROVEN: frozenset[str] = frozenset({
     "add_rms_norm_quant", "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd",
     "attention_gqa_type_bsnd", "attention_mla_bsh", "attention_mla_bsnd", "attention_mla_ntd_tnd",
     "attention_mla_tnd", "attention_mla_tnd_ntd", "attention_mla_type_bsnd",
-    "attention_noncausal_bsh", "attention_noncausal_bsnd", "attention_noncausal_ntd_tnd",
-    "attention_noncausal_tnd", "attention_noncausal_tnd_ntd", "attention_noncausal_type_bsnd",
-    "dequant_swiglu_quant", "gated_delta_rule", "gelu", "lightning_indexer", "mla_absorb_bmm",
-    "mla_kv_norm_rope_cache", "mla_prolog", "moe_experts_bmm", "router_sigmoid_topk",
-    "router_topk_then_softmax", "sparse_attention_mla",
+    "attention_noncausal_ntd_tnd", "attention_noncausal_tnd_ntd", "attention_noncausal_type_bsnd",
+    "dequant_swiglu_quant", "gated_delta_rule", "lightning_indexer", "mla_absorb_bmm",
+    "mla_prolog",
+    "sparse_attention_mla",
 })  # fmt: skip
 
 

@@ -127,6 +127,36 @@ MAPPINGS: tuple[Mapping, ...] = (
     Mapping("weight_only_int8_matmul", "x @ ((wq + offset) * scale) (+ bias)",
             "npu_weight_quant_batchmatmul", "x, weight=wq, antiquant_scale=scale, "
             "antiquant_offset=offset (per channel; antiquant_group_size=g per group)"),
+    Mapping("gelu", "nn.GELU() / F.gelu(x): 0.5 * x * (1 + erf(x / sqrt(2)))", "npu_gelu",
+            "input=x, approximate='none' (the default)",
+            notes="npu_fast_gelu is x * sigmoid(1.702 x), a different curve: not this mapping"),
+    Mapping("router_sigmoid_topk", "s = sigmoid(logits); w, ids = topk(s, k); w /= w.sum(-1) when "
+            "norm_topk_prob (no bias, no groups)", "npu_moe_gating_top_k",
+            "x=logits, k=k, norm_type=1, out_flag=True; ids = output 1; renormalised: w = output 0; "
+            "not renormalised: w = take_along_dim(output 2, ids)",
+            notes="norm_type=1 always renormalises output 0; routed_scaling_factor multiplies it"),
+    Mapping("router_topk_then_softmax", "vals, ids = topk(logits, k); w = softmax(vals, -1)",
+            "npu_moe_gating_top_k_softmax", "x=logits, k=k; ids = output 1; w = output 0 / "
+            "output 0.sum(-1, keepdim=True) (softmax over the k chosen equals the full softmax "
+            "at ids renormalised)", also=("npu_moe_gating_top_k",),
+            notes="equivalently npu_moe_gating_top_k(logits, k, norm_type=0) and the same division"),
+    Mapping("moe_experts_bmm", "stacked expert weights [E, H, F]: every token through every "
+            "expert by bmm, summed with a dense [T, E] routing matrix (zero where not chosen)",
+            "npu_moe_init_routing_v2", "as moe_experts_loop: the dense matrix's nonzero columns are "
+            "ids and w (topk of the router); w1[e], w2[e] are the per-expert weights",
+            also=("npu_grouped_matmul", "npu_moe_finalize_routing")),
+    *(Mapping(f"attention_noncausal_{layout.lower()}", "softmax(q kᵀ * scale) v with no mask "
+              "(SDPA is_causal=False: DiT and vision encoders)", "npu_fused_infer_attention_score",
+              f"query, key, value in {layout}, num_heads=N, scale=1/sqrt(D), input_layout='{layout}', "
+              "sparse_mode=0, no atten_mask" + (", actual_seq_lengths(_kv) = cumulative lengths "
+              "(each sequence sees only its own keys)" if layout == "TND" else ""),
+              also=("npu_fusion_attention", *(() if layout == "TND" else ("npu_prompt_flash_attention",))))
+      for layout in ("BSH", "BSND", "BNSD", "TND")),
+    Mapping("mla_kv_norm_rope_cache", "MLA latent path: c = kv_a_layernorm(kv[..., :512]); k_pe = "
+            "rope(de-interleaved kv[..., 512:]); both written to the caches", "npu_kv_rmsnorm_rope_cache",
+            "kv, gamma, cos, sin (half layout), index, k_cache, ckv_cache; contiguous caches: "
+            "cache_mode='Norm', index = positions [B, S]; paged [blocks, block_size, 1, D]: "
+            "cache_mode='PA', index = slot per token"),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

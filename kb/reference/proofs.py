@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kb.reference import proofs_dense as dense
+from kb.reference import proofs_more as more
 from kb.reference import proofs_sparse as sparse
 from kb.reference.mappings import BY_ID
 from kb.reference.proving import Check, failures
@@ -40,6 +41,13 @@ PROOFS: dict[str, Proof] = {
     "cache_write_contiguous": sparse.cache_write_contiguous,
     "dynamic_quant_int8_matmul": dense.dynamic_quant_int8_matmul,
     "weight_only_int8_matmul": dense.weight_only_int8_matmul,
+    "gelu": more.gelu,
+    "router_sigmoid_topk": more.router_sigmoid_topk,
+    "router_topk_then_softmax": more.router_topk_then_softmax,
+    "moe_experts_bmm": more.moe_experts_bmm,
+    **{f"attention_noncausal_{lay.lower()}": functools.partial(more.attention_noncausal, lay)
+       for lay in ("BSH", "BSND", "BNSD", "TND")},
+    "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
 }
 
 
