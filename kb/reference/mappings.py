@@ -157,6 +157,11 @@ MAPPINGS: tuple[Mapping, ...] = (
             "kv, gamma, cos, sin (half layout), index, k_cache, ckv_cache; contiguous caches: "
             "cache_mode='Norm', index = positions [B, S]; paged [blocks, block_size, 1, D]: "
             "cache_mode='PA', index = slot per token"),
+    Mapping("dequant_swiglu_quant", "W8A8: h = int32 gate_up result * weight_scale[channel] * "
+            "activation_scale[token]; silu(gate) * up (gate the left half); per-token int8 quant",
+            "npu_dequant_swiglu_quant", "x=the int32 result, weight_scale, activation_scale, "
+            "activate_left=True, quant_mode=1; grouped expert weights: weight_scale [E, 2H], "
+            "group_index = tokens per expert"),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

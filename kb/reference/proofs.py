@@ -48,6 +48,7 @@ PROOFS: dict[str, Proof] = {
     **{f"attention_noncausal_{lay.lower()}": functools.partial(more.attention_noncausal, lay)
        for lay in ("BSH", "BSND", "BNSD", "TND")},
     "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
+    "dequant_swiglu_quant": more.dequant_swiglu_quant,
 }
 
 

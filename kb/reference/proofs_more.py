@@ -153,3 +153,33 @@ def mla_kv_norm_rope_cache(rng: np.random.Generator) -> list[Check]:
     run("npu_kv_rmsnorm_rope_cache", kv, gamma, cos, sin, slots, gk, gc, cache_mode="PA")
     return [Check("Norm k_cache", kc, want_k), Check("Norm ckv_cache", cc, want_c),
             Check("PA k_cache", gk, pk), Check("PA ckv_cache", gc, pc)]
+
+
+def _dynamic_quant_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token symmetric int8: scale = rowmax|y| / 127, q = round(y / scale)."""
+    scale = np.abs(y).max(-1) / 127.0
+    return np.clip(np.rint(y / scale[:, None]), -128, 127).astype(np.int8), scale.astype(np.float32)
+
+
+def dequant_swiglu_quant(rng: np.random.Generator) -> list[Check]:
+    """W8A8 FFN/expert middle: the int32 result of the int8 gate_up matmul dequantized
+    (x * weight_scale[channel] * activation_scale[token]), silu(gate) * up with gate the
+    left half, then per-token dynamic int8 quant -> one npu_dequant_swiglu_quant call
+    (activate_left=True, quant_mode=1; group_index = tokens per expert for grouped weights)."""
+    t, h, g = 6, 16, 2
+    xq = rng.integers(-127, 128, (t, 24)).astype(np.int8)
+    wq = rng.integers(-127, 128, (g, 24, 2 * h)).astype(np.int8)
+    counts = np.array([4, 2], np.int64)
+    expert = np.repeat(np.arange(g), counts)
+    acc = np.einsum("tk,tkn->tn", xq.astype(np.int64), wq[expert].astype(np.int64)).astype(np.int32)
+    w_scale = (rng.random((g, 2 * h)) * 1e-3 + 1e-4).astype(np.float32)
+    a_scale = (rng.random(t) * 0.02 + 0.005).astype(np.float32)
+    deq = acc.astype(np.float32) * w_scale[expert] * a_scale[:, None]
+    gate, up = deq[:, :h], deq[:, h:]
+    want_q, want_s = _dynamic_quant_rows(gate / (1.0 + np.exp(-gate)) * up)
+    got_q, got_s = run("npu_dequant_swiglu_quant", acc, weight_scale=w_scale, activation_scale=a_scale,
+                       group_index=counts, activate_left=True, quant_mode=1)  # fmt: skip
+    dense_q, dense_s = run("npu_dequant_swiglu_quant", acc[:4], weight_scale=w_scale[0], activation_scale=a_scale[:4],
+                           activate_left=True, quant_mode=1)  # fmt: skip
+    return [Check("grouped int8 out", got_q, want_q), Check("grouped scale", got_s, want_s),
+            Check("dense int8 out", dense_q, want_q[:4]), Check("dense scale", dense_s, want_s[:4])]
