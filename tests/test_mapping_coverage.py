@@ -22,11 +22,11 @@ from kb.reference.proofs import verify
 
 #: ids the planner can emit that have no passing proof yet (issue 22, item 3)
 UNPROVEN: frozenset[str] = frozenset({
-    "add_rms_norm_quant", "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd",
+    "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd",
     "attention_gqa_type_bsnd", "attention_mla_bsh", "attention_mla_bsnd", "attention_mla_ntd_tnd",
     "attention_mla_tnd", "attention_mla_tnd_ntd", "attention_mla_type_bsnd",
     "attention_noncausal_ntd_tnd", "attention_noncausal_tnd_ntd", "attention_noncausal_type_bsnd",
-    "dequant_swiglu_quant", "gated_delta_rule", "lightning_indexer", "mla_absorb_bmm",
+    "gated_delta_rule", "lightning_indexer", "mla_absorb_bmm",
     "mla_prolog",
     "sparse_attention_mla",
 })  # fmt: skip

@@ -184,6 +184,20 @@ def test_dynamic_quant_scales_per_row_not_per_tensor() -> None:
     assert np.abs(y).max(-1).tolist() == [127, 127, 127]  # a per-tensor scale would shrink rows 0 and 2
 
 
+def test_add_rms_norm_quant_divides_by_scales_and_adds_zero_points() -> None:
+    x1, x2, g = randn(3, 16, scale=0.5), randn(3, 16, scale=0.5).astype(np.float16), np.ones(16, np.float16)
+    x1 = x1.astype(np.float16)
+    s, z = np.full(16, 0.05, np.float32), np.full(16, 2, np.int32)
+    y1, y2, h = run("npu_add_rms_norm_quant", x1, x2, g, s, z)
+    norm = run("npu_rms_norm", (x1.astype(np.float32) + x2.astype(np.float32)), g.astype(np.float32))[0]
+    assert close(y1, np.clip(np.rint(norm / s + z), -128, 127), 1) and y1.dtype == np.int8
+    assert not close(y1, np.clip(np.rint(norm * s + z), -128, 127), 1)  # div_mode=True divides
+    assert close(h, x1.astype(np.float32) + x2.astype(np.float32), 1e-2) and h.dtype == np.float16
+    assert close(y2, np.clip(np.rint(norm), -128, 127), 1)  # no scales2: scale 1, zero point 0
+    mul = run("npu_add_rms_norm_quant", x1, x2, g, 1 / s, z, div_mode=False)[0]
+    assert close(mul, y1, 1)
+
+
 def test_quantize_div_mode() -> None:
     x, s = randn(2, 4), np.array([0.1, 0.2, 0.5, 1.0], np.float32)
     div = run("npu_quantize", x, s, None, "int8", axis=1)

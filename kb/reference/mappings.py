@@ -162,6 +162,11 @@ MAPPINGS: tuple[Mapping, ...] = (
             "npu_dequant_swiglu_quant", "x=the int32 result, weight_scale, activation_scale, "
             "activate_left=True, quant_mode=1; grouped expert weights: weight_scale [E, 2H], "
             "group_index = tokens per expert"),
+    Mapping("add_rms_norm_quant", "W8A8 static: h = x + residual; y = rms_norm(h) * weight; "
+            "q = clamp(round(y / scale + offset), -128, 127), per-tensor scale and offset",
+            "npu_add_rms_norm_quant", "x1=x, x2=residual, gamma=weight, scales1=scale expanded to "
+            "weight's shape, zero_points1=offset likewise (int32), epsilon=eps, div_mode=True; q is "
+            "output 0, h output 2", notes="div_mode=False multiplies: pass 1/scale then"),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

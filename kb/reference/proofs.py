@@ -49,6 +49,7 @@ PROOFS: dict[str, Proof] = {
        for lay in ("BSH", "BSND", "BNSD", "TND")},
     "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
     "dequant_swiglu_quant": more.dequant_swiglu_quant,
+    "add_rms_norm_quant": more.add_rms_norm_quant,
 }
 
 

@@ -183,3 +183,23 @@ def dequant_swiglu_quant(rng: np.random.Generator) -> list[Check]:
                            activate_left=True, quant_mode=1)  # fmt: skip
     return [Check("grouped int8 out", got_q, want_q), Check("grouped scale", got_s, want_s),
             Check("dense int8 out", dense_q, want_q[:4]), Check("dense scale", dense_s, want_s[:4])]
+
+
+def add_rms_norm_quant(rng: np.random.Generator) -> list[Check]:
+    """W8A8 static: h = x + residual (in the model dtype); y = rms_norm(h) * weight (in the
+    model dtype); q = clamp(round(y / scale + offset), -128, 127) with a per-tensor scale and
+    offset -> npu_add_rms_norm_quant(x, residual, weight, scales1=scale expanded to weight's
+    shape, zero_points1=offset likewise, div_mode=True); q is output 0, the new residual output 2.
+    The fused op rounds neither h nor y: one int8 step, the stated tolerance."""
+    out = []
+    for dt in HALVES:
+        x, res, w = rounded(rng, (6, 64), dt), rounded(rng, (6, 64), dt), rounded(rng, (64,), dt)
+        scale, offset = np.float32(0.02), 3
+        h = (x.astype(np.float32) + res.astype(np.float32)).astype(LOW[dt])
+        hf = h.astype(np.float32)
+        y = (hf / np.sqrt((hf ** 2).mean(-1, keepdims=True) + 1e-6) * w.astype(np.float32)).astype(LOW[dt])
+        want = np.clip(np.rint(y.astype(np.float32) / scale + offset), -128, 127).astype(np.int8)
+        q, _, h_out = run("npu_add_rms_norm_quant", x, res, w, np.full(64, scale, np.float32),
+                          np.full(64, offset, np.int32), epsilon=1e-6, div_mode=True)  # fmt: skip
+        out += [Check(f"add_rms_norm_quant y1 {dt}", q, want), Check(f"add_rms_norm_quant residual {dt}", h_out, h)]
+    return out

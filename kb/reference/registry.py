@@ -11,6 +11,7 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_rms_norm": "norm:rms_norm",
     "npu_gemma_rms_norm": "norm:gemma_rms_norm",
     "npu_add_rms_norm": "norm:add_rms_norm",
+    "npu_add_rms_norm_quant": "norm:add_rms_norm_quant",
     "npu_layer_norm_eval": "norm:layer_norm_eval",
     "npu_rotary_mul": "rope:rotary_mul",
     "npu_apply_rotary_pos_emb": "rope:apply_rotary_pos_emb",
