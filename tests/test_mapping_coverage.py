@@ -22,13 +22,9 @@ from kb.reference.proofs import verify
 
 #: ids the planner can emit that have no passing proof yet (issue 22, item 3)
 UNPROVEN: frozenset[str] = frozenset({
-    "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd",
-    "attention_gqa_type_bsnd", "attention_mla_bsh", "attention_mla_bsnd", "attention_mla_ntd_tnd",
-    "attention_mla_tnd", "attention_mla_tnd_ntd", "attention_mla_type_bsnd",
+    "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd", "attention_gqa_type_bsnd", "attention_mla_type_bsnd",
     "attention_noncausal_ntd_tnd", "attention_noncausal_tnd_ntd", "attention_noncausal_type_bsnd",
-    "gated_delta_rule", "lightning_indexer", "mla_absorb_bmm",
-    "mla_prolog",
-    "sparse_attention_mla",
+    "gated_delta_rule", "lightning_indexer", "mla_absorb_bmm", "mla_prolog", "sparse_attention_mla",
 })  # fmt: skip
 
 

@@ -119,3 +119,26 @@ def test_mla_cache_write_rotates_the_deinterleaved_k_pe() -> None:
     pe = kv[..., 512:].astype(np.float32)  # the mistake: no view(32, 2).transpose
     wrong = pe * cos.astype(np.float32) + np.concatenate([-pe[..., 32:], pe[..., :32]], -1) * sin.astype(np.float32)
     assert Check("interleaved rope", kc[:, :, :2], wrong.astype(LOW["bfloat16"])).error()
+
+
+def test_mla_attention_needs_the_rope_part_and_the_192_scale() -> None:
+    """Dropping query_rope/key_rope, or scaling by the absorbed width 1/sqrt(576), breaks it."""
+    import numpy as np
+
+    from kb.reference import run
+    from kb.reference.proving import Check
+
+    rng = np.random.default_rng(5)
+    q, qr = rng.standard_normal((3, 2, 512)).astype(np.float16), rng.standard_normal((3, 2, 64)).astype(np.float16)
+    c, kr = rng.standard_normal((3, 1, 512)).astype(np.float16), rng.standard_normal((3, 1, 64)).astype(np.float16)
+    args = {"num_heads": 2, "num_key_value_heads": 1, "input_layout": "TND", "actual_seq_lengths": [3],
+            "actual_seq_lengths_kv": [3]}  # fmt: skip
+    right = run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, scale=1 / np.sqrt(192),
+                **args)[0]  # fmt: skip
+    no_rope = run("npu_fused_infer_attention_score", q, c, c, scale=1 / np.sqrt(192), **args)[0]
+    wide = run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, scale=1 / np.sqrt(576),
+               **args)[0]  # fmt: skip
+    assert Check("no rope", no_rope, right).error() and Check("scale 576", wide, right).error()
+    ntd = run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, scale=1 / np.sqrt(192),
+              **{**args, "input_layout": "TND_NTD"})[0]  # fmt: skip
+    assert ntd.shape == (2, 3, 512) and Check("TND_NTD", ntd.swapaxes(0, 1), right).error() is None

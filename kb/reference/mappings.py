@@ -167,6 +167,16 @@ MAPPINGS: tuple[Mapping, ...] = (
             "npu_add_rms_norm_quant", "x1=x, x2=residual, gamma=weight, scales1=scale expanded to "
             "weight's shape, zero_points1=offset likewise (int32), epsilon=eps, div_mode=True; q is "
             "output 0, h output 2", notes="div_mode=False multiplies: pass 1/scale then"),
+    *(Mapping(f"attention_mla_{layout.lower()}", "DeepSeek MLA: per head k_nope = c W_uk[h], v = c "
+              "W_uv[h] from the latent c; softmax(([q_nope, q_pe] · [k_nope, k_pe]ᵀ) / sqrt(192) + causal "
+              "mask) v", "npu_fused_infer_attention_score",
+              f"query = q_nope W_uk[h]ᵀ (absorbed, D 512), key = value = c (one KV head), query_rope = "
+              f"q_pe, key_rope = k_pe, num_key_value_heads=1, scale=1/sqrt(qk_nope + qk_rope) (not "
+              f"1/sqrt(512)), input_layout='{layout}', sparse_mode=3 with the compressed mask; output "
+              "(the latent) times W_uv[h]" + (", actual_seq_lengths(_kv) cumulative" if "TND" in layout else ""),
+              also=("npu_fused_infer_attention_score_v2",),
+              notes=("TND_NTD writes the output (N, T, D); NTD_TND reads (N, T, D) inputs" if "_" in layout else ""))
+      for layout in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kb.reference import proofs_dense as dense
+from kb.reference import proofs_mla as mla
 from kb.reference import proofs_more as more
 from kb.reference import proofs_sparse as sparse
 from kb.reference.mappings import BY_ID
@@ -50,6 +51,8 @@ PROOFS: dict[str, Proof] = {
     "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
     "dequant_swiglu_quant": more.dequant_swiglu_quant,
     "add_rms_norm_quant": more.add_rms_norm_quant,
+    **{f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
+       for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")},
 }
 
 

@@ -1,0 +1,82 @@
+"""Equivalence proof of MLA attention with the absorbed weights (DeepSeek-V2/V3 style).
+
+The unfused side is the modelling code's own form: per head, k_nope = c W_uk[h] and
+v = c W_uv[h] are expanded from the latent c, the query is [q_nope, q_pe] against
+[k_nope, k_pe] with the scale of the full 192-wide head, a bottom-right causal mask, and
+softmax(...) v.  The mapped side absorbs W_uk into the query (q_nope W_uk[h]ᵀ, 512 wide),
+attends with one key/value head over the latent itself (key = value = c) with the rope
+parts passed as query_rope/key_rope, and applies W_uv to the latent output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kb.reference import run
+from kb.reference.proofs_sparse import COMPRESSED, _softmax
+from kb.reference.proving import HALVES, LOW, Check, rounded
+
+NOPE, ROPE, LATENT, VHEAD = 128, 64, 512, 128
+
+
+def _unfused(q_nope: np.ndarray, q_pe: np.ndarray, c: np.ndarray, k_pe: np.ndarray, w_uk: np.ndarray,
+             w_uv: np.ndarray) -> np.ndarray:  # fmt: skip
+    """One sequence: q_* [Sq, N, d], c [Skv, 512], k_pe [Skv, 64] -> [Sq, N, 128]."""
+    f = np.float32
+    k_nope = np.einsum("kc,ncd->nkd", c.astype(f), w_uk.astype(f))  # kv_b_proj, key half
+    v = np.einsum("kc,ncd->nkd", c.astype(f), w_uv.astype(f))  # kv_b_proj, value half
+    s = np.einsum("qnd,nkd->nqk", q_nope.astype(f), k_nope) + np.einsum("qnd,kd->nqk", q_pe.astype(f), k_pe.astype(f))
+    s = s / np.sqrt(NOPE + ROPE)
+    sq, skv = q_nope.shape[0], c.shape[0]
+    allowed = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq)
+    return np.einsum("nqk,nkd->qnd", _softmax(np.where(allowed, s, -np.inf)), v)
+
+
+def _call(version: int, layout: str, q: np.ndarray, qr: np.ndarray, c: np.ndarray, kr: np.ndarray, n: int,
+          lens: dict[str, list[int]]) -> np.ndarray:  # fmt: skip
+    common = {"input_layout": layout, "sparse_mode": 3, "atten_mask": COMPRESSED, "num_key_value_heads": 1}
+    scale = 1 / np.sqrt(NOPE + ROPE)
+    if version == 1:
+        extra = {"actual_seq_lengths": lens["q"], "actual_seq_lengths_kv": lens["kv"]} if lens else {}
+        return run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, num_heads=n,
+                   scale=scale, **common, **extra)[0]  # fmt: skip
+    extra = {"actual_seq_qlen": lens["q"], "actual_seq_kvlen": lens["kv"]} if lens else {}
+    return run("npu_fused_infer_attention_score_v2", q, c, c, query_rope=qr, key_rope=kr, num_query_heads=n,
+               softmax_scale=scale, **common, **extra)[0]  # fmt: skip
+
+
+def attention_mla(layout: str, rng: np.random.Generator) -> list[Check]:
+    out = []
+    n, sq, skvs = 4, 2, (5, 7)
+    for dt in HALVES:
+        w_uk = rounded(rng, (n, LATENT, NOPE), dt, 0.05)
+        w_uv = rounded(rng, (n, LATENT, VHEAD), dt, 0.05)
+        seqs = [(rounded(rng, (sq, n, NOPE), dt), rounded(rng, (sq, n, ROPE), dt, 0.3),
+                 rounded(rng, (skv, LATENT), dt), rounded(rng, (skv, ROPE), dt, 0.3)) for skv in skvs]  # fmt: skip
+        if not layout.startswith(("TND", "NTD")):  # batched layouts: one key length
+            seqs = [(a, b, c[:skvs[0]], d[:skvs[0]]) for a, b, c, d in seqs]
+        want = np.stack([_unfused(*s, w_uk, w_uv) for s in seqs])  # [B, Sq, N, 128]
+        # the mapped side: absorb W_uk into the query (bmm per head), rounded as the model dtype
+        absorbed = [np.einsum("qnd,ncd->qnc", s[0].astype(np.float32), w_uk.astype(np.float32)).astype(LOW[dt])
+                    for s in seqs]  # fmt: skip
+        q_pe = [s[1] for s in seqs]
+        c = [s[2][:, None] for s in seqs]
+        k_pe = [s[3][:, None] for s in seqs]
+        lens: dict[str, list[int]] = {}
+        if layout.startswith(("TND", "NTD")):
+            q, qr, kv, kr = (np.concatenate(x) for x in (absorbed, q_pe, c, k_pe))
+            lens = {"q": list(np.cumsum([sq] * len(seqs))), "kv": list(np.cumsum([x.shape[0] for x in c]))}
+            if layout.startswith("NTD"):
+                q, qr, kv, kr = (np.ascontiguousarray(x.swapaxes(0, 1)) for x in (q, qr, kv, kr))
+        else:
+            q, qr, kv, kr = (np.stack(x) for x in (absorbed, q_pe, c, k_pe))  # BSND
+            if layout == "BSH":
+                q, qr, kv, kr = (x.reshape(x.shape[0], x.shape[1], -1) for x in (q, qr, kv, kr))
+        for version in (1, 2):
+            latent = _call(version, layout, q, qr, kv, kr, n, lens).astype(np.float32)
+            if layout.endswith("NTD"):
+                latent = latent.swapaxes(0, 1)
+            latent = latent.reshape(len(seqs), sq, n, LATENT)
+            got = np.einsum("bqnc,ncd->bqnd", latent, w_uv.astype(np.float32)).astype(LOW[dt])  # W_uv bmm
+            out.append(Check(f"MLA FIA v{version} {layout} {dt}", got, want.astype(LOW[dt])))
+    return out
