@@ -422,3 +422,14 @@ def test_one_query_row_ignores_sparse_mode_in_fia() -> None:
     two_rows = run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD", sparse_mode=2,
                    atten_mask=COMPRESSED)[0]  # fmt: skip
     assert not close(two_rows, run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD")[0], 1e-3)
+
+
+def test_transpose_batchmatmul_moves_the_batch_axis() -> None:
+    """(T, N, K) input needs perm_x1=[1, 0, 2] to be read per head; the identity reads T as the batch."""
+    x, w = randn(3, 4, 32), randn(4, 32, 16)
+    want = np.einsum("tnk,nkd->tnd", x, w)
+    assert close(run("npu_transpose_batchmatmul", x, w, perm_x1=[1, 0, 2]), want)
+    with pytest.raises(ReferenceInputError):
+        run("npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2])  # (3, 4, 32) @ (4, 32, 16): batches differ
+    y = run("npu_transpose_batchmatmul", randn(4, 3, 32), w, perm_x1=[0, 1, 2])
+    assert y.shape == (3, 4, 16) and not close(y, want)

@@ -177,6 +177,12 @@ MAPPINGS: tuple[Mapping, ...] = (
               also=("npu_fused_infer_attention_score_v2",),
               notes=("TND_NTD writes the output (N, T, D); NTD_TND reads (N, T, D) inputs" if "_" in layout else ""))
       for layout in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")),
+    Mapping("mla_absorb_bmm", "MLA weight absorption per head: q_abs = einsum('tnd,ndc->tnc', q_nope, "
+            "w_uk); out = einsum('tnc,ncd->tnd', latent, w_uv)", "npu_transpose_batchmatmul",
+            "q: input=q_nope [T, N, 128], weight=w_uk [N, 128, 512], perm_x1=[1, 0, 2], perm_x2=[0, 1, 2], "
+            "perm_y=[1, 0, 2] -> [T, N, 512]; v: input=the (N, T, 512) attention output (TND_NTD), "
+            "weight=w_uv [N, 512, 128], perm_x1=[0, 1, 2] -> [T, N, 128]",
+            notes="a [T, N, 512] latent output (TND) takes perm_x1=[1, 0, 2] instead"),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

@@ -53,6 +53,7 @@ PROOFS: dict[str, Proof] = {
     "add_rms_norm_quant": more.add_rms_norm_quant,
     **{f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
        for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")},
+    "mla_absorb_bmm": mla.mla_absorb_bmm,
 }
 
 

@@ -80,3 +80,21 @@ def attention_mla(layout: str, rng: np.random.Generator) -> list[Check]:
             got = np.einsum("bqnc,ncd->bqnd", latent, w_uv.astype(np.float32)).astype(LOW[dt])  # W_uv bmm
             out.append(Check(f"MLA FIA v{version} {layout} {dt}", got, want.astype(LOW[dt])))
     return out
+
+
+def mla_absorb_bmm(rng: np.random.Generator) -> list[Check]:
+    """The two absorption matmuls of MLA, written per head with einsum in the modelling code:
+    q_abs = einsum('tnd,ndc->tnc', q_nope, w_uk) and o = einsum('tnc,ncd->tnd', latent, w_uv)
+    -> npu_transpose_batchmatmul(q_nope [T, N, 128], w_uk [N, 128, 512], perm_x1=[1, 0, 2],
+    perm_y=[1, 0, 2]) and, on the (N, T, 512) output of TND_NTD attention, perm_x1=[0, 1, 2]."""
+    out = []
+    t, n = 5, 4
+    for dt in ("float32", *HALVES):
+        q_nope, w_uk = rounded(rng, (t, n, NOPE), dt), rounded(rng, (n, NOPE, LATENT), dt, 0.1)
+        latent, w_uv = rounded(rng, (n, t, LATENT), dt), rounded(rng, (n, LATENT, VHEAD), dt, 0.05)
+        want_q = np.einsum("tnd,ndc->tnc", q_nope.astype(np.float32), w_uk.astype(np.float32)).astype(LOW[dt])
+        want_o = np.einsum("ntc,ncd->tnd", latent.astype(np.float32), w_uv.astype(np.float32)).astype(LOW[dt])
+        got_q = run("npu_transpose_batchmatmul", q_nope, w_uk, perm_x1=[1, 0, 2], perm_x2=[0, 1, 2], perm_y=[1, 0, 2])
+        got_o = run("npu_transpose_batchmatmul", latent, w_uv, perm_x1=[0, 1, 2], perm_x2=[0, 1, 2], perm_y=[1, 0, 2])
+        out += [Check(f"q absorb (W_uk) {dt}", got_q, want_q), Check(f"v absorb (W_uv) {dt}", got_o, want_o)]
+    return out

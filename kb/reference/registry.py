@@ -41,4 +41,5 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_scatter_pa_kv_cache": "cache:scatter_pa_kv_cache",
     "_npu_reshape_and_cache": "cache:reshape_and_cache",
     "npu_kv_rmsnorm_rope_cache": "cache:kv_rmsnorm_rope_cache",
+    "npu_transpose_batchmatmul": "matmul:transpose_batchmatmul",
 }
