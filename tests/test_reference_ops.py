@@ -433,3 +433,20 @@ def test_transpose_batchmatmul_moves_the_batch_axis() -> None:
         run("npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2])  # (3, 4, 32) @ (4, 32, 16): batches differ
     y = run("npu_transpose_batchmatmul", randn(4, 3, 32), w, perm_x1=[0, 1, 2])
     assert y.shape == (3, 4, 16) and not close(y, want)
+
+
+def test_lightning_indexer_weights_after_the_relu_and_masks_causally() -> None:
+    q, k = randn(1, 2, 4, 16).astype(np.float16), randn(1, 6, 1, 16).astype(np.float16)
+    w = randn(1, 2, 4).astype(np.float16)
+    idx, _ = run("npu_lightning_indexer", q, k, w, sparse_count=6, sparse_mode=3)
+    s = np.einsum("shd,td->sht", q[0].astype(np.float32), k[0, :, 0].astype(np.float32))
+    right = (np.maximum(s, 0) * w[0].astype(np.float32)[..., None]).sum(1)
+    assert idx[0, 0, 0, -1] == -1 and idx[0, 1, 0, -1] != -1  # the first query sees 5 of 6 keys
+    assert list(idx[0, 1, 0]) == list(np.argsort(-right[1], kind="stable"))
+    # ReLU per head, then the weighted sum: head scores (2, -3) give 2, not relu(2 - 3) = 0
+    q2 = np.zeros((1, 1, 2, 16), np.float16)
+    q2[0, 0, 0, :2], q2[0, 0, 1, 0] = (2, 1), -3
+    k2 = np.zeros((1, 2, 1, 16), np.float16)
+    k2[0, 0, 0, 0] = k2[0, 1, 0, 1] = 1
+    top, _ = run("npu_lightning_indexer", q2, k2, np.ones((1, 1, 2), np.float16), sparse_count=1, sparse_mode=0)
+    assert top[0, 0, 0, 0] == 0  # relu-after-sum would score key 0 at 0 and pick key 1

@@ -183,6 +183,11 @@ MAPPINGS: tuple[Mapping, ...] = (
             "perm_y=[1, 0, 2] -> [T, N, 512]; v: input=the (N, T, 512) attention output (TND_NTD), "
             "weight=w_uv [N, 512, 128], perm_x1=[0, 1, 2] -> [T, N, 128]",
             notes="a [T, N, 512] latent output (TND) takes perm_x1=[1, 0, 2] instead"),
+    Mapping("lightning_indexer", "DeepSeek-V3.2 Indexer: score = sum_h w[h] * relu(q_h · k) with w = "
+            "weights_proj(x) * n_heads^-0.5 * softmax_scale; causal mask; topk(score, index_topk)",
+            "npu_lightning_indexer", "query=q [B, S, H, 128], key=k [B, S2, 1, 128], weights=w with the "
+            "scales folded in, sparse_count=index_topk, sparse_mode=3; output 0 holds the chosen "
+            "positions (order not stated by the page)"),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

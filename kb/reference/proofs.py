@@ -54,6 +54,7 @@ PROOFS: dict[str, Proof] = {
     **{f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
        for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")},
     "mla_absorb_bmm": mla.mla_absorb_bmm,
+    "lightning_indexer": mla.lightning_indexer,
 }
 
 

@@ -98,3 +98,23 @@ def mla_absorb_bmm(rng: np.random.Generator) -> list[Check]:
         got_o = run("npu_transpose_batchmatmul", latent, w_uv, perm_x1=[0, 1, 2], perm_x2=[0, 1, 2], perm_y=[1, 0, 2])
         out += [Check(f"q absorb (W_uk) {dt}", got_q, want_q), Check(f"v absorb (W_uv) {dt}", got_o, want_o)]
     return out
+
+
+def lightning_indexer(rng: np.random.Generator) -> list[Check]:
+    """DeepSeek-V3.2 Indexer: score[s, t] = sum_h w[s, h] * relu(q[s, h] · k[t]) with
+    w = weights_proj(x) * n_heads^-0.5 * softmax_scale, a causal mask, topk(score, k) ->
+    npu_lightning_indexer(q, k[:, :, None], w (the scales folded in: ReLU commutes with a
+    positive factor), sparse_count=k, sparse_mode=3).  The page does not state the order of
+    the k indices: the sets are compared (each row sorted)."""
+    out = []
+    b, s1, s2, heads, d, top = 2, 3, 12, 8, 128, 6
+    for dt in HALVES:
+        q, k = rounded(rng, (b, s1, heads, d), dt), rounded(rng, (b, s2, d), dt)
+        w = (rounded(rng, (b, s1, heads), dt).astype(np.float32) * heads ** -0.5 * d ** -0.5).astype(LOW[dt])
+        score = np.einsum("bshd,btd->bsht", q.astype(np.float32), k.astype(np.float32))
+        score = (np.maximum(score, 0) * w.astype(np.float32)[..., None]).sum(2)
+        allowed = np.arange(s2)[None] <= np.arange(s1)[:, None] + (s2 - s1)
+        want = np.sort(np.argsort(-np.where(allowed, score, -np.inf), -1, kind="stable")[..., :top], -1)
+        idx, _ = run("npu_lightning_indexer", q, k[:, :, None], w, sparse_count=top, sparse_mode=3)
+        out.append(Check(f"indexer top-{top} sets {dt}", np.sort(idx[:, :, 0], -1), want.astype(np.int32)))
+    return out

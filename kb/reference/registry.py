@@ -42,4 +42,5 @@ IMPLEMENTATIONS: dict[str, str] = {
     "_npu_reshape_and_cache": "cache:reshape_and_cache",
     "npu_kv_rmsnorm_rope_cache": "cache:kv_rmsnorm_rope_cache",
     "npu_transpose_batchmatmul": "matmul:transpose_batchmatmul",
+    "npu_lightning_indexer": "indexer:lightning_indexer",
 }
