@@ -12,7 +12,7 @@ import math
 import pytest
 
 np = pytest.importorskip("numpy", reason="the [reference] extra is not installed")
-pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
+ml_dtypes = pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
 
 from kb.reference import ReferenceInputError, available, record, run  # noqa: E402
 from kb.reference.proofs_sparse import COMPRESSED, causal_attention  # noqa: E402
@@ -450,3 +450,22 @@ def test_lightning_indexer_weights_after_the_relu_and_masks_causally() -> None:
     k2[0, 0, 0, 0] = k2[0, 1, 0, 1] = 1
     top, _ = run("npu_lightning_indexer", q2, k2, np.ones((1, 1, 2), np.float16), sparse_count=1, sparse_mode=0)
     assert top[0, 0, 0, 0] == 0  # relu-after-sum would score key 0 at 0 and pick key 1
+
+
+def test_gated_delta_rule_state_is_value_by_key() -> None:
+    """The state is (Dv, Dk): a model state kept (Dk, Dv) must be transposed; chunk's scale defaults to 1."""
+    bf = ml_dtypes.bfloat16
+    t, dk, dv = 3, 8, 4
+    q, k, v = (randn(t, 1, d).astype(bf) for d in (dk, dk, dv))
+    beta, g = np.full((t, 1), 0.5, bf), np.full((t, 1), -0.1, np.float32)
+    s0 = randn(1, 1, dv, dk).astype(np.float32)
+    o, final = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g)
+    s = s0[0, 0].astype(np.float64)
+    kf, vf, qf = (x.astype(np.float64) for x in (k, v, q))
+    for i in range(t):
+        s = s * np.exp(-0.1)
+        s = s + 0.5 * np.outer(vf[i, 0] - s @ kf[i, 0], kf[i, 0])
+    assert final.shape == (1, 1, dv, dk) and close(final[0, 0], s, 1e-3)
+    assert close(o[-1, 0].astype(np.float32), s @ qf[-1, 0], 3e-2)
+    o2, _ = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g, scale=dk ** -0.5)
+    assert not close(o2.astype(np.float32), o.astype(np.float32), 1e-2)

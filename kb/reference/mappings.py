@@ -188,6 +188,14 @@ MAPPINGS: tuple[Mapping, ...] = (
             "npu_lightning_indexer", "query=q [B, S, H, 128], key=k [B, S2, 1, 128], weights=w with the "
             "scales folded in, sparse_count=index_topk, sparse_mode=3; output 0 holds the chosen "
             "positions (order not stated by the page)"),
+    Mapping("gated_delta_rule", "Qwen3-Next GatedDeltaNet core: l2norm(q), l2norm(k), repeat_interleave to "
+            "the value heads, per token S = S * exp(g); S += k (beta (v - S k)); o = S q / sqrt(Dk), the "
+            "state [B, H, Dk, Dv]", "npu_chunk_gated_delta_rule",
+            "prefill: query, key (key heads, not repeated), value, beta, g, initial_state = state.transpose(-1, "
+            "-2) ([B, Nv, Dv, Dk]), actual_seq_lengths, scale=Dk^-0.5 (the default is 1.0); decode: "
+            "npu_recurrent_gated_delta_rule(query, key, value, state slots [blocks, Nv, Dv, Dk], beta, "
+            "scale, actual_seq_lengths, ssm_state_indices, g), the slots updated in place",
+            also=("npu_recurrent_gated_delta_rule",)),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

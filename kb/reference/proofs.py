@@ -55,6 +55,7 @@ PROOFS: dict[str, Proof] = {
        for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")},
     "mla_absorb_bmm": mla.mla_absorb_bmm,
     "lightning_indexer": mla.lightning_indexer,
+    "gated_delta_rule": mla.gated_delta_rule,
 }
 
 

@@ -118,3 +118,56 @@ def lightning_indexer(rng: np.random.Generator) -> list[Check]:
         idx, _ = run("npu_lightning_indexer", q, k[:, :, None], w, sparse_count=top, sparse_mode=3)
         out.append(Check(f"indexer top-{top} sets {dt}", np.sort(idx[:, :, 0], -1), want.astype(np.int32)))
     return out
+
+
+def _hf_gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray,
+                    state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Qwen3-Next's torch recurrence for one sequence, heads [L, H, D] after repeat_interleave
+    of q/k to the value heads; its state is [H, Dk, Dv] (key first)."""
+    scale = q.shape[-1] ** -0.5
+    s = state.astype(np.float32).copy()
+    out = np.zeros((q.shape[0], v.shape[1], v.shape[2]), np.float32)
+    for i in range(q.shape[0]):
+        qt, kt, vt = q[i].astype(np.float32) * scale, k[i].astype(np.float32), v[i].astype(np.float32)
+        s = s * np.exp(g[i])[:, None, None]
+        kv_mem = (s * kt[:, :, None]).sum(-2)
+        delta = (vt - kv_mem) * beta[i].astype(np.float32)[:, None]
+        s = s + kt[:, :, None] * delta[:, None, :]
+        out[i] = (s * qt[:, :, None]).sum(-2)
+    return out, s
+
+
+def gated_delta_rule(rng: np.random.Generator) -> list[Check]:
+    """Qwen3-Next GatedDeltaNet core -> npu_chunk_gated_delta_rule (prefill: initial_state =
+    the model state transposed to [B, Nv, Dv, Dk], scale=Dk^-0.5 (its default is 1.0)) and
+    npu_recurrent_gated_delta_rule (decode: state slots by ssm_state_indices, updated in place)."""
+    nk, nv, dk, dv, lens = 2, 4, 16, 8, (3, 2)
+    t = sum(lens)
+    bf = LOW["bfloat16"]
+    norm = (lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True))  # noqa: E731  (l2norm of q and k)
+    q = norm(rng.standard_normal((t, nk, dk))).astype(bf)
+    k = norm(rng.standard_normal((t, nk, dk))).astype(bf)
+    v = rounded(rng, (t, nv, dv), "bfloat16")
+    beta = (1 / (1 + np.exp(-rng.standard_normal((t, nv))))).astype(bf)
+    g = (-np.abs(rng.standard_normal((t, nv))) * 0.5).astype(np.float32)
+    s0 = rounded(rng, (len(lens), nv, dk, dv), "bfloat16", 0.2)  # the model's [B, H, Dk, Dv]
+    want_o, want_s = [], []
+    starts = np.cumsum((0, *lens))[:-1]
+    for i, (st, ln) in enumerate(zip(starts, lens, strict=True)):
+        sl = slice(st, st + ln)
+        o, s = _hf_gated_delta(np.repeat(q[sl], nv // nk, 1), np.repeat(k[sl], nv // nk, 1), v[sl], g[sl],
+                               beta[sl], s0[i])  # fmt: skip
+        want_o.append(o)
+        want_s.append(s)
+    o_all = np.concatenate(want_o).astype(bf)
+    s_all = np.stack(want_s).swapaxes(-1, -2)  # -> [B, Nv, Dv, Dk]
+    lens_arr = np.array(lens, np.int32)
+    got_o, got_s = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0.swapaxes(-1, -2).copy(),
+                       actual_seq_lengths=lens_arr, scale=dk ** -0.5, g=g)  # fmt: skip
+    slots = np.zeros((t, nv, dv, dk), bf)
+    slots[starts] = s0.swapaxes(-1, -2)
+    got_r = run("npu_recurrent_gated_delta_rule", q, k, v, slots, beta=beta, scale=dk ** -0.5,
+                actual_seq_lengths=lens_arr, ssm_state_indices=np.arange(t, dtype=np.int32), g=g)  # fmt: skip
+    ends = starts + np.array(lens) - 1
+    return [Check("chunk out", got_o, o_all), Check("chunk final state", got_s, s_all.astype(bf)),
+            Check("recurrent out", got_r, o_all), Check("recurrent state slots", slots[ends], s_all.astype(bf))]
