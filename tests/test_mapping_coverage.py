@@ -24,7 +24,7 @@ from kb.reference.proofs import verify
 UNPROVEN: frozenset[str] = frozenset({
     "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd", "attention_gqa_type_bsnd", "attention_mla_type_bsnd",
     "attention_noncausal_ntd_tnd", "attention_noncausal_tnd_ntd", "attention_noncausal_type_bsnd",
-    "mla_prolog", "sparse_attention_mla",
+    "mla_prolog",
 })  # fmt: skip
 
 

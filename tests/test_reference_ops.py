@@ -469,3 +469,21 @@ def test_gated_delta_rule_state_is_value_by_key() -> None:
     assert close(o[-1, 0].astype(np.float32), s @ qf[-1, 0], 3e-2)
     o2, _ = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g, scale=dk ** -0.5)
     assert not close(o2.astype(np.float32), o.astype(np.float32), 1e-2)
+
+
+def test_sparse_flash_attention_reads_only_the_chosen_blocks() -> None:
+    """Index 1 with sparse_block_size 2 means keys 2 and 3; the rope part counts in the score."""
+    bf = ml_dtypes.bfloat16
+    q, qr = randn(1, 1, 2, 512).astype(bf), randn(1, 1, 2, 64).astype(bf)
+    c, kr = randn(1, 6, 1, 512).astype(bf), randn(1, 6, 1, 64).astype(bf)
+    idx = np.array([[[[1, -1]]]], np.int32)
+    got = run("npu_sparse_flash_attention", q, c, c, idx, 0.05, query_rope=qr, key_rope=kr, sparse_block_size=2,
+              sparse_mode=0, attention_mode=2)[0].astype(np.float32)  # fmt: skip
+    qf = np.concatenate([q, qr], -1)[0, 0].astype(np.float32)
+    kf = np.concatenate([c, kr], -1)[0, 2:4, 0].astype(np.float32)
+    s = qf @ kf.T * 0.05
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32)
+    assert close(got[0, 0], want, 2e-2)
+    no_rope = np.exp(q[0, 0].astype(np.float32) @ c[0, 2:4, 0].astype(np.float32).T * 0.05)
+    assert not close(got[0, 0], (no_rope / no_rope.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32), 1e-3)

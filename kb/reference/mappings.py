@@ -196,6 +196,12 @@ MAPPINGS: tuple[Mapping, ...] = (
             "npu_recurrent_gated_delta_rule(query, key, value, state slots [blocks, Nv, Dv, Dk], beta, "
             "scale, actual_seq_lengths, ssm_state_indices, g), the slots updated in place",
             also=("npu_recurrent_gated_delta_rule",)),
+    Mapping("sparse_attention_mla", "DeepSeek-V3.2 absorbed MLA: scores = (q_abs · c + q_pe · k_pe) * "
+            "softmax_scale + index mask (-inf but at the indexer's top-k) + causal mask; softmax; times c",
+            "npu_sparse_flash_attention", "query=q_abs, key=value=c [B, S2, 1, 512], sparse_indices=the "
+            "top-k [B, S, 1, k], scale_value=softmax_scale, query_rope=q_pe, key_rope=k_pe, "
+            "sparse_block_size=1, layout_query='BSND', layout_kv='BSND' (PA_BSND with block_table for "
+            "a paged cache), sparse_mode=3, attention_mode=2"),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

@@ -56,6 +56,7 @@ PROOFS: dict[str, Proof] = {
     "mla_absorb_bmm": mla.mla_absorb_bmm,
     "lightning_indexer": mla.lightning_indexer,
     "gated_delta_rule": mla.gated_delta_rule,
+    "sparse_attention_mla": mla.sparse_attention_mla,
 }
 
 

@@ -171,3 +171,32 @@ def gated_delta_rule(rng: np.random.Generator) -> list[Check]:
     ends = starts + np.array(lens) - 1
     return [Check("chunk out", got_o, o_all), Check("chunk final state", got_s, s_all.astype(bf)),
             Check("recurrent out", got_r, o_all), Check("recurrent state slots", slots[ends], s_all.astype(bf))]
+
+
+def sparse_attention_mla(rng: np.random.Generator) -> list[Check]:
+    """DeepSeek-V3.2 MLA in the absorbed form its reference code writes: scores =
+    (q_abs · c + q_pe · k_pe) * softmax_scale, plus an index mask that is -inf except at the
+    indexer's top-k positions, plus the causal mask; softmax; times c -> npu_sparse_flash_attention
+    (query=q_abs, key=value=c, sparse_indices=top-k [B, S, 1, k], scale_value=softmax_scale,
+    query_rope=q_pe, key_rope=k_pe, sparse_block_size=1, sparse_mode=3, attention_mode=2)."""
+    out = []
+    b, s1, s2, n, top = 2, 3, 10, 4, 5
+    scale = 1 / np.sqrt(NOPE + ROPE)
+    for dt in HALVES:
+        q, qr = rounded(rng, (b, s1, n, LATENT), dt, 0.5), rounded(rng, (b, s1, n, ROPE), dt, 0.5)
+        c, kr = rounded(rng, (b, s2, LATENT), dt, 0.5), rounded(rng, (b, s2, ROPE), dt, 0.5)
+        causal = np.arange(s2)[None] <= np.arange(s1)[:, None] + (s2 - s1)  # [S1, S2]
+        picks = np.stack([np.stack([rng.permutation(np.flatnonzero(causal[i]))[:top] for i in range(s1)])
+                          for _ in range(b)]).astype(np.int32)  # [B, S1, k]  # fmt: skip
+        f = np.float32
+        score = (np.einsum("bsnc,btc->bsnt", q.astype(f), c.astype(f))
+                 + np.einsum("bsnr,btr->bsnt", qr.astype(f), kr.astype(f))) * scale  # fmt: skip
+        index_mask = np.full((b, s1, s2), -np.inf, f)
+        np.put_along_axis(index_mask, picks.astype(np.int64), 0.0, -1)
+        score = score + index_mask[:, :, None] + np.where(causal, 0, -np.inf)[None, :, None]
+        want = np.einsum("bsnt,btc->bsnc", _softmax(score), c.astype(f)).astype(LOW[dt])
+        got = run("npu_sparse_flash_attention", q, c[:, :, None], c[:, :, None], picks[:, :, None], scale,
+                  query_rope=qr, key_rope=kr[:, :, None], sparse_block_size=1, layout_query="BSND",
+                  layout_kv="BSND", sparse_mode=3, attention_mode=2)[0]  # fmt: skip
+        out.append(Check(f"sparse MLA attention {dt}", got, want))
+    return out

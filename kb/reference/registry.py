@@ -43,6 +43,7 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_kv_rmsnorm_rope_cache": "cache:kv_rmsnorm_rope_cache",
     "npu_transpose_batchmatmul": "matmul:transpose_batchmatmul",
     "npu_lightning_indexer": "indexer:lightning_indexer",
+    "npu_sparse_flash_attention": "sparse:sparse_flash_attention",
     "npu_recurrent_gated_delta_rule": "linear:recurrent_gated_delta_rule",
     "npu_chunk_gated_delta_rule": "linear:chunk_gated_delta_rule",
 }
