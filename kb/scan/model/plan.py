@@ -18,6 +18,7 @@ from typing import Any
 
 from kb.catalog.kernelfacts import kernel_products
 from kb.lint.context import Context
+from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
@@ -428,10 +429,17 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             prereq = []
             if not stages:
                 entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
-        entry["stages"] = stages
+        entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
+        held = [s for s in stages if s["mapping"] not in PROVEN]
+        if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
+            entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
+                                      "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
+            entry["notes"] = [f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
+                              "equivalence proof yet" for s in held]  # fmt: skip
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
-            entry["notes"] = [f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
-                              "attention stage needs the window (mapping attention_sliding_window)"]
+            entry["notes"] = entry.get("notes", []) + [
+                f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
+                "attention stage needs the window (mapping attention_sliding_window)"]
         entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
         if alternatives:
             entry["alternatives"] = alternatives
