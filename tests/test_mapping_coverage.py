@@ -22,9 +22,7 @@ from kb.reference.proofs import verify
 
 #: ids the planner can emit that have no passing proof yet (issue 22, item 3)
 UNPROVEN: frozenset[str] = frozenset({
-    "attention_gqa_ntd_tnd", "attention_gqa_tnd_ntd", "attention_gqa_type_bsnd", "attention_mla_type_bsnd",
-    "attention_noncausal_ntd_tnd", "attention_noncausal_tnd_ntd", "attention_noncausal_type_bsnd",
-    "mla_prolog",
+    "attention_gqa_type_bsnd", "attention_mla_type_bsnd", "attention_noncausal_type_bsnd", "mla_prolog",
 })  # fmt: skip
 
 

@@ -202,6 +202,14 @@ MAPPINGS: tuple[Mapping, ...] = (
             "top-k [B, S, 1, k], scale_value=softmax_scale, query_rope=q_pe, key_rope=k_pe, "
             "sparse_block_size=1, layout_query='BSND', layout_kv='BSND' (PA_BSND with block_table for "
             "a paged cache), sparse_mode=3, attention_mode=2"),
+    *(Mapping(f"attention_{family}_{layout.lower()}", ("repeat_kv; softmax(q kᵀ * scale + bottom-right causal "
+              "mask) v" if family == "gqa" else "softmax(q kᵀ * scale) v with no mask") + ", sequences packed "
+              "(varlen)", "npu_fused_infer_attention_score",
+              f"query, key, value in {layout.split('_')[0]}, input_layout='{layout}', num_heads=Nq, "
+              "num_key_value_heads=Nkv, scale=1/sqrt(D), actual_seq_lengths(_kv) cumulative, "
+              + ("sparse_mode=3 with the compressed mask" if family == "gqa" else "sparse_mode=0, no mask")
+              + "; the output is in " + layout.split("_")[1], also=("npu_fused_infer_attention_score_v2",))
+      for family in ("gqa", "noncausal") for layout in ("TND_NTD", "NTD_TND")),
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

@@ -57,6 +57,8 @@ PROOFS: dict[str, Proof] = {
     "lightning_indexer": mla.lightning_indexer,
     "gated_delta_rule": mla.gated_delta_rule,
     "sparse_attention_mla": mla.sparse_attention_mla,
+    **{f"attention_{family}_{lay.lower()}": functools.partial(more.attention_split_layout, family == "gqa", lay)
+       for family in ("gqa", "noncausal") for lay in ("TND_NTD", "NTD_TND")},
 }
 
 

@@ -203,3 +203,31 @@ def add_rms_norm_quant(rng: np.random.Generator) -> list[Check]:
                           np.full(64, offset, np.int32), epsilon=1e-6, div_mode=True)  # fmt: skip
         out += [Check(f"add_rms_norm_quant y1 {dt}", q, want), Check(f"add_rms_norm_quant residual {dt}", h_out, h)]
     return out
+
+
+def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) -> list[Check]:
+    """GQA (causal, bottom-right) or bidirectional attention in the FIA layouts whose output
+    differs from the input: TND_NTD writes (N, T, D), NTD_TND reads (N, T, D) inputs."""
+    from kb.reference.proofs_sparse import COMPRESSED, causal_attention
+
+    out = []
+    b, nq, nkv, s, d = 2, 4, 2, 4, 16
+    for dt in HALVES:
+        q, k, v = rounded(rng, (b, nq, s, d), dt), rounded(rng, (b, nkv, s, d), dt), rounded(rng, (b, nkv, s, d), dt)
+        ref = causal_attention(q, k, v) if causal else _full_attention(q, k, v)
+        want = _layout(ref.astype(LOW[dt]), "TND")  # [T, N, D]
+        ql, kl, vl = (_layout(t, "TND") for t in (q, k, v))
+        if layout == "NTD_TND":
+            ql, kl, vl = (np.ascontiguousarray(t.swapaxes(0, 1)) for t in (ql, kl, vl))
+        else:
+            want = np.ascontiguousarray(want.swapaxes(0, 1))
+        mask = {"sparse_mode": 3, "atten_mask": COMPRESSED} if causal else {"sparse_mode": 0}
+        lens = [s, 2 * s]
+        got = run("npu_fused_infer_attention_score", ql, kl, vl, num_heads=nq, num_key_value_heads=nkv,
+                  scale=1 / np.sqrt(d), input_layout=layout, actual_seq_lengths=lens, actual_seq_lengths_kv=lens,
+                  **mask)[0]  # fmt: skip
+        got2 = run("npu_fused_infer_attention_score_v2", ql, kl, vl, num_query_heads=nq, num_key_value_heads=nkv,
+                   softmax_scale=1 / np.sqrt(d), input_layout=layout, actual_seq_qlen=lens, actual_seq_kvlen=lens,
+                   **mask)[0]  # fmt: skip
+        out += [Check(f"FIA {layout} {dt}", got, want), Check(f"FIA v2 {layout} {dt}", got2, want)]
+    return out
