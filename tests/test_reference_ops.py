@@ -487,3 +487,17 @@ def test_sparse_flash_attention_reads_only_the_chosen_blocks() -> None:
     assert close(got[0, 0], want, 2e-2)
     no_rope = np.exp(q[0, 0].astype(np.float32) @ c[0, 2:4, 0].astype(np.float32).T * 0.05)
     assert not close(got[0, 0], (no_rope / no_rope.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32), 1e-3)
+
+
+def test_kv_rmsnorm_rope_cache_v2_writes_in_place_and_returns_two() -> None:
+    """v1 returns the caches first; v2 returns (k_pe, latent) and only mutates the caches."""
+    bf = ml_dtypes.bfloat16
+    kv, gamma = randn(1, 1, 2, 576).astype(bf), np.ones(512, bf)
+    cos, sin = np.ones((1, 1, 2, 64), bf), np.zeros((1, 1, 2, 64), bf)
+    kc, cc = np.zeros((1, 16, 1, 64), bf), np.zeros((1, 16, 1, 512), bf)
+    out = run("npu_kv_rmsnorm_rope_cache_v2", kv, gamma, cos, sin, np.array([3, 4]), kc, cc, cache_mode="PA",
+              is_output_kv=True)  # fmt: skip
+    assert len(out) == 2 and out[0].shape == (1, 1, 2, 64) and out[1].shape == (1, 1, 2, 512)
+    assert close(kc[0, 3, 0].astype(np.float32), out[0][0, 0, 0].astype(np.float32), 0)
+    assert close(cc[0, 4, 0].astype(np.float32), out[1][0, 0, 1].astype(np.float32), 0)
+    assert not close(out[0][0, 0, 0].astype(np.float32), kv[0, 0, 0, 512:].astype(np.float32), 1e-3)  # de-interleaved

@@ -156,7 +156,9 @@ MAPPINGS: tuple[Mapping, ...] = (
             "rope(de-interleaved kv[..., 512:]); both written to the caches", "npu_kv_rmsnorm_rope_cache",
             "kv, gamma, cos, sin (half layout), index, k_cache, ckv_cache; contiguous caches: "
             "cache_mode='Norm', index = positions [B, S]; paged [blocks, block_size, 1, D]: "
-            "cache_mode='PA', index = slot per token"),
+            "cache_mode='PA', index = slot per token; NZ caches: cache_mode='PA_NZ'",
+            also=("npu_kv_rmsnorm_rope_cache_v2",),
+            notes="v2 writes the caches in place and returns (k_pe, latent) with is_output_kv=True"),
     Mapping("dequant_swiglu_quant", "W8A8: h = int32 gate_up result * weight_scale[channel] * "
             "activation_scale[token]; silu(gate) * up (gate the left half); per-token int8 quant",
             "npu_dequant_swiglu_quant", "x=the int32 result, weight_scale, activation_scale, "

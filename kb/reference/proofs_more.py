@@ -152,7 +152,7 @@ def mla_kv_norm_rope_cache(rng: np.random.Generator) -> list[Check]:
     gk, gc = np.zeros_like(pk), np.zeros_like(pc)
     run("npu_kv_rmsnorm_rope_cache", kv, gamma, cos, sin, slots, gk, gc, cache_mode="PA")
     return [Check("Norm k_cache", kc, want_k), Check("Norm ckv_cache", cc, want_c),
-            Check("PA k_cache", gk, pk), Check("PA ckv_cache", gc, pc)]
+            Check("PA k_cache", gk, pk), Check("PA ckv_cache", gc, pc), *mla_kv_norm_rope_cache_v2_nz(rng)]
 
 
 def _dynamic_quant_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,3 +231,22 @@ def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) 
                    **mask)[0]  # fmt: skip
         out += [Check(f"FIA {layout} {dt}", got, want), Check(f"FIA v2 {layout} {dt}", got2, want)]
     return out
+
+
+def mla_kv_norm_rope_cache_v2_nz(rng: np.random.Generator) -> list[Check]:
+    """The chain's in-place successor: npu_kv_rmsnorm_rope_cache_v2(..., cache_mode='PA_NZ',
+    is_output_kv=True) writes the NZ caches [blocks, D / 16, block_size, 16] by slot and
+    returns (rotated k_pe, normalized latent) - the same values as the unfused path."""
+    b, s, blocks, bs = 2, 3, 3, 16
+    kv, gamma, cos, sin, c, pe = _mla_kv(rng, b, s)
+    slots = np.array([5, 6, 7, 16, 17, -1], np.int64)
+    k_nz, c_nz = np.zeros((blocks, 64 // 16, bs, 16), LOW["bfloat16"]), np.zeros((blocks, 512 // 16, bs, 16), LOW["bfloat16"])
+    k_out, y_out = run("npu_kv_rmsnorm_rope_cache_v2", kv, gamma, cos, sin, slots, k_nz.reshape(blocks, bs, 1, 64),
+                       c_nz.reshape(blocks, bs, 1, 512), cache_mode="PA_NZ", is_output_kv=True)  # fmt: skip
+    checks = [Check("v2 k_embed_out", k_out, pe), Check("v2 y_out", y_out, c)]
+    for i, slot in enumerate(slots):
+        if slot >= 0:
+            blk, row = divmod(int(slot), bs)
+            checks += [Check(f"NZ k slot {slot}", k_nz[blk, :, row, :].reshape(-1), pe.reshape(-1, 64)[i]),
+                       Check(f"NZ ckv slot {slot}", c_nz[blk, :, row, :].reshape(-1), c.reshape(-1, 512)[i])]
+    return checks

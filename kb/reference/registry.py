@@ -41,6 +41,7 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_scatter_pa_kv_cache": "cache:scatter_pa_kv_cache",
     "_npu_reshape_and_cache": "cache:reshape_and_cache",
     "npu_kv_rmsnorm_rope_cache": "cache:kv_rmsnorm_rope_cache",
+    "npu_kv_rmsnorm_rope_cache_v2": "cache:kv_rmsnorm_rope_cache_v2",
     "npu_transpose_batchmatmul": "matmul:transpose_batchmatmul",
     "npu_lightning_indexer": "indexer:lightning_indexer",
     "npu_sparse_flash_attention": "sparse:sparse_flash_attention",
