@@ -294,3 +294,9 @@ def test_a_stage_without_an_equivalence_proof_is_not_proposed(monkeypatch) -> No
     held = plan["prefill"]["not_proposed"][0]
     assert held["operator"] == "npu_chunk_gated_delta_rule" and held["mapping"] == "gated_delta_rule"
     assert any("no equivalence proof yet" in n for n in plan["prefill"]["notes"])
+
+
+def test_renormalising_softmax_router_is_told_to_divide_after_the_gate() -> None:
+    """router_softmax_topk's operators do not renormalise (its proof divides after the call)."""
+    plan = _entries(_scan("modeling_moe_softmax.py"), "SoftRouter")
+    assert all(any("divide the weights by their sum" in n for n in e.get("notes", [])) for e in plan.values())

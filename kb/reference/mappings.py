@@ -57,8 +57,9 @@ MAPPINGS: tuple[Mapping, ...] = (
     Mapping("gelu_tanh", "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))",
             "npu_gelu", "input=x, approximate='tanh'",
             notes="npu_fast_gelu is x * sigmoid(1.702 x), a different curve: not this mapping"),
-    Mapping("router_softmax_topk", "w, ids = topk(softmax(logits.float(), -1), k) with no "
-            "renormalisation", "npu_moe_gating_top_k_softmax", "x=logits, k=k; outputs (w, ids, row_idx)",
+    Mapping("router_softmax_topk", "w, ids = topk(softmax(logits.float(), -1), k); w /= w.sum(-1) "
+            "when norm_topk_prob", "npu_moe_gating_top_k_softmax", "x=logits, k=k; outputs (w, ids, "
+            "row_idx); the operator does not renormalise: with norm_topk_prob divide w by its sum after",
             also=("npu_moe_gating_top_k",), notes="equivalently npu_moe_gating_top_k(logits, k, norm_type=0)"),
     Mapping("router_softmax_bias_topk", "s = softmax(logits); ids = topk(s + bias, k); w = s[ids]",
             "npu_moe_gating_top_k", "x=logits, k=k, bias=bias, norm_type=0 (no renorm in softmax mode)"),

@@ -92,8 +92,11 @@ def need(m: Module) -> Need | None:
         r = f
         gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
         gate_terms = (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
+        renorm = (["norm_topk_prob: the softmax gate operators return the top-k probabilities without "
+                   "renormalising them; when the config sets it, divide the weights by their sum after the call"]
+                  if r["score"] == "softmax" and r.get("renormalize") else [])  # fmt: skip
         return Need("moe", frozenset(gate_steps), gate_terms, frozenset(), frozenset({"gating", "top_k"}),
-                    ("int32-expert-ids",))  # fmt: skip
+                    ("int32-expert-ids",), notes=renorm)  # fmt: skip
     if m.kind == "moe.experts":
         act = f.get("activation")
         if f.get("clamped_glu"):  # routing and grouped matmuls fit; the activation stays out
