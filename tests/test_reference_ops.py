@@ -12,7 +12,7 @@ import math
 import pytest
 
 np = pytest.importorskip("numpy", reason="the [reference] extra is not installed")
-pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
+ml_dtypes = pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
 
 from kb.reference import ReferenceInputError, available, record, run  # noqa: E402
 from kb.reference.proofs_sparse import COMPRESSED, causal_attention  # noqa: E402
@@ -182,6 +182,20 @@ def test_dynamic_quant_scales_per_row_not_per_tensor() -> None:
     y, s = run("npu_dynamic_quant", x.astype(np.float16))
     assert close(s, np.abs(x.astype(np.float16).astype(np.float32)).max(-1) / 127, 1e-6)
     assert np.abs(y).max(-1).tolist() == [127, 127, 127]  # a per-tensor scale would shrink rows 0 and 2
+
+
+def test_add_rms_norm_quant_divides_by_scales_and_adds_zero_points() -> None:
+    x1, x2, g = randn(3, 16, scale=0.5), randn(3, 16, scale=0.5).astype(np.float16), np.ones(16, np.float16)
+    x1 = x1.astype(np.float16)
+    s, z = np.full(16, 0.05, np.float32), np.full(16, 2, np.int32)
+    y1, y2, h = run("npu_add_rms_norm_quant", x1, x2, g, s, z)
+    norm = run("npu_rms_norm", (x1.astype(np.float32) + x2.astype(np.float32)), g.astype(np.float32))[0]
+    assert close(y1, np.clip(np.rint(norm / s + z), -128, 127), 1) and y1.dtype == np.int8
+    assert not close(y1, np.clip(np.rint(norm * s + z), -128, 127), 1)  # div_mode=True divides
+    assert close(h, x1.astype(np.float32) + x2.astype(np.float32), 1e-2) and h.dtype == np.float16
+    assert close(y2, np.clip(np.rint(norm), -128, 127), 1)  # no scales2: scale 1, zero point 0
+    mul = run("npu_add_rms_norm_quant", x1, x2, g, 1 / s, z, div_mode=False)[0]
+    assert close(mul, y1, 1)
 
 
 def test_quantize_div_mode() -> None:
@@ -408,3 +422,82 @@ def test_one_query_row_ignores_sparse_mode_in_fia() -> None:
     two_rows = run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD", sparse_mode=2,
                    atten_mask=COMPRESSED)[0]  # fmt: skip
     assert not close(two_rows, run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD")[0], 1e-3)
+
+
+def test_transpose_batchmatmul_moves_the_batch_axis() -> None:
+    """(T, N, K) input needs perm_x1=[1, 0, 2] to be read per head; the identity reads T as the batch."""
+    x, w = randn(3, 4, 32), randn(4, 32, 16)
+    want = np.einsum("tnk,nkd->tnd", x, w)
+    assert close(run("npu_transpose_batchmatmul", x, w, perm_x1=[1, 0, 2]), want)
+    with pytest.raises(ReferenceInputError):
+        run("npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2])  # (3, 4, 32) @ (4, 32, 16): batches differ
+    y = run("npu_transpose_batchmatmul", randn(4, 3, 32), w, perm_x1=[0, 1, 2])
+    assert y.shape == (3, 4, 16) and not close(y, want)
+
+
+def test_lightning_indexer_weights_after_the_relu_and_masks_causally() -> None:
+    q, k = randn(1, 2, 4, 16).astype(np.float16), randn(1, 6, 1, 16).astype(np.float16)
+    w = randn(1, 2, 4).astype(np.float16)
+    idx, _ = run("npu_lightning_indexer", q, k, w, sparse_count=6, sparse_mode=3)
+    s = np.einsum("shd,td->sht", q[0].astype(np.float32), k[0, :, 0].astype(np.float32))
+    right = (np.maximum(s, 0) * w[0].astype(np.float32)[..., None]).sum(1)
+    assert idx[0, 0, 0, -1] == -1 and idx[0, 1, 0, -1] != -1  # the first query sees 5 of 6 keys
+    assert list(idx[0, 1, 0]) == list(np.argsort(-right[1], kind="stable"))
+    # ReLU per head, then the weighted sum: head scores (2, -3) give 2, not relu(2 - 3) = 0
+    q2 = np.zeros((1, 1, 2, 16), np.float16)
+    q2[0, 0, 0, :2], q2[0, 0, 1, 0] = (2, 1), -3
+    k2 = np.zeros((1, 2, 1, 16), np.float16)
+    k2[0, 0, 0, 0] = k2[0, 1, 0, 1] = 1
+    top, _ = run("npu_lightning_indexer", q2, k2, np.ones((1, 1, 2), np.float16), sparse_count=1, sparse_mode=0)
+    assert top[0, 0, 0, 0] == 0  # relu-after-sum would score key 0 at 0 and pick key 1
+
+
+def test_gated_delta_rule_state_is_value_by_key() -> None:
+    """The state is (Dv, Dk): a model state kept (Dk, Dv) must be transposed; chunk's scale defaults to 1."""
+    bf = ml_dtypes.bfloat16
+    t, dk, dv = 3, 8, 4
+    q, k, v = (randn(t, 1, d).astype(bf) for d in (dk, dk, dv))
+    beta, g = np.full((t, 1), 0.5, bf), np.full((t, 1), -0.1, np.float32)
+    s0 = randn(1, 1, dv, dk).astype(np.float32)
+    o, final = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g)
+    s = s0[0, 0].astype(np.float64)
+    kf, vf, qf = (x.astype(np.float64) for x in (k, v, q))
+    for i in range(t):
+        s = s * np.exp(-0.1)
+        s = s + 0.5 * np.outer(vf[i, 0] - s @ kf[i, 0], kf[i, 0])
+    assert final.shape == (1, 1, dv, dk) and close(final[0, 0], s, 1e-3)
+    assert close(o[-1, 0].astype(np.float32), s @ qf[-1, 0], 3e-2)
+    o2, _ = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g, scale=dk ** -0.5)
+    assert not close(o2.astype(np.float32), o.astype(np.float32), 1e-2)
+
+
+def test_sparse_flash_attention_reads_only_the_chosen_blocks() -> None:
+    """Index 1 with sparse_block_size 2 means keys 2 and 3; the rope part counts in the score."""
+    bf = ml_dtypes.bfloat16
+    q, qr = randn(1, 1, 2, 512).astype(bf), randn(1, 1, 2, 64).astype(bf)
+    c, kr = randn(1, 6, 1, 512).astype(bf), randn(1, 6, 1, 64).astype(bf)
+    idx = np.array([[[[1, -1]]]], np.int32)
+    got = run("npu_sparse_flash_attention", q, c, c, idx, 0.05, query_rope=qr, key_rope=kr, sparse_block_size=2,
+              sparse_mode=0, attention_mode=2)[0].astype(np.float32)  # fmt: skip
+    qf = np.concatenate([q, qr], -1)[0, 0].astype(np.float32)
+    kf = np.concatenate([c, kr], -1)[0, 2:4, 0].astype(np.float32)
+    s = qf @ kf.T * 0.05
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32)
+    assert close(got[0, 0], want, 2e-2)
+    no_rope = np.exp(q[0, 0].astype(np.float32) @ c[0, 2:4, 0].astype(np.float32).T * 0.05)
+    assert not close(got[0, 0], (no_rope / no_rope.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32), 1e-3)
+
+
+def test_kv_rmsnorm_rope_cache_v2_writes_in_place_and_returns_two() -> None:
+    """v1 returns the caches first; v2 returns (k_pe, latent) and only mutates the caches."""
+    bf = ml_dtypes.bfloat16
+    kv, gamma = randn(1, 1, 2, 576).astype(bf), np.ones(512, bf)
+    cos, sin = np.ones((1, 1, 2, 64), bf), np.zeros((1, 1, 2, 64), bf)
+    kc, cc = np.zeros((1, 16, 1, 64), bf), np.zeros((1, 16, 1, 512), bf)
+    out = run("npu_kv_rmsnorm_rope_cache_v2", kv, gamma, cos, sin, np.array([3, 4]), kc, cc, cache_mode="PA",
+              is_output_kv=True)  # fmt: skip
+    assert len(out) == 2 and out[0].shape == (1, 1, 2, 64) and out[1].shape == (1, 1, 2, 512)
+    assert close(kc[0, 3, 0].astype(np.float32), out[0][0, 0, 0].astype(np.float32), 0)
+    assert close(cc[0, 4, 0].astype(np.float32), out[1][0, 0, 1].astype(np.float32), 0)
+    assert not close(out[0][0, 0, 0].astype(np.float32), kv[0, 0, 0, 512:].astype(np.float32), 1e-3)  # de-interleaved

@@ -276,3 +276,27 @@ def test_topk_then_softmax_router_is_named_as_written() -> None:
             "    return torch.softmax(top, dim=-1), idx\n")  # fmt: skip
     found = [f.message for f in made.scan_text(text, "m.py").findings if f.code == "KB605"]
     assert found and found[0].startswith("topk then softmax")
+
+
+def test_a_stage_without_an_equivalence_proof_is_not_proposed(monkeypatch) -> None:
+    """Issue 22: the planner proposes only stages whose mapping id has a proof in the mapping
+    table; an id taken out of it moves its stage to the notes, and every proposed stage of
+    the fixtures carries a proven id."""
+    from kb.reference.mappings import BY_ID
+    from kb.scan.model import plan as plan_module
+
+    report = _scan("modeling_linear_attention.py")
+    for entry in report.plan:
+        assert all(s["mapping"] in BY_ID for s in entry["stages"]), entry
+    monkeypatch.setattr(plan_module, "PROVEN", {k: v for k, v in BY_ID.items() if k != "gated_delta_rule"})
+    plan = _entries(_scan("modeling_linear_attention.py"), "DeltaNet")
+    assert _ops(plan["prefill"]) == [] and _ops(plan["decode"]) == []
+    held = plan["prefill"]["not_proposed"][0]
+    assert held["operator"] == "npu_chunk_gated_delta_rule" and held["mapping"] == "gated_delta_rule"
+    assert any("no equivalence proof yet" in n for n in plan["prefill"]["notes"])
+
+
+def test_renormalising_softmax_router_is_told_to_divide_after_the_gate() -> None:
+    """router_softmax_topk's operators do not renormalise (its proof divides after the call)."""
+    plan = _entries(_scan("modeling_moe_softmax.py"), "SoftRouter")
+    assert all(any("divide the weights by their sum" in n for n in e.get("notes", [])) for e in plan.values())

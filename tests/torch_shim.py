@@ -353,5 +353,8 @@ def execute(code: str) -> list[str]:
     torch = Torch(npu)
     namespace: dict[str, Any] = {"torch": torch, "torch_npu": npu, "__name__": "example"}
     lines = [ln for ln in code.splitlines() if not ln.startswith(("import torch", "import torch_npu"))]
-    exec(compile("\n".join(lines), "<example>", "exec"), namespace)
+    try:
+        exec(compile("\n".join(lines), "<example>", "exec"), namespace)
+    except NameError as exc:  # a module the shim does not stand in for (torch.nn.functional as F)
+        raise Unsupported(str(exc)) from exc
     return npu.calls

@@ -224,31 +224,75 @@ def _kv_heads(a: Args, n: int, key: str) -> int:
     return int(a[key]) or n
 
 
+#: layouts whose input and output differ, the output being (N, T, D) or the input read as it
+SPLIT_LAYOUTS = {"TND_NTD": ("TND", True), "NTD_TND": ("TND", False)}
+
+
+def _ntd(out: np.ndarray, transpose: bool) -> np.ndarray:
+    return np.ascontiguousarray(out.transpose(1, 0, 2)) if transpose else out
+
+
+def _with_rope(t: np.ndarray, rope: np.ndarray, layout: str, heads: int, what: str) -> np.ndarray:
+    """[nope, rope] along each head's D (BSH: per head of the hidden axis)."""
+    if layout == "BSH":
+        if t.ndim != 3 or rope.ndim != 3 or t.shape[:2] != rope.shape[:2]:
+            raise ReferenceInputError(f"{what}_rope must match {what} except in D")
+        parts = [x.reshape(x.shape[0], x.shape[1], heads, -1) for x in (t, rope)]
+        return np.concatenate(parts, -1).reshape(t.shape[0], t.shape[1], -1)
+    if t.shape[:-1] != rope.shape[:-1] or rope.shape[-1] != 64:
+        raise ReferenceInputError(f"{what}_rope has D = 64 and the other dimensions of {what}")
+    return np.concatenate([t, rope.astype(t.dtype)], -1)
+
+
+def _mla_inputs(a: Args, n: int, nkv: int, op: str) -> tuple[Args, str, bool]:
+    """query_rope/key_rope (MLA): the rope part joins query and key along D, value stays the
+    latent; TND_NTD / NTD_TND read or write (N, T, D).  Returns (args, layout, output NTD)."""
+    layout, out_ntd = a["input_layout"], False
+    qr, kr = a.get("query_rope"), a.get("key_rope")
+    if (qr is None) != (kr is None):
+        raise ReferenceInputError(f"{op}: query_rope and key_rope are given together or not at all")
+    if layout in SPLIT_LAYOUTS:
+        inner, out_ntd = SPLIT_LAYOUTS[layout]
+        if layout.startswith("NTD"):  # the inputs are (N, T, D): read them as TND
+            a = {**a, **{k: np.swapaxes(a[k], 0, 1) for k in ("query", "key", "value", "query_rope", "key_rope")
+                         if a.get(k) is not None}}  # fmt: skip
+            qr, kr = a.get("query_rope"), a.get("key_rope")
+        layout = inner
+    if qr is not None and kr is not None:
+        a = {**a, "query": _with_rope(a["query"], qr, layout, n, "query"),
+             "key": _with_rope(a["key"], kr, layout, nkv, "key")}  # fmt: skip
+    return a, layout, out_ntd
+
+
 def fused_infer_attention_score(a: Args) -> tuple[np.ndarray, np.ndarray]:
     unmodelled(a, ["pse_shift", "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2",
                    "quant_offset2", "antiquant_scale", "antiquant_offset", "key_antiquant_scale",
                    "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset",
                    "query_padding_size", "kv_padding_size", "key_shared_prefix", "value_shared_prefix",
-                   "actual_shared_prefix_len", "query_rope", "key_rope", "key_rope_antiquant_scale"],
+                   "actual_shared_prefix_len", "key_rope_antiquant_scale"],
                "npu_fused_infer_attention_score")  # fmt: skip
     n = int(a["num_heads"])
-    out, lse, _ = run_attention(a, n=n, nkv=_kv_heads(a, n, "num_key_value_heads"), scale=a["scale"],
-                                layout=a["input_layout"], q_lens=a["actual_seq_lengths"],
+    nkv = _kv_heads(a, n, "num_key_value_heads")
+    a, layout, out_ntd = _mla_inputs(a, n, nkv, "npu_fused_infer_attention_score")
+    out, lse, _ = run_attention(a, n=n, nkv=nkv, scale=a["scale"],
+                                layout=layout, q_lens=a["actual_seq_lengths"],
                                 kv_lens=a["actual_seq_lengths_kv"], decode_ignores_sparse=True)  # fmt: skip
-    return out, (lse if a["softmax_lse_flag"] else np.zeros(1, np.float32))
+    return _ntd(out, out_ntd), (lse if a["softmax_lse_flag"] else np.zeros(1, np.float32))
 
 
 def fused_infer_attention_score_v2(a: Args) -> tuple[np.ndarray, np.ndarray]:
-    unmodelled(a, ["query_rope", "key_rope", "pse_shift", "dequant_scale_query", "dequant_scale_key",
+    unmodelled(a, ["pse_shift", "dequant_scale_query", "dequant_scale_key",
                    "dequant_offset_key", "dequant_scale_value", "dequant_offset_value",
                    "dequant_scale_key_rope", "quant_scale_out", "quant_offset_out", "quant_scale_p"],
                "npu_fused_infer_attention_score_v2")  # fmt: skip
     n = int(a["num_query_heads"])
-    out, lse, _ = run_attention(a, n=n, nkv=_kv_heads(a, n, "num_key_value_heads"),
-                                scale=a["softmax_scale"], layout=a["input_layout"],
+    nkv = _kv_heads(a, n, "num_key_value_heads")
+    a, layout, out_ntd = _mla_inputs(a, n, nkv, "npu_fused_infer_attention_score_v2")
+    out, lse, _ = run_attention(a, n=n, nkv=nkv,
+                                scale=a["softmax_scale"], layout=layout,
                                 q_lens=a["actual_seq_qlen"], kv_lens=a["actual_seq_kvlen"],
                                 sink=a["learnable_sink"], decode_ignores_sparse=True)  # fmt: skip
-    return out, (lse if a["return_softmax_lse"] else np.zeros(1, np.float32))
+    return _ntd(out, out_ntd), (lse if a["return_softmax_lse"] else np.zeros(1, np.float32))
 
 
 def prompt_flash_attention(a: Args) -> np.ndarray:

@@ -132,3 +132,17 @@ def _write_blocks(a: Args, k_store: np.ndarray, y_store: np.ndarray, index: np.n
                     view[block, :, row, :] = data[bi, 0, si].reshape(-1, view.shape[-1])
                 else:
                     view[block, row, 0] = data[bi, 0, si]
+
+
+def kv_rmsnorm_rope_cache_v2(a: Args) -> tuple[np.ndarray, np.ndarray]:
+    """Without v the wrapper runs v1's kernel on the caches in place and returns only
+    (k_embed_out, y_out); those two hold the results only with is_output_kv (zeros here
+    otherwise, where the device leaves them unset)."""
+    if a["k_cache_dtype"] is not None or a["ckv_cache_dtype"] is not None:
+        raise NotModelled("npu_kv_rmsnorm_rope_cache_v2: k_cache_dtype/ckv_cache_dtype (HiFloat8) are not modelled")
+    _, _, k_out, y_out = kv_rmsnorm_rope_cache(a)
+    kv = a["kv"]
+    lead = kv.shape[:-1]
+    k_ret = k_out if k_out is not None else np.zeros((*lead, a["cos"].shape[-1]), kv.dtype)
+    y_ret = y_out if y_out is not None else np.zeros((*lead, a["gamma"].shape[-1]), kv.dtype)
+    return k_ret, y_ret

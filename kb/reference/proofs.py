@@ -8,6 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from kb.reference import proofs_dense as dense
+from kb.reference import proofs_mla as mla
+from kb.reference import proofs_more as more
 from kb.reference import proofs_sparse as sparse
 from kb.reference.mappings import BY_ID
 from kb.reference.proving import Check, failures
@@ -40,6 +42,23 @@ PROOFS: dict[str, Proof] = {
     "cache_write_contiguous": sparse.cache_write_contiguous,
     "dynamic_quant_int8_matmul": dense.dynamic_quant_int8_matmul,
     "weight_only_int8_matmul": dense.weight_only_int8_matmul,
+    "gelu": more.gelu,
+    "router_sigmoid_topk": more.router_sigmoid_topk,
+    "router_topk_then_softmax": more.router_topk_then_softmax,
+    "moe_experts_bmm": more.moe_experts_bmm,
+    **{f"attention_noncausal_{lay.lower()}": functools.partial(more.attention_noncausal, lay)
+       for lay in ("BSH", "BSND", "BNSD", "TND")},
+    "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
+    "dequant_swiglu_quant": more.dequant_swiglu_quant,
+    "add_rms_norm_quant": more.add_rms_norm_quant,
+    **{f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
+       for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")},
+    "mla_absorb_bmm": mla.mla_absorb_bmm,
+    "lightning_indexer": mla.lightning_indexer,
+    "gated_delta_rule": mla.gated_delta_rule,
+    "sparse_attention_mla": mla.sparse_attention_mla,
+    **{f"attention_{family}_{lay.lower()}": functools.partial(more.attention_split_layout, family == "gqa", lay)
+       for family in ("gqa", "noncausal") for lay in ("TND_NTD", "NTD_TND")},
 }
 
 

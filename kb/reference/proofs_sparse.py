@@ -28,8 +28,10 @@ def router_softmax_topk(rng: np.random.Generator) -> list[Check]:
     w = np.take_along_axis(p, ids, -1)
     y, got_ids, _ = run("npu_moe_gating_top_k_softmax", logits, k=4)
     y2, ids2, _ = run("npu_moe_gating_top_k", logits, 4, norm_type=0)
+    renorm = w / w.sum(-1, keepdims=True)  # norm_topk_prob=True (Mixtral, Qwen3-MoE): divide after the call
     return [Check("gating_top_k_softmax ids", got_ids, ids.astype(np.int32)), Check("weights", y, w),
-            Check("gating_top_k norm_type=0 ids", ids2, ids.astype(np.int32)), Check("weights 2", y2, w)]
+            Check("gating_top_k norm_type=0 ids", ids2, ids.astype(np.int32)), Check("weights 2", y2, w),
+            Check("renormalised weights", y / y.sum(-1, keepdims=True), renorm)]
 
 
 def router_softmax_bias_topk(rng: np.random.Generator) -> list[Check]:

@@ -11,6 +11,7 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_rms_norm": "norm:rms_norm",
     "npu_gemma_rms_norm": "norm:gemma_rms_norm",
     "npu_add_rms_norm": "norm:add_rms_norm",
+    "npu_add_rms_norm_quant": "norm:add_rms_norm_quant",
     "npu_layer_norm_eval": "norm:layer_norm_eval",
     "npu_rotary_mul": "rope:rotary_mul",
     "npu_apply_rotary_pos_emb": "rope:apply_rotary_pos_emb",
@@ -40,4 +41,10 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_scatter_pa_kv_cache": "cache:scatter_pa_kv_cache",
     "_npu_reshape_and_cache": "cache:reshape_and_cache",
     "npu_kv_rmsnorm_rope_cache": "cache:kv_rmsnorm_rope_cache",
+    "npu_kv_rmsnorm_rope_cache_v2": "cache:kv_rmsnorm_rope_cache_v2",
+    "npu_transpose_batchmatmul": "matmul:transpose_batchmatmul",
+    "npu_lightning_indexer": "indexer:lightning_indexer",
+    "npu_sparse_flash_attention": "sparse:sparse_flash_attention",
+    "npu_recurrent_gated_delta_rule": "linear:recurrent_gated_delta_rule",
+    "npu_chunk_gated_delta_rule": "linear:chunk_gated_delta_rule",
 }

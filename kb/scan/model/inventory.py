@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kb.scan.model import mapping_ids as ids
 from kb.scan.model.facts import ClassFacts, LazyClasses, read_module, statements
 from kb.scan.model.kinds import Context, Module, decide, split_block
 
@@ -240,8 +241,8 @@ def _configured_ffn(cf: ClassFacts, ctx: Context, path: str) -> list[Module]:
         m = Module(f"{cf.name}.{attr}", "mlp.glu" if gated else "mlp.plain", path, cf.line, cf.end_line,
                    {"activation": act, "activation_from": source, "module": ctor})  # fmt: skip
         if gated:
-            m.mappings.append("swiglu" if act == "silu" else "geglu")
-        elif act.startswith("gelu"):
+            m.mappings.append(ids.SWIGLU if act == "silu" else ids.GEGLU)
+        elif act in (ids.GELU, ids.GELU_TANH):
             m.mappings.append(act)
         out.append(m)
     return out

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb.scan.model import mapping_ids as ids
 from kb.scan.model.facts import ClassFacts
 
 _LINEAR = re.compile(r"(Linear|Conv1D|LinearBase|ParallelLinear)$")
@@ -303,12 +304,12 @@ def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
 
 def router_mapping(facts: dict[str, Any]) -> str:
     if facts["order"].startswith("topk-then-sigmoid"):
-        return "router_topk_then_sigmoid"
+        return ids.ROUTER_TOPK_THEN_SIGMOID
     if facts["order"].startswith("topk-then-softmax"):
-        return "router_topk_then_softmax"
+        return ids.ROUTER_TOPK_THEN_SOFTMAX
     if facts["score"] == "sigmoid":
-        return "router_sigmoid_bias_group_topk" if facts["bias"] or facts["groups"] else "router_sigmoid_topk"
-    return "router_softmax_bias_topk" if facts["bias"] else "router_softmax_topk"
+        return ids.ROUTER_SIGMOID_BIAS_GROUP_TOPK if facts["bias"] or facts["groups"] else ids.ROUTER_SIGMOID_TOPK
+    return ids.ROUTER_SOFTMAX_BIAS_TOPK if facts["bias"] else ids.ROUTER_SOFTMAX_TOPK
 
 
 def _experts_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
@@ -401,9 +402,9 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
     m = _module(cf, "mlp.glu" if gated else "mlp.plain", activation=act, activation_from=source,
                 merged_gate_up=(bool(fc1) and gated) or None)  # fmt: skip
     if gated:
-        m.mappings.append({"silu": "swiglu", "gelu": "geglu", "gelu_tanh": "geglu"}.get(act, ""))
+        m.mappings.append({"silu": ids.SWIGLU, "gelu": ids.GEGLU, "gelu_tanh": ids.GEGLU}.get(act, ""))
     elif act in ("gelu", "gelu_tanh"):
-        m.mappings.append("gelu_tanh" if act == "gelu_tanh" else "gelu")
+        m.mappings.append(ids.GELU_TANH if act == "gelu_tanh" else ids.GELU)
     m.mappings = [x for x in m.mappings if x]
     if act == "unknown":
         m.unknown.append(f"activation: {source}")
@@ -417,7 +418,7 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
     if norms and lin and "times_one_plus" in cf.shapes and not blocks:
         inner = ctx.kind_of(cf.attrs[norms[0]])
         m = _module(cf, "norm.adaln", inner=inner, modulation=sorted(lin))
-        m.mappings.append("adaln_" + inner.split(".")[1] + "_norm")
+        m.mappings.append(ids.adaln(inner.split(".")[1]))
         return m
     kind = _norm_kind(cf)
     if kind is None or lin:
@@ -438,9 +439,9 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
         facts["gate"] = "silu(gate) multiplies the output"
     m = _module(cf, f"norm.{kind}", **facts)
     if kind == "rms":
-        m.mappings.append("rms_norm_gated" if gated else "rms_norm_one_plus_w" if gemma else "rms_norm")
+        m.mappings.append(ids.RMS_NORM_GATED if gated else ids.RMS_NORM_ONE_PLUS_W if gemma else ids.RMS_NORM)
     elif kind == "layer":
-        m.mappings.append("layer_norm")
+        m.mappings.append(ids.LAYER_NORM)
     return m
 
 
@@ -475,7 +476,7 @@ def _layer(cf: ClassFacts, ctx: Context) -> Module | None:
                {"norms": {a: parts[a] for a in sorted(norms)}, "residual_add_then_norm": residual},
                parts={a: k for a, k in parts.items() if k})  # fmt: skip
     if kinds == {"norm.rms"}:
-        m.mappings.append("add_rms_norm")
+        m.mappings.append(ids.ADD_RMS_NORM)
     elif "norm.layer" in kinds:
-        m.mappings.append("add_layer_norm")
+        m.mappings.append(ids.ADD_LAYER_NORM)
     return m

@@ -18,6 +18,8 @@ from typing import Any
 
 from kb.catalog.kernelfacts import kernel_products
 from kb.lint.context import Context
+from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
+from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 
@@ -90,8 +92,11 @@ def need(m: Module) -> Need | None:
         r = f
         gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
         gate_terms = (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
+        renorm = (["norm_topk_prob: the softmax gate operators return the top-k probabilities without "
+                   "renormalising them; when the config sets it, divide the weights by their sum after the call"]
+                  if r["score"] == "softmax" and r.get("renormalize") else [])  # fmt: skip
         return Need("moe", frozenset(gate_steps), gate_terms, frozenset(), frozenset({"gating", "top_k"}),
-                    ("int32-expert-ids",))  # fmt: skip
+                    ("int32-expert-ids",), notes=renorm)  # fmt: skip
     if m.kind == "moe.experts":
         act = f.get("activation")
         if f.get("clamped_glu"):  # routing and grouped matmuls fit; the activation stays out
@@ -129,7 +134,7 @@ def need(m: Module) -> Need | None:
                     frozenset({"rms_norm"}), prereq)  # fmt: skip
     if m.kind == "norm.layer":
         return Need("norm", frozenset({"layer_norm"}), (), frozenset({"residual_add"}), frozenset({"layer_norm"}))
-    if m.kind == "layer.decoder" and "add_rms_norm" in m.mappings:
+    if m.kind == "layer.decoder" and ids.ADD_RMS_NORM in m.mappings:
         return Need("norm", frozenset({"residual_add", "rms_norm"}), ("residual",), frozenset({"quantize"}),
                     frozenset({"residual_add"}))  # fmt: skip
     return None  # rope tables are a prerequisite of the attention that rotates
@@ -267,49 +272,49 @@ def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None
     """The equivalence-proof id of one stage, read from what its operator fuses."""
     f = m.facts
     if "indexer" in stage and "rope" in op_fuses and f.get("indexer_rope") in ("half", "interleave"):
-        return f"rope_{f['indexer_rope']}"
+        return ids.ROPE_INTERLEAVE if f["indexer_rope"] == "interleave" else ids.ROPE_HALF
     paged = bool(chain and any(p.get("id") == "paged-kv-cache" for p in chain.get("prerequisites") or []))
     if "lightning_indexer" in op_fuses:
-        return "lightning_indexer"
+        return ids.LIGHTNING_INDEXER
     if "sparse_attention" in op_fuses:
-        return "sparse_attention_mla"
+        return ids.SPARSE_ATTENTION_MLA
     if "q_projection" in op_fuses and "kv_projection" in op_fuses:
-        return "mla_prolog"
+        return ids.MLA_PROLOG
     if "linear_attention" in op_fuses:
-        return "gated_delta_rule"
+        return ids.GATED_DELTA_RULE
     if "gating" in op_fuses:
-        return next((x for x in m.mappings if x.startswith("router_")), "router_unknown")
+        return next((x for x in m.mappings if x in ids.ROUTERS), ids.ROUTER_UNKNOWN)
     if "grouped_matmul" in op_fuses or "expert_routing" in op_fuses or "finalize_routing" in op_fuses:
-        return "moe_experts_loop" if "loop" in str(f.get("form", "")) else "moe_experts_bmm"
+        return ids.MOE_EXPERTS_LOOP if "loop" in str(f.get("form", "")) else ids.MOE_EXPERTS_BMM
     if "kv_cache_write" in op_fuses and "rms_norm" in op_fuses:
-        return "mla_kv_norm_rope_cache"
+        return ids.MLA_KV_NORM_ROPE_CACHE
     if "kv_cache_write" in op_fuses:
-        return "cache_write_paged" if paged else "cache_write_contiguous"
+        return ids.CACHE_WRITE_PAGED if paged else ids.CACHE_WRITE_CONTIGUOUS
     if "attention" in op_fuses or "flash_attention" in op_fuses:
-        layout = str(args.get("input_layout") or args.get("layout") or "bsnd").lower()
+        layout = str(args.get("input_layout") or args.get("layout") or ids.DEFAULT_LAYOUT)
         if m.kind in ("attention.dit", "attention.vision"):
-            return f"attention_noncausal_{layout}"
+            return ids.attention(ids.ATTENTION_NONCAUSAL, layout)
         if m.kind == "attention.mla":
-            return f"attention_mla_{layout}"
-        return f"attention_gqa_{layout}"
+            return ids.attention(ids.ATTENTION_MLA, layout)
+        return ids.attention(ids.ATTENTION_GQA, layout)
     if "rope" in op_fuses:
-        return "rope_interleave" if f.get("rope") == "interleave" else "rope_half"
+        return ids.ROPE_INTERLEAVE if f.get("rope") == "interleave" else ids.ROPE_HALF
     quantizes = bool(op_fuses & {"quantize", "dynamic_quantize"})
     if "residual_add" in op_fuses and "rms_norm" in op_fuses:
-        return "add_rms_norm_quant" if quantizes else "add_rms_norm"
+        return ids.ADD_RMS_NORM_QUANT if quantizes else ids.ADD_RMS_NORM
     if "swiglu" in op_fuses:
-        return "dequant_swiglu_quant" if quantizes and "dequantize" in op_fuses else "swiglu"
+        return ids.DEQUANT_SWIGLU_QUANT if quantizes and "dequantize" in op_fuses else ids.SWIGLU
     if "gelu" in op_fuses:
-        return "geglu" if "mul" in op_fuses else ("gelu_tanh" if f.get("activation") == "gelu_tanh" else "gelu")
+        if "mul" in op_fuses:
+            return ids.GEGLU
+        return ids.GELU_TANH if f.get("activation") == "gelu_tanh" else ids.GELU
     if "dynamic_quantize" in op_fuses or ("matmul" in op_fuses and "dequantize" in op_fuses):
-        return "dynamic_quant_int8_matmul"
+        return ids.DYNAMIC_QUANT_INT8_MATMUL
     if "rms_norm" in op_fuses:
-        return "rms_norm_one_plus_w" if f.get("weight") else "rms_norm"
+        return ids.RMS_NORM_ONE_PLUS_W if f.get("weight") else ids.RMS_NORM
     if "batch_matmul" in op_fuses and m.kind == "attention.mla":
-        return "mla_absorb_bmm"
-    for x in m.mappings:
-        return x
-    return "unknown"
+        return ids.MLA_ABSORB_BMM
+    return next((x for x in m.mappings if x in ids.PLANNED), ids.UNKNOWN)
 
 
 def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[str, Any] | None,
@@ -427,10 +432,17 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             prereq = []
             if not stages:
                 entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
-        entry["stages"] = stages
+        entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
+        held = [s for s in stages if s["mapping"] not in PROVEN]
+        if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
+            entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
+                                      "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
+            entry["notes"] = [f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
+                              "equivalence proof yet" for s in held]  # fmt: skip
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
-            entry["notes"] = [f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
-                              "attention stage needs the window (mapping attention_sliding_window)"]
+            entry["notes"] = entry.get("notes", []) + [
+                f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
+                "attention stage needs the window (mapping attention_sliding_window)"]
         entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
         if alternatives:
             entry["alternatives"] = alternatives
