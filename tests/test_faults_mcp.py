@@ -326,7 +326,9 @@ def test_a_slow_scan_does_not_hold_up_a_search(raw_server: Any) -> None:
 
 def test_a_call_over_its_time_budget_is_a_tool_error(raw_server: Any) -> None:
     server = raw_server("--time-budget", "0.2")
-    _call(server, 1, "scan", {"text": SLOW_TEXT[: len(SLOW_TEXT) // 3]})  # about a second
+    # whole units (a cut inside one is a syntax error, answered before any budget runs out)
+    third = "".join(SLOW_UNIT.replace("{i}", str(i)) for i in range(700))  # about a second
+    _call(server, 1, "scan", {"text": third})
     reply = server.reply(30)
     assert reply["id"] == 1 and reply["result"]["isError"], str(reply)[:300]
     assert "0.2 s time budget" in reply["result"]["content"][0]["text"]
