@@ -19,19 +19,10 @@ Ask = Callable[[Record, list[Any]], str]
 
 
 def tree_record(catalog: Catalog, name: str) -> Record:
-    """The decision tree ``name``; UsageError (with a did-you-mean) for anything else."""
-    from kb.api.errors import NotFound, UsageError
-    from kb.api.tree import tree_hint
+    """The decision tree ``name``: the one lookup ``kb tree`` uses (:func:`kb.api.tree.tree_record`)."""
+    from kb.api.tree import tree_record as lookup
 
-    trees = catalog.names("tree")
-    rec = catalog.get(name)
-    if rec is None:
-        raise NotFound(f"no decision tree named {name!r}{tree_hint(name, trees)}; "
-                         f"trees: {', '.join(trees)}")  # fmt: skip
-    if rec["kind"] != "tree":
-        raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree; trees: "
-                         f"{', '.join(trees)}")  # fmt: skip
-    return rec  # type: ignore[no-any-return]
+    return lookup(catalog, name)
 
 
 def advise(catalog: Catalog, tree: Record, answers: Mapping[str, str],

@@ -12,11 +12,18 @@ def tree(catalog: Catalog, name: str | None = None) -> dict[str, Any]:
     """The ``--format json`` document: ``{"trees": [{name, summary, flags}]}`` without a
     name, else the tree record; UsageError for a name that is not a tree."""
     from kb.advice.advise import flags
-    from kb.api.errors import NotFound, UsageError
 
     if not name:
         return {"trees": [{"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)}
                           for t in catalog.records("tree")]}  # fmt: skip
+    return tree_record(catalog, name)
+
+
+def tree_record(catalog: Catalog, name: str) -> dict[str, Any]:
+    """The decision tree ``name`` (``kb tree``, ``kb advise``, the MCP tools): NotFound with
+    a did-you-mean among trees, UsageError for a record of another kind."""
+    from kb.api.errors import NotFound, UsageError
+
     rec = catalog.get(name)
     tree_names = catalog.names("tree")
     names = ", ".join(tree_names)
