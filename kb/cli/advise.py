@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--phase decode'. Prints the reference chain(s) with their stages, each operator's "
         "products, key dtypes/formats and first constraints, and the prerequisites. Run "
         "'kb advise TREE --help' for the flags of one tree, 'kb tree TREE' to see it whole.",
-        usage="kb advise TREE [--format text|json] [--no-input] [--strict] [--FLAG VALUE ...]",
+        usage="kb advise TREE [--format text|json] [--no-input] [--strict]\n"
+        "                 [--FLAG VALUE ...]",
         epilog="exit status: 0 advice (perhaps with assumed common cases), 1 only completions "
         "(an open question changes the operators), 2 bad input. --format json always prints "
         "the document on stdout.",

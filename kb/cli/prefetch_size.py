@@ -11,16 +11,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "prefetch-size",
         help="compute max_size for npu_prefetch (dense or MoE weights)",
-        description="Compute the bytes of a weight and the conservative max_size to start "
-        "npu_prefetch with. Formulas, the conservative factor and the tuning ladder come "
+        description="Compute the bytes of a weight and the conservative max_size to start\n"
+        "npu_prefetch with. Formulas, the conservative factor and the tuning ladder come\n"
         "from the prefetch playbook record.",
         epilog="examples:\n"
         "  kb prefetch-size --shape 7168x18432 --dtype bf16\n"
         "  kb prefetch-size --hidden 7168 --intermediate 18432 --gate-up\n"
-        "  kb prefetch-size --moe --hidden 7168 --moe-intermediate 2048 "
-        "--experts-per-rank 16 --moe-tp 1 --gmm 1 --dtype int8\n"
-        "  kb prefetch-size --hidden 6144 --intermediate 12288 --gate-up --tp 2 "
-        "--window-us 40 --bandwidth 1200 --l2 96MiB",
+        "  kb prefetch-size --moe --hidden 7168 --moe-intermediate 2048 \\\n"
+        "      --experts-per-rank 16 --moe-tp 1 --gmm 1 --dtype int8\n"
+        "  kb prefetch-size --hidden 6144 --intermediate 12288 --gate-up --tp 2 \\\n"
+        "      --window-us 40 --bandwidth 1200 --l2 96MiB",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--shape", metavar="KxN", help="weight shape, e.g. 7168x18432 (any rank)")
