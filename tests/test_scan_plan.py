@@ -300,3 +300,26 @@ def test_renormalising_softmax_router_is_told_to_divide_after_the_gate() -> None
     """router_softmax_topk's operators do not renormalise (its proof divides after the call)."""
     plan = _entries(_scan("modeling_moe_softmax.py"), "SoftRouter")
     assert all(any("divide the weights by their sum" in n for n in e.get("notes", [])) for e in plan.values())
+
+
+def test_attention_causality_decides_phases_and_masks() -> None:
+    """An encoder runs once (prefill only, full visibility); cross-attention over a cache
+    of encoder states never gets a causal prefill chain; causality set by the caller is
+    said, not guessed; a module with no window never gets the sliding-window chain."""
+    report = _scan("modeling_encoder_decoder.py")
+    enc = _entries(report, "TinyEncoderAttention")
+    assert set(enc) == {"prefill"}
+    assert enc["prefill"]["chain"] == "encoder-attention-pfa"
+    assert {s["mapping"] for s in enc["prefill"]["stages"]} == {"attention_noncausal_bsnd"}
+    cross = _entries(report, "TinyCrossAttention")
+    assert set(cross) == {"prefill", "decode"}
+    prefill = cross["prefill"]
+    assert prefill.get("chain") in (None, "encoder-attention-pfa")
+    assert all(s.get("args", {}).get("sparse_mode") in (None, 0) for s in prefill["stages"])
+    assert any("every query sees every key" in n for n in prefill.get("notes", []))
+    shared = _module(report, "TinySharedAttention")
+    assert shared.facts["causal"].startswith("per instance")
+    assert any("the caller decides" in n for e in _entries(report, "TinySharedAttention").values()
+               for n in e.get("notes", []))  # fmt: skip
+    for e in report.plan:
+        assert e.get("chain") != "gqa-sliding-window", e["module"]

@@ -60,9 +60,18 @@ class ClassFacts:
     processors: dict[str, str] = field(default_factory=dict)  # attr -> processor class passed to it
     elements: dict[str, str] = field(default_factory=dict)  # ModuleList attr -> element class
     init_defaults: dict[str, object] = field(default_factory=dict)  # __init__ keyword defaults
+    init_values: dict[str, object] = field(default_factory=dict)  # self.X = literal | "arg:NAME"
     config_class: str = ""  # the annotation of __init__'s config argument
     has_forward: bool = False
     skipped_training: int = 0  # training-only branches not followed
+
+    def init_value(self, attr: str) -> object:
+        """What ``__init__`` (or the class body) sets ``self.attr`` to: a literal, the
+        default of the argument it copies, or None when neither is known."""
+        value = self.init_values.get(attr)
+        if isinstance(value, str) and value.startswith("arg:"):
+            return self.init_defaults.get(value[4:])
+        return value
 
     def called(self, *names: str) -> bool:
         return any(n in names for _, n in self.calls)
@@ -304,6 +313,10 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
                 strings = [c.value for c in ast.walk(call) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
                 if strings:
                     facts.attr_strings.setdefault(t.attr, []).extend(strings)
+            if isinstance(value, ast.Constant) and isinstance(value.value, (bool, int, str)):
+                facts.init_values.setdefault(t.attr, value.value)
+            elif isinstance(value, ast.Name):  # self.is_causal = is_causal: the argument's default
+                facts.init_values.setdefault(t.attr, "arg:" + value.id)
             if isinstance(value, ast.Subscript):  # ACT2FN["gelu"] or ACT2FN[config.hidden_act]
                 key = _literal(value.slice)
                 if isinstance(key, str):
@@ -324,6 +337,8 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
     for stmt in node.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             v = stmt.value
+            if isinstance(v, ast.Constant) and isinstance(v.value, bool):
+                facts.init_values.setdefault(stmt.targets[0].id, v.value)  # is_causal = False
             text = v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else dotted(v)
             if text:
                 facts.class_strings[stmt.targets[0].id] = text

@@ -272,8 +272,13 @@ def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
         return _module(cf, "attention.vision", **facts, cache="none", causal=False)
     gqa = bool({"num_key_value_heads", "num_kv_heads", "n_kv_heads", "num_key_value_groups",
                 "multi_query_group_num"} & (cf.config | cf.self_used))  # fmt: skip
+    if ("cache" not in facts and cf.init_value("is_causal") is False) or "CrossAttention" in cf.name \
+            or cf.init_value("is_cross_attention") is True:
+        facts["causal"] = False  # an encoder (one bidirectional pass) or attention over encoder states
+    elif str(cf.init_values.get("is_causal", "")).startswith("arg:"):
+        facts["causal"] = "per instance (is_causal argument)"
     m = _module(cf, "attention.gqa" if gqa else "attention.mha", **facts)
-    if causal is None and "cache" not in facts:
+    if causal is None and "cache" not in facts and "causal" not in facts:
         m.unknown.append("cache: no past_key_values.update in forward")
     return m
 

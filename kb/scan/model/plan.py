@@ -21,6 +21,7 @@ from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
+from kb.scan.model.visibility import sees_every_key
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 
 _TORCH = "plain-torch"
@@ -40,13 +41,14 @@ class Need:
     notes: list[str] = field(default_factory=list)
     refuse_words: tuple[str, ...] = ()  # a chain whose name or title says one of these is another module
     requires: frozenset[str] = frozenset()  # parameters an operator must take to express the mapping
+    bidirectional: bool = False  # every query sees every key: no causal or banded stage fits
 
 
 def need(m: Module) -> Need | None:
     """The steps and words of one module; None when it is planned through its parts."""
     f = m.facts
     if m.kind in ("attention.gqa", "attention.mha", "attention.dit", "attention.vision"):
-        bidirectional = m.kind in ("attention.dit", "attention.vision")
+        bidirectional = m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False
         steps = {"flash_attention", "softmax"} if bidirectional else {"attention"}
         keep = {"attention", "flash_attention"}
         if f.get("rope") in ("half", "interleave"):
@@ -67,11 +69,17 @@ def need(m: Module) -> Need | None:
             terms += ("sinks",)
         else:
             words.append("sinks")
+        if not f.get("sliding_window"):
+            words.append("sliding")  # a window the module does not have is another function
         if "kv_cache_write" not in steps:
             words += ["paged", "contiguous", "cache"]
         implied = {"rotary_mode": f["rope"]} if f.get("rope") in ("half", "interleave") else {}
+        per_instance = ["causal: the caller decides (is_causal argument); this plan is the causal "
+                        "self-attention one, the non-causal instances (encoder, cross-attention) need "
+                        "the full-visibility mask instead (mapping attention_noncausal)"]
         return Need("attention", frozenset(steps), terms, frozenset(refuse), frozenset(keep),
-                    implied=implied, refuse_words=tuple(words))  # fmt: skip
+                    implied=implied, refuse_words=tuple(words), bidirectional=bidirectional,
+                    notes=per_instance if isinstance(f.get("causal"), str) else [])  # fmt: skip
     if m.kind == "attention.mla":
         # the projections are matmuls in every chain; what must be fused is the norm,
         # the rotation, the latent cache write and the attention over the latent cache
@@ -226,6 +234,8 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
     words = _words(chain)
     if not n.steps <= covered or any(w in words for w in n.refuse_words):
         return None
+    if n.category == "attention" and phase == "prefill" and n.bidirectional != sees_every_key(ctx, chain):
+        return None  # a causal or full mask where the module has the other (one decode row sees all)
     product_ok = not t.product or (chain.get("products") and product_support(t.product, chain["products"]) == "yes")
     unsupported = sum(1 for o in set(ops) if o != _TORCH and (_support(ctx, o, t.product) not in _USABLE
                                                                 or not _in_release(ctx, o, t.torch_npu)))
@@ -292,7 +302,7 @@ def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None
         return ids.CACHE_WRITE_PAGED if paged else ids.CACHE_WRITE_CONTIGUOUS
     if "attention" in op_fuses or "flash_attention" in op_fuses:
         layout = str(args.get("input_layout") or args.get("layout") or ids.DEFAULT_LAYOUT)
-        if m.kind in ("attention.dit", "attention.vision"):
+        if m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False:
             return ids.attention(ids.ATTENTION_NONCAUSAL, layout)
         if m.kind == "attention.mla":
             return ids.attention(ids.ATTENTION_MLA, layout)
@@ -432,6 +442,11 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             prereq = []
             if not stages:
                 entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
+            elif n.category == "attention":
+                entry["notes"] = [
+                    "no chain fixes the mask arguments for this module: set sparse_mode, pre/next tokens "
+                    "and atten_mask so that " + ("every query sees every key" if n.bidirectional else
+                                                 "each query sees only the keys before it")]  # fmt: skip
         entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
         held = [s for s in stages if s["mapping"] not in PROVEN]
         if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
@@ -460,5 +475,6 @@ def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]
         phases = phases[:1]  # a diffusion transformer: every step is one full pass, there is no decode
     out: list[dict[str, Any]] = []
     for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
-        out += plan_module(ctx, m, t, phases[:1] if m.kind == "attention.vision" else phases)
+        encoder = m.kind == "attention.vision" or (m.facts.get("causal") is False and "cache" not in m.facts)
+        out += plan_module(ctx, m, t, phases[:1] if encoder else phases)
     return out
