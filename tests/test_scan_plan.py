@@ -323,3 +323,13 @@ def test_attention_causality_decides_phases_and_masks() -> None:
                for n in e.get("notes", []))  # fmt: skip
     for e in report.plan:
         assert e.get("chain") != "gqa-sliding-window", e["module"]
+
+
+def test_lookalikes_are_not_planned() -> None:
+    """A state-space scan is not the gated delta rule, a decay-gate module is not an
+    attention, and top-k over sigmoid scores with no experts is not a MoE router."""
+    report = _scan("modeling_lookalikes.py")
+    kinds = {m.name: (m.kind, m.facts.get("variant")) for m in report.inventory}
+    assert kinds.get("ScanMixer") == ("attention.linear", "state-space")
+    assert "DecayGate" not in kinds and "QuerySelector" not in kinds
+    assert [e for e in report.plan if e["module"] in ("ScanMixer", "DecayGate", "QuerySelector")] == []

@@ -82,6 +82,15 @@ class ClassFacts:
         return min(found) if found else None
 
 
+def _tensor_term(node: ast.AST) -> bool:
+    """A name, attribute or call, possibly scaled by one (``residual * self.alpha``)."""
+    plain = (ast.Name, ast.Attribute, ast.Call)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return (isinstance(node.left, plain) and isinstance(node.right, (*plain, ast.Constant))) or \
+            (isinstance(node.right, plain) and isinstance(node.left, ast.Constant))
+    return isinstance(node, plain)
+
+
 def _literal(node: ast.AST) -> object:
     try:
         return ast.literal_eval(node)
@@ -223,9 +232,8 @@ class _Reader:
             self.facts.shapes.add("mult_sub")  # x1 * cos - x2 * sin
         if isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Call) and last(dotted(node.right.func)) == "mean":
             self.facts.shapes.add("mean_subtract")
-        if isinstance(node.op, ast.Add) and all(isinstance(s, (ast.Name, ast.Attribute, ast.Call))
-                                                 for s in (node.left, node.right)):
-            self.facts.shapes.add("residual_add")
+        if isinstance(node.op, ast.Add) and all(_tensor_term(s) for s in (node.left, node.right)):
+            self.facts.shapes.add("residual_add")  # h + r, or scaled: r * alpha + h * beta
         if isinstance(node.op, ast.Pow) and _literal(node.right) == 2:
             self.facts.shapes.add("square")
         if isinstance(node.op, ast.Mult) and any(_one_plus(side) for side in (node.left, node.right)):

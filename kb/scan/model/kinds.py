@@ -220,8 +220,10 @@ def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
     has_k = any(_K.match(a) for a in lin) or any(a in ("qkv", "qkv_proj", "to_qkv", "c_attn", "Wqkv", "wqkv",
                                                       "in_proj", "query_key_value") for a in lin)  # fmt: skip
     deltas = [n for _, n in cf.calls if "delta_rule" in n]
-    linear_attn = bool(deltas) or {"A_log", "dt_bias"} <= set(cf.params) | names or any(
-        "slope" in u for u in cf.self_used | names)
+    slopes = any("slope" in u for u in cf.self_used | names) and has_q  # per-head decay rates
+    other_delta = any("delta" in n and "delta_rule" not in n for _, n in cf.calls) and has_q and has_k
+    ssm = {"A_log", "dt_bias"} <= set(cf.params) | names and has_k  # a bare gate module has no input proj
+    linear_attn = bool(deltas) or ssm or slopes or other_delta
     indexer = (cf.called("relu") and cf.called("topk") and not cf.called("softmax")
                and any("weights_proj" in a or a == "weights" for a in names | lin) and has_q)  # fmt: skip
     core = [n for n in _ATTN_CORE if cf.called(n)] or (["processor"] if "processor" in cf.self_used
@@ -247,8 +249,10 @@ def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
     if indexer:
         return _module(cf, "attention.indexer", **facts, score="relu(q.k) weighted, top-k")
     if linear_attn and not cf.called("scaled_dot_product_attention", "attention_interface", "get_interface"):
-        variant = "gated-delta-rule" if deltas or "A_log" in cf.params else "lightning" if any(
-            "slope" in u for u in cf.self_used | names) else "unknown"  # fmt: skip
+        # A_log/dt_bias alone is a selective state-space scan (Mamba) or a gate module, not the
+        # delta rule: only a delta-rule update makes the module a gated-delta-rule one
+        variant = "gated-delta-rule" if deltas else "lightning" if slopes else \
+            "state-space" if ssm and not other_delta else "unknown"
         m = _module(cf, "attention.linear", **facts, variant=variant,
                     forms=sorted({"chunked" if "chunk" in d else "recurrent" if "recurrent" in d else d
                                   for d in deltas}) or None)  # fmt: skip
@@ -294,6 +298,9 @@ def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
         cf.config | cf.self_used)
     if not experts and not any(r == 2 for r in cf.params.values()) and not _linears(cf, ctx):
         return None
+    if not any("expert" in x.lower() for x in cf.config | cf.self_used | set(cf.params) | set(cf.attrs)) \
+            and not re.search(r"Router|Gat(e|ing)|TopK|Topk|MoE|Moe", cf.name):
+        return None  # top-k over sigmoid scores with no experts in sight: detection query selection
     score = min(scores, key=lambda s: scores[s])
     topk_at = cf.first("topk") or 0
     bias_param = any("bias" in a for a in cf.added)  # scores + self.e_score_correction_bias
@@ -480,7 +487,8 @@ def _layer(cf: ClassFacts, ctx: Context) -> Module | None:
     m = Module(cf.name, "layer.decoder", "", cf.line, cf.end_line,
                {"norms": {a: parts[a] for a in sorted(norms)}, "residual_add_then_norm": residual},
                parts={a: k for a, k in parts.items() if k})  # fmt: skip
-    if kinds == {"norm.rms"}:
+    gated = any(ctx.facts.get(cf.attrs.get(a, ""), {}).get("gate") for a in norms)
+    if kinds == {"norm.rms"} and residual and not gated:
         m.mappings.append(ids.ADD_RMS_NORM)
     elif "norm.layer" in kinds:
         m.mappings.append(ids.ADD_LAYER_NORM)

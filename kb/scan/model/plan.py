@@ -91,7 +91,9 @@ def need(m: Module) -> Need | None:
                     frozenset(steps | {"batch_matmul", "q_projection", "flash_attention"}),
                     refuse_words=mla_words)  # fmt: skip
     if m.kind == "attention.linear":
-        if f.get("variant") != "gated-delta-rule":
+        if f.get("variant") not in ("gated-delta-rule", "lightning"):
+            return None  # a state-space scan or an unknown recurrence: no operator computes it
+        if f.get("variant") == "lightning":
             return Need("attention", frozenset({"linear_attention"}), ("lightning",),
                         frozenset({"state_update"}), frozenset({"linear_attention"}))  # fmt: skip
         return Need("attention", frozenset({"linear_attention"}), ("gdn", "gated", "delta"),
