@@ -236,6 +236,90 @@ def test_waiver_silences_a_known_finding_and_a_stale_one_is_reported(
     assert out.rstrip().endswith("1 problem(s)")
 
 
+#: The test operator's kernel, compiled for Atlas A2 and A3 (A3 is kernel-only support).
+KERNEL = """\
+kernels:
+  - op_type: TestOp
+    aclnn: aclnnTestOp
+    repo: example/kernels
+    commit: 0123456789abcdef0123456789abcdef01234567
+    path: op_host/test_op_def.cpp
+    lines: 10-20
+    socs: [ascend910b, ascend910_93]
+    products: [atlas-a2, atlas-a3]
+    wrapper: {repo: example/plugin, commit: 0123456789abcdef0123456789abcdef01234567,
+              path: ops/test_op.cpp, lines: 1-9}
+"""
+#: Atlas A3 added to the operator's products with the page that documents it.
+A3_CITED = ("products: [atlas-a2, atlas-a3]\nevidence:\n  - {about: [products], values: [atlas-a3],"
+            " kind: page, repo: example/kernels, commit: abc1234, path: docs/op.md,"
+            " says: The kernel reference marks atlas-a3 supported.}\n")
+
+
+@pytest.mark.parametrize(("operator", "code"), [
+    (operator_yaml(), "KB208"),
+    (operator_yaml() + KERNEL, "KB209"),
+])  # fmt: skip
+def test_a_chain_claims_no_product_its_stage_is_not_documented_for(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], operator: str, code: str
+) -> None:
+    chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
+    root = record_tree({"operators/npu_test_op.yaml": operator, "chains/test-chain.yaml": chain})
+    code_, out = validate(capsys)
+    assert code_ == 1
+    line = line_of(chain, "- stage: norm")
+    assert f"{root / 'chains/test-chain.yaml'}:{line}:5: stages[0]: {code} on atlas-a3 for stage 'norm'" in out
+    assert ("the chain claims atlas-a3: cite a source for atlas-a3 in the operator record "
+            "(evidence, about: [products]) or drop atlas-a3 from the chain's products") in out
+    assert "on atlas-a2" not in out and out.rstrip().endswith("1 problem(s)")
+
+
+@pytest.mark.parametrize(("operator", "products"), [
+    # the record gains the product, with its source
+    (operator_yaml().replace("products: [atlas-a2]\n", A3_CITED), "[atlas-a2, atlas-a3]"),
+    # the chain drops the product
+    (operator_yaml() + KERNEL, "[atlas-a2]"),
+    # a family claim met by one documented sub-series: silent, as KB208 is in kb check
+    (operator_yaml().replace("[atlas-a2]", "[atlas-a2, atlas-a3-training]"), "[atlas-a3]"),
+    # no product claimed: the stand-in target is no claim
+    (operator_yaml(), "[]"),
+])  # fmt: skip
+def test_a_documented_or_unclaimed_product_passes(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], operator: str,
+    products: str
+) -> None:
+    chain = chain_yaml().replace("products: [atlas-a2]", f"products: {products}")
+    record_tree({"operators/npu_test_op.yaml": operator, "chains/test-chain.yaml": chain})
+    code, out = validate(capsys)
+    assert code == 0, out
+
+
+def test_a_stage_limited_to_one_scheme_still_holds_on_every_claimed_product(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
+    chain = chain.replace("    phase: decode\n  - stage: tail",
+                          "    phase: decode\n    quantization: [w8a8]\n  - stage: tail")  # fmt: skip
+    record_tree({"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain})
+    code, out = validate(capsys)
+    assert code == 1 and "KB208 on atlas-a3 for stage 'norm'" in out
+
+
+def test_an_undocumented_product_cannot_be_waived(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    waived = "    waivers:\n      - {code: KB208, product: atlas-a3, reason: it runs there}\n"
+    chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
+    chain = chain.replace("    phase: decode\n  - stage: tail", "    phase: decode\n" + waived
+                          + "  - stage: tail")  # fmt: skip
+    record_tree({"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain})
+    code, out = validate(capsys)
+    assert code == 1
+    assert "KB208 on atlas-a3 for stage 'norm'" in out
+    assert ("stages[0].waivers[0]: KB208 cannot be waived: a chain claims only products its "
+            "operators are documented for") in out
+
+
 REQUIRING_OPERATOR = operator_yaml().replace(
     "products: [atlas-a2]",
     "products: [atlas-a2]\nrules:\n  - id: mode-b-needs-eps\n    when: [{arg: mode, equals: b}]\n"

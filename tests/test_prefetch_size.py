@@ -223,3 +223,34 @@ def test_the_router_classifier_is_a_legal_target() -> None:
 def test_a_finished_communication_output_is_a_legal_window(dependency: str, expected: set[str]) -> None:
     found = codes(HEAD + point(dependency=dependency)) & {"KB402", "KB403"}
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("dependency", "expected"),
+    [
+        # a communication step however the port spells it, not said to be finished
+        ('{name: "attention all_reduce", op: all_reduce}', {"KB403"}),
+        ("{name: h, op: tensor_model_parallel_all_reduce}", {"KB403"}),
+        ("{name: h, op: dist.all_reduce}", {"KB403"}),
+        ("{name: h, op: reduce_scatter_tensor}", {"KB403"}),
+        ('{name: "tp all-reduce"}', {"KB403"}),
+        ('{name: "hcom_allReduce__812_0_1"}', {"KB403"}),
+        ("{name: h, op: all_gather, output: false}", {"KB403"}),
+        ("{name: h, op: npu_mm_all_reduce_base}", {"KB403"}),  # matmul and collective in one
+        # ... and the same steps once finished
+        ('{name: "all_reduce output", op: all_reduce}', set()),
+        ("{name: h, op: tensor_model_parallel_all_reduce, output: true}", set()),
+        ('{name: "tp all-reduce output"}', set()),
+        ('{name: "hcom_allReduce__812_0_1", output: true}', set()),
+        # not communication: compute-bound windows, MC2 dispatch, a data move by name only
+        ('{name: "gate_up_proj input x", op: swiglu}', set()),
+        ("{name: h, op: npu_moe_distribute_dispatch_v2}", set()),
+        ('{name: "previous layer output"}', set()),
+        ('{name: "kv concat"}', {"KB402"}),
+    ],
+)
+def test_a_communication_window_is_recognised_however_it_is_written(
+    dependency: str, expected: set[str]
+) -> None:
+    found = codes(HEAD + point(dependency=dependency)) & {"KB402", "KB403"}
+    assert found == expected

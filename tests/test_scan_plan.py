@@ -177,9 +177,13 @@ def test_training_paths_and_state_lists_are_not_opportunities() -> None:
                    for s in e["stages"])  # fmt: skip
 
 
-def test_product_ranks_chains_whose_operators_it_runs() -> None:
-    a3 = _entries(_scan("modeling_moe_softmax.py", "atlas-a3"), "SoftExperts")
-    for entry in a3.values():  # npu_moe_finalize_routing is documented for Atlas A2 only
+@pytest.mark.parametrize("product", ["atlas-inference", "ascend-950"])
+def test_product_ranks_chains_whose_operators_it_runs(product: str) -> None:
+    # npu_moe_finalize_routing is documented for Atlas A2 and A3 only, and no MoE chain
+    # claims these products: the chain whose operators run there wins
+    plan = _entries(_scan("modeling_moe_softmax.py", product), "SoftExperts")
+    assert plan
+    for entry in plan.values():
         assert entry["stages"][0]["operator"] != "npu_moe_finalize_routing"
         assert "npu_moe_finalize_routing" not in _ops(entry)
 

@@ -9,6 +9,14 @@ known checker false positive); a waiver that matches nothing is a problem too, s
 waivers die with the bug.  The record rules' ``require`` lists are checked against
 what the stage passes (reported as KB110, waivable the same way).
 
+A chain that claims a product vouches for every stage on it, so the product-documentation
+warnings of ``kb check`` (KB208: the operator's products do not mention it; KB209: only
+its kernel is compiled for it) are problems too, on the products the chain names - one
+judgement, the checker's own rules, never a second copy of them.  Every stage counts,
+whatever phase or scheme it is limited to: the chain claims its products for each of its
+branches.  These are not waivable: the operator record gains the product with a cited
+source (``evidence``, ``about: [products]``), or the chain drops the product.
+
 Trees are judged the same way: a chain reached on a path must serve the product and
 phase the path answered, an operator leaf must pass ``kb check`` there, and every call
 a verdict ``denies`` must be rejected by ``kb check`` - a verdict may not deny what an
@@ -25,6 +33,7 @@ from typing import Any
 
 from kb.catalog.models import DecisionTree, Denial, ReferenceChain, Stage, StageTensor
 from kb.catalog.store import Loaded, Problem, StoreResult
+from kb.check.rules.target import ProductKernelOnly, ProductNotDocumented
 from kb.vocab import INFERENCE_PHASES
 
 #: Rules that judge a whole candidate list, not one call: a chain legitimately runs
@@ -32,6 +41,9 @@ from kb.vocab import INFERENCE_PHASES
 CHAIN_IGNORES = ("KB305", "KB410")
 #: A finding at these severities makes a stage wrong (kb check passes with warnings).
 FAILING = ("error",)
+#: Warnings that still make a stage wrong on a product its chain claims: the operator is
+#: not documented there (KB208) or only compiled there (KB209).  Not waivable.
+UNDOCUMENTED_PRODUCT = (ProductNotDocumented.code, ProductKernelOnly.code)
 #: The checker code whose meaning a missing required argument has (rule-requires-argument).
 GAP_CODE = "KB110"
 #: Target used for a denial or leaf when neither it nor its record names a product.
@@ -143,6 +155,18 @@ def _gaps(text: str, candidates: list[_Candidate], catalog: Any) -> Iterator[tup
                                    "args or passed")  # fmt: skip
 
 
+#: What a chain can do about an operator its product is not documented for.
+_CLAIM = ("; the chain claims {product}: cite a source for {product} in the operator record "
+          "(evidence, about: [products]) or drop {product} from the chain's products")  # fmt: skip
+
+
+def _fails(finding: Any, product: str, chain: ReferenceChain) -> bool:
+    """Whether a kb check finding on a stage makes the chain wrong on ``product``."""
+    if finding.severity in FAILING:
+        return True
+    return finding.code in UNDOCUMENTED_PRODUCT and product in chain.products
+
+
 def _waiver(stage: Stage, code: str, product: str) -> int | None:
     """The index of the stage's waiver for this finding, if any."""
     return next((j for j, w in enumerate(stage.waivers)
@@ -162,22 +186,27 @@ def check_chain(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Probl
     products: list[str] = list(chain.products) or [FALLBACK_PRODUCT]
     for product in products:
         text = _document(product, candidates, chain.name)
-        found = [(f.candidate, f.code, f"{f.code} on {product} for stage {{stage}}: {f.message}")
+        found = [(f.candidate, f.code, f"{f.code} on {product} for stage {{stage}}: {f.message}"
+                  + (_CLAIM.format(product=product) if f.code in UNDOCUMENTED_PRODUCT else ""))
                  for f in checker.check_text(loaded.file, text)
-                 if f.severity in FAILING and f.candidate is not None]  # fmt: skip
+                 if f.candidate is not None and _fails(f, product, chain)]  # fmt: skip
         found += [(index, GAP_CODE, f"{GAP_CODE} on {product}: {message}")
                   for index, message in _gaps(text, candidates, catalog)]  # fmt: skip
         for index, code, message in found:
             path = candidates[index].path
             stage = chain.stages[path[1]]
-            waiver = _waiver(stage, code, product)
+            waiver = None if code in UNDOCUMENTED_PRODUCT else _waiver(stage, code, product)
             if waiver is not None:
                 used.add((path[1], waiver))
                 continue
             problems.append(_problem(loaded, path, message.replace("{stage}", repr(stage.stage))))
     for i, stage in enumerate(chain.stages):
         for j, w in enumerate(stage.waivers):
-            if (i, j) not in used:
+            if w.code in UNDOCUMENTED_PRODUCT:
+                problems.append(_problem(loaded, ("stages", i, "waivers", j),
+                                         f"{w.code} cannot be waived: a chain claims only products "
+                                         "its operators are documented for"))  # fmt: skip
+            elif (i, j) not in used:
                 problems.append(_problem(loaded, ("stages", i, "waivers", j),
                                          f"waiver {w.code} matches no finding any more; remove it"))  # fmt: skip
     return sorted(set(problems), key=lambda p: (p.line, p.column, p.message))

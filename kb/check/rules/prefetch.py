@@ -61,13 +61,43 @@ def _target_class(ctx: Context, cand: Candidate) -> tuple[Record | None, Path, s
     return ctx.op_class(cand.target), ("target",), cand.target or ""
 
 
+#: Window kinds from the most to the least cautious: where a spelling names several op
+#: classes, the window is judged by the most cautious of them.
+_CAUTION = ("unsafe", "output-only", "safe")
+
+
+def _words(text: str) -> str:
+    """``_tp_all_reduce_`` for "tp all-reduce": lower case, every separator one underscore."""
+    return "_" + re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") + "_"
+
+
+def _class_in_words(ctx: Context, text: str | None) -> Record | None:
+    """The op class a free spelling names by one of the playbook's names as whole words.
+
+    A window is written as the port writes it: ``tensor_model_parallel_all_reduce``,
+    ``dist.all_reduce``, ``"tp all-reduce"``, ``npu_mm_all_reduce_base``.  Underscores,
+    dots, dashes and spaces separate words; several classes found: the most cautious.
+    """
+    if not text:
+        return None
+    padded = _words(text)
+    found = [cls for cls in (ctx.playbook() or {}).get("op_classes", [])
+             if any(_words(n) in padded for n in cls.get("names", []))]  # fmt: skip
+    ranked = [c for c in found if c.get("window") in _CAUTION]
+    return min(ranked, key=lambda c: _CAUTION.index(c["window"]), default=None)
+
+
 def _window_class(ctx: Context, cand: Candidate) -> tuple[Record | None, Path, str]:
+    """The playbook class of the dependency window: its op (exact spelling, then the words
+    of it), else its name the same way."""
     dep = cand.dependency
     if dep is None:
         return None, (), ""
-    if dep.op:
-        return ctx.op_class(dep.op), ("dependency", "op"), dep.op
-    return ctx.op_class(dep.name), ("dependency", "name"), dep.name or ""
+    for field, text in (("op", dep.op), ("name", dep.name)):
+        cls = (ctx.op_class(text) or _class_in_words(ctx, text)) if text else None
+        if cls is not None:
+            return cls, ("dependency", field), text or ""
+    return None, (), ""
 
 
 class PrefetchRule(CandidateRule):
@@ -135,7 +165,11 @@ class OutputOnlyWindow(PrefetchRule):
     why = (
         "A large matmul, an attention core or a collective is itself bandwidth-bound while it "
         "runs; only after it finishes is bandwidth free. Its output is a good trigger, its "
-        "input is not. Say so with dependency.output: true (or a name such as 'o_proj output')."
+        "input is not. Say so with dependency.output: true (or a name such as 'o_proj output'). "
+        "Ports trigger on a finished all-reduce (vLLM-Ascend's MLP prefetch starts from the "
+        "reduced o_proj output). The step is read from dependency.op, else dependency.name, "
+        "by the playbook's op names as whole words: tensor_model_parallel_all_reduce, "
+        "'tp all-reduce' and hcom_allReduce_ are communication."
     )
     fail = _HEAD + point(target="gate_up_proj", weight="{shape: [7168, 36864], dtype: bfloat16}",
                          dependency="{name: o_proj, op: matmul}")  # fmt: skip
