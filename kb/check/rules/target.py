@@ -119,9 +119,9 @@ class ProductKernelOnly(CandidateRule):
         "on that product are not promised. Verify on the device."
     )
     fail = ("version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
-            "  - module: model.layers.*.mlp\n    operator: npu_swiglu\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2-training}\ncandidates:\n"
-           "  - module: model.layers.*.mlp\n    operator: npu_swiglu\n")  # fmt: skip
+            "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n")  # fmt: skip
+    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+           "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n")  # fmt: skip
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec, path = ctx.operator_of(cand)
