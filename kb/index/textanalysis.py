@@ -75,6 +75,13 @@ def tokens(text: str, *, query: bool = False) -> list[str]:
     return out
 
 
+def query_words(text: str) -> list[list[str]]:
+    """The query's tokens grouped by the word they come from (a run of Chinese is one
+    word), dropping words that are all stop words: how much of the query a record
+    holds is counted per word, so a long Chinese term's bigrams count once."""
+    return [toks for match in _TOKEN.finditer(text) if (toks := tokens(match.group(0), query=True))]
+
+
 #: Chinese technical terms → the English words of operator names, so a mixed or Chinese
 #: query ("分页 kv cache", "稀疏注意力") also counts towards name matches.  Query side only.
 GLOSSARY: dict[str, str] = {
