@@ -94,8 +94,12 @@ class Session:
     """
 
     def __init__(self, ix: Any) -> None:
+        from kb.index.searchindex import STORED_ATTR
+
         self.searcher = ix.searcher(weighting=BM25F())
-        self.stored: dict[int, dict[str, Any]] = dict(self.searcher.reader().iter_docs())
+        stored = getattr(ix, STORED_ATTR, None)  # docs.json of an index on disk
+        self.stored: dict[int, dict[str, Any]] = (
+            stored if stored is not None else dict(self.searcher.reader().iter_docs()))  # fmt: skip
 
     def token_scores(self, token: str) -> dict[int, float]:
         """BM25F score of ``token`` per document, summed over the text fields.
