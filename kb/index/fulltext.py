@@ -184,14 +184,15 @@ def text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | No
         name, kind = doc["name"], doc["kind"]
         if name in seen or (kinds and kind not in kinds):
             continue
-        factor, whole_name = name_factor(name, qset)
+        parts = doc.get("parts")  # stored at build (docs.json); else stemmed here
+        factor, whole_name = name_factor(name, qset, parts)
         score = float(raw) * factor * prior.get(kind, 1.0) * float(doc.get("prior", 1.0))
         if phrase in (doc.get("phrases") or "").split("|"):
             score *= KEYWORD_PHRASE_BONUS
         if doc.get("steps"):
             fused = frozenset(doc["steps"].split())
             score *= step_factor(fused, steps)
-            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(name_stems(name), fused, qset, steps)
+            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(name_stems(name, parts), fused, qset, steps)
         if kind in PARTIAL_NAME_PRIOR and not whole_name and prior[kind] != KIND_ASKED:
             score *= PARTIAL_NAME_PRIOR[kind]
         if wanted and doc.get("dtypes") and not wanted & set(doc["dtypes"].split()):

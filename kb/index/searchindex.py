@@ -33,7 +33,7 @@ from kb.index.whoosh_import import import_whoosh
 
 import_whoosh()
 
-INDEX_VERSION = "12"
+INDEX_VERSION = "13"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 #: The stored fields of every document, by document number, for the ranking to read.
@@ -112,9 +112,13 @@ def _fill(ix: Any, catalog: Catalog) -> None:
 
 
 def _write_docs(ix: Any, directory: Path) -> None:
-    """``docs.json``: the stored fields whoosh holds, as the ranking reads them."""
+    """``docs.json``: the stored fields whoosh holds, as the ranking reads them, with
+    each record's name parts (stemming them is a cold query's largest own cost)."""
+    from kb.index.names import name_parts
+
     with ix.reader() as reader:
-        stored = dict(reader.iter_docs())
+        stored = {docnum: {**fields, "parts": name_parts(fields["name"])}
+                  for docnum, fields in reader.iter_docs()}  # fmt: skip
     (directory / DOCS).write_text(json.dumps(stored, ensure_ascii=False, separators=(",", ":")),
                                   encoding="utf-8")  # fmt: skip
 
