@@ -62,15 +62,16 @@ def _crc(path: Path) -> str:
     return f"{size}:{crc:08x}"
 
 
+def _index_files(directory: Path) -> set[str]:
+    """The files the index is read from (whoosh's segments and table of contents, and
+    ``docs.json``): all but the stamp, kb's marker and whoosh's lock."""
+    return {name for name in os.listdir(directory)
+            if name not in (STAMP, cache.MARKER) and not name.endswith("WRITELOCK")}  # fmt: skip
+
+
 def _checksums(directory: Path) -> dict[str, str]:
-    """Size and CRC-32 of every file the index is read from (whoosh's segments and
-    table of contents, and ``docs.json``)."""
-    out = {}
-    for path in sorted(directory.iterdir()):
-        if path.name in (STAMP, cache.MARKER) or path.name.endswith("WRITELOCK"):
-            continue
-        out[path.name] = _crc(path)
-    return out
+    """Size and CRC-32 of every index file."""
+    return {name: _crc(directory / name) for name in sorted(_index_files(directory))}
 
 
 def _open_valid(target: Path, catalog: Catalog) -> Any:
@@ -81,17 +82,19 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
         files = stamp.pop("files", None)
         if stamp != _stamp(catalog) or not files:
             return None
-        if DOCS not in files:
-            return None
+        if DOCS not in files or _index_files(target) != set(files):
+            return None  # a file the build did not write (another TOC) is not trusted
         for name, digest in files.items():
             if _crc(target / name) != digest:
                 return None
         stored = {int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()}
         from whoosh import index as windex
 
-        ix = windex.open_dir(str(target))
-        if ix.doc_count() != stamp["docs"] or len(stored) != stamp["docs"]:
+        if len(stored) != stamp["docs"]:
             return None
+        # every file is byte for byte what the build wrote, so whoosh's own count (a
+        # second read of its segment) would add nothing
+        ix = windex.open_dir(str(target))
         setattr(ix, STORED_ATTR, stored)
         return ix
     except Exception:  # any damage (missing, not a directory, garbage): not trusted
