@@ -57,6 +57,8 @@ def _constants() -> dict[str, Any]:
         "DTYPE_MISS_PRIOR": fulltext.DTYPE_MISS_PRIOR,
         "EVERY_TOKEN_BONUS": fulltext.EVERY_TOKEN_BONUS,
         "SHARE_POWER": fulltext.SHARE_POWER,
+        "COVERAGE_POWER": fulltext.COVERAGE_POWER,
+        "MIN_SHARE": fulltext.MIN_SHARE,
         "KEYWORD_PHRASE_BONUS": fulltext.KEYWORD_PHRASE_BONUS,
         "INPLACE_TWIN_PRIOR": priors.INPLACE_TWIN_PRIOR,
         "STEP_WEIGHT": steps.STEP_WEIGHT,

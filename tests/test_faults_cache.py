@@ -71,6 +71,32 @@ def test_corrupt_index_segments_are_rebuilt(tmp_path: Path, part: tuple[int, int
         assert names[0] == expected[0] and sorted(names) == sorted(expected), run.out
 
 
+def test_bit_rot_in_the_stored_fields_is_caught(tmp_path: Path) -> None:
+    """docs.json (the stored fields the ranking reads) is checked like the segments:
+    one changed letter of a name, same size, is caught and rebuilt, never shown."""
+    before = kb(tmp_path, "search", "rms norm")
+    assert before.rc == 0 and before.out.startswith("npu_rms_norm")
+    (docs,) = _index(tmp_path).glob("docs.json")
+    data = docs.read_bytes()
+    assert b'"npu_rms_norm"' in data
+    docs.write_bytes(data.replace(b'"npu_rms_norm"', b'"npu_rms_nore"', 1))
+    run = kb(tmp_path, "search", "rms norm")
+    assert run.clean and run.rc == 0 and run.out == before.out, run.out
+    assert b'"npu_rms_nore"' not in docs.read_bytes()  # healed on disk, not just in memory
+
+
+def test_an_index_file_the_build_did_not_write_is_not_trusted(tmp_path: Path) -> None:
+    """whoosh reads the newest table of contents it finds: a stray one (an older kb's
+    generation, a restored backup) would be read unchecked, so the index is rebuilt."""
+    before = kb(tmp_path, "search", "rms norm")
+    (toc,) = _index(tmp_path).glob("_MAIN_*.toc")
+    stray = toc.with_name("_MAIN_99.toc")
+    stray.write_bytes(b"\x00" * 64)
+    run = kb(tmp_path, "search", "rms norm")
+    assert run.clean and run.rc == 0 and run.out == before.out, run.err
+    assert not list(_index(tmp_path).glob("_MAIN_99.toc"))
+
+
 def test_a_file_where_the_index_goes_is_left_alone(tmp_path: Path) -> None:
     assert kb(tmp_path, "search", "rms norm").rc == 0
     ix = _index(tmp_path)

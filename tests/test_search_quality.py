@@ -75,14 +75,39 @@ def reciprocal_rank(q: dict, hits: list[tuple[str, str]]) -> float:
     return next((1 / (i + 1) for i, name in enumerate(names(hits)) if name in accepted(q)), 0.0)
 
 
+def mrr(queries: list[dict], results) -> float:
+    return sum(reciprocal_rank(q, results[q["q"]]) for q in queries) / len(queries)
+
+
 def test_mean_reciprocal_rank(results) -> None:
-    """Issue 23: MRR over every query and over the task phrasings (measured 0.944 and
-    0.904 when written; the floor sits just under, so a regression fails)."""
-    overall = sum(reciprocal_rank(q, results[q["q"]]) for q in QUERIES) / len(QUERIES)
-    tasks = sum(reciprocal_rank(q, results[q["q"]]) for q in TASKS) / len(TASKS)
-    assert len(QUERIES) >= 150 and len(TASKS) >= 45
-    assert overall >= 0.94, overall
-    assert tasks >= 0.90, tasks
+    """Issue 23: MRR over every query and over the task phrasings (0.944 and 0.904 on
+    the first 156 queries before the word-share ranking; 0.965 and 0.929 on all 171
+    after it; the floors sit just under, so a regression fails)."""
+    assert len(QUERIES) >= 170 and len(TASKS) >= 55
+    assert mrr(QUERIES, results) >= 0.96, mrr(QUERIES, results)
+    assert mrr(TASKS, results) >= 0.92, mrr(TASKS, results)
+
+
+def test_held_out_batch_ranks_as_well_as_the_tuned_queries(results) -> None:
+    """The i23b queries were written before the word-share ranking and never tuned on
+    (0.889 before it, 0.933 after)."""
+    batch = [q for q in QUERIES if q.get("batch") == "i23b"]
+    assert len(batch) >= 10
+    assert mrr(batch, results) >= 0.9, mrr(batch, results)
+
+
+def test_a_record_missing_a_named_word_falls_behind_one_holding_every_word(results) -> None:
+    """'rmsnorm then dynamic quantization': npu_dynamic_quant spells two of the three
+    words in its name but holds no rmsnorm; the records that norm and quantize lead."""
+    got = names(results["rmsnorm then dynamic quantization"])
+    assert "rms_norm" in got[0] and "npu_dynamic_quant" not in got[:3], got
+
+
+def test_a_chinese_run_counts_as_one_word() -> None:
+    from kb.index.textanalysis import query_words
+
+    assert query_words("融合注意力 训练") == [["融合", "合注", "注意", "意力"], ["训练"]]
+    assert query_words("the swiglu then quant") == [["swiglu"], ["quant"]]
 
 
 @pytest.mark.parametrize(("query", "first"), [("rmsnorm", "npu_rms_norm"), ("rms norm", "npu_rms_norm"),
@@ -119,6 +144,22 @@ def test_steps_are_read_from_the_query() -> None:
     wider = step_factor(frozenset({"residual_add", "rms_norm", "all_to_all", "combine"}), named)
     assert exact > wider > 1.0
     assert step_factor(frozenset({"rms_norm"}), frozenset({"rms_norm"})) == 1.0  # one step: a topic
+    # a named step is done by a fused step whose words hold its own
+    generic = frozenset({"attention", "mask"})
+    assert step_factor(frozenset({"flash_attention", "mask"}), generic) == step_factor(generic, generic)
+    assert step_factor(frozenset({"mask", "convolution"}), generic) < step_factor(generic, generic)
+
+
+def test_a_step_named_by_its_joined_spelling_is_asked() -> None:
+    """'rmsnorm' asks for rms_norm: a record named for it is no specialisation."""
+    from kb.index.names import name_stems
+    from kb.index.steps import named_steps, unasked_named_steps
+
+    query = {"rmsnorm", "dynamic", "quant"}
+    named = named_steps(query)
+    fused = frozenset({"rms_norm", "dynamic_quantize", "bias_add"})
+    assert unasked_named_steps(name_stems("npu_rms_norm_dynamic_quant"), fused, query, named) == 0
+    assert unasked_named_steps(name_stems("npu_add_rms_norm_dynamic_quant"), fused, query, named) == 1
 
 
 def test_an_exact_name_is_answered_without_whoosh(tmp_path) -> None:

@@ -26,7 +26,7 @@ class Validation:
         """The ``--format json`` document: ``{"records": {kind: n}, "problems": [...]}``."""
         return {
             "records": self.counts,
-            "problems": [p.__dict__ | {"file": str(self.root / p.file)} for p in self.problems],
+            "problems": [p._asdict() | {"file": str(self.root / p.file)} for p in self.problems],
         }
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kb.core.paths import file_kind
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
+    """One problem with a record file (a NamedTuple: a dataclass would cost every cold
+    ``kb show`` and ``kb search`` an import of inspect)."""
+
     file: str
     line: int
     column: int

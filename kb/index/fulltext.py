@@ -1,7 +1,8 @@
 """The full-text half of search: BM25F over the whoosh index, rescored.
 
-Documents matching every query token come before those matching some; fields are
-weighted by :data:`kb.index.documents.BOOSTS`; scores are then multiplied by the
+Fields are weighted by :data:`kb.index.documents.BOOSTS`; a record's score is scaled
+by the share of the query's words it holds (:data:`COVERAGE_POWER`, a Chinese run
+counting as one word) and lifted by it (:data:`EVERY_TOKEN_BONUS`); it is also multiplied by the
 query-independent priors (:mod:`kb.index.priors`), by how much of a record's name the
 query spells out (:func:`kb.index.names.name_factor`), by how well the record's fused
 steps answer the steps the query names (:mod:`kb.index.steps`), by the dtypes and
@@ -31,7 +32,7 @@ from kb.index.steps import (  # noqa: E402
     step_factor,
     unasked_named_steps,
 )
-from kb.index.textanalysis import glossary_tokens  # noqa: E402
+from kb.index.textanalysis import glossary_tokens, query_words  # noqa: E402
 
 #: Added to the score of a document holding every query token: usually enough to rank
 #: it first, yet a far better match on the named steps or name can still lead.
@@ -39,6 +40,12 @@ EVERY_TOKEN_BONUS = 100.0
 #: Holding most of the words earns part of it: one filler word ("after") a document
 #: happens to contain must not outrank a better match on the words that matter.
 SHARE_POWER = 3
+#: The share of the query's words a record holds also scales its score: a record
+#: missing a word the query names is a weaker answer, however well it matches the rest.
+COVERAGE_POWER = 2.0
+#: A record matching only a joined spelling or a glossary word of the query holds none
+#: of its words; it keeps this share, so such records still rank among themselves.
+MIN_SHARE = 0.1
 #: The query is, word for word, one of the record's own keyword phrases.
 KEYWORD_PHRASE_BONUS = 1.5
 #: Operators answer most queries; a chain or tree must match clearly better to lead.
@@ -87,8 +94,12 @@ class Session:
     """
 
     def __init__(self, ix: Any) -> None:
+        from kb.index.searchindex import STORED_ATTR
+
         self.searcher = ix.searcher(weighting=BM25F())
-        self.stored: dict[int, dict[str, Any]] = dict(self.searcher.reader().iter_docs())
+        stored = getattr(ix, STORED_ATTR, None)  # docs.json of an index on disk
+        self.stored: dict[int, dict[str, Any]] = (
+            stored if stored is not None else dict(self.searcher.reader().iter_docs()))  # fmt: skip
 
     def token_scores(self, token: str) -> dict[int, float]:
         """BM25F score of ``token`` per document, summed over the text fields.
@@ -131,9 +142,21 @@ def _summed(scores: list[dict[int, float]]) -> dict[int, float]:
     return total
 
 
+def _word_shares(words: list[list[str]], scores: dict[str, dict[int, float]]) -> dict[int, float]:
+    """Per document, the mean over the query's words of the share of each word's tokens
+    it holds (a Chinese run is one word, so its bigrams together count as one)."""
+    held: dict[int, float] = {}
+    for word in words:
+        toks = list(dict.fromkeys(word))
+        for tok in toks:
+            for docnum in scores.get(tok, {}):
+                held[docnum] = held.get(docnum, 0.0) + 1.0 / len(toks) / len(words)
+    return held
+
+
 def text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | None,
               seen: set[str]) -> list[Hit]:  # fmt: skip
-    """BM25F matches, rescored; documents holding every query token come first."""
+    """BM25F matches, rescored; documents holding more of the query's words come first."""
     # joined neighbours ("rms norm" → rmsnorm) may lift a match but are never required
     joined: list[str] = []
     if len(toks) > 1:
@@ -143,10 +166,7 @@ def text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | No
     main = _summed(per_token)
     extra = _summed([session.token_scores(t) for t in joined])
     every = set.intersection(*(set(s) for s in per_token)) if len(toks) > 1 else set()
-    held: dict[int, int] = {}
-    for one in per_token:
-        for docnum in one:
-            held[docnum] = held.get(docnum, 0) + 1
+    held = _word_shares(query_words(text), dict(zip(toks, per_token, strict=True)))
     inplace = bool(_INPLACE.search(text.lower()))
     wanted = asked_dtypes(text)
     qset = set(toks) | set(joined)
@@ -164,22 +184,25 @@ def text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | No
         name, kind = doc["name"], doc["kind"]
         if name in seen or (kinds and kind not in kinds):
             continue
-        factor, whole_name = name_factor(name, qset)
+        parts = doc.get("parts")  # stored at build (docs.json); else stemmed here
+        factor, whole_name = name_factor(name, qset, parts)
         score = float(raw) * factor * prior.get(kind, 1.0) * float(doc.get("prior", 1.0))
         if phrase in (doc.get("phrases") or "").split("|"):
             score *= KEYWORD_PHRASE_BONUS
         if doc.get("steps"):
             fused = frozenset(doc["steps"].split())
             score *= step_factor(fused, steps)
-            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(name_stems(name), fused, qset)
+            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(name_stems(name, parts), fused, qset, steps)
         if kind in PARTIAL_NAME_PRIOR and not whole_name and prior[kind] != KIND_ASKED:
             score *= PARTIAL_NAME_PRIOR[kind]
         if wanted and doc.get("dtypes") and not wanted & set(doc["dtypes"].split()):
             score *= DTYPE_MISS_PRIOR
         if inplace and name.endswith("_"):
             score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
+        share = held.get(docnum, 0.0)
+        score *= max(share, MIN_SHARE) ** COVERAGE_POWER
         if len(toks) > 1:  # the share of the query's words the document holds
-            score += EVERY_TOKEN_BONUS * (held.get(docnum, 0) / len(toks)) ** SHARE_POWER
+            score += EVERY_TOKEN_BONUS * share ** SHARE_POWER
         scored.append((score, name, kind, doc.get("summary_en", "")))
     scored.sort(key=lambda row: (-row[0], row[1]))  # ties by name: stable across builds
     return [Hit(kind, name, score, summary, "text") for score, name, kind, summary in scored]

@@ -53,17 +53,28 @@ def _name_parts(name: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def name_stems(name: str) -> frozenset[str]:
+#: A record's name parts as the index stores them (``docs.json``): computed once at
+#: build time, so a cold query does not stem every matching record's name again.
+Parts = tuple[tuple[str, str], ...] | list[list[str]]
+
+
+def name_parts(name: str) -> Parts:
+    return _name_parts(name)
+
+
+def name_stems(name: str, parts: Parts | None = None) -> frozenset[str]:
     """The stemmed parts of a record's name (``npu`` and versions left out)."""
-    return frozenset(stem for _, stem in _name_parts(name))
+    return frozenset(stem for _, stem in (_name_parts(name) if parts is None else parts))
 
 
-def name_factor(name: str, query_tokens: set[str]) -> tuple[float, bool]:
+def name_factor(name: str, query_tokens: set[str], parts: Parts | None = None) -> tuple[float, bool]:
     """How much the query spells out the record's name, and whether it spells all of it.
 
     A joined query word covers the two parts it joins ("rmsnorm" spells ``rms_norm``).
+    ``parts`` are the name's (raw, stemmed) parts when the index holds them.
     """
-    parts = _name_parts(name)
+    if parts is None:
+        parts = _name_parts(name)
     if not parts:
         return 1.0, False
     covered = {i for i, (_, stem) in enumerate(parts) if stem in query_tokens}

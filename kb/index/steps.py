@@ -48,14 +48,29 @@ def named_steps(query_tokens: set[str]) -> frozenset[str]:
                      if not any(w < other for o, other in found.items() if o != s))  # fmt: skip
 
 
+def _does(step: str, fused: str) -> bool:
+    """A fused step does a named one: the same step, or one whose words hold all of the
+    named step's ("attention" is done by flash_attention, "quantize" by dynamic_quantize)."""
+    if step == fused:
+        return True
+    words = _words()
+    own = words.get(step, frozenset())
+    return bool(own) and own <= words.get(fused, frozenset())
+
+
+@functools.lru_cache(maxsize=1)
+def _words() -> dict[str, frozenset[str]]:
+    return {step: words for step, words, _ in _step_words()}
+
+
 def step_factor(fuses: frozenset[str] | set[str], named: frozenset[str]) -> float:
     """1 plus how well a record's fused steps answer the named steps (fewest extras best)."""
     if len(named) < MIN_NAMED or not fuses:
         return 1.0
-    matched = len(named & fuses)
+    matched = sum(1 for step in named if any(_does(step, f) for f in fuses))
     if not matched:
         return 1.0
-    extras = len(fuses - named)
+    extras = sum(1 for f in fuses if not any(_does(step, f) for step in named))
     fit = (matched - EXTRA_STEP_COST * extras) / len(named)
     return 1.0 + STEP_WEIGHT * max(fit, 0.0)
 
@@ -67,12 +82,15 @@ UNASKED_NAMED_STEP_PRIOR = 0.85
 
 
 def unasked_named_steps(name_stems: frozenset[str], fuses: frozenset[str],
-                        query_tokens: set[str]) -> int:  # fmt: skip
-    """How many steps a record fuses that its name spells and the query does not."""
-    words = {step: w for step, w, _ in _step_words()}
+                        query_tokens: set[str], named: frozenset[str]) -> int:  # fmt: skip
+    """How many steps a record fuses that its name spells and the query does not ask
+    for (a step the query names, "rmsnorm" for rms_norm included, is asked)."""
+    words = _words()
     count = 0
     for step in fuses:
-        own = words.get(step, frozenset()) - query_tokens
-        if own and own & name_stems and not words.get(step, frozenset()) <= query_tokens:
+        own = words.get(step, frozenset())
+        if own <= query_tokens or any(_does(asked, step) for asked in named):
+            continue
+        if (own - query_tokens) & name_stems:
             count += 1
     return count

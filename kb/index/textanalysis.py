@@ -13,10 +13,37 @@ import functools
 import re
 from collections.abc import Iterator
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]+|[A-Za-z0-9][A-Za-z0-9_.\-]*")
-_CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+#: The CJK ideograph blocks (unified, extension A, compatibility) as code point ranges.
+#: Tested with comparisons, not a regex class: compiling a class over these ~28,000
+#: code points costs several ms per pattern, on every cold ``kb search``.
+CJK_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
+#: A Latin word, or a run of non-ASCII text that may hold CJK runs.
+_CHUNK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*|[^\x00-\x7f]+")
 _PARTS = re.compile(r"[_.\-]+")
+
+
+def is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in CJK_RANGES)
+
+
+def _chunks(text: str) -> Iterator[tuple[str, bool]]:
+    """Latin words and CJK runs of ``text`` in order, each with whether it is CJK."""
+    for match in _CHUNK.finditer(text):
+        chunk = match.group(0)
+        if chunk[0].isascii():
+            yield chunk, False
+            continue
+        start = None
+        for i, ch in enumerate(chunk):
+            if is_cjk(ch):
+                if start is None:
+                    start = i
+            elif start is not None:
+                yield chunk[start:i], True
+                start = None
+        if start is not None:
+            yield chunk[start:], True
 
 STOP = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "into", "is", "it", "its", "my", "of", "on", "or", "our", "should", "the", "this", "that", "to", "use", "used", "using", "what", "when", "where", "which", "who", "why", "will", "with", "want", "need", "me", "we", "you", "your", "there", "their", "op", "ops", "operator", "operators", "api",
@@ -66,13 +93,19 @@ def cjk_tokens(run: str, *, unigrams: bool) -> Iterator[str]:
 def tokens(text: str, *, query: bool = False) -> list[str]:
     """Tokens of ``text``; the query side drops CJK unigrams when bigrams exist."""
     out: list[str] = []
-    for match in _TOKEN.finditer(text):
-        chunk = match.group(0)
-        if _CJK_RUN.match(chunk):
+    for chunk, cjk in _chunks(text):
+        if cjk:
             out.extend(cjk_tokens(chunk, unigrams=not query))
         else:
             out.extend(latin_tokens(chunk))
     return out
+
+
+def query_words(text: str) -> list[list[str]]:
+    """The query's tokens grouped by the word they come from (a run of Chinese is one
+    word), dropping words that are all stop words: how much of the query a record
+    holds is counted per word, so a long Chinese term's bigrams count once."""
+    return [toks for chunk, _ in _chunks(text) if (toks := tokens(chunk, query=True))]
 
 
 #: Chinese technical terms → the English words of operator names, so a mixed or Chinese

@@ -102,6 +102,16 @@ function tokens(text, query, stem) {
 
 function unique(list) { return Array.from(new Set(list)); }
 
+/* textanalysis.query_words: tokens grouped by the word they come from. */
+function queryWords(text, stem) {
+  var out = [];
+  (text.match(TOKEN) || []).forEach(function (chunk) {
+    var toks = unique(tokens(chunk, true, stem));
+    if (toks.length) out.push(toks);
+  });
+  return out;
+}
+
 /* ---- name hits (kb/index/names.py) ---- */
 
 /* Catalog.resolve: names and the aliases docs.json lists, exactly, then without a call
@@ -253,25 +263,38 @@ function namedSteps(q) {
   return out;
 }
 
+/* steps._does: the same step, or one whose words hold all of the named step's. */
+function does(step, fused) {
+  if (step === fused) return true;
+  var own = head.stepWords[step] || [];
+  return own.length > 0 && subset(own, new Set(head.stepWords[fused] || []));
+}
+
+function doesAny(named, fused) {
+  for (var step of named) if (does(step, fused)) return true;
+  return false;
+}
+
 function stepFactor(fuses, named) {
   var K = head.k;
   if (named.size < K.MIN_NAMED || !fuses.size) return 1.0;
   var matched = 0;
-  named.forEach(function (s) { if (fuses.has(s)) matched++; });
+  named.forEach(function (s) {
+    for (var f of fuses) if (does(s, f)) { matched++; return; }
+  });
   if (!matched) return 1.0;
   var extras = 0;
-  fuses.forEach(function (s) { if (!named.has(s)) extras++; });
+  fuses.forEach(function (f) { if (!doesAny(named, f)) extras++; });
   var fit = (matched - K.EXTRA_STEP_COST * extras) / named.size;
   return 1.0 + K.STEP_WEIGHT * Math.max(fit, 0.0);
 }
 
-function unaskedNamedSteps(nameStems, fuses, q) {
+function unaskedNamedSteps(nameStems, fuses, q, named) {
   var count = 0;
   fuses.forEach(function (step) {
     var words = head.stepWords[step] || [];
-    var own = words.filter(function (w) { return !q.has(w); });
-    var inName = own.some(function (w) { return nameStems.has(w); });
-    if (own.length && inName && !subset(words, q)) count++;
+    if (subset(words, q) || doesAny(named, step)) return;
+    if (words.some(function (w) { return !q.has(w) && nameStems.has(w); })) count++;
   });
   return count;
 }
@@ -320,8 +343,12 @@ function textHits(text, toks, seen, post, stem, phrases) {
       if (perToken.every(function (m) { return m.has(d); })) every.add(d);
     });
   }
-  var held = new Map();
-  perToken.forEach(function (m) { m.forEach(function (_, d) { held.set(d, (held.get(d) || 0) + 1); }); });
+  var held = new Map(), words = queryWords(text, stem);  // fulltext._word_shares
+  words.forEach(function (word) {
+    word.forEach(function (t) {
+      post(t).forEach(function (_, d) { held.set(d, (held.get(d) || 0.0) + 1.0 / word.length / words.length); });
+    });
+  });
   var inplace = INPLACE.test(text.toLowerCase());
   var wanted = askedDtypes(text);
   var q = new Set(toks.concat(joined));
@@ -351,9 +378,11 @@ function textHits(text, toks, seen, post, stem, phrases) {
       var fused = new Set(doc[5].split(" "));
       score *= stepFactor(fused, steps);
       var stems = new Set(nameParts(name).map(function (p) { return p[1]; }));
-      score *= Math.pow(K.UNASKED_NAMED_STEP_PRIOR, unaskedNamedSteps(stems, fused, q));
+      score *= Math.pow(K.UNASKED_NAMED_STEP_PRIOR, unaskedNamedSteps(stems, fused, q, steps));
     }
-    if (toks.length > 1) score += K.EVERY_TOKEN_BONUS * Math.pow((held.get(d) || 0) / toks.length, K.SHARE_POWER);
+    var share = held.get(d) || 0.0;
+    score *= Math.pow(Math.max(share, K.MIN_SHARE), K.COVERAGE_POWER);
+    if (toks.length > 1) score += K.EVERY_TOKEN_BONUS * Math.pow(share, K.SHARE_POWER);
     scored.push({ doc: d, name: name, score: score, why: "text" });
   });
   scored.sort(function (a, b) { return a.score !== b.score ? b.score - a.score : (a.name < b.name ? -1 : a.name > b.name ? 1 : 0); });

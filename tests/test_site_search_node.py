@@ -1,0 +1,68 @@
+"""The site's search worker ranks like ``kb search`` on every query of the query set.
+
+The browser test (tests/test_site_browser.py) checks a sample through Chromium; this
+one runs the worker itself under Node on all of tests/data/search_queries.yaml, with
+the index files the site build writes (site_plugins/search_index.py) and ``fetch``
+reading them from disk.  Skipped where Node is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kb.catalog.compiled import open_catalog
+from kb.index.fulltext import Session
+from kb.index.search import search
+from kb.index.searchindex import open_index
+from site_plugins import search_index
+from site_plugins.common import SiteData
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = ROOT / "docs" / "assets" / "javascripts" / "kb-search-worker.js"
+NODE = shutil.which("node")
+
+HARNESS = r"""
+const fs = require("fs"), vm = require("vm");
+const [site, worker, qfile] = process.argv.slice(2);
+const self = { location: { href: new URL("assets/javascripts/kb-search-worker.js", "file://" + site + "/").href },
+               addEventListener() {}, postMessage() {} };
+const ctx = { self, URL, console,
+  fetch: (url) => Promise.resolve({ ok: true, json: () => Promise.resolve(JSON.parse(fs.readFileSync(new URL(url), "utf8"))) }) };
+vm.createContext(ctx);
+vm.runInContext(fs.readFileSync(worker, "utf8"), ctx);
+(async () => {
+  const out = {};
+  for (const q of JSON.parse(fs.readFileSync(qfile, "utf8"))) out[q] = (await self.kbSearch(q, 5)).map(h => h.name);
+  process.stdout.write(JSON.stringify(out));
+})();
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_worker_ranks_every_query_like_the_cli(tmp_path: Path) -> None:
+    catalog = open_catalog()
+    for path, text in search_index.build(catalog, SiteData.from_records(catalog.records()), []).items():
+        target = tmp_path / "site" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    queries = [q["q"] for q in yaml.safe_load((ROOT / "tests" / "data" / "search_queries.yaml").read_text())]
+    (tmp_path / "queries.json").write_text(json.dumps(queries), encoding="utf-8")
+    (tmp_path / "harness.js").write_text(HARNESS, encoding="utf-8")
+    run = subprocess.run([str(NODE), str(tmp_path / "harness.js"), str(tmp_path / "site"), str(WORKER),
+                          str(tmp_path / "queries.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    site = json.loads(run.stdout)
+    session = Session(open_index(catalog))
+    try:
+        cli = {q: [h.name for h in search(catalog, q, limit=5, session=session)] for q in queries}
+    finally:
+        session.close()
+    differ = [(q, site[q][:3], cli[q][:3]) for q in queries if site[q][:1] != cli[q][:1]]
+    assert len(differ) <= len(queries) // 20, differ  # issue 23: the same first answer for 95%
+    assert sum(site[q] == cli[q] for q in queries) >= 0.9 * len(queries)
