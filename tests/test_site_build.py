@@ -110,17 +110,19 @@ def test_hostile_fixture_records_do_not_inject(fixture_site: FixtureSite) -> Non
     assert {"signature", "parameters"} <= set(attention.ids)
 
 
-def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: FixtureSite) -> None:
-    html = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
-    scan = Scan(html)
-    assert scan.classes.count("pre.mermaid") == 3  # the map and one per question
-    assert 'click t0 href "../../chains/fixture-decode-chain/"' in scan.text
-    # Mermaid is fetched on demand from this site, by the path kb.js names.
-    script = (fixture_site.path / "assets" / "javascripts" / "kb.js").read_text()
-    vendored = re.search(r'var MERMAID = "([^"]+)"', script)
-    assert vendored and (fixture_site.path / vendored.group(1)).is_file()
-    operator = (fixture_site.path / "operators" / "npu_fixture_norm" / "index.html").read_text()
-    assert "mermaid" not in operator  # no diagram, no Mermaid
+def test_fixture_diagrams_are_html_that_needs_no_script(fixture_site: FixtureSite) -> None:
+    """Tree and chain diagrams reach the built page as HTML boxes and links (sanitized,
+    minified), and no page or asset of the site carries a diagram script."""
+    tree = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text()
+    scan = Scan(tree)
+    assert scan.classes.count("div.kb-diagram kb-map") == 1
+    assert scan.classes.count("div.kb-branches") == 2  # one per question
+    assert 'class="kb-node kb-node--chain" href="../../chains/fixture-decode-chain/"' in tree
+    chain = (fixture_site.path / "chains" / "fixture-decode-chain" / "index.html").read_text()
+    assert Scan(chain).classes.count("div.kb-diagram kb-flow") == 1
+    for page in fixture_site.path.rglob("*.html"):
+        assert "mermaid" not in page.read_text(encoding="utf-8").lower(), page
+    assert not [p for p in fixture_site.path.rglob("*.js") if "mermaid" in p.name.lower()]
 
 
 def test_failed_build_leaves_the_previous_site(
