@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path

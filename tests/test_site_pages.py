@@ -14,7 +14,7 @@ import pytest
 from mkdocs.config import load_config
 
 from kb.catalog.compiled import open_catalog
-from site_plugins import md, products, versions
+from site_plugins import products, versions
 from site_plugins.autolink import autolink
 from site_plugins.chains import chain_page
 from site_plugins.cli_help import cli_reference
