@@ -156,7 +156,7 @@ def _diagram(chain: Record, data: SiteData, here: str) -> str:
             lane.steps.append((group[0]["stage"], branches))
         lanes.append(lane)
     label = "Flow of the stages" + (", one lane per phase" if per_phase else "")
-    return "## Flow { data-search-exclude }\n\n" + diagrams.flow(lanes, label)
+    return diagrams.flow(lanes, label, "## Flow { data-search-exclude }")
 
 
 def _differences(chain: Record) -> str:

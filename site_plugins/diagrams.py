@@ -39,11 +39,14 @@ def box(label_html: str, href: str | None, kind: str, title: str = "") -> str:
     return f'<span class="{cls}"{tip}>{label_html}</span>'
 
 
-def wrap(inner: str, css: str, label: str) -> str:
-    """A diagram block: a labelled group that scrolls inside its own box if it must."""
+def wrap(inner: str, css: str, label: str, head: str = "") -> str:
+    """A diagram block: a labelled group that scrolls inside its own box if it must.
+    ``head`` (the section heading and words about the diagram) goes inside the
+    markers, so a copy without diagrams has no empty section."""
+    top = f"{head}\n\n" if head else ""
     return (
-        f'{BEGIN}\n<div class="kb-diagram {css}" role="group" '
-        f'aria-label="{html.escape(label, quote=True)}">\n{inner}\n</div>\n{END}'
+        f'{BEGIN}\n\n{top}<div class="kb-diagram {css}" role="group" '
+        f'aria-label="{html.escape(label, quote=True)}">\n{inner}\n</div>\n\n{END}'
     )
 
 
@@ -71,7 +74,7 @@ class Lane:
     steps: list[tuple[str, list[Branch]]] = field(default_factory=list)
 
 
-def flow(lanes: list[Lane], label: str) -> str:
+def flow(lanes: list[Lane], label: str, head: str = "") -> str:
     """Phases side by side (stacked on a phone), steps top-down, branches side by side."""
     out = []
     for lane in lanes:
@@ -89,7 +92,7 @@ def flow(lanes: list[Lane], label: str) -> str:
         title = f'<p class="kb-flow__title">{text_html(lane.title)}</p>' if lane.title else ""
         steps = "\n".join(items) or '<li class="kb-flow__step">no stage</li>'
         out.append(f'<div class="kb-flow__lane">{title}\n<ol class="kb-flow__steps">\n{steps}\n</ol></div>')
-    return wrap("\n".join(out), "kb-flow", label)
+    return wrap("\n".join(out), "kb-flow", label, head)
 
 
 def _branch(branch: Branch) -> str:
@@ -111,9 +114,10 @@ class Item:
     children: list[Item] = field(default_factory=list)
 
 
-def outline(roots: list[Item], label: str) -> str:
+def outline(roots: list[Item], label: str, head: str = "") -> str:
     """Nested lists with connector lines (kb.css); each root starts its own tree."""
-    return wrap(f'<ul class="kb-tree">{"".join(_item(r) for r in roots)}</ul>', "kb-map", label)
+    inner = f'<ul class="kb-tree">{"".join(_item(r) for r in roots)}</ul>'
+    return wrap(inner, "kb-map", label, head)
 
 
 def _item(item: Item) -> str:

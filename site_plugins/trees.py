@@ -119,11 +119,9 @@ def _map(nodes: list[Record], step: dict[str, int]) -> str:
         return item
 
     roots = [question(n, "") for n in nodes if n["id"] not in seen]
-    return (
-        no_search("## Map")
-        + "\n\nEach question links to its step; the answers that lead on label the branches.\n\n"
-        + diagrams.outline(roots, "Map of the questions")
-    )
+    words = "Each question links to its step; the answers that lead on label the branches."
+    head = no_search("## Map") + "\n\n" + words
+    return diagrams.outline(roots, "Map of the questions", head)
 
 
 def _leaf(name: str, kind: str, data: SiteData, here: str) -> str:
