@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,6 +25,7 @@ class Scan(HTMLParser):
         self.handlers: list[str] = []
         self.ids: list[str] = []
         self.classes: list[str] = []
+        self.links: list[tuple[str, str]] = []  # (class, href) of every <a>
         self.text = ""
         self.title = ""
         self._in: str | None = None
@@ -34,6 +36,9 @@ class Scan(HTMLParser):
         self.handlers += [f"{tag} {k}={v}" for k, v in attrs if k.startswith("on")]
         self.ids += [v or "" for k, v in attrs if k == "id"]
         self.classes += [f"{tag}.{v}" for k, v in attrs if k == "class"]
+        if tag == "a":
+            got = dict(attrs)
+            self.links.append((got.get("class") or "", got.get("href") or ""))
 
     def handle_endtag(self, tag: str) -> None:
         self._in = None
@@ -116,7 +121,7 @@ def test_fixture_diagrams_are_html_that_needs_no_script(fixture_site: FixtureSit
     scan = Scan(tree)
     assert scan.classes.count("div.kb-diagram kb-map") == 1
     assert scan.classes.count("div.kb-branches") == 2  # one per question
-    assert 'class="kb-node kb-node--chain" href="../../chains/fixture-decode-chain/"' in tree
+    assert ("kb-node kb-node--chain", "../../chains/fixture-decode-chain/") in scan.links
     chain = (fixture_site.path / "chains" / "fixture-decode-chain" / "index.html").read_text()
     assert Scan(chain).classes.count("div.kb-diagram kb-flow") == 1
     for page in fixture_site.path.rglob("*.html"):
@@ -209,6 +214,34 @@ def test_sitemap_and_404_use_the_site_url(real_site: RealSite) -> None:
     assert f"<loc>{site_url}operators/npu_mla_prolog_v3/</loc>" in sitemap
     not_found = (real_site.path / "404.html").read_text(encoding="utf-8")
     assert "/assets/stylesheets/kb.css" in not_found and "../" not in not_found
+
+
+def test_pages_carry_the_site_url_they_were_built_for(fixture_site: FixtureSite) -> None:
+    page = (fixture_site.path / "operators" / "npu_fixture_norm" / "index.html").read_text()
+    site_url = f"http://127.0.0.1:{fixture_site.port}/"
+    canonical = re.search(r"<link href=\"?([^ \">]+)\"? rel=\"?canonical", page)
+    assert canonical and canonical.group(1) == f"{site_url}operators/npu_fixture_norm/"
+    assert '"navigation.instant"' in page  # the sitemap lists this address: links swap
+
+
+def test_a_build_for_no_known_address_has_no_canonical_links(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Issue 23: without KB_SITE_URL no page names a localhost address, and instant
+    navigation (which would follow nothing) is off, said in the build log, not silent."""
+    monkeypatch.delenv("KB_SITE_URL", raising=False)
+    site = tmp_path / "site"
+    config = fixture_config(tmp_path / "cfg")
+    assert main(["site", "build", "-f", str(config), "--records", str(FIXTURES),
+                 "--site-dir", str(site)]) == 0  # fmt: skip
+    assert "instant navigation off" in capsys.readouterr().err
+    pages = list(site.rglob("*.html"))
+    assert len(pages) > 10
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"rel=\"?canonical", text) and "http://127.0.0.1" not in text, page
+        assert "navigation.instant" not in text, page
+    assert "<loc>" not in (site / "sitemap.xml").read_text(encoding="utf-8")
 
 
 def test_search_index_is_lean(real_site: RealSite) -> None:
