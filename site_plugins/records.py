@@ -191,7 +191,11 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
                 if path:
                     record_urls.add(md.page_url(path, self.data.directory_urls))
         pages = search_index.other_pages(material, record_urls)
-        files = search_index.build(open_catalog(self.root), self.data, pages)
+        catalog = open_catalog(self.root)
+        inputs = json.dumps([sorted(record_urls), pages, self.data.directory_urls])
+        files = build_cache.search_files(
+            catalog, inputs, lambda: search_index.build(catalog, self.data, pages)
+        )
         for path, text in files.items():
             target = site / path
             target.parent.mkdir(parents=True, exist_ok=True)
