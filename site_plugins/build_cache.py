@@ -260,7 +260,7 @@ def search_files(catalog: Any, inputs: str, render: Callable[[], dict[str, str]]
     """``render()`` (the site's search index files), reused while the code, the records
     (the catalog's content key) and ``inputs`` (what else the index is made from: page
     URLs and the other pages' titles) are the same.  One entry per record tree."""
-    key = digest(code_version(), _versions("whoosh", "jieba"), str(catalog.content), inputs)
+    key = digest(code_version(), _versions("whoosh-reloaded", "whoosh", "jieba"), str(catalog.content), inputs)
     name = f"search-{root_key(Path(catalog.root))}"
     stored = load(name)
     files = stored.get("files")
