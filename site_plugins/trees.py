@@ -143,7 +143,7 @@ def _answer(
     if opt.get("goto") in step:
         target = nodes[opt["goto"]]
         leads.append(
-            f"then [step {step[opt['goto']]}](#{anchor(opt['goto'])}): "
+            f"then [step {step[opt['goto']]}](#{anchor(opt['goto'])}){{ .kb-node .kb-node--next }}: "
             + md.inline(target["question"]["en"])
         )
     if leads:

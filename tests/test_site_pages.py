@@ -278,7 +278,7 @@ def test_tree_page_is_a_map_and_one_step_per_question(data: SiteData) -> None:
     assert (
         "→ operators [`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md)" in page
     )
-    assert "→ then [step 1](#q-arch): Which" in page  # the cycle is a link, not a copy
+    assert "→ then [step 1](#q-arch){ .kb-node .kb-node--next }: Which" in page  # a link back
     # Chinese only in its tab; the English view carries no Chinese.
     english, chinese = page.split('=== "中文"')
     assert not re.search(r"[\u4e00-\u9fff]", english)
