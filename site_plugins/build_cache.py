@@ -1,8 +1,10 @@
-"""Build outputs the site reuses by content hash: rule-example reports, the CLI reference.
+"""Build outputs the site reuses by content hash: rule-example reports, the CLI
+reference and kb's search index for the site.
 
 Running ~60 rule examples (``kb check`` or ``kb scan`` on each failing snippet) and
 formatting ``kb --help`` for every verb cost every build, though a record edit changes
-neither unless an example reads that record.  Each output is stored in kb's cache
+neither unless an example reads that record; the search index (every term's score per
+record, computed by whoosh) took ~20 s of each build.  Each output is stored in kb's cache
 directory with what it was made from: the code version (every file of the kb package
 outside its records, the site plugin's modules, the Python version), the snippet, and
 for an example what it read of the records, logged through :class:`ReadLog` (each record
@@ -231,7 +233,7 @@ def store(name: str, payload: dict[str, Any]) -> None:
                 cache.remove_owned(tmp)
 
 
-# -- the two outputs -------------------------------------------------------------------
+# -- the outputs -----------------------------------------------------------------------
 
 
 def examples_name(catalog: Any) -> str:
@@ -252,3 +254,32 @@ def cli_reference(render: Callable[[], str]) -> str:
     text = render()
     store("cli", {"key": key, "text": text})
     return text
+
+
+def search_files(catalog: Any, inputs: str, render: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """``render()`` (the site's search index files), reused while the code, the records
+    (the catalog's content key) and ``inputs`` (what else the index is made from: page
+    URLs and the other pages' titles) are the same.  One entry per record tree."""
+    key = digest(code_version(), _versions("whoosh-reloaded", "whoosh", "jieba"), str(catalog.content), inputs)
+    name = f"search-{root_key(Path(catalog.root))}"
+    stored = load(name)
+    files = stored.get("files")
+    if (stored.get("key") == key and isinstance(files, dict)
+            and all(isinstance(v, str) for v in files.values())):  # fmt: skip
+        return {str(k): v for k, v in files.items()}
+    files = render()
+    store(name, {"key": key, "files": files})
+    return files
+
+
+def _versions(*distributions: str) -> str:
+    """Installed versions of the libraries an output is computed with."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in distributions:
+        try:
+            out.append(f"{dist}={version(dist)}")
+        except PackageNotFoundError:
+            out.append(f"{dist}=none")
+    return ",".join(out)

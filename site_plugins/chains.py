@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from site_plugins import md, products
+from site_plugins import diagrams, md, products
 from site_plugins.common import (
     Record,
     SiteData,
@@ -15,7 +15,6 @@ from site_plugins.common import (
     scalar,
     search_terms,
 )
-from site_plugins.mermaid import Flowchart
 
 PLAIN_TORCH = "plain-torch"
 
@@ -129,39 +128,35 @@ def _stages(chain: Record, data: SiteData, here: str) -> str:
 
 
 def _diagram(chain: Record, data: SiteData, here: str) -> str:
-    chart = Flowchart("TD")
+    """The stages as boxes, one lane per phase; a step with variants shows them as
+    branches side by side, each marked with its scheme (a chain runs one of them)."""
     phases = chain.get("phases", [])
     per_phase = len(phases) > 1 and any(s.get("phase", "both") != "both" for s in chain["stages"])
     groups = [(p, stages_for(chain, p)) for p in phases] if per_phase else [("", chain["stages"])]
-    for g, (phase, stages) in enumerate(groups):
-        if phase:
-            chart.subgraph(f"p{g}", phase)
-        previous: list[tuple[str, set[str]]] = []
-        count = 0
+    several = len(chain.get("quantization") or []) > 1
+    lanes = []
+    for phase, stages in groups:
+        lane = diagrams.Lane(phase)
         for group in stage_groups(stages):
-            current: list[tuple[str, set[str]]] = []
-            for stage in group:  # alternatives side by side: branches
-                node_id = f"s{g}_{count}"
-                count += 1
+            branches = []
+            for stage in group:
                 op = stage["operator"]
-                label = f"{stage['stage']}: {'plain torch' if op == PLAIN_TORCH else op}"
-                if len(group) > 1 and stage.get("quantization"):
-                    label += f" [{_schemes(stage)}]"
-                css = None if op == PLAIN_TORCH else "operator"
-                chart.node(node_id, label, "round" if op == PLAIN_TORCH else "box", css)
-                href = data.href(op, here) if op != PLAIN_TORCH else None
-                if href:
-                    chart.click(node_id, href, f"Open {op}")
-                schemes = set(stage.get("quantization") or [])
-                # a branch continues the branches of its own schemes (all, when none match)
-                fits = [n for n, sch in previous if not sch or not schemes or sch & schemes]
-                for prev in fits or [n for n, _ in previous]:
-                    chart.edge(prev, node_id)
-                current.append((node_id, schemes))
-            previous = current
-        if phase:
-            chart.end()
-    return "## Flow { data-search-exclude }\n\n" + chart.render()
+                plain = op == PLAIN_TORCH
+                label = "plain torch" if plain else f"<code>{diagrams.text_html(op)}</code>"
+                if len(group) == 1:  # a fork names its stage once, above its branches
+                    stage_name = diagrams.text_html(stage["stage"])
+                    label = f'<span class="kb-node__stage">{stage_name}</span> {label}'
+
+                href = None if plain else data.href(op, here)
+                kind = "torch" if plain else "operator"
+                scheme = (_schemes(stage) or "any scheme") if len(group) > 1 else ""
+                if several and len(group) == 1 and stage.get("quantization"):
+                    scheme = "only " + _schemes(stage)
+                branches.append(diagrams.Branch(diagrams.box(label, href, kind), scheme))
+            lane.steps.append((group[0]["stage"], branches))
+        lanes.append(lane)
+    label = "Flow of the stages" + (", one lane per phase" if per_phase else "")
+    return diagrams.flow(lanes, label, "## Flow { data-search-exclude }")
 
 
 def _differences(chain: Record) -> str:

@@ -90,7 +90,7 @@ class SiteData:
         return ", ".join(self.ref(n, current) for n in names)
 
     def href(self, name: str, current: str) -> str | None:
-        """A URL (not a .md path) to a record's built page, for Mermaid ``click``."""
+        """A URL (not a .md path) to a record's built page, for raw HTML links (diagrams)."""
         target = self.path(name)
         return md.url_between(target, current, self.directory_urls) if target else None
 

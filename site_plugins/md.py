@@ -4,9 +4,9 @@ Record strings are Markdown *content* written by contributors, not trusted HTML:
 may use code spans, emphasis and links, but must never inject markup (``<script>``,
 attribute lists ``{: onclick=…}``, ``javascript:`` links) or break the page around
 them (a ``|`` in a table cell, a stray fence that swallows the rest of the page, a
-newline inside a cell, a quote inside a Mermaid label).  Every record string that
-reaches a page goes through one of :func:`inline`, :func:`block`, :func:`code`,
-:func:`code_block` or :func:`mermaid_text`.
+newline inside a cell).  Every record string that
+reaches a page goes through one of :func:`inline`, :func:`block`, :func:`code` or
+:func:`code_block`.
 """
 
 from __future__ import annotations
@@ -178,15 +178,6 @@ def url_between(target: str, current: str, directory_urls: bool = True) -> str:
     out = posixpath.relpath(there or ".", base.rstrip("/") or ".")
     if (there.endswith("/") or not there) and not out.endswith("/"):
         out += "/"
-    return out
-
-
-def mermaid_text(text: object) -> str:
-    """Text for a quoted Mermaid label: entity codes for everything Mermaid parses."""
-    flat = _WS.sub(" ", strip_controls(text)).strip()
-    out = flat.replace("#", "#35;")
-    for ch, ent in (('"', "#quot;"), ("&", "#amp;"), ("<", "#lt;"), (">", "#gt;"), ("`", "#96;")):
-        out = out.replace(ch, ent)
     return out
 
 

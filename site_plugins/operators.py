@@ -68,6 +68,29 @@ def operator_page(op: Record, data: SiteData) -> str:
     )
 
 
+def operator_markdown(op: Record, data: SiteData) -> str:
+    """The compact page agents read (``…/index.md`` beside the HTML): the card's facts,
+    the signature, parameters and returns, constraints, quantization and rules, links.
+    The same section functions as the page, minus examples, evidence and history (the
+    HTML page and ``kb show`` have those); :func:`site_plugins.llms.plain` then turns
+    the page markup into plain Markdown."""
+    here = record_path("operator", op["name"])
+    return join_sections(
+        h1(op["name"]),
+        _card(op, data, here),
+        _lineage_warning(op, data, here),
+        _signature(op),
+        _param_section("## Parameters", op.get("parameters", [])),
+        _returns(op),
+        _constraints(op),
+        _quantization(op),
+        rules_section(op),
+        _fuses(op),
+        _used_in(op, data, here),
+        _lineage(op, data, here),
+    )
+
+
 # -- the card ------------------------------------------------------------------------
 
 
@@ -293,6 +316,10 @@ def _definition(term: str, p: Record) -> str:
 def _param_list(params: list[Record]) -> str:
     items = "\n\n".join(_definition(_term(p), p) for p in params)
     return f'<div class="kb-params" markdown>\n\n{items}\n\n</div>'
+
+
+def _param_section(head: str, params: list[Record]) -> str:
+    return head + "\n\n" + _param_list(params) if params else ""
 
 
 def _parameters(op: Record) -> str:

@@ -82,6 +82,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         self.data = SiteData.from_records(records, rules, config.use_directory_urls)
         self.data.rule_reports = check_examples(self.data.rules, catalog)
         _teach_segmenter(records, config)
+        _no_instant_without_site_url(config)
         return config
 
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
@@ -190,7 +191,11 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
                 if path:
                     record_urls.add(md.page_url(path, self.data.directory_urls))
         pages = search_index.other_pages(material, record_urls)
-        files = search_index.build(open_catalog(self.root), self.data, pages)
+        catalog = open_catalog(self.root)
+        inputs = json.dumps([sorted(record_urls), pages, self.data.directory_urls])
+        files = build_cache.search_files(
+            catalog, inputs, lambda: search_index.build(catalog, self.data, pages)
+        )
         for path, text in files.items():
             target = site / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +213,23 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
 
 #: Material's search worker in the page configuration (its hash changes per release).
 _WORKER = re.compile(r'("search":\s*")([^"]*?)assets/javascripts/workers/search\.[0-9a-f]+\.min\.js"')
+
+
+def _no_instant_without_site_url(config: MkDocsConfig) -> None:
+    """Material's instant navigation follows only the links sitemap.xml lists, and those
+    URLs come from ``site_url``.  A build for an address nobody gave (no ``KB_SITE_URL``)
+    has no canonical links and no sitemap entries, so its pages load whole, said once
+    here, rather than carrying a localhost address that silently turns navigation off."""
+    if config.site_url:
+        return
+    features = list(config.theme.get("features") or [])
+    kept = [f for f in features if not str(f).startswith("navigation.instant")]
+    if kept != features:
+        config.theme["features"] = kept
+        log.info(
+            "no site_url: pages carry no canonical link and load whole (instant navigation "
+            "off); set KB_SITE_URL to the address the site is served at to turn both on"
+        )
 
 
 def _kb_search_worker(html: str) -> str:

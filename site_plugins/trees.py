@@ -1,16 +1,16 @@
-"""The decision-tree page: a small map of the questions, then one step per question.
+"""The decision-tree page: a map of the questions, then one step per question.
 
-A whole tree drawn as one flowchart is wider than any screen (the MoE tree came out
-2,744 px wide), so the page splits it: the map shows only the questions, top-down,
-each clickable; every step then draws one question with its answers and where each
-leads (chains and operators clickable), next to the same answers as a list.  On a
-phone the diagrams give way to the list, and every step folds.  English stays in the
-English view; the Chinese questions are in their own tab.
+A whole tree drawn as one flowchart is wider than any screen, so the page splits it:
+the map is an outline of the questions only (each a link to its step, the answers
+that lead on written on the branches); every step then hangs its answers off the
+question as branches, each leading to a chain, operators or the next step.  All of
+it is HTML and CSS (site_plugins.diagrams), so a phone wraps it and every step folds.
+English stays in the English view; the Chinese questions are in their own tab.
 """
 
 from __future__ import annotations
 
-from site_plugins import md
+from site_plugins import diagrams, md
 from site_plugins.common import (
     Record,
     SiteData,
@@ -21,7 +21,6 @@ from site_plugins.common import (
     record_path,
     search_terms,
 )
-from site_plugins.mermaid import Flowchart
 
 
 def anchor(node_id: str) -> str:
@@ -95,69 +94,40 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def _map(nodes: list[Record], step: dict[str, int]) -> str:
-    """Questions only, top-down: narrow enough for any desktop column, every box a link."""
+    """Questions only, as an outline from the root: each box links to its step, the
+    answers that lead on label the branches, a question met again is a link back."""
     if len(nodes) < 2:
         return ""
-    chart = Flowchart("TD")
-    ids = {n["id"]: f"q{i}" for i, n in enumerate(nodes)}
-    for node in nodes:
-        label = f"{step[node['id']]}. {_short(node['question']['en'])}"
-        chart.node(ids[node["id"]], label, "box", "question")
-        chart.click(ids[node["id"]], "#" + anchor(node["id"]), f"Go to step {step[node['id']]}")
-    for node in nodes:
+    by_id = {n["id"]: n for n in nodes}
+    seen: set[str] = set()
+
+    def question(node: Record, edge: str) -> diagrams.Item:
+        seen.add(node["id"])
+        label = diagrams.text_html(f"{step[node['id']]}. {_short(node['question']['en'], 90)}")
+        item = diagrams.Item(edge, diagrams.box(label, "#" + anchor(node["id"]), "question"))
+        leads: dict[str, list[str]] = {}
         for opt in node.get("options", []):
-            if opt.get("goto") in ids:
-                chart.edge(ids[node["id"]], ids[opt["goto"]], opt["value"])
-    return (
-        no_search("## Map")
-        + "\n\nClick a question to go to its step.\n\n"
-        + '<div class="kb-wide" markdown>\n\n'
-        + chart.render(fit=True)
-        + "\n\n</div>"
-    )
+            if opt.get("goto") in by_id:
+                leads.setdefault(opt["goto"], []).append(opt["value"])
+        for goto, values in leads.items():
+            words = ", ".join(diagrams.text_html(md.code(v)) for v in values)
+            if goto in seen:
+                back = diagrams.box(f"step {step[goto]}", "#" + anchor(goto), "next")
+                item.children.append(diagrams.Item(words, back))
+            else:
+                item.children.append(question(by_id[goto], words))
+        return item
+
+    roots = [question(n, "") for n in nodes if n["id"] not in seen]
+    words = "Each question links to its step; the answers that lead on label the branches."
+    head = no_search("## Map") + "\n\n" + words
+    return diagrams.outline(roots, "Map of the questions", head)
 
 
-def _targets(opt: Record) -> list[tuple[str, str]]:
-    out = []
-    if opt.get("chain"):
-        out.append(("chain", opt["chain"]))
-    out += [("operator", op) for op in opt.get("operators", [])]
-    return out
-
-
-def step_diagram(node: Record, step: dict[str, int], data: SiteData, here: str) -> str:
-    """One question, its answers on the arrows, and where each answer leads."""
-    chart = Flowchart("LR")
-    chart.node("q", f"{step[node['id']]}. {_short(node['question']['en'], 80)}", "box", "question")
-    leaves: dict[tuple[str, str], str] = {}
-    for opt in node.get("options", []):
-        targets = []
-        for kind, name in _targets(opt):
-            key = (kind, name)
-            if key not in leaves:
-                leaves[key] = f"t{len(leaves)}"
-                chart.node(leaves[key], name, "stadium" if kind == "chain" else "box", kind)
-                href = data.href(name, here)
-                if href:
-                    chart.click(leaves[key], href, f"Open {name}")
-            targets.append(leaves[key])
-        if opt.get("goto") in step:
-            key = ("step", opt["goto"])
-            if key not in leaves:
-                leaves[key] = f"t{len(leaves)}"
-                chart.node(leaves[key], f"step {step[opt['goto']]}", "round", "next")
-                chart.click(
-                    leaves[key], "#" + anchor(opt["goto"]), f"Go to step {step[opt['goto']]}"
-                )
-            targets.append(leaves[key])
-        if not targets:
-            key = ("note", opt["value"])
-            leaves[key] = f"t{len(leaves)}"
-            chart.node(leaves[key], _short(opt.get("note") or opt["label"], 50), "round", "note")
-            targets.append(leaves[key])
-        for target in targets:
-            chart.edge("q", target, opt["value"])
-    return chart.render(fit=True)
+def _leaf(name: str, kind: str, data: SiteData, here: str) -> str:
+    """A link drawn as a box (kb.css) when the record exists; plain code otherwise."""
+    ref = data.ref(name, here)
+    return ref + f"{{ .kb-node .kb-node--{kind} }}" if data.path(name) else ref
 
 
 def _answer(
@@ -166,13 +136,14 @@ def _answer(
     line = f"- **{md.inline(opt['label'])}** ({md.code(opt['value'])})"
     leads = []
     if opt.get("chain"):
-        leads.append("chain " + data.ref(opt["chain"], here))
+        leads.append("chain " + _leaf(opt["chain"], "chain", data, here))
     if opt.get("operators"):
-        leads.append("operators " + data.refs(opt["operators"], here))
+        ops = ", ".join(_leaf(op, "operator", data, here) for op in opt["operators"])
+        leads.append("operators " + ops)
     if opt.get("goto") in step:
         target = nodes[opt["goto"]]
         leads.append(
-            f"then [step {step[opt['goto']]}](#{anchor(opt['goto'])}): "
+            f"then [step {step[opt['goto']]}](#{anchor(opt['goto'])}){{ .kb-node .kb-node--next }}: "
             + md.inline(target["question"]["en"])
         )
     if leads:
@@ -185,11 +156,12 @@ def _answer(
 def _step(
     node: Record, step: dict[str, int], by_id: dict[str, Record], data: SiteData, here: str
 ) -> str:
-    """One question as a foldable block: its flag, its diagram (wide screens), its answers."""
+    """One question as a foldable block: its flag, then its answers drawn as branches."""
     body = [
         f"Flag {md.code('--' + node['key'])}\n{{: #{anchor(node['id'])} }}",
-        '<div class="kb-wide" markdown>\n\n' + step_diagram(node, step, data, here) + "\n\n</div>",
-        "\n".join(_answer(o, step, data, here, by_id) for o in node.get("options", [])),
+        '<div class="kb-branches" markdown>\n\n'
+        + "\n".join(_answer(o, step, data, here, by_id) for o in node.get("options", []))
+        + "\n\n</div>",
     ]
     title = f"Step {step[node['id']]} · {md.inline(node['question']['en'])}"
     return folded(title, "\n\n".join(body), "question", open_=True)

@@ -4,8 +4,10 @@ The real site and the fixture site are built once per test session (tests/site_b
 served from 127.0.0.1 on a free port, and driven through Playwright with the system
 browser (never a downloaded one).  A failing test leaves a screenshot in
 test-artifacts/.  What is checked is what a reader meets: operator, tree and matrix
-pages whose tables and diagrams fit their box, search that forgives a typo, filters,
-diagrams that link, and record text that cannot run script.
+pages whose tables and diagrams fit their box, chain variants drawn as branches, product
+chips a phone can read, search that forgives a typo and ranks like the CLI, filters,
+diagrams that link without any diagram script, page Markdown for agents, and record
+text that cannot run script.
 """
 
 from __future__ import annotations
@@ -35,16 +37,10 @@ ARGS = [
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 WIDTHS = {"desktop": 1280, "phone": 390}
-#: Material draws Mermaid into a closed shadow root; open it so the test can see the SVG.
-OPEN_SHADOW_ROOTS = (
-    "const attach = Element.prototype.attachShadow;"
-    "Element.prototype.attachShadow = function (init) {"
-    "  return attach.call(this, Object.assign({}, init, {mode: 'open'}));"
-    "};"
-)
 #: Every visible table and diagram in the article that is wider than its box: a table
-#: wider than its scroll wrapper (or the article), a wrapper that scrolls sideways, an
-#: SVG wider than its diagram box or reaching past the article.
+#: wider than its scroll wrapper (or the article), a wrapper that scrolls sideways, a
+#: diagram reaching past the article or a box reaching past its diagram; and a page
+#: that scrolls sideways.
 TOO_WIDE = """() => {
   const article = document.querySelector("article");
   const box = article.getBoundingClientRect();
@@ -57,14 +53,18 @@ TOO_WIDE = """() => {
     if (w > wrap.clientWidth + 1 || wrap.scrollWidth > wrap.clientWidth + 1)
       out.push(`table ${Math.round(w)}px in ${wrap.clientWidth}px: ${t.innerText.slice(0, 40)}`);
   }
-  for (const d of article.querySelectorAll("div.mermaid")) {
+  for (const d of article.querySelectorAll(".kb-diagram")) {
     if (!visible(d)) continue;
-    const svg = d.shadowRoot && d.shadowRoot.querySelector("svg");
-    if (!svg) { out.push("diagram not drawn"); continue; }
-    const r = svg.getBoundingClientRect();
-    if (r.width > d.clientWidth + 1 || r.right > box.right + 1)
-      out.push(`diagram ${Math.round(r.width)}px in ${d.clientWidth}px`);
+    const r = d.getBoundingClientRect();
+    if (r.right > box.right + 1) out.push(`diagram ${Math.round(r.width)}px past the article`);
+    for (const n of d.querySelectorAll(".kb-node")) {
+      const nr = n.getBoundingClientRect();
+      if (nr.right > r.right + 1) out.push(`box past its diagram: ${n.innerText.slice(0, 40)}`);
+    }
   }
+  const root = document.documentElement;
+  if (root.scrollWidth > root.clientWidth + 1)
+    out.push(`page ${root.scrollWidth}px wide in ${root.clientWidth}px`);
   return out;
 }"""
 
@@ -139,7 +139,6 @@ class Page:
 
 def open_page(browser: Any, request: pytest.FixtureRequest, width: int) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": width, "height": 900})
-    context.add_init_script(OPEN_SHADOW_ROOTS)
     try:
         yield Page(context.new_page(), f"{request.node.name}")
     finally:
@@ -186,15 +185,6 @@ def search(p: Page, base: str, query: str) -> list[str]:
     return [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
 
 
-def wait_for_diagrams(p: Page) -> None:
-    p.page.wait_for_function(
-        "() => [...document.querySelectorAll('article div.mermaid')]"
-        ".every(d => d.shadowRoot && d.shadowRoot.querySelector('svg'))"
-        " && !document.querySelector('article pre.mermaid')",
-        timeout=20000,
-    )
-
-
 def wait_for_title(p: Page, title: str) -> None:
     """Instant navigation changes the URL before it swaps the content: wait for the page
     (whether it arrives by a swap or by a full load)."""
@@ -211,6 +201,7 @@ FITTING_PAGES = [
     "operators/",
     "trees/moe/",
     "trees/attention/",
+    "chains/mla-absorb-decode/",
     "matrices/products/",
     "matrices/quantization/",
     "matrices/versions/",
@@ -223,7 +214,6 @@ def test_tables_and_diagrams_fit_their_box(sized_page: Page, site_url: str, path
     with screenshot_on_failure(p):
         p.page.goto(site_url + path)
         p.page.wait_for_load_state("networkidle")
-        wait_for_diagrams(p)
         assert p.page.locator("article.md-content__inner h1").count() == 1
         assert p.page.evaluate(TOO_WIDE) == []
         assert p.offsite(site_url) == []
@@ -247,41 +237,121 @@ def test_operator_page_answers_first(page: Page, site_url: str) -> None:
         page.page.wait_for_selector('button[data-md-type="copy"]', state="attached")
 
 
-def test_trees_draw_every_step_and_fold_on_a_phone(browser: Any, request, site_url: str) -> None:
+def test_trees_draw_a_map_and_every_step_and_fold_on_a_phone(
+    browser: Any, request, site_url: str
+) -> None:
     for width in WIDTHS.values():
         for p in open_page(browser, request, width):
             with screenshot_on_failure(p):
                 p.page.goto(f"{site_url}trees/moe/")
                 steps = p.page.locator("article details.question")
                 assert steps.count() >= 5
+                # the map (every question once) and each step's answers as branches,
+                # drawn at every width, with no diagram script
+                questions = p.page.locator("article .kb-map a.kb-node--question")
+                assert questions.count() == steps.count()
+                assert p.page.locator("article .kb-map").is_visible()
+                branches = p.page.locator("article details.question .kb-branches")
+                assert branches.count() == steps.count() and branches.first.is_visible()
+                assert not [u for u in p.requests if "mermaid" in u.lower()]
+                assert p.page.evaluate(TOO_WIDE) == []
                 if width == WIDTHS["phone"]:
-                    assert not p.page.locator("article .kb-wide").first.is_visible()
                     summary = steps.first.locator("summary")
                     summary.click()
                     assert steps.first.get_attribute("open") is None  # it folds
-                else:
-                    wait_for_diagrams(p)
-                    assert p.page.locator("article div.mermaid").count() == steps.count() + 1
 
 
 def test_tree_nodes_are_links(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
-        url = f"{site_url}trees/attention/"
-        page.page.goto(url)
-        wait_for_diagrams(page)
-        links = page.page.locator("article div.mermaid svg a")
+        page.page.goto(f"{site_url}trees/attention/")
+        links = page.page.locator("article .kb-map a.kb-node, article .kb-branches a.kb-node")
         assert links.count() >= 5
         for i in range(links.count()):
             box = links.nth(i).bounding_box()
             assert box and box["width"] > 0 and box["x"] + box["width"] <= 1280
-        hrefs = [
-            links.nth(i).get_attribute("xlink:href") or links.nth(i).get_attribute("href") or ""
-            for i in range(links.count())
-        ]
+        hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+        # (instant navigation makes every href absolute)
+        question = next(i for i, h in enumerate(hrefs) if "#q-" in h)
+        links.nth(question).click()
+        page.page.wait_for_url("**#q-*")
         chain = next(i for i, h in enumerate(hrefs) if "chains/" in h)
         links.nth(chain).click()
         page.page.wait_for_url("**/chains/**")
         assert page.page.locator("article.md-content__inner h1").count() == 1
+
+
+def test_chain_variants_are_branches_of_one_step(sized_page: Page, site_url: str) -> None:
+    """A chain with scheme variants draws each variant as a labelled branch of one step
+    (side by side on a desktop), never as steps one after another."""
+    p = sized_page
+    with screenshot_on_failure(p):
+        p.page.goto(f"{site_url}chains/mla-absorb-decode/")
+        p.page.wait_for_load_state("networkidle")
+        forks = p.page.locator("article .kb-flow .kb-flow__step--fork")
+        assert forks.count() >= 1
+        fork = forks.first
+        assert fork.locator(".kb-flow__fork").inner_text().endswith("one of")
+        branches = fork.locator(".kb-flow__branch")
+        assert branches.count() >= 2
+        schemes = fork.locator(".kb-flow__scheme").all_inner_texts()
+        assert len(schemes) == branches.count() and len(set(schemes)) == len(schemes)
+        links = fork.locator("a.kb-node--operator")
+        assert links.count() == branches.count()
+        assert all("/operators/" in (links.nth(i).get_attribute("href") or "")
+                   for i in range(links.count()))  # fmt: skip
+        if p.page.viewport_size["width"] == WIDTHS["desktop"]:
+            tops = {round(branches.nth(i).bounding_box()["y"]) for i in range(branches.count())}
+            assert len(tops) == 1  # side by side
+        # the stage list says the same in words
+        assert p.page.locator("article li", has_text="one of, by scheme").count() >= 1
+        assert p.page.evaluate(TOO_WIDE) == []
+        assert not [u for u in p.requests if "mermaid" in u.lower()]
+
+
+def test_product_chips_read_on_a_phone_without_hover(
+    browser: Any, request, site_url: str
+) -> None:
+    """Supported and unsupported products differ in text (a mark and the product's own
+    name), not only in a tooltip; at 390 px every chip shows whole, inside the screen."""
+    from kb.catalog.compiled import open_catalog
+    from site_plugins import products
+
+    mixed = next(
+        op["name"]
+        for op in open_catalog().records()
+        if op.get("kind") == "operator"
+        and {products.YES, products.NO}
+        <= {products.support(op, f) for f in products.families()}
+    )
+    for p in open_page(browser, request, WIDTHS["phone"]):
+        with screenshot_on_failure(p):
+            p.page.goto(f"{site_url}operators/{mixed}/")
+            chips = p.page.locator(
+                "article .kb-card .kb-chip--yes, article .kb-card .kb-chip--no,"
+                " article .kb-card .kb-chip--partial"
+            )
+            texts = chips.all_inner_texts()
+            assert len(texts) >= 2 and len(set(texts)) == len(texts), texts
+            marks = {t[0] for t in texts}
+            assert {products.MARKS[products.YES], products.MARKS[products.NO]} <= marks
+            for i in range(chips.count()):
+                chip = chips.nth(i)
+                assert chip.is_visible()
+                box = chip.bounding_box()
+                assert box and box["x"] >= 0 and box["x"] + box["width"] <= WIDTHS["phone"]
+                assert chip.evaluate("c => c.scrollWidth <= c.clientWidth + 1"), texts[i]
+            assert p.page.evaluate(TOO_WIDE) == []
+
+
+def test_pages_ship_markdown_for_agents(page: Page, site_url: str) -> None:
+    with screenshot_on_failure(page):
+        index = page.page.request.get(f"{site_url}llms.txt")
+        assert index.ok and "(operators/npu_rms_norm/index.md)" in index.text()
+        copy = page.page.request.get(f"{site_url}operators/npu_rms_norm/index.md")
+        assert copy.ok
+        text = copy.text()
+        assert text.startswith("# npu_rms_norm\n") and "## Parameters" in text
+        assert "<span" not in text and "<div" not in text
 
 
 def test_operator_filter_by_product_and_release(page: Page, site_url: str) -> None:
@@ -325,11 +395,11 @@ def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) 
         wait_for_title(page, "Decision trees")
         page.page.locator("article a[href*='moe/']").first.click()
         wait_for_title(page, "Which MoE")
-        wait_for_diagrams(page)  # Mermaid arrives with the first page that draws
+        assert page.page.locator("article .kb-map a.kb-node").count() > 1  # drawn, no script
         hits = search(page, "", "npu_rms_norm")
         assert hits
         assert sum("search_index.json" in u for u in page.requests) == 1
-        assert sum("mermaid-11" in u for u in page.requests) == 1
+        assert not [u for u in page.requests if "mermaid" in u.lower()]
 
 
 # -- search ------------------------------------------------------------------------------

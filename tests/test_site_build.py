@@ -25,6 +25,7 @@ class Scan(HTMLParser):
         self.handlers: list[str] = []
         self.ids: list[str] = []
         self.classes: list[str] = []
+        self.links: list[tuple[str, str]] = []  # (class, href) of every <a>
         self.text = ""
         self.title = ""
         self._in: str | None = None
@@ -35,6 +36,9 @@ class Scan(HTMLParser):
         self.handlers += [f"{tag} {k}={v}" for k, v in attrs if k.startswith("on")]
         self.ids += [v or "" for k, v in attrs if k == "id"]
         self.classes += [f"{tag}.{v}" for k, v in attrs if k == "class"]
+        if tag == "a":
+            got = dict(attrs)
+            self.links.append((got.get("class") or "", got.get("href") or ""))
 
     def handle_endtag(self, tag: str) -> None:
         self._in = None
@@ -110,17 +114,19 @@ def test_hostile_fixture_records_do_not_inject(fixture_site: FixtureSite) -> Non
     assert {"signature", "parameters"} <= set(attention.ids)
 
 
-def test_fixture_tree_page_carries_mermaid_with_links(fixture_site: FixtureSite) -> None:
-    html = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text(encoding="utf-8")
-    scan = Scan(html)
-    assert scan.classes.count("pre.mermaid") == 3  # the map and one per question
-    assert 'click t0 href "../../chains/fixture-decode-chain/"' in scan.text
-    # Mermaid is fetched on demand from this site, by the path kb.js names.
-    script = (fixture_site.path / "assets" / "javascripts" / "kb.js").read_text()
-    vendored = re.search(r'var MERMAID = "([^"]+)"', script)
-    assert vendored and (fixture_site.path / vendored.group(1)).is_file()
-    operator = (fixture_site.path / "operators" / "npu_fixture_norm" / "index.html").read_text()
-    assert "mermaid" not in operator  # no diagram, no Mermaid
+def test_fixture_diagrams_are_html_that_needs_no_script(fixture_site: FixtureSite) -> None:
+    """Tree and chain diagrams reach the built page as HTML boxes and links (sanitized,
+    minified), and no page or asset of the site carries a diagram script."""
+    tree = (fixture_site.path / "trees" / "fixture-tree" / "index.html").read_text()
+    scan = Scan(tree)
+    assert scan.classes.count("div.kb-diagram kb-map") == 1
+    assert scan.classes.count("div.kb-branches") == 2  # one per question
+    assert ("kb-node kb-node--chain", "../../chains/fixture-decode-chain/") in scan.links
+    chain = (fixture_site.path / "chains" / "fixture-decode-chain" / "index.html").read_text()
+    assert Scan(chain).classes.count("div.kb-diagram kb-flow") == 1
+    for page in fixture_site.path.rglob("*.html"):
+        assert "mermaid" not in page.read_text(encoding="utf-8").lower(), page
+    assert not [p for p in fixture_site.path.rglob("*.js") if "mermaid" in p.name.lower()]
 
 
 def test_failed_build_leaves_the_previous_site(
@@ -208,6 +214,34 @@ def test_sitemap_and_404_use_the_site_url(real_site: RealSite) -> None:
     assert f"<loc>{site_url}operators/npu_mla_prolog_v3/</loc>" in sitemap
     not_found = (real_site.path / "404.html").read_text(encoding="utf-8")
     assert "/assets/stylesheets/kb.css" in not_found and "../" not in not_found
+
+
+def test_pages_carry_the_site_url_they_were_built_for(fixture_site: FixtureSite) -> None:
+    page = (fixture_site.path / "operators" / "npu_fixture_norm" / "index.html").read_text()
+    site_url = f"http://127.0.0.1:{fixture_site.port}/"
+    canonical = re.search(r"<link href=\"?([^ \">]+)\"? rel=\"?canonical", page)
+    assert canonical and canonical.group(1) == f"{site_url}operators/npu_fixture_norm/"
+    assert '"navigation.instant"' in page  # the sitemap lists this address: links swap
+
+
+def test_a_build_for_no_known_address_has_no_canonical_links(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Issue 23: without KB_SITE_URL no page names a localhost address, and instant
+    navigation (which would follow nothing) is off, said in the build log, not silent."""
+    monkeypatch.delenv("KB_SITE_URL", raising=False)
+    site = tmp_path / "site"
+    config = fixture_config(tmp_path / "cfg")
+    assert main(["site", "build", "-f", str(config), "--records", str(FIXTURES),
+                 "--site-dir", str(site)]) == 0  # fmt: skip
+    assert "instant navigation off" in capsys.readouterr().err
+    pages = list(site.rglob("*.html"))
+    assert len(pages) > 10
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"rel=\"?canonical", text) and "http://127.0.0.1" not in text, page
+        assert "navigation.instant" not in text, page
+    assert "<loc>" not in (site / "sitemap.xml").read_text(encoding="utf-8")
 
 
 def test_search_index_is_lean(real_site: RealSite) -> None:

@@ -112,6 +112,42 @@ def test_cli_reference_is_rendered_once_per_code_version(tree: Path) -> None:
     assert calls == [1]
 
 
+def test_search_index_is_built_once_per_records_and_inputs(tree: Path) -> None:
+    """The site's search files come back from the cache, identical, until a record,
+    the other inputs (page URLs, other pages' titles) or the code change."""
+    calls: list[int] = []
+
+    def render() -> dict[str, str]:
+        calls.append(1)
+        return {"search/kb/docs.json": f'{{"n":{len(calls)}}}', "search/kb/s0.json": "{}"}
+
+    catalog = open_catalog(tree)
+    first = build_cache.search_files(catalog, "pages-a", render)
+    assert build_cache.search_files(catalog, "pages-a", render) == first
+    assert calls == [1]
+    assert build_cache.search_files(catalog, "pages-b", render) != first  # other inputs
+    path = tree / "operators" / "norm" / f"{EDITED}.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("replace a hand-written", "replace a handwritten"), "utf-8")
+    edited = open_catalog(tree)
+    assert edited.content != catalog.content
+    build_cache.search_files(edited, "pages-b", render)
+    assert calls == [1, 1, 1]
+
+
+def test_cached_search_index_equals_a_fresh_one(tree: Path) -> None:
+    """What the cache gives back is the index, byte for byte (on the small fixture
+    records: the real ones take a whole build's worth of scoring)."""
+    from site_plugins import search_index
+    from site_plugins.common import SiteData
+
+    catalog = open_catalog(PACKAGE_DIR.parent / "tests" / "fixtures" / "site_records")
+    data = SiteData.from_records(catalog.records())
+    fresh = search_index.build(catalog, data, [["cli/", "CLI", "cli"]])
+    assert build_cache.search_files(catalog, "x", lambda: fresh) is fresh
+    assert build_cache.search_files(catalog, "x", lambda: {}) == fresh
+
+
 def test_a_record_read_whole_counts_every_field(tree: Path) -> None:
     log = build_cache.ReadLog(open_catalog(tree))
     first = next(iter(log.records("operator")))

@@ -113,12 +113,6 @@ def test_code_block_fence_outgrows_the_content(render) -> None:
     assert html.count("<pre") == 1 and "still code" in text and "<h2" in html
 
 
-def test_mermaid_labels_cannot_break_out() -> None:
-    label = md.mermaid_text('a "quoted" <b>x</b> & `tick` #1\nnext')
-    assert not set('"<>`\n') & set(label)
-    assert label == "a #quot;quoted#quot; #lt;b#gt;x#lt;/b#gt; #amp; #96;tick#96; #35;1 next"
-
-
 @pytest.mark.parametrize(
     "href, expected",
     [

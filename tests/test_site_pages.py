@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import re
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import pytest
 from mkdocs.config import load_config
 
 from kb.catalog.compiled import open_catalog
-from site_plugins import md, products, versions
+from site_plugins import products, versions
 from site_plugins.autolink import autolink
 from site_plugins.chains import chain_page
 from site_plugins.cli_help import cli_reference
@@ -205,36 +206,71 @@ def test_chain_page_has_stages_per_phase_and_a_diagram(data: SiteData) -> None:
     assert "`sparse_mode` = `3`" in prefill and "Causal mask" in prefill
     assert "`sparse_mode`" not in decode.split("## Flow")[0]
     assert "plain torch: `out = x @ w_o`" in page
-    assert "output &quot;projection&quot;" not in page and 'output "projection" &#124; end' in page
-    mermaid = page.split("```mermaid\n")[1].split("```")[0]
-    assert 'subgraph p0["prefill"]' in mermaid and 'subgraph p1["decode"]' in mermaid
-    assert 'click s0_0 href "../../operators/npu_fixture_norm/" "Open npu_fixture_norm"' in mermaid
+    stages = page.split("## Flow")[0]
+    assert "output &quot;projection&quot;" not in stages
+    assert 'output "projection" &#124; end' in stages
+    flow = page.split("## Flow")[1].split("## Prefill vs decode")[0]
+    lanes = re.findall(r'<p class="kb-flow__title">(\w+)</p>', flow)
+    assert lanes == ["prefill", "decode"]
+    assert (
+        '<a class="kb-node kb-node--operator" href="../../operators/npu_fixture_norm/">'
+        '<span class="kb-node__stage">norm</span> <code>npu_fixture_norm</code></a>' in flow
+    )
+    # Record text stays text inside the boxes; plain torch is a box without a link.
+    assert "output &quot;projection&quot; | end</span> plain torch</span>" in flow
     assert "- `rope-precompute`: Precompute cos and sin once per step." in page
     assert "- Model &lt;script&gt;" in page
+
+
+def test_chain_variants_are_branches_of_one_step(data: SiteData) -> None:
+    """Stages of one name (one per scheme) draw as one step with a branch per scheme,
+    each labelled, not as steps one after another."""
+    chain = copy.deepcopy(data.chains["fixture-decode-chain"])
+    chain.update(phases=["decode"], quantization=["bf16", "w8a8"])
+    chain["stages"] = [
+        {"stage": "norm", "operator": "npu_fixture_norm"},
+        {"stage": "attn", "operator": "npu_fixture_attention_v2", "quantization": ["bf16"]},
+        {"stage": "attn", "operator": "npu_fixture_attention_v2", "quantization": ["w8a8"]},
+        {"stage": "out", "operator": "plain-torch", "quantization": ["w8a8"]},
+    ]
+    flow = chain_page(chain, data).split("## Flow")[1]
+    steps = re.findall(r'<li class="(kb-flow__step[^"]*)">', flow)
+    assert steps == ["kb-flow__step", "kb-flow__step kb-flow__step--fork", "kb-flow__step"]
+    fork = flow.split('<span class="kb-flow__fork">attn: one of</span>')[1].split("</ul>")[0]
+    schemes = re.findall(r'<span class="kb-flow__scheme">([^<]+)</span>', fork)
+    assert schemes == ["bf16", "w8a8"]
+    assert fork.count('href="../../operators/npu_fixture_attention_v2/"') == 2
+    assert '<span class="kb-flow__scheme">only w8a8</span>' in flow  # a one-scheme stage
 
 
 def test_tree_page_is_a_map_and_one_step_per_question(data: SiteData) -> None:
     page = tree_page(data.trees["fixture-tree"], data)
     generated = generate(data).pages
-    charts = [c.split("```")[0] for c in page.split("```mermaid\n")[1:]]
-    assert len(charts) == 3  # the map, then one diagram per question
-    overview, arch, phase = charts
-    assert "flowchart TD" in overview and '"useMaxWidth": true' in overview
-    # Labels are quoted and escaped: no raw quote, angle bracket or tag inside one.
+    assert "```mermaid" not in page
+    overview = page.split("## Map")[1].split("## Steps")[0]
+    assert overview.count('class="kb-diagram kb-map"') == 1  # the map is the only diagram
+    # Every question is a box linking to its step; record text is escaped, not markup.
     assert (
-        "q0[\"1. Which #quot;architecture#quot; #lt;script#gt;alert('q')#lt;/script#gt; #amp; "
-        'more?"]' in overview
+        '<a class="kb-node kb-node--question" href="#q-arch">1. Which &quot;architecture&quot; '
+        "&lt;script&gt;alert(&#x27;q&#x27;)&lt;/script&gt; &amp; more?</a>" in overview
     )
-    assert 'click q0 href "#q-arch" "Go to step 1"' in overview
-    assert 'q0 -->|"mha"| q1' in overview and 'q1 -->|"restart"| q0' in overview
-    # Each step: its question, its answers on the arrows, every leaf a link.
-    assert 'q -->|"other"| t' in arch and "No fused path; keep plain torch." in arch
-    hrefs = re.findall(r'click \w+ href "([^"#]+)"', phase)
+    # The answers that lead on label the branches; the cycle is a link back, not a copy.
+    assert (
+        '<ul><li><span class="kb-edge"><code>mha</code></span>'
+        '<a class="kb-node kb-node--question" href="#q-phase">2. Which phase?</a>' in overview
+    )
+    assert (
+        '<span class="kb-edge"><code>restart</code></span>'
+        '<a class="kb-node kb-node--next" href="#q-arch">step 1</a>' in overview
+    )
+    # Each step hangs its answers off the question as branches; leaves are boxes that
+    # link to built pages.
+    steps = page.split("## Steps")[1]
+    assert steps.count('<div class="kb-branches" markdown>') == 2
+    hrefs = re.findall(r"\]\(([^)#]+)\)\{ \.kb-node \.kb-node--(?:chain|operator) \}", steps)
     assert len(hrefs) == 3
-    built = {md.page_url(p) for p in generated}
     for href in hrefs:
-        assert posixpath.normpath(posixpath.join("trees/fixture-tree", href)) + "/" in built
-    assert 'click t3 href "#q-arch" "Go to step 1"' in phase  # restart goes back to step 1
+        assert posixpath.normpath(posixpath.join("trees", href)) in generated
     # The steps fold, carry an anchor, and list the same answers as text.
     assert '???+ question "Step 2 · Which phase?"' in page
     assert "    Flag `--phase`\n    {: #q-phase }" in page
@@ -242,7 +278,7 @@ def test_tree_page_is_a_map_and_one_step_per_question(data: SiteData) -> None:
     assert (
         "→ operators [`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md)" in page
     )
-    assert "→ then [step 1](#q-arch): Which" in page  # the cycle is a link, not a copy
+    assert "→ then [step 1](#q-arch){ .kb-node .kb-node--next }: Which" in page  # a link back
     # Chinese only in its tab; the English view carries no Chinese.
     english, chinese = page.split('=== "中文"')
     assert not re.search(r"[\u4e00-\u9fff]", english)

@@ -12,6 +12,7 @@ from mkdocs.config import load_config
 from site_builds import FixtureSite
 
 from site_plugins import md
+from site_plugins.diagrams import Branch, Lane, box, flow
 from site_plugins.sanitize import sanitize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +107,9 @@ def test_page_structure_survives_and_handlers_do_not(render) -> None:
         '=== "English"\n\n    **Hello**\n\n=== "中文"\n\n    你好\n\n'
         "| a | b |\n| :-: | --: |\n| 1 | 2 |\n\n"
         '??? note "More"\n\n    folded\n\n'
-        "## Flow { data-search-exclude }\n\n```mermaid\nflowchart TD\n  a --> b\n```\n\n"
+        "## Flow { data-search-exclude }\n\n"
+        + flow([Lane("decode", [("a", [Branch(box("<code>op</code>", "../x/", "operator"))])])], "F")
+        + "\n\n"
         "```python\nx = 1\n```\n"
     )
     html = render(page)
@@ -117,7 +120,9 @@ def test_page_structure_survives_and_handlers_do_not(render) -> None:
     radios = [a for t, a in tags if t == "input"]
     assert radios and all(a.get("type") == "radio" for a in radios)
     assert 'style="text-align:center"' in out and "color:red" not in out
-    assert '<pre class="mermaid"><code>flowchart TD' in out and "a --&gt; b" in out
+    # The HTML diagram survives whole: classes, its group role and label, its links.
+    assert '<div class="kb-diagram kb-flow" role="group" aria-label="F">' in out
+    assert '<a class="kb-node kb-node--operator" href="../x/"><code>op</code></a>' in out
     assert "data-search-exclude" in out
     assert "onclick" not in out and "<script" not in out and "alert(2)" not in out
 

@@ -1,9 +1,5 @@
 /* Small behaviours of the knowledge-base site (no dependencies; Material's document$).
  *
- * 0. Mermaid on demand: Material draws diagrams with a global `mermaid` and, when there
- *    is none, fetches one from a CDN.  A stand-in global loads the vendored build only
- *    when a page first draws a diagram (about 2.7 MB that pages without diagrams never
- *    fetch), from this site, offline too.
  * 1. Row filters on index and matrix pages: a text box and optional selects above a
  *    table (or groups of tables) hide the rows that do not match.
  * 2. "Did you mean" in the search box: lunr only knows exact terms and prefixes, so a
@@ -14,41 +10,11 @@
 (function () {
   "use strict";
 
-  var MERMAID = "assets/javascripts/vendor/mermaid-11.12.2.min.js";
-
   function siteRoot() {
     var config = document.getElementById("__config");
     var base = ".";
     try { base = JSON.parse(config.textContent).base || "."; } catch (e) { /* keep . */ }
     return new URL(base.replace(/\/?$/, "/"), location.href).href;
-  }
-
-  /* ---- 0. Mermaid on demand ------------------------------------------------------- */
-
-  if (typeof window.mermaid === "undefined") {
-    var settings = null, loading = null;
-    var load = function () {
-      if (!loading) {
-        loading = new Promise(function (resolve, reject) {
-          var script = document.createElement("script");
-          script.src = siteRoot() + MERMAID;
-          script.onload = function () {
-            var real = window.mermaid;           // the vendored build replaced this stand-in
-            if (settings) real.initialize(settings);
-            resolve(real);
-          };
-          script.onerror = reject;
-          document.head.appendChild(script);
-        });
-      }
-      return loading;
-    };
-    window.mermaid = {
-      initialize: function (config) { settings = config; },
-      render: function (id, text) {
-        return load().then(function (real) { return real.render(id, text); });
-      }
-    };
   }
 
   /* ---- 1. filters ---------------------------------------------------------------- */
