@@ -124,7 +124,7 @@ def quant_matrix(data: SiteData) -> str:
     schemes = [s for s in CANONICAL["quantization"] if s in used]
     intro = (
         "The quantization schemes each operator records, with how to select them on the "
-        "operator's page. Type a scheme (`w8a8`) in the filter to list the operators "
+        "operator's page. Type a scheme (`w8a8-dynamic`) in the filter to list the operators "
         "that support it."
     )
     if not schemes:
