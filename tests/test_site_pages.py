@@ -96,7 +96,7 @@ def test_operator_page_answers_first_and_has_every_section(data: SiteData) -> No
         'kb-chip--yes" title="Atlas A3 training/inference series: documented as supported"' in card
     )
     assert "torch_npu\n:   `2.5.1+`" in card
-    assert '<span class="kb-chip kb-chip--scheme">w8a8</span>' in card
+    assert '<span class="kb-chip kb-chip--scheme">w8a8-static</span>' in card
     # Search terms ride with the page's first section, hidden from readers.
     assert '<p class="kb-terms" hidden>fixture norm · site test · 测试归一化</p>' in card
     assert "Search keywords" not in page
@@ -323,7 +323,7 @@ def test_matrices_group_by_category_under_a_filter(data: SiteData) -> None:
     quant = pages["matrices/quantization.md"]
     assert '<td><span class="kb-chip kb-chip--scheme">bf16</span> ' in quant
     assert (
-        '<span class="kb-chip kb-chip--scheme">w8a8</span></td>'
+        '<span class="kb-chip kb-chip--scheme">w8a8-static</span></td>'
         '<td style="text-align: right">1</td>' in quant
     )
 
