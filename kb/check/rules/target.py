@@ -280,7 +280,7 @@ def _schemes(rec: Record, scheme: str) -> list[dict[str, Any]]:
     The modes named exactly as the scheme first, then (for a scheme that quantizes
     something) every other mode whose scheme
     agrees with it on the roles the operator handles
-    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8 modes serve a w8a8c8 model, and
+    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8-dynamic modes serve a w8a8c8 model, and
     an attention core that only sees the KV cache runs any of its float8-KV modes in an
     mxfp8+kv-fp8 model, not just the one named mxfp8.
     """
