@@ -118,6 +118,22 @@ def test_the_plan_advise_prescribes_checks_clean_for_every_scheme_the_trees_offe
     assert offered and offered <= checked, f"never reached: {sorted(offered - checked)}"
 
 
+def test_every_chain_runs_each_scheme_it_lists_without_a_scheme_finding(catalog: Catalog) -> None:
+    """Chains no tree reaches too: the stages a scheme runs, checked in that scheme."""
+    problems: list[str] = []
+    for chain in catalog.records("chain"):
+        for scheme in chain.get("quantization") or []:
+            stages = [st for st in chain["stages"]
+                      if not st.get("quantization") or scheme in st["quantization"]]  # fmt: skip
+            doc = {"quantization": scheme,
+                   "chains": [{**chain, "stages": [{"phase": "both", **st} for st in stages]}]}  # fmt: skip
+            for product in chain.get("products") or []:
+                for f in check_text(_plan(doc, product), "plan.yaml", catalog=catalog):
+                    if f.code in SCHEME_CODES:
+                        problems.append(f"{chain['name']} in {scheme} on {product}: {f.code} {f.message}")
+    assert not problems, "\n".join(problems[:20])
+
+
 def test_every_scheme_id_in_records_chains_and_trees_is_canonical(catalog: Catalog) -> None:
     used: list[tuple[str, str]] = []
     for rec in catalog.records("operator"):
