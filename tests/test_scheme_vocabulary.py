@@ -258,6 +258,6 @@ def test_mode_2_with_a_16_bit_token_x_is_one_dtype_error_not_a_mode_1_hint(catal
 
 def test_a_real_scheme_mismatch_is_still_reported(catalog: Catalog) -> None:
     wrong_mode = [f for f in _deepseek(catalog, "w8a8-dynamic", 0, "int8") if f.code == "KB204"]
-    assert wrong_mode and "weight_quant_mode=1 or 2, not 0" in wrong_mode[0].message
+    assert wrong_mode and "weight_quant_mode=1 or 2, not 0 (weight_quant_mode=0 is bf16)" in wrong_mode[0].message
     static = [f for f in _deepseek(catalog, "w8a8-static", 2, "int8") if f.code == "KB203"]
     assert static and "no w8a8-static mode" in static[0].message  # the prolog quantizes per token

@@ -394,13 +394,15 @@ class QuantizationMismatch(CandidateRule):
         """No mode of the scheme has the stated arguments: name every value that selects it."""
         best = min(modes, key=lambda m: len(list(self._arg_mismatches(cand, m, scheme))))
         for path, _msg in self._arg_mismatches(cand, best, scheme):
-            arg = path[1]
+            arg, have = path[1], cand.args.get(path[1])
             wanted = sorted({str((m.get("select") or {})[arg]) for m in modes
                              if arg in (m.get("select") or {})})  # fmt: skip
+            other = sorted({_expression(m) for m in rec.get("quantization") or []
+                            if arg in (m.get("select") or {}) and same(have, m["select"][arg])})  # fmt: skip
+            named = f" ({arg}={have} is {' or '.join(other)})" if other else ""
             yield self.on(doc, cand, path,
                           f"{rec['name']} runs {scheme} with {arg}={' or '.join(wanted)}, not "
-                          f"{cand.args.get(arg)}; pass one of those or name the scheme that "
-                          f"{arg}={cand.args.get(arg)} selects")  # fmt: skip
+                          f"{have}{named}; pass one of those or name the scheme you run")  # fmt: skip
 
     @staticmethod
     def _explained(
