@@ -355,7 +355,10 @@ class QuantizationMismatch(CandidateRule):
     why = (
         "A scheme is selected by argument values (weight_quant_mode=2, quant_mode=0 …) and "
         "implies tensor dtypes. A candidate saying w8a8-dynamic while passing bfloat16 weights, or "
-        "the bf16 mode with a quantized setting, will not run the scheme it claims."
+        "the bf16 mode with a quantized setting, will not run the scheme it claims. The "
+        "arguments you state pick the mode and the dtypes are held to that mode; an argument "
+        "value no mode of the scheme uses is reported with the values that do and the scheme "
+        "it selects instead."
     )
     fail = ("version: 1\ntarget: {product: atlas-a3}\n" + _GATE
             + "    quantization: bf16\n    tensors:\n      x: {dtype: float16}\n")  # fmt: skip
