@@ -24,7 +24,7 @@ FUSION = [
     ("input_layernorm", "npu_rms_norm", "both",
      "    tensors:\n      self: {dtype: bfloat16, format: ND, shape: [T, 7168]}\n"),
     ("self_attn", "npu_mla_prolog_v3", "decode",
-     "    chain: mla-absorb-decode\n    quantization: w8a8\n"
+     "    chain: mla-absorb-decode\n    quantization: w8a8-dynamic\n"
      "    args: {cache_mode: PA_NZ, weight_quant_mode: 2}\n    tensors:\n"
      "      token_x: {dtype: int8, format: ND}\n      weight_dq: {dtype: int8, format: FRACTAL_NZ}\n"
      "      cache_index: {dtype: int64}\n      dequant_scale_x: {dtype: float32}\n"
@@ -63,7 +63,7 @@ PREFETCH = """\
 def candidate_list(n: int) -> str:
     """A candidate list with ``n`` entries: mostly sound, one in ten with a defect."""
     out = ["version: 1", "model: bench-moe-61", "target:", "  product: atlas-a3",
-           '  torch_npu: "2.9.0"', "  quantization: w8a8", "  graph_mode: torchair",
+           '  torch_npu: "2.9.0"', "  quantization: w8a8-dynamic", "  graph_mode: torchair",
            "candidates:"]  # fmt: skip
     count = 0
     layer = 0
@@ -97,7 +97,7 @@ def detailed_candidate_list(n: int) -> str:
     """``n`` candidates written the way a thorough port plan writes them (~360 bytes each:
     evidence, notes, tensor dtypes, formats and shapes): the 10,000-candidate stress list."""
     out = ["version: 1", "model: bench-moe-61-detailed", "target:", "  product: atlas-a3",
-           '  torch_npu: "2.9.0"', "  quantization: w8a8", "candidates:"]  # fmt: skip
+           '  torch_npu: "2.9.0"', "  quantization: w8a8-dynamic", "candidates:"]  # fmt: skip
     layer = 0
     while len(out) - 7 < n:
         for module, op, phase, _extra in FUSION:

@@ -14,7 +14,7 @@ import html
 import re
 from collections.abc import Callable
 
-from kb.vocab import CANONICAL, QUANT_LABELS
+from kb.vocab import CANONICAL, QUANT_LABELS, SCHEMES
 from site_plugins import md, products, versions
 from site_plugins.common import (
     Record,
@@ -115,6 +115,14 @@ def product_matrix(data: SiteData) -> str:
     return _page("Operator × product", intro, body, legend)
 
 
+def _spellings(scheme: str) -> str:
+    """The other spellings of a scheme; a shared one (``w8a8``) is marked, it names several."""
+    row = SCHEMES[scheme]
+    names = [f"<code>{html.escape(a)}</code>" for a in row.aliases]
+    names += [f"<code>{html.escape(a)}</code> <em>shared</em>" for a in row.shared]
+    return ", ".join(names) or "-"
+
+
 def quant_matrix(data: SiteData) -> str:
     here = "matrices/quantization.md"
     used: dict[str, int] = {}
@@ -124,8 +132,9 @@ def quant_matrix(data: SiteData) -> str:
     schemes = [s for s in CANONICAL["quantization"] if s in used]
     intro = (
         "The quantization schemes each operator records, with how to select them on the "
-        "operator's page. Type a scheme (`w8a8`) in the filter to list the operators "
-        "that support it."
+        "operator's page. Type a scheme (`w8a8-dynamic`) in the filter to list the operators "
+        "that support it. A spelling marked *shared* names more than one scheme (`w8a8` is "
+        "static or per-token dynamic): `kb check` and `kb advise` ask which one you mean."
     )
     if not schemes:
         return _page(
@@ -147,7 +156,7 @@ def quant_matrix(data: SiteData) -> str:
         ]
 
     summary = html_table(
-        ["Scheme", "Operators", "What it is"],
+        ["Scheme", "Operators", "What it is", "Activation scale", "Also written"],
         [
             (
                 {},
@@ -155,11 +164,13 @@ def quant_matrix(data: SiteData) -> str:
                     chip(s, "scheme"),
                     str(used[s]),
                     html.escape(str(QUANT_LABELS.get(s, ""))),  # type: ignore[call-overload]
+                    html.escape(SCHEMES[s].activation_scale),
+                    _spellings(s),
                 ],
             )
             for s in schemes
         ],
-        "lrl",
+        "lrlll",
     )
     body = _grouped(data, here, ["Operator", "Schemes"], row)
     return _page(

@@ -262,7 +262,7 @@ def test_ep_decode_names_mc2_dispatch_and_combine_v2(
 
 def test_a2_fallback_prints_its_stages(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, *EP_DECODE, "--product", "atlas-a2", "--experts-per-rank", "32",
-                    "--quant", "w8a8")  # fmt: skip
+                    "--quant", "w8a8-dynamic")  # fmt: skip
     names = [c["name"] for c in result["chains"]]
     assert "moe-ep-decode-mc2" not in names
     assert names[-2:] == ["moe-ep-allgather", "moe-w8a8-experts"]
@@ -346,7 +346,7 @@ def test_mxfp8_on_950_with_fused_norm(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_w8a8_with_a_fused_dynamic_norm(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "quantization", "--product", "atlas-a2", "--quant", "w8a8",
+    result = advise(capsys, "quantization", "--product", "atlas-a2", "--quant", "w8a8-dynamic",
                     "--fuse-norm", "dynamic")  # fmt: skip
     assert stage(result, "npu_add_rms_norm_dynamic_quant")["args"]["output_mask"] == [True, False]
 

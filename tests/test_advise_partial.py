@@ -61,7 +61,7 @@ def test_completions_cover_verdicts_too(capsys: pytest.CaptureFixture[str]) -> N
     outcomes = {tuple(c["adds"].items()): c for c in doc["completions"]}
     assert outcomes[(("--quant", "bf16"),)]["outcome"] == "stop"
     assert outcomes[(("--quant", "bf16"),)]["verdict"]
-    w8a8 = outcomes[(("--quant", "w8a8"),)]
+    w8a8 = outcomes[(("--quant", "w8a8-dynamic"),)]
     assert w8a8["outcome"] == "advice" and w8a8["assumed"] == {"--fuse-norm": "no"}
 
 

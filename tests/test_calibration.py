@@ -87,8 +87,11 @@ def test_shipped_dtype_arguments_are_canonical() -> None:
 def test_schemes_are_defined_once_and_compared_on_the_roles_an_operator_handles() -> None:
     assert normalize_scheme("MXFP8 + kv_fp8") == "mxfp8+kv-fp8"
     assert schemes_compatible("w8a8c8", "w8a8-dynamic", {"weights", "activations"})
-    assert schemes_compatible("w8a8", "bf16", {"kv_cache"})  # attention in a w8a8 model
-    assert not schemes_compatible("w8a8", "w8a16", {"weights", "activations"})
+    assert schemes_compatible("w8a8-static", "bf16", {"kv_cache"})  # attention in a w8a8 model
+    assert not schemes_compatible("w8a8-static", "w8a16", {"weights", "activations"})
+    # a calibrated per-tensor activation scale is not a per-token one computed at run time
+    assert not schemes_compatible("w8a8-static", "w8a8-dynamic", {"weights", "activations"})
+    assert schemes_compatible("w8a8-static", "w8a8-dynamic", {"weights"})
     assert not schemes_compatible("fp8", "mxfp8", {"weights"})  # other scales, other kernels
 
 

@@ -78,7 +78,7 @@ def test_conditions_are_three_valued() -> None:
     assert holds({"absent": "z"}, c, t) is True and holds({"absent": "w"}, c, t) is False
     assert holds({"product": ["atlas-a2"]}, c, t) is True
     assert holds({"product": ["atlas-a2"]}, c, Target()) is None
-    assert holds({"quantization": ["w8a8"]}, c, Target(quantization="w8a8")) is True
+    assert holds({"quantization": ["w8a8-dynamic"]}, c, Target(quantization="w8a8-dynamic")) is True
     rule = {"when": [{"arg": "mode", "equals": 2}, {"arg": "other", "equals": 1}]}
     assert not fires(rule, c, t)  # one clause unknown: silent
     assert fires({"when": []}, c, t)

@@ -252,13 +252,13 @@ def test_rules_and_modes_stay_inside_allowed_values(tmp_path: Path) -> None:
         values: {mask_type: [7]}
         message: Use 7.
     quantization:
-      - scheme: w8a8
+      - scheme: w8a8-static
         select: {mask_type: 6}
     """
     found = problems(tmp_path, npu_v=_allowed("[5]") + textwrap.dedent(rules))
     only(found, "rules[0].values.mask_type: rule odd allows [7]",
          "rules[0].when: rule odd conditions on mask_type = [4]",
-         "quantization[0].select.mask_type: mode w8a8 selects mask_type=6")  # fmt: skip
+         "quantization[0].select.mask_type: mode w8a8-static selects mask_type=6")  # fmt: skip
 
 
 EXAMPLE = """\
@@ -288,7 +288,7 @@ def test_examples_use_real_keywords(tmp_path: Path) -> None:
 
 def test_scheme_dtypes_rest_on_more_than_a_test(tmp_path: Path) -> None:
     body = record("_npu_q", "undocumented") + (
-        "quantization:\n  - scheme: w8a8\n    tensors: {query: [int8]}\n")
+        "quantization:\n  - scheme: w8a8-static\n    tensors: {query: [int8]}\n")
     only(problems(tmp_path, _npu_q=body + cite("quantization", "test")),
          "quantization: the quantization schemes' tensor dtypes rest only on a test")  # fmt: skip
     assert problems(tmp_path, _npu_q=body + cite("quantization", "source")) == []

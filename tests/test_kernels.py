@@ -287,7 +287,7 @@ evidence:
 _MODES = """\
 quantization:
   - {scheme: bf16, tensors: {x: [bfloat16]}}
-  - {scheme: w8a8, select: {mode: 1}, tensors: {x: [int8]}, products: [ascend-950dt]}
+  - {scheme: w8a8-static, select: {mode: 1}, tensors: {x: [int8]}, products: [ascend-950dt]}
   - {scheme: w8a16, select: {mode: 3}, tensors: {x: [bfloat16]}, products: [ascend-950]}
 rules:
   - id: mode-2-sub-series
@@ -342,11 +342,11 @@ def test_a_page_refusal_beats_the_kernel(catalog: Catalog) -> None:
 
 
 def test_kb203_family_target_warns_naming_the_sub_series(catalog: Catalog) -> None:
-    family = _check(catalog, "npu_fix_modes", "ascend-950", "    quantization: w8a8\n")
+    family = _check(catalog, "npu_fix_modes", "ascend-950", "    quantization: w8a8-static\n")
     assert _codes(family) == [("KB203", "warning")]
     assert "ascend-950dt of ascend-950" in family[0].message
-    assert _check(catalog, "npu_fix_modes", "ascend-950dt", "    quantization: w8a8\n") == []
-    other = _check(catalog, "npu_fix_modes", "ascend-950pr", "    quantization: w8a8\n")
+    assert _check(catalog, "npu_fix_modes", "ascend-950dt", "    quantization: w8a8-static\n") == []
+    other = _check(catalog, "npu_fix_modes", "ascend-950pr", "    quantization: w8a8-static\n")
     assert _codes(other) == [("KB203", "error")]
     # a sub-series inherits a mode documented for its family
     assert _check(catalog, "npu_fix_modes", "ascend-950pr", "    quantization: w8a16\n") == []

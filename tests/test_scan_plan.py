@@ -196,7 +196,7 @@ def test_release_notes_operators_it_lacks() -> None:
 
 
 def test_quantization_selects_quantized_chains() -> None:
-    report = _scan("modeling_dense_gqa.py", quantization="w8a8")
+    report = _scan("modeling_dense_gqa.py", quantization="w8a8-dynamic")
     mlp = _entries(report, "DenseMLP")
     assert {e.get("chain") for e in mlp.values()} == {"dense-gated-ffn-w8a8"}
 

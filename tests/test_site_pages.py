@@ -97,7 +97,7 @@ def test_operator_page_answers_first_and_has_every_section(data: SiteData) -> No
         'kb-chip--yes" title="Atlas A3 training/inference series: documented as supported"' in card
     )
     assert "torch_npu\n:   `2.5.1+`" in card
-    assert '<span class="kb-chip kb-chip--scheme">w8a8</span>' in card
+    assert '<span class="kb-chip kb-chip--scheme">w8a8-static</span>' in card
     # Search terms ride with the page's first section, hidden from readers.
     assert '<p class="kb-terms" hidden>fixture norm · site test · 测试归一化</p>' in card
     assert "Search keywords" not in page
@@ -359,9 +359,12 @@ def test_matrices_group_by_category_under_a_filter(data: SiteData) -> None:
     quant = pages["matrices/quantization.md"]
     assert '<td><span class="kb-chip kb-chip--scheme">bf16</span> ' in quant
     assert (
-        '<span class="kb-chip kb-chip--scheme">w8a8</span></td>'
+        '<span class="kb-chip kb-chip--scheme">w8a8-static</span></td>'
         '<td style="text-align: right">1</td>' in quant
     )
+    # the row says how the activation scale is made and that "w8a8" also names another scheme
+    static_row = quant.split("kb-chip--scheme\">w8a8-static</span></td>")[1].split("</tr>")[0]
+    assert "calibrated offline" in static_row and "<code>w8a8</code> <em>shared</em>" in static_row
 
 
 def test_version_matrix_shows_ranges_not_release_lines(data: SiteData) -> None:

@@ -26,6 +26,7 @@ VOCABULARIES: dict[str, frozenset[str]] = {
     "phase": frozenset(vocab.PHASES),
     "graph mode": frozenset(vocab.GRAPH_MODES),
     "status": frozenset(vocab.STATUSES),
+    "quantization scheme": frozenset(vocab.SCHEMES) | frozenset(vocab.AMBIGUOUS_SCHEMES),
 }
 
 #: (file, scope) → why the literal there is not a second vocabulary table.  The scope

@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb.vocab import CAPTURED_GRAPH_MODES, DTYPE_SHORT, INFERENCE_PHASES
+from kb.vocab import CAPTURED_GRAPH_MODES, DTYPE_SHORT, INFERENCE_PHASES, SCHEME_FLAG
 
 Record = dict[str, Any]
 #: Vocabularies whose aliases an answer may use (``--product A2``, ``--phase incremental``).
-_VOCAB_KEYS = {"product": "product", "phase": "phase", "quant": "quantization"}
+_VOCAB_KEYS = {"product": "product", "phase": "phase", SCHEME_FLAG: "quantization"}
 
 
 class AdviceError(ValueError):
@@ -91,7 +91,7 @@ class Walk:
     @property
     def scheme(self) -> str | None:
         """The quantization scheme the path answered (a node keyed ``quant``), if any."""
-        return next((s.value for s in self.steps if s.key == "quant"), None)
+        return next((s.value for s in self.steps if s.key == SCHEME_FLAG), None)
 
     def chains(self) -> list[str]:
         if self.stop:
@@ -152,12 +152,16 @@ def match(node: Record, answer: str) -> Record | None:
             return opt
     vocab = _VOCAB_KEYS.get(node["key"])
     if vocab:
-        from kb.vocab import normalize
+        from kb.vocab import ambiguous_scheme_message, normalize
 
         canon = normalize(vocab, text)
         for opt in options:
             if canon is not None and opt["value"] == canon:
                 return opt
+        shared = ambiguous_scheme_message(text) if vocab == "quantization" else None
+        if shared:  # ``w8a8``: static or dynamic - say so, never pick one
+            raise AdviceError(f"--{node['key']} {shared}; this question offers:"
+                              f"{describe_options(node)}")  # fmt: skip
     return None
 
 
@@ -273,10 +277,7 @@ def _in_scheme(stage: Record, scheme: str | None) -> bool:
     from kb.vocab import normalize_scheme
 
     canon = normalize_scheme(scheme) or scheme
-    head = canon.split("+")[0]
-    # w8a8 and w8a8-dynamic name the same kernels at the level a chain is written
-    family = {"w8a8": {"w8a8", "w8a8-dynamic"}, "w8a8-dynamic": {"w8a8", "w8a8-dynamic"}}
-    return bool(({canon, head} | family.get(head, set())) & set(only))
+    return bool({canon, canon.split("+")[0]} & set(only))
 
 
 def _stages(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> tuple[list[Record], int]:

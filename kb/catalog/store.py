@@ -65,8 +65,13 @@ def _describe(err: dict[str, Any]) -> str:
         expected = str(err.get("ctx", {}).get("expected", ""))
         allowed = [x.strip(" '") for x in expected.replace(" or ", ", ").split(",")]
         value = err.get("input")
+        from kb.vocab import scheme_meanings
+
         close = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
+        shared = [m for m in scheme_meanings(value) if m in allowed]
+        if len(shared) > 1:  # ``w8a8``: a spelling of several schemes, not a typo of one
+            hint = f"; it names more than one scheme, write one of {', '.join(shared)}"
         return f"{value!r} is not an allowed value{hint}"
     msg = str(err.get("msg", "invalid"))
     return msg.removeprefix("Value error, ")

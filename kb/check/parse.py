@@ -21,7 +21,15 @@ from kb.core.paths import NotRegularFile, read_regular_file
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.lint.unit import RuleUnit
-from kb.vocab import CANDIDATE_PHASES, CANONICAL, GRAPH_MODES, PHASES, normalize, normalize_scheme
+from kb.vocab import (
+    CANDIDATE_PHASES,
+    CANONICAL,
+    GRAPH_MODES,
+    PHASES,
+    ambiguous_scheme_message,
+    normalize,
+    normalize_scheme,
+)
 
 SUPPORTED_VERSIONS = (1,)
 STATUSES = ("candidate", "needs-prerequisite", "not-applicable", "replaced")
@@ -216,12 +224,16 @@ class _Parser:
         return None
 
     def scheme(self, value: object, path: Path, cand: int | None) -> str | None:
-        """A quantization scheme expression (``w8a8``, ``mxfp8+kv-fp8``), else a finding."""
+        """A quantization scheme expression (``w8a8-dynamic``, ``mxfp8+kv-fp8``), else a finding."""
         if value is None:
             return None
         canon = normalize_scheme(value)
         if canon is not None:
             return canon
+        shared = ambiguous_scheme_message(value)
+        if shared:  # ``w8a8``: static or dynamic activations - ask, never pick one
+            self.add(UNKNOWN_VALUE, path, shared, candidate=cand)
+            return None
         if isinstance(value, str) and "+" in value:
             self.add(UNKNOWN_VALUE, path, f"{value!r} is not a quantization scheme expression: "
                      "one scheme, then optional KV-cache modifiers (kv-int8, kv-fp8, kv-hif8) "

@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--torch-npu", dest="torch_npu", metavar="VERSION",
                    help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
     p.add_argument("--quant", dest="quantization", metavar="SCHEME",
-                   help="quantization scheme the plan targets (bf16, w8a8, w8a8-dynamic, ...)")  # fmt: skip
+                   help="quantization scheme the plan targets (bf16, w8a8-static, w8a8-dynamic, ...)")  # fmt: skip
     p.add_argument("--plan", action="store_true",
                    help="print the module inventory and the per-module, per-phase plan instead of findings")  # fmt: skip
     p.add_argument("--graph-mode", choices=GRAPH_MODES,
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from kb.scan.engine import ScanError, ScanOptions
     from kb.text.escape import printable
     from kb.text.scan import render
-    from kb.vocab import normalize
+    from kb.vocab import ambiguous_scheme_message, normalize
 
     product = None
     if args.product:
@@ -83,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     if args.quantization:
         quantization = normalize("quantization", args.quantization)
         if quantization is None:
-            raise UsageError(f"unknown quantization scheme {args.quantization[:40]!r}")
+            shared = ambiguous_scheme_message(args.quantization)
+            raise UsageError(f"--quant {shared}" if shared else
+                             f"unknown quantization scheme {args.quantization[:40]!r}")  # fmt: skip
     _check_excludes(args.exclude)
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)

@@ -41,7 +41,7 @@ def fusion(
     model: Annotated[str, Field(description="the model or module being ported")] = "",
     product: Annotated[str, Field(description="target product, e.g. atlas-a3")] = "",
     torch_npu: Annotated[str, Field(description="torch_npu release in use")] = "",
-    quantization: Annotated[str, Field(description="bf16, w8a8, w8a8c8, w4a16 ...")] = "",
+    quantization: Annotated[str, Field(description="bf16, w8a8-static, w8a8-dynamic, w8a8c8, w4a16 ...")] = "",
 ) -> str:
     """Replace a model's modules with torch_npu fused operators, module by module: decompose,
     match reference chains through the decision trees, confirm each operator's constraints,

@@ -201,11 +201,13 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
             else:
                 raise ConfigError(f"{where}: graph-mode {value!r} is not one of {', '.join(GRAPH_MODES)}")
         elif key == "quantization":
-            from kb.vocab import normalize_scheme
+            from kb.vocab import ambiguous_scheme_message, normalize_scheme
 
             canon = normalize_scheme(value)
             if canon is None:
-                raise ConfigError(f"{where}: quantization {value!r} is not a known scheme")
+                why = ambiguous_scheme_message(value)
+                raise ConfigError(f"{where}: quantization {why}" if why else
+                                  f"{where}: quantization {value!r} is not a known scheme")  # fmt: skip
             out.quantization = canon
         elif key == "select":
             out.select = _str_list(value, f"{where}: select")

@@ -46,7 +46,14 @@ from kb.vocab.graph_modes import (
     GraphModeName,
 )
 from kb.vocab.namespaces import TORCH_NAMESPACE_ROWS, TORCH_NAMESPACES, TorchNamespaceDef
-from kb.vocab.normalize import ALIAS_TABLES, CANONICAL, normalize, normalize_scheme
+from kb.vocab.normalize import (
+    ALIAS_TABLES,
+    CANONICAL,
+    ambiguous_scheme_message,
+    normalize,
+    normalize_scheme,
+    scheme_meanings,
+)
 from kb.vocab.phases import (
     BOTH,
     CANDIDATE_PHASES,
@@ -84,11 +91,13 @@ from kb.vocab.products import (
 )
 from kb.vocab.scheme_roles import quantized_roles, scheme_roles, schemes_compatible
 from kb.vocab.schemes import (
+    AMBIGUOUS_SCHEMES,
     COMPUTE_DTYPES,
     KV_SCHEMES,
     QUANT_ALIASES,
     QUANT_LABELS,
     QUANT_ROLES,
+    SCHEME_FLAG,
     SCHEME_NAMES,
     SCHEMES,
     QuantRole,
@@ -109,6 +118,7 @@ from kb.vocab.taxonomy import Category, Kind, Step
 
 __all__ = [
     "ALIAS_TABLES",
+    "AMBIGUOUS_SCHEMES",
     "BOTH",
     "CALL_PATHS",
     "CALL_PREFIXES",
@@ -151,6 +161,7 @@ __all__ = [
     "QUANT_LABELS",
     "QUANT_ROLES",
     "SCHEMES",
+    "SCHEME_FLAG",
     "SCHEME_NAMES",
     "SOC_ID_PRODUCTS",
     "SOC_NAME_PRODUCTS",
@@ -185,6 +196,7 @@ __all__ = [
     "StatusDef",
     "Step",
     "TorchNamespaceDef",
+    "ambiguous_scheme_message",
     "bare_operator",
     "call_path",
     "collapse_products",
@@ -197,6 +209,7 @@ __all__ = [
     "product_support",
     "products_from_official",
     "quantized_roles",
+    "scheme_meanings",
     "scheme_roles",
     "schemes_compatible",
     "sub_series_in",

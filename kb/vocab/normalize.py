@@ -13,7 +13,7 @@ from kb.vocab.dtypes import DTYPE_ALIASES, DTYPE_CODES, Dtype
 from kb.vocab.formats import FORMAT_ALIASES, Format
 from kb.vocab.phases import PHASE_ALIASES, Phase
 from kb.vocab.products import PRODUCT_ALIASES, Product, product_from_official
-from kb.vocab.schemes import KV_SCHEMES, QUANT_ALIASES, QuantScheme
+from kb.vocab.schemes import AMBIGUOUS_SCHEMES, KV_SCHEMES, QUANT_ALIASES, SCHEMES, QuantScheme
 from kb.vocab.statuses import Status
 from kb.vocab.taxonomy import Category, Step
 
@@ -102,3 +102,35 @@ def normalize_scheme(value: object) -> str | None:
     return "+".join([head, *mods])  # type: ignore[list-item]
 
 
+
+
+def scheme_meanings(value: object) -> tuple[str, ...]:
+    """Every canonical scheme expression ``value`` may name: one, several or none.
+
+    A spelling shared by several schemes (``w8a8``: static or per-token dynamic
+    activations) gives all of them, so callers can say so instead of picking one;
+    ``w8a8+kv-int8`` gives each meaning with the modifier.
+    """
+    canon = normalize_scheme(value)
+    if canon is not None:
+        return (canon,)
+    if not isinstance(value, str) or len(value) > 100:
+        return ()
+    head, *rest = (p.strip() for p in value.split("+"))
+    mods = [normalize_scheme(m) for m in rest]
+    if any(m is None or m not in KV_SCHEMES for m in mods):
+        return ()
+    folded = _fold(head)
+    for candidate in (folded, folded.replace("-", "_"), folded.replace("_", "-")):
+        if candidate in AMBIGUOUS_SCHEMES:
+            return tuple("+".join([m, *mods]) for m in AMBIGUOUS_SCHEMES[candidate])  # type: ignore[list-item]
+    return ()
+
+
+def ambiguous_scheme_message(value: object) -> str | None:
+    """Why ``value`` names no single scheme, naming each it may mean; None when it is not shared."""
+    meanings = scheme_meanings(value)
+    if len(meanings) < 2:
+        return None
+    told = "; ".join(f"{m} ({SCHEMES[m.split('+')[0]].label})" for m in meanings)  # type: ignore[index]
+    return f"{value!r} names more than one quantization scheme: {told}. Write the one you mean"

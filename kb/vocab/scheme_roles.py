@@ -19,6 +19,15 @@ def scheme_roles(expr: str) -> dict[str, tuple[str, ...]] | None:
     return roles
 
 
+def _same_timing(model: str, mode: str) -> bool:
+    """Static and dynamic activation scales differ; a scheme that does not say fits either."""
+    first = SCHEMES.get(model.split("+")[0])
+    second = SCHEMES.get(mode.split("+")[0])
+    if first is None or second is None or not first.timing or not second.timing:
+        return True
+    return first.timing == second.timing
+
+
 def quantized_roles(expr: str) -> set[str]:
     """The roles a scheme expression quantizes (element types other than 16/32-bit float)."""
     roles = scheme_roles(expr) or {}
@@ -37,6 +46,8 @@ def schemes_compatible(model: str, mode: str, roles: set[str] | list[str] | tupl
     want, have = scheme_roles(model), scheme_roles(mode)
     if want is None or have is None:
         return False
+    if "activations" in roles and not _same_timing(model, mode):
+        return False  # a calibrated per-tensor scale is not a per-token one computed at run time
     for role in roles:
         offered = set(have[role])
         if partial and role == "weights":

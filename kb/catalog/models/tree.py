@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from kb.catalog.models.base import Keywords, Name, Scalar, Strict, Text
 from kb.catalog.models.chain import _ARG, StageTensor
-from kb.vocab import Phase, Product
+from kb.vocab import SCHEME_FLAG, Phase, Product, ambiguous_scheme_message, normalize_scheme
 
 
 class Denial(Strict):
@@ -78,6 +78,14 @@ class Node(Strict):
     def _assumes_an_option(self) -> Node:
         if self.assume is not None and self.assume not in [o.value for o in self.options]:
             raise ValueError(f"assume {self.assume!r} is not one of this node's option values")
+        if self.key == SCHEME_FLAG:  # answers are scheme ids: the same words as records and checks
+            for o in self.options:
+                if normalize_scheme(o.value) != o.value:
+                    why = ambiguous_scheme_message(o.value)
+                    canon = normalize_scheme(o.value)
+                    raise ValueError(why or (f"option {o.value!r} of a --{SCHEME_FLAG} question is "
+                                             f"not a canonical scheme id"
+                                             + (f"; write {canon!r}" if canon else "")))  # fmt: skip
         return self
 
 

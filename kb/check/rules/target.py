@@ -280,7 +280,7 @@ def _schemes(rec: Record, scheme: str) -> list[dict[str, Any]]:
     The modes named exactly as the scheme first, then (for a scheme that quantizes
     something) every other mode whose scheme
     agrees with it on the roles the operator handles
-    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8 modes serve a w8a8c8 model, and
+    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8-dynamic modes serve a w8a8c8 model, and
     an attention core that only sees the KV cache runs any of its float8-KV modes in an
     mxfp8+kv-fp8 model, not just the one named mxfp8.
     """
@@ -306,12 +306,12 @@ class QuantizationNotSupported(CandidateRule):
         "Quantization decides the dtypes of every weight and activation the operator reads; a "
         "scheme the kernel has no mode for cannot be reached by any argument setting. Only "
         "what the operator handles is compared: a gate or a norm runs unquantized inside a "
-        "w8a8 model, an attention core sees only the KV-cache part of a scheme. Schemes are "
+        "w8a8-dynamic model, an attention core sees only the KV-cache part of a scheme. Schemes are "
         "defined once (kb.vocab.SCHEMES); 'mxfp8+kv-fp8' adds a float8 KV cache to mxfp8."
     )
     fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
             "  - module: model.layers.*.mlp.down_proj\n"
-            "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a8\n")  # fmt: skip
+            "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a8-dynamic\n")  # fmt: skip
     fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
            "  - module: model.layers.*.mlp.down_proj\n"
            "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a16\n")  # fmt: skip
@@ -354,8 +354,11 @@ class QuantizationMismatch(CandidateRule):
     summary = "Arguments or tensor dtypes contradict the quantization scheme the candidate names."
     why = (
         "A scheme is selected by argument values (weight_quant_mode=2, quant_mode=0 …) and "
-        "implies tensor dtypes. A candidate saying w8a8 while passing bfloat16 weights, or "
-        "the bf16 mode with a quantized setting, will not run the scheme it claims."
+        "implies tensor dtypes. A candidate saying w8a8-dynamic while passing bfloat16 weights, or "
+        "the bf16 mode with a quantized setting, will not run the scheme it claims. The "
+        "arguments you state pick the mode and the dtypes are held to that mode; an argument "
+        "value no mode of the scheme uses is reported with the values that do and the scheme "
+        "it selects instead."
     )
     fail = ("version: 1\ntarget: {product: atlas-a3}\n" + _GATE
             + "    quantization: bf16\n    tensors:\n      x: {dtype: float16}\n")  # fmt: skip
@@ -370,9 +373,16 @@ class QuantizationMismatch(CandidateRule):
         modes = _schemes(rec, scheme)
         if not modes:
             return  # KB203's business
+        # The arguments pick the mode: when the stated ones select a mode of the scheme,
+        # only its tensors are judged (weight_quant_mode=2 is w8a8-dynamic; a bfloat16
+        # token_x there is a dtype problem, not a reason to suggest mode 1).
+        selected = [m for m in modes if not list(self._arg_mismatches(cand, m, scheme))]
+        if not selected:
+            yield from self._wrong_selection(doc, cand, rec, modes, scheme)
+            return
         best: list[tuple[tuple[Any, ...], str]] | None = None
-        for mode in modes:
-            problems = list(self._mismatches(cand, mode, scheme))
+        for mode in selected:
+            problems = list(self._tensor_mismatches(cand, mode, scheme))
             if not problems:
                 return
             if best is None or len(problems) < len(best):
@@ -381,6 +391,21 @@ class QuantizationMismatch(CandidateRule):
         for path, msg in best or []:
             if path not in explained:
                 yield self.on(doc, cand, path, f"{rec['name']} {msg}")
+
+    def _wrong_selection(self, doc: Document, cand: Candidate, rec: Record,
+                         modes: list[dict[str, Any]], scheme: str) -> Iterator[Finding]:  # fmt: skip
+        """No mode of the scheme has the stated arguments: name every value that selects it."""
+        best = min(modes, key=lambda m: len(list(self._arg_mismatches(cand, m, scheme))))
+        for path, _msg in self._arg_mismatches(cand, best, scheme):
+            arg, have = path[1], cand.args.get(path[1])
+            wanted = sorted({str((m.get("select") or {})[arg]) for m in modes
+                             if arg in (m.get("select") or {})})  # fmt: skip
+            other = sorted({_expression(m) for m in rec.get("quantization") or []
+                            if arg in (m.get("select") or {}) and same(have, m["select"][arg])})  # fmt: skip
+            named = f" ({arg}={have} is {' or '.join(other)})" if other else ""
+            yield self.on(doc, cand, path,
+                          f"{rec['name']} runs {scheme} with {arg}={' or '.join(wanted)}, not "
+                          f"{have}{named}; pass one of those or name the scheme you run")  # fmt: skip
 
     @staticmethod
     def _explained(
@@ -403,12 +428,16 @@ class QuantizationMismatch(CandidateRule):
         return paths
 
     @staticmethod
-    def _mismatches(cand: Candidate, mode: dict[str, Any],
-                    scheme: str) -> Iterator[tuple[tuple[Any, ...], str]]:  # fmt: skip
+    def _arg_mismatches(cand: Candidate, mode: dict[str, Any],
+                        scheme: str) -> Iterator[tuple[tuple[Any, ...], str]]:  # fmt: skip
         for arg, want in (mode.get("select") or {}).items():
             have = cand.args.get(arg)
             if have is not None and not isinstance(have, list) and not same(have, want):
                 yield ("args", arg), f"selects {scheme} with {arg}={want}, not {have}"
+
+    @staticmethod
+    def _tensor_mismatches(cand: Candidate, mode: dict[str, Any],
+                           scheme: str) -> Iterator[tuple[tuple[Any, ...], str]]:  # fmt: skip
         for name, dtypes in (mode.get("tensors") or {}).items():
             spec = cand.tensors.get(name)
             if spec is not None and spec.dtype is not None and spec.dtype not in dtypes:

@@ -9,7 +9,7 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Path, phases_overlap
 from kb.lint.unit import CandidateRule, RuleUnit
-from kb.vocab import CALL_PREFIXES
+from kb.vocab import CALL_PREFIXES, normalize
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 _ATTN = "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
@@ -193,12 +193,17 @@ class ChainStageArguments(WorkflowRule):
             phase = stage.get("phase") or "both"
             if wanted is None or phase == "both" or phase in wanted:
                 stages.append(stage)
+        # a dtype argument is read canonically from the candidate (torch.int32 -> int32);
+        # the chain's spelling of it is read the same way before comparing
+        dtype_args = {p["name"] for p in rec.get("parameters") or [] if p.get("takes") == "dtype"}
         best: list[tuple[str, object, object]] | None = None
         for stage in stages:
             diffs = [
                 (arg, want, cand.args[arg])
                 for arg, want in (stage.get("args") or {}).items()
-                if cand.args.get(arg) is not None and not _same_value(cand.args[arg], want)
+                if cand.args.get(arg) is not None
+                and not _same_value(cand.args[arg],
+                                    (normalize("dtype", want) or want) if arg in dtype_args else want)
             ]
             if not diffs:
                 return
