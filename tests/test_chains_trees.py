@@ -299,7 +299,7 @@ def test_a_stage_limited_to_one_scheme_still_holds_on_every_claimed_product(
 ) -> None:
     chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
     chain = chain.replace("    phase: decode\n  - stage: tail",
-                          "    phase: decode\n    quantization: [w8a8]\n  - stage: tail")  # fmt: skip
+                          "    phase: decode\n    quantization: [w8a8-dynamic]\n  - stage: tail")  # fmt: skip
     record_tree({"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain})
     code, out = validate(capsys)
     assert code == 1 and "KB208 on atlas-a3 for stage 'norm'" in out
