@@ -68,3 +68,13 @@ def test_a_long_record_ends_with_a_hint(capsys: pytest.CaptureFixture[str]) -> N
     assert "--brief" in err and "--section NAME" in err
     assert main(["show", "npu_rms_norm", "--brief"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_multi_line_message_keeps_its_lines_but_none_at_the_margin(
+        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from kb.cli import _say
+
+    _say("kb advise: pick one of:\n  gqa  grouped\n::error::forged\x1b[2J")
+    err = capsys.readouterr().err.splitlines()
+    assert err[:2] == ["kb advise: pick one of:", "  gqa  grouped"]
+    assert err[2].startswith("  ::error::forged") and "\x1b" not in err[2]

@@ -78,13 +78,16 @@ def _quiet_stdout() -> None:
 
 
 def _say(message: str) -> None:
-    """One line to stderr; a file name or argument quoted in it cannot start a new line
-    (a forged CI workflow command) or drive the terminal."""
+    """A message to stderr; a file name or argument quoted in it cannot drive the
+    terminal, and no line but the first starts at the margin, so nothing in it can
+    pass for a CI workflow command (``::error``) of its own."""
     from kb.text.escape import printable
 
+    first, *rest = message.split("\n")
+    lines = [printable(first)] + [printable(x if x[:1] in (" ", "\t") else "  " + x) for x in rest]
     try:
         if sys.stderr is not None:
-            print(printable(message), file=sys.stderr)
+            print("\n".join(lines), file=sys.stderr)
     except (OSError, ValueError):
         pass
 
