@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from kb.vocab import GRAPH_MODES
+from kb.vocab import GRAPH_MODES, PARALLEL_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
     p.add_argument("--quant", dest="quantization", metavar="SCHEME",
                    help="quantization scheme the plan targets (bf16, w8a8, w8a8-dynamic, ...)")  # fmt: skip
+    p.add_argument("--parallel", choices=PARALLEL_MODES,
+                   help="how the model is deployed: none (one device, the default), tp or ep; "
+                   "chains built for a deployment not asked for are named, not planned")  # fmt: skip
     p.add_argument("--plan", action="store_true",
                    help="print the module inventory and the per-module, per-phase plan instead of findings")  # fmt: skip
     p.add_argument("--graph-mode", choices=GRAPH_MODES,
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)
     options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
-                          quantization=quantization,
+                          quantization=quantization, parallel=args.parallel,
                           select=args.select, ignore=args.ignore, exclude=args.exclude,
                           custom_ops=args.custom_ops, use_config=not args.no_config,
                           config=Path(args.config) if args.config else None,

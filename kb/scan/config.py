@@ -33,11 +33,11 @@ from typing import Any
 from kb.core.paths import NotText, describe_os_error, read_side_text
 from kb.core.releasenumber import release_text
 from kb.scan.globs import PatternError, PatternSet, compile_pattern
-from kb.vocab import GRAPH_MODES, PHASES, normalize
+from kb.vocab import GRAPH_MODES, PARALLEL_MODES, PHASES, normalize
 
-KEYS = ("product", "torch-npu", "graph-mode", "quantization", "select", "ignore", "exclude",
+KEYS = ("product", "torch-npu", "graph-mode", "quantization", "parallel", "select", "ignore", "exclude",
         "custom-ops", "per-file-ignores", "overrides")  # fmt: skip
-OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "select",
+OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "parallel", "select",
                  "ignore")  # fmt: skip
 
 
@@ -54,6 +54,7 @@ class Settings:
     graph_mode: str | None = None
     graph_modes: dict[str, str] = field(default_factory=dict)
     quantization: str | None = None
+    parallel: str | None = None  # kb.vocab.parallel; None: a single device
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
 
@@ -207,6 +208,11 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
             if canon is None:
                 raise ConfigError(f"{where}: quantization {value!r} is not a known scheme")
             out.quantization = canon
+        elif key == "parallel":
+            canon = normalize("parallel", value)
+            if canon is None:
+                raise ConfigError(f"{where}: parallel {value!r} is not one of {', '.join(PARALLEL_MODES)}")
+            out.parallel = canon
         elif key == "select":
             out.select = _str_list(value, f"{where}: select")
         elif key == "ignore":

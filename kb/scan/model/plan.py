@@ -21,7 +21,7 @@ from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
-from kb.vocab import PHASE_ROWS, SCHEMES, product_support
+from kb.vocab import DEFAULT_PARALLEL, PARALLEL_BY_NAME, PARALLEL_OF_PREREQUISITE, PHASE_ROWS, SCHEMES, product_support
 
 _TORCH = "plain-torch"
 
@@ -207,10 +207,27 @@ class Target:
     product: str | None
     torch_npu: str | None
     quantization: str | None
+    parallel: str = DEFAULT_PARALLEL  # kb.vocab.parallel: how the model is deployed
+
+
+def deployment(chain: dict[str, Any]) -> list[str]:
+    """The parallel modes whose communication domain the chain's prerequisites set up."""
+    ids = [p.get("id") for p in chain.get("prerequisites") or []]
+    return sorted({PARALLEL_OF_PREREQUISITE[i] for i in ids if i in PARALLEL_OF_PREREQUISITE})
+
+
+def unasked(chain: dict[str, Any], t: Target) -> tuple[list[str], list[str]]:
+    """The modes the chain needs and the target does not ask for: those one device cannot
+    run as written, and those whose collective drops out on one device."""
+    other = [m for m in deployment(chain) if m != t.parallel]
+    return ([m for m in other if not PARALLEL_BY_NAME[m].drops_out],
+            [m for m in other if PARALLEL_BY_NAME[m].drops_out])  # fmt: skip
 
 
 def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -> tuple[Any, ...] | None:
-    """Rank key of a chain for one need and phase; None when it does not fit."""
+    """Rank key of a chain for one need and phase; None when it does not fit.  The
+    deployment comes first: a chain built for a mode the target does not ask for never
+    outranks one that runs as deployed, whatever the products say."""
     if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
         return None
     if t.product and chain.get("products") and product_support(t.product, chain["products"]) == "no":
@@ -231,13 +248,20 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
                                                                 or not _in_release(ctx, o, t.torch_npu)))
     hits = sum(1 for w in n.terms if w in words)
     prereq = len(chain.get("prerequisites") or [])
-    return (not product_ok, unsupported, -hits, prereq, len(covered - n.steps), chain["name"])
+    hard, soft = unasked(chain, t)
+    return (len(hard), len(soft), not product_ok, unsupported, -hits, prereq, len(covered - n.steps),
+            chain["name"])  # fmt: skip
 
 
-def best_chain(ctx: Context, n: Need, phase: str, t: Target) -> tuple[dict[str, Any] | None, list[str]]:
+def best_chain(ctx: Context, n: Need, phase: str,
+               t: Target) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:  # fmt: skip
+    """The chain to plan, the next ones, and the fitting chains held back because they
+    need a deployment the target does not ask for (each with the mode and why)."""
     ranked = sorted((key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None)
-    names = [c["name"] for _, c in ranked]
-    return (ranked[0][1] if ranked else None), names[1:4]
+    usable = [c for key, c in ranked if not key[0]]
+    held = [{"chain": c["name"], "parallel": mode, "reason": f"needs {PARALLEL_BY_NAME[mode].label} "
+             f"(--parallel {mode})"} for key, c in ranked if key[0] for mode in unasked(c, t)[0][:1]]  # fmt: skip
+    return (usable[0] if usable else None), [c["name"] for c in usable[1:4]], held
 
 
 def kept_stages(ctx: Context, chain: dict[str, Any], n: Need) -> list[dict[str, Any]]:
@@ -409,7 +433,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         n = replace(n, refuse=n.refuse - quant, keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()))
     picks = {p: best_chain(ctx, n, p, t) for p in phases}
     entries: list[dict[str, Any]] = []
-    names = {p: (c["name"] if c else None) for p, (c, _alt) in picks.items()}
+    names = {p: (c["name"] if c else None) for p, (c, _alt, _held) in picks.items()}
     groups: list[tuple[str, list[str]]] = []
     for p in phases:
         for chain_name, members in groups:
@@ -419,7 +443,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         else:
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
-        chain, alternatives = picks[members[0]]
+        chain, alternatives, held_chains = picks[members[0]]
         phase = members[0] if len(members) == 1 and len(phases) > 1 else "both" if len(members) > 1 else members[0]
         entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase, "file": m.file,
                                  "lines": [m.line, m.end_line]}  # fmt: skip
@@ -427,6 +451,13 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             entry["chain"] = chain["name"]
             stages = [_stage(ctx, m, n, s, chain, t) for s in kept_stages(ctx, chain, n)]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
+            for mode in unasked(chain, t)[1]:  # written for it; on this deployment its collective drops out
+                dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
+                prereq = [p for p in prereq if p not in dropped]
+                entry["notes"] = entry.get("notes", []) + [
+                    f"{chain['name']} is written for {PARALLEL_BY_NAME[mode].label}; on "
+                    f"{PARALLEL_BY_NAME[t.parallel].label} it runs without its collective over that group "
+                    f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"]
         else:
             stages = _by_operators(ctx, m, n, t)
             prereq = []
@@ -437,8 +468,11 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
             entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
                                       "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
-            entry["notes"] = [f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
-                              "equivalence proof yet" for s in held]  # fmt: skip
+            entry["notes"] = entry.get("notes", []) + [
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
+                "equivalence proof yet" for s in held]  # fmt: skip
+        if held_chains:  # chains for another deployment: named with what they need, never planned
+            entry["not_proposed"] = entry.get("not_proposed", []) + held_chains
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
             entry["notes"] = entry.get("notes", []) + [
                 f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
