@@ -36,9 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
     p.add_argument("--quant", dest="quantization", metavar="SCHEME",
                    help="quantization scheme the plan targets (bf16, w8a8, w8a8-dynamic, ...)")  # fmt: skip
-    p.add_argument("--parallel", choices=PARALLEL_MODES,
-                   help="how the model is deployed: none (one device, the default), tp or ep; "
-                   "chains built for a deployment not asked for are named, not planned")  # fmt: skip
+    p.add_argument("--parallel", metavar="MODE",
+                   help=f"how the model is deployed: {', '.join(PARALLEL_MODES)} (default: none, one "
+                   "device); chains built for a deployment not asked for are named, not planned")  # fmt: skip
     p.add_argument("--plan", action="store_true",
                    help="print the module inventory and the per-module, per-phase plan instead of findings")  # fmt: skip
     p.add_argument("--graph-mode", choices=GRAPH_MODES,
@@ -87,11 +87,14 @@ def run(args: argparse.Namespace) -> int:
         quantization = normalize("quantization", args.quantization)
         if quantization is None:
             raise UsageError(f"unknown quantization scheme {args.quantization[:40]!r}")
+    parallel = normalize("parallel", args.parallel) if args.parallel else None
+    if args.parallel and parallel is None:
+        raise UsageError(f"--parallel {args.parallel[:40]!r}: one of {', '.join(PARALLEL_MODES)}")
     _check_excludes(args.exclude)
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)
     options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
-                          quantization=quantization, parallel=args.parallel,
+                          quantization=quantization, parallel=parallel,
                           select=args.select, ignore=args.ignore, exclude=args.exclude,
                           custom_ops=args.custom_ops, use_config=not args.no_config,
                           config=Path(args.config) if args.config else None,
