@@ -21,14 +21,8 @@ from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
-from kb.vocab import (
-    DEFAULT_PARALLEL,
-    PARALLEL_BY_NAME,
-    PARALLEL_OF_PREREQUISITE,
-    PHASE_ROWS,
-    SCHEMES,
-    product_support,
-)
+from kb.vocab import PHASE_ROWS, SCHEMES, product_support
+from kb.vocab.parallel import DEFAULT_PARALLEL, PARALLEL_BY_NAME, PARALLEL_OF_PREREQUISITE
 
 _TORCH = "plain-torch"
 
