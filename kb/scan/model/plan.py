@@ -237,7 +237,7 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
     if chain.get("quantization") and quant not in chain["quantization"] and not (
             quant == "bf16" and "fp16" in chain["quantization"]):  # fmt: skip
         return None
-    ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n)]
+    ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
     if any(o != _TORCH and not n.requires <= _params(ctx, o) for o in ops):
         return None  # a stage operator cannot express the mapping (GELU without approximate)
     covered = frozenset().union(*(_fuses(ctx, o) for o in ops))
@@ -265,14 +265,26 @@ def best_chain(ctx: Context, n: Need, phase: str,
     return (usable[0] if usable else None), [c["name"] for c in usable[1:4]], held
 
 
-def kept_stages(ctx: Context, chain: dict[str, Any], n: Need) -> list[dict[str, Any]]:
-    """The chain's stages this module does: a fused operator touching a kept step and
-    fusing no refused one, each operator once."""
+def _applies(stage: dict[str, Any], phase: str | None, scheme: str | None) -> bool:
+    """Whether a stage written for one phase or for some schemes only (a chain's variants of
+    one call) is the one this phase and scheme run; None: any."""
+    if phase and stage.get("phase", "both") not in ("both", phase):
+        return False
+    only = stage.get("quantization") or []
+    return not scheme or not only or scheme in only or (scheme == "bf16" and "fp16" in only)
+
+
+def kept_stages(ctx: Context, chain: dict[str, Any], n: Need, phase: str | None = None,
+                scheme: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The chain's stages this module does in ``phase`` under ``scheme``: a fused operator
+    touching a kept step and fusing no refused one, each operator once."""
     out, seen = [], set()
     for stage in chain.get("stages") or []:
         op = stage.get("operator", _TORCH)
         fuses = _fuses(ctx, op)
         if op == _TORCH or op in seen or not (fuses & (n.keep or n.steps)) or (fuses & n.refuse):
+            continue
+        if not _applies(stage, phase, scheme):
             continue
         seen.add(op)
         out.append(stage)
@@ -434,8 +446,11 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         n = replace(n, refuse=n.refuse - quant, keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()))
     picks = {p: best_chain(ctx, n, p, t) for p in phases}
     entries: list[dict[str, Any]] = []
-    names = {p: (c["name"] if c else None) for p, (c, _alt, _held) in picks.items()}
-    groups: list[tuple[str, list[str]]] = []
+    scheme_of = t.quantization or "bf16"
+    kept = {p: kept_stages(ctx, c, n, p, scheme_of) if c else [] for p, (c, _alt, _held) in picks.items()}
+    # phases share an entry when they take the same chain and the same stages of it
+    names = {p: ((c["name"], [id(s) for s in kept[p]]) if c else None) for p, (c, _alt, _held) in picks.items()}
+    groups: list[tuple[Any, list[str]]] = []
     for p in phases:
         for chain_name, members in groups:
             if chain_name == names[p]:
@@ -450,7 +465,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                                  "lines": [m.line, m.end_line]}  # fmt: skip
         if chain is not None:
             entry["chain"] = chain["name"]
-            stages = [_stage(ctx, m, n, s, chain, t) for s in kept_stages(ctx, chain, n)]
+            stages = [_stage(ctx, m, n, s, chain, t) for s in kept[members[0]]]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
             for mode in unasked(chain, t)[1]:  # written for it; on this deployment its collective drops out
                 dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
