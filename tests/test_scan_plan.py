@@ -424,3 +424,11 @@ def test_a_stage_written_for_one_phase_or_scheme_is_planned_only_there() -> None
 
 def _ctx() -> Any:
     return scanner(options=ScanOptions(use_config=False)).ctx
+
+
+def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_value() -> None:
+    """Under w8a8 the records also rank npu_quant_matmul_gelu for a tanh GELU, but its
+    approximate takes 'gelu_erf'/'gelu_tanh' (default erf): writing 'tanh' there fails
+    kb check and dropping it computes erf. The operator that takes 'tanh' is planned."""
+    plan = _entries(_scan("transformer_dit.py", quantization="w8a8"), "TanhFeedForward")["prefill"]
+    assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [("npu_gelu", {"approximate": "tanh"})]

@@ -165,11 +165,23 @@ def _params(ctx: Context, op: str) -> set[str]:
 
 
 def _param_type(ctx: Context, op: str, name: str) -> str:
+    return str(_param(ctx, op, name).get("type") or "")
+
+
+def _spells(ctx: Context, op: str, implied: dict[str, Any]) -> bool:
+    """Whether ``op`` accepts every implied value it takes as written (a closed list of
+    strings that lacks one is another spelling or another mode; a numeric code is noted
+    by :func:`_stage`, not refused here)."""
+    return all(v in (_param(ctx, op, k).get("allowed") or [v]) for k, v in implied.items()
+               if _param_type(ctx, op, k).startswith("str"))  # fmt: skip
+
+
+def _param(ctx: Context, op: str, name: str) -> dict[str, Any]:
     rec = ctx.operator(op)
     for p in (rec.get("parameters") or []) if rec is not None else []:
         if p.get("name") == name:
-            return str(p.get("type") or "")
-    return ""
+            return p  # type: ignore[no-any-return]
+    return {}
 
 
 #: Support levels a plan may build on (kernel-only support is reported, not refused).
@@ -379,6 +391,11 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
             notes.append(f"{key}: this module needs the {value!r} mode; {op} takes it as a "
                          f"{_param_type(ctx, op, key)} code")  # fmt: skip
             continue
+        allowed = _param(ctx, op, key).get("allowed") or []
+        if allowed and value not in allowed:  # another spelling, or a mode it lacks: not guessed
+            out["held"] = (f"{key}: this module needs {value!r}, which {op} does not spell "
+                           f"({', '.join(map(str, allowed))})")  # fmt: skip
+            continue
         args[key] = value
     args = {k: v for k, v in args.items() if k in params or not params}
     if args:
@@ -403,7 +420,7 @@ def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str
 
     ops = [o for o in fused_for(ctx, tuple(sorted(steps)), t.product)
            if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)
-           and n.requires <= _params(ctx, o)]
+           and n.requires <= _params(ctx, o) and _spells(ctx, o, n.implied)]
     ops.sort(key=lambda o: _support(ctx, o, t.product) not in _USABLE)
     return ops
 
@@ -479,14 +496,18 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             prereq = []
             if not stages:
                 entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
-        entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
-        held = [s for s in stages if s["mapping"] not in PROVEN]
-        if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
+        # issue 22: a mapping without a passing equivalence proof is not proposed, nor a
+        # stage whose operator cannot be given the value the mapping needs
+        why = [s.pop("held", None) or (None if s["mapping"] in PROVEN else "no equivalence proof yet")
+               for s in stages]  # fmt: skip
+        entry["stages"] = [s for s, reason in zip(stages, why, strict=True) if not reason]
+        held = [(s, reason) for s, reason in zip(stages, why, strict=True) if reason]
+        if held:
             entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
-                                      "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
+                                      "reason": reason} for s, reason in held]  # fmt: skip
             entry["notes"] = entry.get("notes", []) + [
-                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
-                "equivalence proof yet" for s in held]  # fmt: skip
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): {reason}"
+                for s, reason in held]  # fmt: skip
         if held_chains:  # chains for another deployment: named with what they need, never planned
             entry["not_proposed"] = entry.get("not_proposed", []) + held_chains
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
