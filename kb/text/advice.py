@@ -131,9 +131,19 @@ def _completions(adv: dict[str, Any]) -> list[str]:
     return out
 
 
+def _command(adv: dict[str, Any]) -> list[str]:
+    """The walk as a command to paste: wrapped between flags, never inside a flag and its
+    value, continuation lines joined with a trailing backslash."""
+    words = [f"kb\0advise\0{adv['tree']}", *(f"{k}\0{v}" for k, v in adv["answers"].items())]
+    width = terminal_width()
+    lines = textwrap.wrap(" ".join(words), width=width - 2, subsequent_indent="    ",
+                          break_long_words=False, break_on_hyphens=False)  # fmt: skip
+    return [ln.replace("\0", " ") + (" \\" if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]
+
+
 def render(adv: dict[str, Any]) -> str:
     """Advice as text for a terminal."""
-    out = _wrap(f"kb advise {adv['tree']} " + " ".join(f"{k} {v}" for k, v in adv["answers"].items()), "", 4)
+    out = _command(adv)
     for step in adv["path"]:
         mark = " (assumed)" if step.get("assumed") else ""
         out += _wrap(f"{step['flag']} {step['answer']}{mark}: {step['label']}", "  ", 4)
