@@ -236,6 +236,38 @@ def test_a_chain_says_its_deployment_through_its_prerequisites() -> None:
             assert deployment(chain), chain["name"]
 
 
+def test_a_stage_written_for_one_phase_or_scheme_is_planned_only_there() -> None:
+    """A chain may write one call twice, for prefill and for decode (gqa-sinks-paged) or per
+    quantization scheme (mla-absorb-decode): each phase and scheme gets its own variant, and
+    phases whose variants differ are separate plan entries."""
+    from kb.catalog.compiled import open_catalog
+    from kb.scan.model.plan import Need, kept_stages
+
+    cat = open_catalog()
+    sinks = cat.get("gqa-sinks-paged")
+    n = Need("attention", frozenset({"attention"}), keep=frozenset({"attention", "flash_attention"}))
+    for phase in ("prefill", "decode"):
+        (stage,) = kept_stages(_ctx(), sinks, n, phase, "bf16")
+        assert stage["phase"] == phase
+    prolog = Need("attention", frozenset({"q_projection"}), keep=frozenset({"q_projection"}))
+    mla = cat.get("mla-absorb-decode")
+    for scheme in ("bf16", "w8a8", "w8a8c8"):
+        (stage,) = kept_stages(_ctx(), mla, prolog, "decode", scheme)
+        assert scheme in stage["quantization"]
+
+
+def _ctx() -> Any:
+    return scanner(options=ScanOptions(use_config=False)).ctx
+
+
+def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_value() -> None:
+    """Under w8a8 the records also rank npu_quant_matmul_gelu for a tanh GELU, but its
+    approximate takes 'gelu_erf'/'gelu_tanh' (default erf): writing 'tanh' there fails
+    kb check and dropping it computes erf. The operator that takes 'tanh' is planned."""
+    plan = _entries(_scan("transformer_dit.py", quantization="w8a8"), "TanhFeedForward")["prefill"]
+    assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [("npu_gelu", {"approximate": "tanh"})]
+
+
 def test_release_notes_operators_it_lacks() -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", torch_npu="2.1.0", use_config=False))
     report = made.scan([str(PLAN / "modeling_mla_sigmoid.py")])
@@ -401,34 +433,3 @@ def test_renormalising_softmax_router_is_told_to_divide_after_the_gate() -> None
     plan = _entries(_scan("modeling_moe_softmax.py"), "SoftRouter")
     assert all(any("divide the weights by their sum" in n for n in e.get("notes", [])) for e in plan.values())
 
-
-def test_a_stage_written_for_one_phase_or_scheme_is_planned_only_there() -> None:
-    """A chain may write one call twice, for prefill and for decode (gqa-sinks-paged) or per
-    quantization scheme (mla-absorb-decode): each phase and scheme gets its own variant, and
-    phases whose variants differ are separate plan entries."""
-    from kb.catalog.compiled import open_catalog
-    from kb.scan.model.plan import Need, kept_stages
-
-    cat = open_catalog()
-    sinks = cat.get("gqa-sinks-paged")
-    n = Need("attention", frozenset({"attention"}), keep=frozenset({"attention", "flash_attention"}))
-    for phase in ("prefill", "decode"):
-        (stage,) = kept_stages(_ctx(), sinks, n, phase, "bf16")
-        assert stage["phase"] == phase
-    prolog = Need("attention", frozenset({"q_projection"}), keep=frozenset({"q_projection"}))
-    mla = cat.get("mla-absorb-decode")
-    for scheme in ("bf16", "w8a8", "w8a8c8"):
-        (stage,) = kept_stages(_ctx(), mla, prolog, "decode", scheme)
-        assert scheme in stage["quantization"]
-
-
-def _ctx() -> Any:
-    return scanner(options=ScanOptions(use_config=False)).ctx
-
-
-def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_value() -> None:
-    """Under w8a8 the records also rank npu_quant_matmul_gelu for a tanh GELU, but its
-    approximate takes 'gelu_erf'/'gelu_tanh' (default erf): writing 'tanh' there fails
-    kb check and dropping it computes erf. The operator that takes 'tanh' is planned."""
-    plan = _entries(_scan("transformer_dit.py", quantization="w8a8"), "TanhFeedForward")["prefill"]
-    assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [("npu_gelu", {"approximate": "tanh"})]
