@@ -189,7 +189,7 @@ def test_training_paths_and_state_lists_are_not_opportunities() -> None:
 @pytest.mark.parametrize("parallel", [None, "ep"])
 def test_product_ranks_chains_whose_operators_it_runs(parallel: str | None) -> None:
     """On Atlas A3 every MoE stage planned runs there: npu_moe_finalize_routing's page names
-    only A2, but its kernel page, its registration and an A3 recipe name A3 (evidence)."""
+    only A2, but its kernel's page marks A3 and its wrapper checks no product (evidence)."""
     for name in ("modeling_moe_softmax.py", "modeling_mla_sigmoid.py"):
         report = _scan(name, "atlas-a3", parallel=parallel)
         for entry in report.plan:
@@ -267,6 +267,24 @@ def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_va
     plan = _entries(_scan("transformer_dit.py", quantization="w8a8"), "TanhFeedForward")["prefill"]
     assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [("npu_gelu", {"approximate": "tanh"})]
 
+
+def test_a_chain_stage_whose_operator_lacks_the_value_is_held_with_the_reason(monkeypatch) -> None:
+    """Were npu_apply_rotary_pos_emb's rotary_mode a closed list without 'half', the rope
+    stage of the GQA chain could not express a half rotation: it is held, never given
+    the value or left at a default that computes something else."""
+    from kb.scan.model import plan as plan_module
+
+    real = plan_module._param
+
+    def narrowed(ctx: Any, op: str, name: str) -> dict[str, Any]:
+        p = real(ctx, op, name)
+        return {**p, "allowed": ["quarter"]} if (op, name) == ("npu_apply_rotary_pos_emb", "rotary_mode") else p
+
+    monkeypatch.setattr(plan_module, "_param", narrowed)
+    decode = _entries(_scan("modeling_dense_gqa.py"), "DenseAttention")["decode"]
+    assert "npu_apply_rotary_pos_emb" not in _ops(decode) and decode["chain"] == "gqa-decode-paged"
+    held = [h for h in decode["not_proposed"] if h.get("operator") == "npu_apply_rotary_pos_emb"]
+    assert held and "needs 'half'" in held[0]["reason"] and "quarter" in held[0]["reason"]
 
 def test_release_notes_operators_it_lacks() -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", torch_npu="2.1.0", use_config=False))

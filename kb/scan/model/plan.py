@@ -483,6 +483,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         if chain is not None:
             entry["chain"] = chain["name"]
             stages = [_stage(ctx, m, n, s, chain, t) for s in kept[members[0]]]
+            unspelled = [s for s in stages if "held" in s]
+            stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
             for mode in unasked(chain, t)[1]:  # written for it; on this deployment its collective drops out
                 dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
@@ -492,24 +494,28 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                     f"{PARALLEL_BY_NAME[t.parallel].label} it runs without its collective over that group "
                     f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"]
         else:
-            stages = _by_operators(ctx, m, n, t)
-            prereq = []
+            stages = _by_operators(ctx, m, n, t)  # ranked only among operators that spell the values
+            prereq, unspelled = [], []
             if not stages:
                 entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
-        # issue 22: a mapping without a passing equivalence proof is not proposed, nor a
-        # stage whose operator cannot be given the value the mapping needs
-        why = [s.pop("held", None) or (None if s["mapping"] in PROVEN else "no equivalence proof yet")
-               for s in stages]  # fmt: skip
-        entry["stages"] = [s for s, reason in zip(stages, why, strict=True) if not reason]
-        held = [(s, reason) for s, reason in zip(stages, why, strict=True) if reason]
-        if held:
+        entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
+        held = [s for s in stages if s["mapping"] not in PROVEN]
+        if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
             entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
-                                      "reason": reason} for s, reason in held]  # fmt: skip
+                                      "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
             entry["notes"] = entry.get("notes", []) + [
-                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): {reason}"
-                for s, reason in held]  # fmt: skip
-        if held_chains:  # chains for another deployment: named with what they need, never planned
-            entry["not_proposed"] = entry.get("not_proposed", []) + held_chains
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
+                "equivalence proof yet" for s in held]  # fmt: skip
+        # nor a stage whose operator cannot be given the value the mapping needs, nor a
+        # chain for another deployment (named with what it needs)
+        for s in unspelled:
+            entry["notes"] = entry.get("notes", []) + [
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): {s['held']}"]
+        entry["not_proposed"] = entry.get("not_proposed", []) + [
+            {"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"], "reason": s.pop("held")}
+            for s in unspelled] + held_chains  # fmt: skip
+        if not entry["not_proposed"]:
+            del entry["not_proposed"]
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
             entry["notes"] = entry.get("notes", []) + [
                 f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
