@@ -186,8 +186,19 @@ def test_training_paths_and_state_lists_are_not_opportunities() -> None:
                    for s in e["stages"])  # fmt: skip
 
 
+@pytest.mark.parametrize("product", ["atlas-inference", "ascend-950"])
+def test_product_ranks_chains_whose_operators_it_runs(product: str) -> None:
+    # npu_moe_finalize_routing is documented for Atlas A2 and A3 only, and no MoE chain
+    # claims these products: the chain whose operators run there wins
+    plan = _entries(_scan("modeling_moe_softmax.py", product), "SoftExperts")
+    assert plan
+    for entry in plan.values():
+        assert entry["stages"][0]["operator"] != "npu_moe_finalize_routing"
+        assert "npu_moe_finalize_routing" not in _ops(entry)
+
+
 @pytest.mark.parametrize("parallel", [None, "ep"])
-def test_product_ranks_chains_whose_operators_it_runs(parallel: str | None) -> None:
+def test_on_atlas_a3_every_moe_stage_planned_runs_there(parallel: str | None) -> None:
     """On Atlas A3 every MoE stage planned runs there: npu_moe_finalize_routing's page names
     only A2, but its kernel's page marks A3 and its wrapper checks no product (evidence)."""
     for name in ("modeling_moe_softmax.py", "modeling_mla_sigmoid.py"):
@@ -197,18 +208,24 @@ def test_product_ranks_chains_whose_operators_it_runs(parallel: str | None) -> N
                 notes = [n for s in entry["stages"] for n in s.get("notes", [])]
                 assert not [n for n in notes if "on atlas-a3" in n], (name, entry["chain"], notes)
 
-
 def test_parallel_ep_plans_the_expert_parallel_chain_and_tp_keeps_its_group() -> None:
     ep = _entries(_scan("modeling_moe_softmax.py", parallel="ep"), "SoftExperts")["both"]
     assert ep["chain"] == "moe-ep-prefill-alltoall"  # the CANN recipes' double routing, as kb advise says
     assert "ep-groups" in ep["prerequisites"]
-    assert "moe-ep-alltoall-token-permute" in ep["alternatives"]
-    assert not [h for h in ep.get("not_proposed", []) if "chain" in h]
+    assert "moe-ep-alltoall-token-permute" in ep["alternatives"] and "moe-tp-routing" not in ep["alternatives"]
+    assert [(h["chain"], h["reason"]) for h in ep["not_proposed"] if "chain" in h] == [
+        ("moe-tp-routing", "needs tensor parallelism (--parallel tp)")]
     assert "npu_grouped_matmul" in _ops(ep)
     tp = _entries(_scan("modeling_moe_softmax.py", parallel="tp"), "SoftExperts")["both"]
     assert tp["chain"] == "moe-tp-routing" and "moe-tp-group" in tp["prerequisites"]
     assert not any("--parallel tp" in n for n in tp.get("notes", []))
     assert {h["parallel"] for h in tp["not_proposed"] if "chain" in h} == {"ep"}
+    # where the single-device chain's operators do not run (npu_moe_finalize_routing has no
+    # Atlas 300I kernel), the all-gather chain vLLM-Ascend runs there is planned, with its
+    # collectives and its group prerequisite left out on one device
+    inference = _entries(_scan("modeling_moe_softmax.py", "atlas-inference"), "SoftExperts")["both"]
+    assert inference["chain"] == "moe-ep-allgather" and "ep-groups" not in inference["prerequisites"]
+    assert any("--parallel ep keeps them" in n for n in inference["notes"])
     # the router and the dense parts do not depend on the deployment
     for name in ("SoftRouter",):
         assert (_entries(_scan("modeling_moe_softmax.py", parallel="ep"), name)
@@ -221,10 +238,16 @@ def test_a_chain_says_its_deployment_through_its_prerequisites() -> None:
     plain-torch stage, an operator taking group_ep) or runs a fused collective (an operator
     taking an hcom group) names one, or a single-device plan would propose it."""
     from kb.catalog.compiled import open_catalog
-    from kb.scan.model.plan import deployment
+    from kb.scan.model.plan import Target, deployment, unasked
 
     assert deployment({"prerequisites": [{"id": "ep-groups"}, {"id": "int32-expert-ids"}]}) == ["ep"]
     assert deployment({"prerequisites": [{"id": "paged-kv-cache"}]}) == []
+    ctx, single = _ctx(), Target("atlas-a3", None, None)
+    # MC2 dispatch/combine take the EP group (group_ep): never on one device; the all-gather
+    # chain's collectives are plain torch and leave its fused stages runnable on one rank
+    assert unasked(ctx, open_catalog().get("moe-ep-decode-mc2"), single) == (["ep"], [])
+    assert unasked(ctx, open_catalog().get("moe-ep-allgather"), single) == ([], ["ep"])
+    assert unasked(ctx, open_catalog().get("moe-ep-allgather"), Target("atlas-a3", None, None, "ep")) == ([], [])
     cat = open_catalog()
     for chain in cat.records("chain"):
         params = {p.get("name") for s in chain["stages"] if s.get("operator") != "plain-torch"

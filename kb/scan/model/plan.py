@@ -22,7 +22,12 @@ from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passin
 from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
-from kb.vocab.parallel import DEFAULT_PARALLEL, PARALLEL_BY_NAME, PARALLEL_OF_PREREQUISITE
+from kb.vocab.parallel import (
+    DEFAULT_PARALLEL,
+    PARALLEL_BY_NAME,
+    PARALLEL_DISTANCE,
+    PARALLEL_OF_PREREQUISITE,
+)
 
 _TORCH = "plain-torch"
 
@@ -229,12 +234,14 @@ def deployment(chain: dict[str, Any]) -> list[str]:
     return sorted({PARALLEL_OF_PREREQUISITE[i] for i in ids if i in PARALLEL_OF_PREREQUISITE})
 
 
-def unasked(chain: dict[str, Any], t: Target) -> tuple[list[str], list[str]]:
-    """The modes the chain needs and the target does not ask for: those one device cannot
-    run as written, and those whose collective drops out on one device."""
+def unasked(ctx: Context, chain: dict[str, Any], t: Target) -> tuple[list[str], list[str]]:
+    """The modes the chain needs and the target does not ask for: those a fused stage
+    takes a group of (it cannot run without one), and those whose collectives, written in
+    plain torch, leave the single-device computation on one rank."""
     other = [m for m in deployment(chain) if m != t.parallel]
-    return ([m for m in other if not PARALLEL_BY_NAME[m].drops_out],
-            [m for m in other if PARALLEL_BY_NAME[m].drops_out])  # fmt: skip
+    ops = {s.get("operator", _TORCH) for s in chain.get("stages") or []} - {_TORCH}
+    grouped = {m for m in other if any(set(PARALLEL_BY_NAME[m].group_args) & _params(ctx, o) for o in ops)}
+    return [m for m in other if m in grouped], [m for m in other if m not in grouped]
 
 
 def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -> tuple[Any, ...] | None:
@@ -261,20 +268,27 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
                                                                 or not _in_release(ctx, o, t.torch_npu)))
     hits = sum(1 for w in n.terms if w in words)
     prereq = len(chain.get("prerequisites") or [])
-    hard, soft = unasked(chain, t)
-    return (len(hard), len(soft), not product_ok, unsupported, -hits, prereq, len(covered - n.steps),
+    hard, soft = unasked(ctx, chain, t)
+    distance = sum(PARALLEL_DISTANCE[m] for m in soft)
+    return (len(hard), not product_ok, unsupported, distance, -hits, prereq, len(covered - n.steps),
             chain["name"])  # fmt: skip
 
 
 def best_chain(ctx: Context, n: Need, phase: str,
                t: Target) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:  # fmt: skip
-    """The chain to plan, the next ones, and the fitting chains held back because they
-    need a deployment the target does not ask for (each with the mode and why)."""
+    """The chain to plan (the deployment decides first: a chain whose operators need a
+    group the target lacks is never planned; then the products; then the chain nearest
+    the deployment asked for), the next ones built for that deployment, and the other
+    fitting chains, named with the deployment they need."""
     ranked = sorted((key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None)
-    usable = [c for key, c in ranked if not key[0]]
-    held = [{"chain": c["name"], "parallel": mode, "reason": f"needs {PARALLEL_BY_NAME[mode].label} "
-             f"(--parallel {mode})"} for key, c in ranked if key[0] for mode in unasked(c, t)[0][:1]]  # fmt: skip
-    return (usable[0] if usable else None), [c["name"] for c in usable[1:4]], held
+    best = next((c for key, c in ranked if not key[0]), None)
+    rest = [c for _key, c in ranked if c is not best]
+    needs = {c["name"]: max((m for part in unasked(ctx, c, t) for m in part),
+                            key=PARALLEL_DISTANCE.__getitem__, default="") for c in rest}  # fmt: skip
+    held = [{"chain": c["name"], "parallel": needs[c["name"]], "reason": f"needs "
+             f"{PARALLEL_BY_NAME[needs[c['name']]].label} (--parallel {needs[c['name']]})"}
+            for c in rest if needs[c["name"]]]  # fmt: skip
+    return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held
 
 
 def _applies(stage: dict[str, Any], phase: str | None, scheme: str | None) -> bool:
@@ -486,12 +500,12 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             unspelled = [s for s in stages if "held" in s]
             stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
-            for mode in unasked(chain, t)[1]:  # written for it; on this deployment its collective drops out
+            for mode in unasked(ctx, chain, t)[1]:  # written for it; on this deployment its collective drops out
                 dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
                 prereq = [p for p in prereq if p not in dropped]
                 entry["notes"] = entry.get("notes", []) + [
                     f"{chain['name']} is written for {PARALLEL_BY_NAME[mode].label}; on "
-                    f"{PARALLEL_BY_NAME[t.parallel].label} it runs without its collective over that group "
+                    f"{PARALLEL_BY_NAME[t.parallel].label} it runs without its collectives over that group "
                     f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"]
         else:
             stages = _by_operators(ctx, m, n, t)  # ranked only among operators that spell the values
