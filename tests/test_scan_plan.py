@@ -473,4 +473,3 @@ def test_renormalising_softmax_router_is_told_to_divide_after_the_gate() -> None
     """router_softmax_topk's operators do not renormalise (its proof divides after the call)."""
     plan = _entries(_scan("modeling_moe_softmax.py"), "SoftRouter")
     assert all(any("divide the weights by their sum" in n for n in e.get("notes", [])) for e in plan.values())
-
