@@ -16,18 +16,19 @@ from pathlib import Path
 import pytest
 
 from kb import vocab
+from kb.vocab import parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 
 VOCABULARIES: dict[str, frozenset[str]] = {
     "call-path prefix": frozenset(vocab.LOOSE_CALL_PREFIXES) | frozenset(vocab.NAMESPACE_PATHS.values()),
     "dtype": frozenset(d.name for d in vocab.DTYPES),
+    "parallel mode": frozenset(parallel.PARALLEL_MODES),
+    "communication-domain prerequisite": frozenset(parallel.PARALLEL_OF_PREREQUISITE),
     "product": frozenset(vocab.PRODUCT_IDS),
     "phase": frozenset(vocab.PHASES),
     "graph mode": frozenset(vocab.GRAPH_MODES),
     "status": frozenset(vocab.STATUSES),
-    "parallel mode": frozenset(vocab.PARALLEL_MODES),
-    "communication-domain prerequisite": frozenset(vocab.PARALLEL_OF_PREREQUISITE),
 }
 
 #: (file, scope) → why the literal there is not a second vocabulary table.  The scope
@@ -171,7 +172,7 @@ def test_every_spelling_names_one_value() -> None:
         (vocab.PRODUCTS, lambda p: (*p.code_words, *p.aliases)),
         (vocab.DTYPES, lambda d: (*d.torch_aliases, *d.aliases)),
         (vocab.PHASE_ROWS, lambda p: p.aliases),
-        (vocab.PARALLEL_ROWS, lambda p: (p.name, *p.aliases)),
+        (parallel.PARALLEL_ROWS, lambda p: (p.name, *p.aliases)),
         (tuple(vocab.SCHEMES.values()), lambda s: s.aliases),
     ):
         seen = [a for row in rows for a in spellings(row)]  # type: ignore[operator]
@@ -208,7 +209,7 @@ def test_the_advice_trees_ask_parallel_modes_of_the_table() -> None:
     cat = open_catalog()
     asked = {o["value"] for t in cat.records("tree") for node in t.get("nodes") or []
              if node.get("key") == "parallel" for o in node.get("options") or []}  # fmt: skip
-    assert asked and asked <= set(vocab.PARALLEL_MODES), asked
+    assert asked and asked <= set(parallel.PARALLEL_MODES), asked
     stated = {p["id"] for c in cat.records("chain") for p in c.get("prerequisites") or []}
-    assert set(vocab.PARALLEL_OF_PREREQUISITE) <= stated
+    assert set(parallel.PARALLEL_OF_PREREQUISITE) <= stated
     assert vocab.normalize("parallel", "Expert") == "ep" and vocab.normalize("parallel", "sp") is None

@@ -135,7 +135,7 @@ def scan(catalog: Any = None, *, path: str | None = None, text: str | None = Non
         raise UsageError(f"unknown product {product!r}")
     mode = normalize("parallel", parallel) if parallel else None
     if parallel and mode is None:
-        from kb.vocab import PARALLEL_MODES
+        from kb.vocab.parallel import PARALLEL_MODES
 
         raise UsageError(f"unknown parallel mode {parallel[:40]!r}; one of {', '.join(PARALLEL_MODES)}")
     config = config_within(path, root) if path is not None and root is not None else None

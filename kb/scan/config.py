@@ -33,7 +33,8 @@ from typing import Any
 from kb.core.paths import NotText, describe_os_error, read_side_text
 from kb.core.releasenumber import release_text
 from kb.scan.globs import PatternError, PatternSet, compile_pattern
-from kb.vocab import GRAPH_MODES, PARALLEL_MODES, PHASES, normalize
+from kb.vocab import GRAPH_MODES, PHASES, normalize
+from kb.vocab.parallel import PARALLEL_MODES
 
 KEYS = ("product", "torch-npu", "graph-mode", "quantization", "parallel", "select", "ignore", "exclude",
         "custom-ops", "per-file-ignores", "overrides")  # fmt: skip

@@ -47,17 +47,6 @@ from kb.vocab.graph_modes import (
 )
 from kb.vocab.namespaces import TORCH_NAMESPACE_ROWS, TORCH_NAMESPACES, TorchNamespaceDef
 from kb.vocab.normalize import ALIAS_TABLES, CANONICAL, normalize, normalize_scheme
-from kb.vocab.parallel import (
-    DEFAULT_PARALLEL,
-    PARALLEL_ALIASES,
-    PARALLEL_BY_NAME,
-    PARALLEL_DISTANCE,
-    PARALLEL_MODES,
-    PARALLEL_OF_PREREQUISITE,
-    PARALLEL_ROWS,
-    ParallelDef,
-    ParallelMode,
-)
 from kb.vocab.phases import (
     BOTH,
     CANDIDATE_PHASES,
@@ -127,7 +116,6 @@ __all__ = [
     "CANONICAL",
     "CAPTURED_GRAPH_MODES",
     "COMPUTE_DTYPES",
-    "DEFAULT_PARALLEL",
     "DTYPES",
     "DTYPE_ALIASES",
     "DTYPE_BYTES",
@@ -145,12 +133,6 @@ __all__ = [
     "LOOSE_CALL_PREFIXES",
     "NAMESPACE_PATHS",
     "OFFICIAL_STATUSES",
-    "PARALLEL_ALIASES",
-    "PARALLEL_BY_NAME",
-    "PARALLEL_DISTANCE",
-    "PARALLEL_MODES",
-    "PARALLEL_OF_PREREQUISITE",
-    "PARALLEL_ROWS",
     "PHASES",
     "PHASE_ALIASES",
     "PHASE_CODE_WORDS",
@@ -191,8 +173,6 @@ __all__ = [
     "GraphModeDef",
     "GraphModeName",
     "Kind",
-    "ParallelDef",
-    "ParallelMode",
     "Phase",
     "PhaseDef",
     "Product",

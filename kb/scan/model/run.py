@@ -9,7 +9,7 @@ from kb.lint.context import Context
 from kb.scan.model.inventory import inventory
 from kb.scan.model.kinds import Module
 from kb.scan.model.plan import Target, plan
-from kb.vocab import DEFAULT_PARALLEL
+from kb.vocab.parallel import DEFAULT_PARALLEL
 
 
 def read_and_plan(tree: ast.Module, path: str, ctx: Context, settings: Any) -> tuple[list[Module], list[dict[str, Any]]]:
