@@ -479,3 +479,24 @@ def test_verbs_have_help(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
         main([verb, "--help"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: kb {verb}")
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_advice_text_fits_the_terminal(columns: int, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Issue 23: every line of ``kb advise`` fits min(terminal, 80) columns - the README
+    tour's walk, a walk with alternatives, and each tree's completions and assumptions."""
+    import unicodedata
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    walks = [["attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode"],
+             ["moe", "--moe", "yes", "--gate", "softmax", "--activation", "swiglu", "--parallel", "ep",
+              "--phase", "prefill", "--quant", "bf16"]]  # fmt: skip
+    walks += [[t["name"], "--no-input"] for t in open_catalog().records("tree")]
+    for argv in walks:
+        main(["advise", *argv])
+        out = capsys.readouterr().out
+        assert out.count("\n") > 5, argv
+        wide = [line for line in out.splitlines()
+                if sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) > columns]  # fmt: skip
+        assert not wide, (argv, wide[:3])

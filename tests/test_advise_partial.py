@@ -37,7 +37,12 @@ def test_text_says_what_was_assumed_before_the_chains(capsys: pytest.CaptureFixt
     assert main(["advise", "attention", "--arch", "gqa", "--phase", "prefill", "--cache", "paged",
                  "--no-input"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    line = next(ln for ln in out.splitlines() if ln.startswith("ASSUMED"))
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("ASSUMED"))
+    head = [lines[at]]  # the heading paragraph, wrapped to the terminal (continuations hang by 4)
+    while lines[at + len(head)].startswith("    "):
+        head.append(lines[at + len(head)].strip())
+    line = " ".join(head)
     assert "--sinks no" in line and "--history no" in line
     assert out.index("ASSUMED") < out.index("Chain gqa-prefill-paged")
 

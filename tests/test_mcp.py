@@ -75,6 +75,7 @@ BAD = [
     Case("scan-bad-product", "scan", {"text": "x = 1\n", "product": "atlas-z9"},
          error="unknown product"),
     Case("scan-bad-select", "scan", {"text": "x = 1\n", "select": ["KB999"]}, error="KB999"),
+    Case("scan-bad-parallel", "scan", {"text": "x = 1\n", "parallel": "sp"}, error="unknown parallel mode"),
     Case("check-both", "check", {"text": "version: 1", "path": str(DRAFT)}, error="not both"),
     Case("check-missing-file", "check", {"path": "nonexistent/candidates.yaml"},
          error="cannot read"),
@@ -148,6 +149,11 @@ GOOD = [
          check=lambda d: {m["kind"] for m in d["inventory"]} >= {"moe.router", "moe.experts"}
          and any(e.get("chain") in ("moe-gate-softmax", "moe-gate-softmax-gating-top-k")
                  for e in d["plan"])),  # either proven softmax-router chain
+    Case("scan-plan-ep", "scan",
+         {"text": (ROOT / "tests" / "fixtures" / "modelplan" / "modeling_moe_softmax.py").read_text(encoding="utf-8"),
+          "product": "atlas-a3", "parallel": "ep"},
+         check=lambda d: {e.get("chain") for e in d["plan"] if e["kind"] == "moe.experts"}
+         == {"moe-ep-prefill-alltoall"}),
     Case("check-clean", "check", {"path": str(EXAMPLES / "qwen3-moe-a2.yaml")},
          check=lambda d: d["findings"] == [] and d["summary"]["candidates"] == 10),
     Case("advise-complete", "advise",

@@ -22,8 +22,10 @@ from kb.scan.engine import ScanOptions
 PLAN = Path(__file__).resolve().parent / "fixtures" / "modelplan"
 
 
-def _scan(name: str, product: str = "atlas-a3", quantization: str | None = None) -> Any:
-    made = scanner(options=ScanOptions(product=product, quantization=quantization, use_config=False))
+def _scan(name: str, product: str = "atlas-a3", quantization: str | None = None,
+          parallel: str | None = None) -> Any:  # fmt: skip
+    made = scanner(options=ScanOptions(product=product, quantization=quantization, parallel=parallel,
+                                       use_config=False))  # fmt: skip
     return made.scan([str(PLAN / name)])
 
 
@@ -91,12 +93,19 @@ def test_softmax_moe_plan_router_and_expert_routing() -> None:
     experts = _module(report, "SoftExperts")
     assert experts.facts["form"] == "loop over one_hot masks" and experts.facts["activation"] == "silu"
     plan = _entries(report, "SoftExperts")["both"]
-    # routing (init_routing_v2 or token permute, by the chain ranked first for the product)
-    # and the grouped matmul; the pure-TP chain stays on offer
-    assert "npu_grouped_matmul" in _ops(plan)
-    assert {"npu_moe_init_routing_v2", "npu_moe_token_permute"} & set(_ops(plan))
-    assert plan["chain"] == "moe-tp-routing" or "moe-tp-routing" in plan["alternatives"]
-    assert {s["mapping"] for s in plan["stages"]} >= {"moe_experts_loop", "swiglu"}
+    # nothing in a single-device modelling file says expert parallelism: the chain that
+    # runs on one device is planned (its TP all-reduce drops out on one rank, and so does
+    # its moe-tp-group prerequisite); the expert-parallel chains are named, not planned
+    assert plan["chain"] == "moe-tp-routing"
+    assert _ops(plan) == ["npu_moe_init_routing_v2", "npu_grouped_matmul", "npu_swiglu",
+                          "npu_moe_finalize_routing"]  # fmt: skip
+    assert {s["mapping"] for s in plan["stages"]} == {"moe_experts_loop", "swiglu"}
+    assert plan["prerequisites"] == ["int32-expert-ids"]
+    assert any("--parallel tp" in n and "moe-tp-group" in n for n in plan["notes"])
+    held = {h["chain"]: h for h in plan["not_proposed"] if "chain" in h}
+    assert {"moe-ep-alltoall-token-permute", "moe-ep-prefill-alltoall", "moe-ep-allgather"} <= set(held)
+    assert {h["reason"] for h in held.values()} == {"needs expert parallelism (--parallel ep)"}
+    assert not set(held) & set(plan.get("alternatives", []))
 
 
 def test_mla_and_sigmoid_router_plan() -> None:
@@ -188,6 +197,120 @@ def test_product_ranks_chains_whose_operators_it_runs(product: str) -> None:
         assert "npu_moe_finalize_routing" not in _ops(entry)
 
 
+@pytest.mark.parametrize("parallel", [None, "ep"])
+def test_on_atlas_a3_every_moe_stage_planned_runs_there(parallel: str | None) -> None:
+    """On Atlas A3 every MoE stage planned runs there: npu_moe_finalize_routing's page names
+    only A2, but its kernel's page marks A3 and its wrapper checks no product (evidence)."""
+    for name in ("modeling_moe_softmax.py", "modeling_mla_sigmoid.py"):
+        report = _scan(name, "atlas-a3", parallel=parallel)
+        for entry in report.plan:
+            if entry["kind"].startswith("moe."):
+                notes = [n for s in entry["stages"] for n in s.get("notes", [])]
+                assert not [n for n in notes if "on atlas-a3" in n], (name, entry["chain"], notes)
+
+def test_parallel_ep_plans_the_expert_parallel_chain_and_tp_keeps_its_group() -> None:
+    ep = _entries(_scan("modeling_moe_softmax.py", parallel="ep"), "SoftExperts")["both"]
+    assert ep["chain"] == "moe-ep-prefill-alltoall"  # the CANN recipes' double routing, as kb advise says
+    assert "ep-groups" in ep["prerequisites"]
+    assert "moe-ep-alltoall-token-permute" in ep["alternatives"] and "moe-tp-routing" not in ep["alternatives"]
+    assert [(h["chain"], h["reason"]) for h in ep["not_proposed"] if "chain" in h] == [
+        ("moe-tp-routing", "needs tensor parallelism (--parallel tp)")]
+    assert "npu_grouped_matmul" in _ops(ep)
+    tp = _entries(_scan("modeling_moe_softmax.py", parallel="tp"), "SoftExperts")["both"]
+    assert tp["chain"] == "moe-tp-routing" and "moe-tp-group" in tp["prerequisites"]
+    assert not any("--parallel tp" in n for n in tp.get("notes", []))
+    assert {h["parallel"] for h in tp["not_proposed"] if "chain" in h} == {"ep"}
+    # where the single-device chain's operators do not run (npu_moe_finalize_routing has no
+    # Atlas 300I kernel), the all-gather chain vLLM-Ascend runs there is planned, with its
+    # collectives and its group prerequisite left out on one device
+    inference = _entries(_scan("modeling_moe_softmax.py", "atlas-inference"), "SoftExperts")["both"]
+    assert inference["chain"] == "moe-ep-allgather" and "ep-groups" not in inference["prerequisites"]
+    assert any("--parallel ep keeps them" in n for n in inference["notes"])
+    # the router and the dense parts do not depend on the deployment
+    for name in ("SoftRouter",):
+        assert (_entries(_scan("modeling_moe_softmax.py", parallel="ep"), name)
+                == _entries(_scan("modeling_moe_softmax.py"), name))  # fmt: skip
+
+
+def test_a_chain_says_its_deployment_through_its_prerequisites() -> None:
+    """The planner knows a chain needs a communication domain only from the prerequisites a
+    row of kb/vocab/parallel.py names: every chain that exchanges tokens (an all-to-all in a
+    plain-torch stage, an operator taking group_ep) or runs a fused collective (an operator
+    taking an hcom group) names one, or a single-device plan would propose it."""
+    from kb.catalog.compiled import open_catalog
+    from kb.scan.model.plan import Target, deployment, unasked
+
+    assert deployment({"prerequisites": [{"id": "ep-groups"}, {"id": "int32-expert-ids"}]}) == ["ep"]
+    assert deployment({"prerequisites": [{"id": "paged-kv-cache"}]}) == []
+    ctx, single = _ctx(), Target("atlas-a3", None, None)
+    # MC2 dispatch/combine take the EP group (group_ep): never on one device; the all-gather
+    # chain's collectives are plain torch and leave its fused stages runnable on one rank
+    assert unasked(ctx, open_catalog().get("moe-ep-decode-mc2"), single) == (["ep"], [])
+    assert unasked(ctx, open_catalog().get("moe-ep-allgather"), single) == ([], ["ep"])
+    assert unasked(ctx, open_catalog().get("moe-ep-allgather"), Target("atlas-a3", None, None, "ep")) == ([], [])
+    cat = open_catalog()
+    for chain in cat.records("chain"):
+        params = {p.get("name") for s in chain["stages"] if s.get("operator") != "plain-torch"
+                  for p in (cat.get(s["operator"]) or {}).get("parameters") or []}  # fmt: skip
+        torch = " ".join(s.get("torch", "") for s in chain["stages"])
+        if "group_ep" in params or "all_to_all" in torch:
+            assert "ep" in deployment(chain), chain["name"]
+        if "hcom" in params:
+            assert deployment(chain), chain["name"]
+
+
+def test_a_stage_written_for_one_phase_or_scheme_is_planned_only_there() -> None:
+    """A chain may write one call twice, for prefill and for decode (gqa-sinks-paged) or per
+    quantization scheme (mla-absorb-decode): each phase and scheme gets its own variant, and
+    phases whose variants differ are separate plan entries."""
+    from kb.catalog.compiled import open_catalog
+    from kb.scan.model.plan import Need, kept_stages
+
+    cat = open_catalog()
+    sinks = cat.get("gqa-sinks-paged")
+    n = Need("attention", frozenset({"attention"}), keep=frozenset({"attention", "flash_attention"}))
+    for phase in ("prefill", "decode"):
+        (stage,) = kept_stages(_ctx(), sinks, n, phase, "bf16")
+        assert stage["phase"] == phase
+    prolog = Need("attention", frozenset({"q_projection"}), keep=frozenset({"q_projection"}))
+    mla = cat.get("mla-absorb-decode")
+    schemes = sorted({q for s in mla["stages"] if s["operator"] == "npu_mla_prolog_v3" for q in s["quantization"]})
+    assert len(schemes) >= 3
+    for scheme in schemes:
+        (stage,) = kept_stages(_ctx(), mla, prolog, "decode", scheme)
+        assert scheme in stage["quantization"]
+
+
+def _ctx() -> Any:
+    return scanner(options=ScanOptions(use_config=False)).ctx
+
+
+def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_value() -> None:
+    """Under w8a8 the records also rank npu_quant_matmul_gelu for a tanh GELU, but its
+    approximate takes 'gelu_erf'/'gelu_tanh' (default erf): writing 'tanh' there fails
+    kb check and dropping it computes erf. The operator that takes 'tanh' is planned."""
+    plan = _entries(_scan("transformer_dit.py", quantization="w8a8"), "TanhFeedForward")["prefill"]
+    assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [("npu_gelu", {"approximate": "tanh"})]
+
+
+def test_a_chain_stage_whose_operator_lacks_the_value_is_held_with_the_reason(monkeypatch) -> None:
+    """Were npu_apply_rotary_pos_emb's rotary_mode a closed list without 'half', the rope
+    stage of the GQA chain could not express a half rotation: it is held, never given
+    the value or left at a default that computes something else."""
+    from kb.scan.model import plan as plan_module
+
+    real = plan_module._param
+
+    def narrowed(ctx: Any, op: str, name: str) -> dict[str, Any]:
+        p = real(ctx, op, name)
+        return {**p, "allowed": ["quarter"]} if (op, name) == ("npu_apply_rotary_pos_emb", "rotary_mode") else p
+
+    monkeypatch.setattr(plan_module, "_param", narrowed)
+    decode = _entries(_scan("modeling_dense_gqa.py"), "DenseAttention")["decode"]
+    assert "npu_apply_rotary_pos_emb" not in _ops(decode) and decode["chain"] == "gqa-decode-paged"
+    held = [h for h in decode["not_proposed"] if h.get("operator") == "npu_apply_rotary_pos_emb"]
+    assert held and "needs 'half'" in held[0]["reason"] and "quarter" in held[0]["reason"]
+
 def test_release_notes_operators_it_lacks() -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", torch_npu="2.1.0", use_config=False))
     report = made.scan([str(PLAN / "modeling_mla_sigmoid.py")])
@@ -238,6 +361,54 @@ def test_emitted_plan_is_kb_check_clean(tmp_path: Path, capsys) -> None:
     assert all("mapping " in c["notes"] for c in chained)
     errors = [f for f in check_text(out.read_text(), str(out)) if f.severity == "error"]
     assert errors == []
+
+
+def test_emitted_expert_parallel_plan_is_kb_check_clean(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "draft.yaml"
+    assert main(["scan", str(PLAN), "--product", "atlas-a3", "--parallel", "ep", "--no-config",
+                 "--emit-candidates", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    draft = yaml.safe_load(out.read_text())
+    assert "moe-ep-prefill-alltoall" in {c.get("chain") for c in draft["candidates"]}
+    errors = [f for f in check_text(out.read_text(), str(out)) if f.severity == "error"]
+    assert errors == []
+
+
+def test_plan_text_names_the_chains_another_deployment_would_take(capsys) -> None:
+    assert main(["scan", str(PLAN / "modeling_moe_softmax.py"), "--product", "atlas-a3", "--plan",
+                 "--no-config"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "both: chain moe-tp-routing" in out
+    line = next(x for x in out.splitlines() if "--parallel ep" in x)
+    assert line.strip().startswith("needs expert parallelism (--parallel ep): ")
+    assert "moe-ep-alltoall-token-permute" in line
+
+
+@pytest.mark.parametrize("value", ["sp", "expert-parallel-16"])
+def test_unknown_parallel_mode_is_a_usage_error(value: str, capsys) -> None:
+    from kb.api.errors import UsageError
+    from kb.api.scan import scan as api_scan
+
+    assert main(["scan", str(PLAN / "modeling_dense_gqa.py"), "--parallel", value]) == 2
+    assert "--parallel" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="parallel mode"):
+        api_scan(text="x = 1\n", parallel=value)
+    assert api_scan(text="x = 1\n", parallel="EP")["plan"] == []  # spellings fold as elsewhere
+
+
+def test_parallel_from_the_projects_tool_kb_table(tmp_path: Path, capsys) -> None:
+    source = (PLAN / "modeling_moe_softmax.py").read_text(encoding="utf-8")
+    (tmp_path / "tp").mkdir()
+    for where in (tmp_path / "m.py", tmp_path / "tp" / "m.py"):
+        where.write_text(source, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text('[tool.kb]\nparallel = "ep"\n\n[[tool.kb.overrides]]\n'
+                                             'files = ["tp/*.py"]\nparallel = "tp"\n')  # fmt: skip
+    report = scanner(options=ScanOptions(product="atlas-a3")).scan([str(tmp_path)])
+    chains = {(Path(e["file"]).parent.name, e.get("chain")) for e in report.plan if e["module"] == "SoftExperts"}
+    assert chains == {(tmp_path.name, "moe-ep-prefill-alltoall"), ("tp", "moe-tp-routing")}
+    (tmp_path / "pyproject.toml").write_text('[tool.kb]\nparallel = "sp"\n')
+    assert main(["scan", str(tmp_path / "m.py")]) == 2
+    assert "parallel 'sp' is not one of none, tp, ep" in capsys.readouterr().err
 
 
 def test_unknown_quant_is_a_usage_error(capsys) -> None:

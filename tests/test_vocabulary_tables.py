@@ -16,12 +16,15 @@ from pathlib import Path
 import pytest
 
 from kb import vocab
+from kb.vocab import parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 
 VOCABULARIES: dict[str, frozenset[str]] = {
     "call-path prefix": frozenset(vocab.LOOSE_CALL_PREFIXES) | frozenset(vocab.NAMESPACE_PATHS.values()),
     "dtype": frozenset(d.name for d in vocab.DTYPES),
+    "parallel mode": frozenset(parallel.PARALLEL_MODES),
+    "communication-domain prerequisite": frozenset(parallel.PARALLEL_OF_PREREQUISITE),
     "product": frozenset(vocab.PRODUCT_IDS),
     "phase": frozenset(vocab.PHASES),
     "graph mode": frozenset(vocab.GRAPH_MODES),
@@ -170,6 +173,7 @@ def test_every_spelling_names_one_value() -> None:
         (vocab.PRODUCTS, lambda p: (*p.code_words, *p.aliases)),
         (vocab.DTYPES, lambda d: (*d.torch_aliases, *d.aliases)),
         (vocab.PHASE_ROWS, lambda p: p.aliases),
+        (parallel.PARALLEL_ROWS, lambda p: (p.name, *p.aliases)),
         (tuple(vocab.SCHEMES.values()), lambda s: s.aliases),
     ):
         seen = [a for row in rows for a in spellings(row)]  # type: ignore[operator]
@@ -195,3 +199,18 @@ def test_call_paths_of_records_use_the_table() -> None:
     prefixes = {c.rsplit(".", 1)[0] + "." for r in open_catalog().records("operator")
                 for c in r.get("calls") or []}  # fmt: skip
     assert prefixes == set(vocab.CALL_PREFIXES)
+
+
+def test_the_advice_trees_ask_parallel_modes_of_the_table() -> None:
+    """``kb advise moe --parallel`` and ``kb scan --parallel`` speak one vocabulary: every
+    option of a tree question keyed ``parallel`` is a row of kb/vocab/parallel.py, and every
+    prerequisite a row names is one some chain record states."""
+    from kb.catalog.compiled import open_catalog
+
+    cat = open_catalog()
+    asked = {o["value"] for t in cat.records("tree") for node in t.get("nodes") or []
+             if node.get("key") == "parallel" for o in node.get("options") or []}  # fmt: skip
+    assert asked and asked <= set(parallel.PARALLEL_MODES), asked
+    stated = {p["id"] for c in cat.records("chain") for p in c.get("prerequisites") or []}
+    assert set(parallel.PARALLEL_OF_PREREQUISITE) <= stated
+    assert vocab.normalize("parallel", "Expert") == "ep" and vocab.normalize("parallel", "sp") is None

@@ -115,7 +115,7 @@ def _scan_within(made: Any, path: str, root: str) -> ScanReport:
 
 
 def scan(catalog: Any = None, *, path: str | None = None, text: str | None = None,
-         product: str | None = None, torch_npu: str | None = None,
+         product: str | None = None, torch_npu: str | None = None, parallel: str | None = None,
          select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
          fusion: bool = True, root: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The document for a file or directory (``path``, honouring its ``[tool.kb]``) or for
@@ -133,8 +133,13 @@ def scan(catalog: Any = None, *, path: str | None = None, text: str | None = Non
     canon = normalize("product", product) if product else None
     if product and canon is None:
         raise UsageError(f"unknown product {product!r}")
+    mode = normalize("parallel", parallel) if parallel else None
+    if parallel and mode is None:
+        from kb.vocab.parallel import PARALLEL_MODES
+
+        raise UsageError(f"unknown parallel mode {parallel[:40]!r}; one of {', '.join(PARALLEL_MODES)}")
     config = config_within(path, root) if path is not None and root is not None else None
-    options = ScanOptions(product=canon, torch_npu=torch_npu, select=list(select or []),
+    options = ScanOptions(product=canon, torch_npu=torch_npu, parallel=mode, select=list(select or []),
                           ignore=list(ignore or []), fusion=fusion, config=config,
                           use_config=path is not None and (root is None or config is not None))  # fmt: skip
     made = scanner(catalog() if callable(catalog) else catalog, options)

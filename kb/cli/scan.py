@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from kb.vocab import GRAPH_MODES
+from kb.vocab.parallel import PARALLEL_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="print the module inventory and the per-module, per-phase plan instead of findings")  # fmt: skip
     p.add_argument("--graph-mode", choices=GRAPH_MODES,
                    help="the graph mode the code runs under")  # fmt: skip
+    p.add_argument("--parallel", metavar="MODE",
+                   help=f"how the model is deployed: {', '.join(PARALLEL_MODES)} (default: none, one "
+                   "device); chains built for a deployment not asked for are named, not planned")  # fmt: skip
     p.add_argument("--select", action="append", default=[], metavar="CODE",
                    help="run only these rules (codes, prefixes, names; repeatable)")  # fmt: skip
     p.add_argument("--ignore", action="append", default=[], metavar="CODE",
@@ -89,8 +93,11 @@ def run(args: argparse.Namespace) -> int:
     _check_excludes(args.exclude)
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)
+    parallel = normalize("parallel", args.parallel) if args.parallel else None
+    if args.parallel and parallel is None:
+        raise UsageError(f"--parallel {args.parallel[:40]!r}: one of {', '.join(PARALLEL_MODES)}")
     options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
-                          quantization=quantization,
+                          quantization=quantization, parallel=parallel,
                           select=args.select, ignore=args.ignore, exclude=args.exclude,
                           custom_ops=args.custom_ops, use_config=not args.no_config,
                           config=Path(args.config) if args.config else None,

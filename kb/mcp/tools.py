@@ -277,6 +277,8 @@ def scan(
     text: Annotated[str | None, Field(description="or Python source to scan (one file)")] = None,
     product: Annotated[str | None, Field(description="target product, e.g. atlas-a3")] = None,
     torch_npu: Annotated[str | None, Field(description="target torch_npu release, e.g. 2.7.1")] = None,
+    parallel: Annotated[str | None, Field(description="deployment the plan targets: none (one device, "
+                                          "the default), tp or ep")] = None,
     select: Annotated[list[str] | None, Field(description="run only these rules")] = None,
     ignore: Annotated[list[str] | None, Field(description="skip these rules")] = None,
     fusion: Annotated[bool, Field(description="also report fusion opportunities (KB6xx)")] = True,
@@ -295,7 +297,7 @@ def scan(
         if os.path.isfile(path) and not path.endswith(".py"):
             raise ToolInputError(f"{path}: scan reads Python source; give a .py file or a "
                                  "directory")  # fmt: skip
-    return scanned(_catalog, path=path, text=text, product=product, torch_npu=torch_npu,  # type: ignore[return-value]
+    return scanned(_catalog, path=path, text=text, product=product, torch_npu=torch_npu, parallel=parallel,  # type: ignore[return-value]
                    select=select, ignore=ignore, fusion=fusion,
                    root=confine.root() if path is not None else None)  # fmt: skip
 

@@ -34,10 +34,11 @@ from kb.core.paths import NotText, describe_os_error, read_side_text
 from kb.core.releasenumber import release_text
 from kb.scan.globs import PatternError, PatternSet, compile_pattern
 from kb.vocab import GRAPH_MODES, PHASES, normalize
+from kb.vocab.parallel import PARALLEL_MODES
 
-KEYS = ("product", "torch-npu", "graph-mode", "quantization", "select", "ignore", "exclude",
+KEYS = ("product", "torch-npu", "graph-mode", "quantization", "parallel", "select", "ignore", "exclude",
         "custom-ops", "per-file-ignores", "overrides")  # fmt: skip
-OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "select",
+OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "parallel", "select",
                  "ignore")  # fmt: skip
 
 
@@ -54,6 +55,7 @@ class Settings:
     graph_mode: str | None = None
     graph_modes: dict[str, str] = field(default_factory=dict)
     quantization: str | None = None
+    parallel: str | None = None  # kb.vocab.parallel; None: a single device
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
 
@@ -209,6 +211,11 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
                 raise ConfigError(f"{where}: quantization {why}" if why else
                                   f"{where}: quantization {value!r} is not a known scheme")  # fmt: skip
             out.quantization = canon
+        elif key == "parallel":
+            canon = normalize("parallel", value)
+            if canon is None:
+                raise ConfigError(f"{where}: parallel {value!r} is not one of {', '.join(PARALLEL_MODES)}")
+            out.parallel = canon
         elif key == "select":
             out.select = _str_list(value, f"{where}: select")
         elif key == "ignore":

@@ -74,6 +74,7 @@ class ScanOptions:
     torch_npu: str | None = None
     graph_mode: str | None = None
     quantization: str | None = None
+    parallel: str | None = None  # kb.vocab.parallel: the deployment the plan targets
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
@@ -251,6 +252,8 @@ class Scanner:
             s.graph_mode, s.graph_modes = o.graph_mode, {}
         if o.quantization:
             s.quantization = o.quantization
+        if o.parallel:
+            s.parallel = o.parallel
         if o.select:
             s.select = list(o.select)
         s.ignore = s.ignore + list(o.ignore)

@@ -8,23 +8,28 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from kb.text.width import terminal_width
+
 #: Constraints printed per operator in text; JSON carries all of them, each whole.
 _FIRST_CONSTRAINTS = 3
 #: Completions printed in text; JSON carries up to kb.advice.partial.LIMIT of them.
 _FIRST_COMPLETIONS = 12
 
 
-def _wrap(text: str, indent: str, hang: int = 0) -> list[str]:
-    """Wrap to the terminal; ``hang`` indents continuation lines under the item's text."""
-    return textwrap.wrap(" ".join(text.split()), width=88, initial_indent=indent,
-                         subsequent_indent=indent + " " * hang, break_on_hyphens=False)  # fmt: skip
+def _wrap(text: str, indent: str, hang: int = 0, *, spaced: bool = False) -> list[str]:
+    """Wrap to the terminal (at most 80 columns, :func:`kb.text.width.terminal_width`);
+    ``hang`` indents continuation lines under the item's text; ``spaced`` keeps runs of
+    spaces inside a line (a header's gap before its phases)."""
+    return textwrap.wrap(text if spaced else " ".join(text.split()), width=terminal_width(),
+                         initial_indent=indent, subsequent_indent=indent + " " * hang,
+                         break_on_hyphens=False)  # fmt: skip
 
 
 def _assumed(adv: dict[str, Any]) -> list[str]:
     if not adv.get("assumed"):
         return []
     given = ", ".join(f"{a['flag']} {a['answer']}" for a in adv["assumed"])
-    out = ["", f"ASSUMED (not given; the common case): {given}"]
+    out = ["", *_wrap(f"ASSUMED (not given; the common case): {given}", "", 4)]
     for a in adv["assumed"]:
         out += _wrap(f"{a['flag']} {a['answer']}: {a['label']}", "  ", 4)
     out += ["  Pass the flag to answer otherwise (--strict assumes nothing)."]
@@ -49,7 +54,7 @@ def _practice(chain: dict[str, Any]) -> list[str]:
 def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
     if chain.get("missing"):
         return ["", f"{head} {chain['name']}: no such record"]
-    out = ["", f"{head} {chain['name']}  [{', '.join(chain['phases'])}]"]
+    out = ["", *_wrap(f"{head} {chain['name']}  [{', '.join(chain['phases'])}]", "", 4, spaced=True)]
     out += _wrap(chain["title"], "  ")
     out += _wrap(chain["summary"], "  ")
     if chain.get("when"):
@@ -60,7 +65,7 @@ def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
     omitted = f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out" \
         if chain["stages_omitted"] else ""  # fmt: skip
     asked = ", ".join(x for x in (adv.get("phase"), adv.get("quantization")) if x)
-    out += [f"  stages{' (' + asked + omitted + ')' if asked or omitted else ''}:"]
+    out += _wrap(f"stages{' (' + asked + omitted + ')' if asked or omitted else ''}:", "  ", 4)
     for i, st in enumerate(chain["stages"], 1):
         split = len(chain["phases"]) > 1 and st.get("phase", "both") != "both"
         tag = f" [{st['phase']}]" if split else ""
@@ -84,7 +89,7 @@ def _operators(adv: dict[str, Any]) -> list[str]:
     out = ["", "Operators"]
     for name, brief in adv["operators"].items():
         if brief.get("missing"):
-            out += [f"  {name}: no operator record yet"]
+            out += _wrap(f"{name}: no operator record yet", "  ", 4)
             continue
         out += _wrap(f"{name}  [{brief['status']}] {brief['summary']}", "  ", 4)
         if brief["products"]:
@@ -100,14 +105,14 @@ def _operators(adv: dict[str, Any]) -> list[str]:
             out += _wrap("- " + c, "      ", 2)
         rest = len(brief["constraints"]) - len(shown)
         if rest > 0:
-            out += [f"      ({rest} more constraint(s): kb show {name})"]
+            out += _wrap(f"({rest} more constraint(s): kb show {name})", "      ", 1)
     return out
 
 
 def _completions(adv: dict[str, Any]) -> list[str]:
     need = adv["needed"][0]
-    out = ["", f"NOT ENOUGH ANSWERS: {need['flag']} changes the operators ({need['question']})",
-           f"Every completion, most common first ({adv['completions_total']} in all):"]
+    out = ["", *_wrap(f"NOT ENOUGH ANSWERS: {need['flag']} changes the operators ({need['question']})", "", 4),
+           *_wrap(f"Every completion, most common first ({adv['completions_total']} in all):", "", 4)]
     for c in adv["completions"][:_FIRST_COMPLETIONS]:
         adds = " ".join(f"{k} {v}" for k, v in c["adds"].items())
         if c["outcome"] == "stop":
@@ -120,14 +125,25 @@ def _completions(adv: dict[str, Any]) -> list[str]:
             out += _wrap("assumes " + " ".join(f"{k} {v}" for k, v in c["assumed"].items()), "      ")
     left = adv["completions_total"] - min(len(adv["completions"]), _FIRST_COMPLETIONS)
     if left > 0:
-        out += [f"  ({left} more; answer {need['flag']} to narrow)"]
-    out += [f"Answer {need['flag']} (kb advise {adv['tree']} ... {need['flag']} VALUE) for the whole advice."]
+        out += _wrap(f"({left} more; answer {need['flag']} to narrow)", "  ", 1)
+    out += _wrap(f"Answer {need['flag']} (kb advise {adv['tree']} ... {need['flag']} VALUE) for the whole "
+                 "advice.", "", 4)
     return out
+
+
+def _command(adv: dict[str, Any]) -> list[str]:
+    """The walk as a command to paste: wrapped between flags, never inside a flag and its
+    value, continuation lines joined with a trailing backslash."""
+    words = [f"kb\0advise\0{adv['tree']}", *(f"{k}\0{v}" for k, v in adv["answers"].items())]
+    width = terminal_width()
+    lines = textwrap.wrap(" ".join(words), width=width - 2, subsequent_indent="    ",
+                          break_long_words=False, break_on_hyphens=False)  # fmt: skip
+    return [ln.replace("\0", " ") + (" \\" if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]
 
 
 def render(adv: dict[str, Any]) -> str:
     """Advice as text for a terminal."""
-    out = [f"kb advise {adv['tree']} " + " ".join(f"{k} {v}" for k, v in adv["answers"].items())]
+    out = _command(adv)
     for step in adv["path"]:
         mark = " (assumed)" if step.get("assumed") else ""
         out += _wrap(f"{step['flag']} {step['answer']}{mark}: {step['label']}", "  ", 4)
@@ -141,7 +157,7 @@ def render(adv: dict[str, Any]) -> str:
     for chain in adv["chains"]:
         out += _chain(chain, adv, "Chain")
     if adv.get("alternatives"):
-        out += ["", "Alternatives other engines ship for the same answers (ranked):"]
+        out += ["", *_wrap("Alternatives other engines ship for the same answers (ranked):", "", 4)]
         for alt in adv["alternatives"]:
             out += _chain(alt, adv, f"Alternative {alt['rank']} to {alt['instead_of']}:")
     if adv["prerequisites"]:
@@ -155,5 +171,5 @@ def render(adv: dict[str, Any]) -> str:
         for n in adv["notes"]:
             out += _wrap("- " + n, "  ", 2)
     if adv["ignored"]:
-        out += ["", "Not asked on this path (ignored): " + ", ".join(adv["ignored"])]
+        out += ["", *_wrap("Not asked on this path (ignored): " + ", ".join(adv["ignored"]), "", 4)]
     return "\n".join(out) + "\n"

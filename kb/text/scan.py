@@ -127,8 +127,18 @@ def plan_text(report: ScanReport) -> str:
                     out.append(f"      prerequisites: {', '.join(entry['prerequisites'])}")
                 if entry.get("alternatives"):
                     out.append(f"      other chains: {', '.join(entry['alternatives'])}")
+                out += _other_deployments(entry)
                 for note in entry.get("notes", []):
                     out.append(f"      note: {note}")
     if not out:
         out.append("no modules recognised (nn.Module classes with attention, MLP, MoE or norm parts)")
     return "".join(printable(line) + "\n" for line in out)
+
+
+def _other_deployments(entry: dict[str, Any]) -> list[str]:
+    """The chains held back for a deployment the scan did not ask for, one line per mode."""
+    by_reason: dict[str, list[str]] = {}
+    for held in entry.get("not_proposed", []):
+        if held.get("chain"):
+            by_reason.setdefault(held["reason"], []).append(held["chain"])
+    return [f"      {reason}: {', '.join(chains)}" for reason, chains in by_reason.items()]

@@ -11,6 +11,7 @@ from typing import get_args
 
 from kb.vocab.dtypes import DTYPE_ALIASES, DTYPE_CODES, Dtype
 from kb.vocab.formats import FORMAT_ALIASES, Format
+from kb.vocab.parallel import PARALLEL_ALIASES, ParallelMode
 from kb.vocab.phases import PHASE_ALIASES, Phase
 from kb.vocab.products import PRODUCT_ALIASES, Product, product_from_official
 from kb.vocab.schemes import AMBIGUOUS_SCHEMES, KV_SCHEMES, QUANT_ALIASES, SCHEMES, QuantScheme
@@ -23,6 +24,7 @@ ALIAS_TABLES: dict[str, dict[str, str]] = {
     "format": dict(FORMAT_ALIASES),
     "quantization": dict(QUANT_ALIASES),
     "phase": dict(PHASE_ALIASES),
+    "parallel": dict(PARALLEL_ALIASES),
 }
 
 CANONICAL: dict[str, tuple[str, ...]] = {
@@ -31,6 +33,7 @@ CANONICAL: dict[str, tuple[str, ...]] = {
     "format": get_args(Format),
     "quantization": get_args(QuantScheme),
     "phase": get_args(Phase),
+    "parallel": get_args(ParallelMode),
     "status": get_args(Status),
     "category": get_args(Category),
     "step": get_args(Step),

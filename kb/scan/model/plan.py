@@ -23,6 +23,12 @@ from kb.scan.model import mapping_ids as ids
 from kb.scan.model.kinds import Module
 from kb.scan.model.visibility import sees_every_key
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
+from kb.vocab.parallel import (
+    DEFAULT_PARALLEL,
+    PARALLEL_BY_NAME,
+    PARALLEL_DISTANCE,
+    PARALLEL_OF_PREREQUISITE,
+)
 
 _TORCH = "plain-torch"
 
@@ -174,11 +180,23 @@ def _params(ctx: Context, op: str) -> set[str]:
 
 
 def _param_type(ctx: Context, op: str, name: str) -> str:
+    return str(_param(ctx, op, name).get("type") or "")
+
+
+def _spells(ctx: Context, op: str, implied: dict[str, Any]) -> bool:
+    """Whether ``op`` accepts every implied value it takes as written (a closed list of
+    strings that lacks one is another spelling or another mode; a numeric code is noted
+    by :func:`_stage`, not refused here)."""
+    return all(v in (_param(ctx, op, k).get("allowed") or [v]) for k, v in implied.items()
+               if _param_type(ctx, op, k).startswith("str"))  # fmt: skip
+
+
+def _param(ctx: Context, op: str, name: str) -> dict[str, Any]:
     rec = ctx.operator(op)
     for p in (rec.get("parameters") or []) if rec is not None else []:
         if p.get("name") == name:
-            return str(p.get("type") or "")
-    return ""
+            return p  # type: ignore[no-any-return]
+    return {}
 
 
 #: Support levels a plan may build on (kernel-only support is reported, not refused).
@@ -217,10 +235,29 @@ class Target:
     product: str | None
     torch_npu: str | None
     quantization: str | None
+    parallel: str = DEFAULT_PARALLEL  # kb.vocab.parallel: how the model is deployed
+
+
+def deployment(chain: dict[str, Any]) -> list[str]:
+    """The parallel modes whose communication domain the chain's prerequisites set up."""
+    ids = [p.get("id") for p in chain.get("prerequisites") or []]
+    return sorted({PARALLEL_OF_PREREQUISITE[i] for i in ids if i in PARALLEL_OF_PREREQUISITE})
+
+
+def unasked(ctx: Context, chain: dict[str, Any], t: Target) -> tuple[list[str], list[str]]:
+    """The modes the chain needs and the target does not ask for: those a fused stage
+    takes a group of (it cannot run without one), and those whose collectives, written in
+    plain torch, leave the single-device computation on one rank."""
+    other = [m for m in deployment(chain) if m != t.parallel]
+    ops = {s.get("operator", _TORCH) for s in chain.get("stages") or []} - {_TORCH}
+    grouped = {m for m in other if any(set(PARALLEL_BY_NAME[m].group_args) & _params(ctx, o) for o in ops)}
+    return [m for m in other if m in grouped], [m for m in other if m not in grouped]
 
 
 def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -> tuple[Any, ...] | None:
-    """Rank key of a chain for one need and phase; None when it does not fit."""
+    """Rank key of a chain for one need and phase; None when it does not fit.  The
+    deployment comes first: a chain built for a mode the target does not ask for never
+    outranks one that runs as deployed, whatever the products say."""
     if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
         return None
     if t.product and chain.get("products") and product_support(t.product, chain["products"]) == "no":
@@ -229,7 +266,7 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
     if chain.get("quantization") and quant not in chain["quantization"] and not (
             quant == "bf16" and "fp16" in chain["quantization"]):  # fmt: skip
         return None
-    ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n)]
+    ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
     if any(o != _TORCH and not n.requires <= _params(ctx, o) for o in ops):
         return None  # a stage operator cannot express the mapping (GELU without approximate)
     covered = frozenset().union(*(_fuses(ctx, o) for o in ops))
@@ -243,23 +280,49 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
                                                                 or not _in_release(ctx, o, t.torch_npu)))
     hits = sum(1 for w in n.terms if w in words)
     prereq = len(chain.get("prerequisites") or [])
-    return (not product_ok, unsupported, -hits, prereq, len(covered - n.steps), chain["name"])
+    hard, soft = unasked(ctx, chain, t)
+    distance = sum(PARALLEL_DISTANCE[m] for m in soft)
+    return (len(hard), not product_ok, unsupported, distance, -hits, prereq, len(covered - n.steps),
+            chain["name"])  # fmt: skip
 
 
-def best_chain(ctx: Context, n: Need, phase: str, t: Target) -> tuple[dict[str, Any] | None, list[str]]:
+def best_chain(ctx: Context, n: Need, phase: str,
+               t: Target) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:  # fmt: skip
+    """The chain to plan (the deployment decides first: a chain whose operators need a
+    group the target lacks is never planned; then the products; then the chain nearest
+    the deployment asked for), the next ones built for that deployment, and the other
+    fitting chains, named with the deployment they need."""
     ranked = sorted((key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None)
-    names = [c["name"] for _, c in ranked]
-    return (ranked[0][1] if ranked else None), names[1:4]
+    best = next((c for key, c in ranked if not key[0]), None)
+    rest = [c for _key, c in ranked if c is not best]
+    needs = {c["name"]: max((m for part in unasked(ctx, c, t) for m in part),
+                            key=PARALLEL_DISTANCE.__getitem__, default="") for c in rest}  # fmt: skip
+    held = [{"chain": c["name"], "parallel": needs[c["name"]], "reason": f"needs "
+             f"{PARALLEL_BY_NAME[needs[c['name']]].label} (--parallel {needs[c['name']]})"}
+            for c in rest if needs[c["name"]]]  # fmt: skip
+    return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held
 
 
-def kept_stages(ctx: Context, chain: dict[str, Any], n: Need) -> list[dict[str, Any]]:
-    """The chain's stages this module does: a fused operator touching a kept step and
-    fusing no refused one, each operator once."""
+def _applies(stage: dict[str, Any], phase: str | None, scheme: str | None) -> bool:
+    """Whether a stage written for one phase or for some schemes only (a chain's variants of
+    one call) is the one this phase and scheme run; None: any."""
+    if phase and stage.get("phase", "both") not in ("both", phase):
+        return False
+    only = stage.get("quantization") or []
+    return not scheme or not only or scheme in only or (scheme == "bf16" and "fp16" in only)
+
+
+def kept_stages(ctx: Context, chain: dict[str, Any], n: Need, phase: str | None = None,
+                scheme: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The chain's stages this module does in ``phase`` under ``scheme``: a fused operator
+    touching a kept step and fusing no refused one, each operator once."""
     out, seen = [], set()
     for stage in chain.get("stages") or []:
         op = stage.get("operator", _TORCH)
         fuses = _fuses(ctx, op)
         if op == _TORCH or op in seen or not (fuses & (n.keep or n.steps)) or (fuses & n.refuse):
+            continue
+        if not _applies(stage, phase, scheme):
             continue
         seen.add(op)
         out.append(stage)
@@ -354,6 +417,11 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
             notes.append(f"{key}: this module needs the {value!r} mode; {op} takes it as a "
                          f"{_param_type(ctx, op, key)} code")  # fmt: skip
             continue
+        allowed = _param(ctx, op, key).get("allowed") or []
+        if allowed and value not in allowed:  # another spelling, or a mode it lacks: not guessed
+            out["held"] = (f"{key}: this module needs {value!r}, which {op} does not spell "
+                           f"({', '.join(map(str, allowed))})")  # fmt: skip
+            continue
         args[key] = value
     args = {k: v for k, v in args.items() if k in params or not params}
     if args:
@@ -378,7 +446,7 @@ def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str
 
     ops = [o for o in fused_for(ctx, tuple(sorted(steps)), t.product)
            if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)
-           and n.requires <= _params(ctx, o)]
+           and n.requires <= _params(ctx, o) and _spells(ctx, o, n.implied)]
     ops.sort(key=lambda o: _support(ctx, o, t.product) not in _USABLE)
     return ops
 
@@ -421,8 +489,11 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         n = replace(n, refuse=n.refuse - quant, keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()))
     picks = {p: best_chain(ctx, n, p, t) for p in phases}
     entries: list[dict[str, Any]] = []
-    names = {p: (c["name"] if c else None) for p, (c, _alt) in picks.items()}
-    groups: list[tuple[str, list[str]]] = []
+    scheme_of = t.quantization or "bf16"
+    kept = {p: kept_stages(ctx, c, n, p, scheme_of) if c else [] for p, (c, _alt, _held) in picks.items()}
+    # phases share an entry when they take the same chain and the same stages of it
+    names = {p: ((c["name"], [id(s) for s in kept[p]]) if c else None) for p, (c, _alt, _held) in picks.items()}
+    groups: list[tuple[Any, list[str]]] = []
     for p in phases:
         for chain_name, members in groups:
             if chain_name == names[p]:
@@ -431,17 +502,26 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         else:
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
-        chain, alternatives = picks[members[0]]
+        chain, alternatives, held_chains = picks[members[0]]
         phase = members[0] if len(members) == 1 and len(phases) > 1 else "both" if len(members) > 1 else members[0]
         entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase, "file": m.file,
                                  "lines": [m.line, m.end_line]}  # fmt: skip
         if chain is not None:
             entry["chain"] = chain["name"]
-            stages = [_stage(ctx, m, n, s, chain, t) for s in kept_stages(ctx, chain, n)]
+            stages = [_stage(ctx, m, n, s, chain, t) for s in kept[members[0]]]
+            unspelled = [s for s in stages if "held" in s]
+            stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
+            for mode in unasked(ctx, chain, t)[1]:  # written for it; on this deployment its collective drops out
+                dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
+                prereq = [p for p in prereq if p not in dropped]
+                entry["notes"] = entry.get("notes", []) + [
+                    f"{chain['name']} is written for {PARALLEL_BY_NAME[mode].label}; on "
+                    f"{PARALLEL_BY_NAME[t.parallel].label} it runs without its collectives over that group "
+                    f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"]
         else:
-            stages = _by_operators(ctx, m, n, t)
-            prereq = []
+            stages = _by_operators(ctx, m, n, t)  # ranked only among operators that spell the values
+            prereq, unspelled = [], []
             if not stages:
                 entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
             elif n.category == "attention":
@@ -454,8 +534,19 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
             entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
                                       "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
-            entry["notes"] = [f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
-                              "equivalence proof yet" for s in held]  # fmt: skip
+            entry["notes"] = entry.get("notes", []) + [
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
+                "equivalence proof yet" for s in held]  # fmt: skip
+        # nor a stage whose operator cannot be given the value the mapping needs, nor a
+        # chain for another deployment (named with what it needs)
+        for s in unspelled:
+            entry["notes"] = entry.get("notes", []) + [
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): {s['held']}"]
+        entry["not_proposed"] = entry.get("not_proposed", []) + [
+            {"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"], "reason": s.pop("held")}
+            for s in unspelled] + held_chains  # fmt: skip
+        if not entry["not_proposed"]:
+            del entry["not_proposed"]
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
             entry["notes"] = entry.get("notes", []) + [
                 f"sliding window: {m.facts['sliding_window']}; on layers that use it the "

@@ -9,6 +9,7 @@ from kb.lint.context import Context
 from kb.scan.model.inventory import inventory
 from kb.scan.model.kinds import Module
 from kb.scan.model.plan import Target, plan
+from kb.vocab.parallel import DEFAULT_PARALLEL
 
 
 def read_and_plan(tree: ast.Module, path: str, ctx: Context, settings: Any) -> tuple[list[Module], list[dict[str, Any]]]:
@@ -19,5 +20,6 @@ def read_and_plan(tree: ast.Module, path: str, ctx: Context, settings: Any) -> t
     except RecursionError:
         return [], []
     target = Target(getattr(settings, "product", None), getattr(settings, "torch_npu", None),
-                    getattr(settings, "quantization", None))  # fmt: skip
+                    getattr(settings, "quantization", None),
+                    getattr(settings, "parallel", None) or DEFAULT_PARALLEL)  # fmt: skip
     return modules, plan(ctx, modules, target)
