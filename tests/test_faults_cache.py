@@ -85,6 +85,22 @@ def test_bit_rot_in_the_stored_fields_is_caught(tmp_path: Path) -> None:
     assert b'"npu_rms_nore"' not in docs.read_bytes()  # healed on disk, not just in memory
 
 
+def test_bit_rot_in_the_term_table_is_caught(tmp_path: Path) -> None:
+    """terms.sqlite (every term's scores, what a cold query reads instead of whoosh) is
+    checked like the segments: a changed score, same size, is caught and rebuilt."""
+    before = kb(tmp_path, "search", "rms norm")
+    assert before.rc == 0 and before.out.startswith("npu_rms_norm")
+    (table,) = _index(tmp_path).glob("terms.sqlite")
+    data = bytearray(table.read_bytes())
+    at = data.find(b"[[")
+    assert at > 0
+    data[at + 2] = ord("9") if data[at + 2] != ord("9") else ord("8")  # a document number
+    table.write_bytes(bytes(data))
+    run = kb(tmp_path, "search", "rms norm")
+    assert run.clean and run.rc == 0 and run.out == before.out, run.out
+    assert table.read_bytes() != bytes(data)  # healed on disk, not just in memory
+
+
 def test_an_index_file_the_build_did_not_write_is_not_trusted(tmp_path: Path) -> None:
     """whoosh reads the newest table of contents it finds: a stray one (an older kb's
     generation, a restored backup) would be read unchecked, so the index is rebuilt."""

@@ -18,6 +18,7 @@ import_whoosh()
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
+from kb.index.fields import TEXT_FIELDS, phrase_key  # noqa: E402, F401  (whoosh-free, shared)
 from kb.index.textanalysis import tokens  # noqa: E402
 
 #: Field weights, tuned on tests/data/search_queries.yaml.
@@ -69,7 +70,6 @@ def schema() -> Schema:
     )
 
 
-TEXT_FIELDS = ("name_text", "keywords", "summary", "fuses", "zh", "params", "body")
 
 
 def _join(*parts: Any) -> str:
@@ -132,11 +132,6 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         doc["body"] = _join(rec.get("description", ""), [c["why"] for c in rec.get("op_classes", [])],
                             [f["explanation"] for f in rec.get("formulas", [])])  # fmt: skip
     return doc
-
-
-def phrase_key(text: str) -> str:
-    """A keyword phrase or a query as compared whole: lower case, single spaces."""
-    return " ".join(text.lower().split())
 
 
 def _dtypes(rec: dict[str, Any]) -> set[str]:

@@ -15,24 +15,21 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kb.index.whoosh_import import import_whoosh
-
-import_whoosh()
-
-from whoosh.scoring import BM25F  # noqa: E402
-
-from kb.index.documents import TEXT_FIELDS, phrase_key  # noqa: E402
-from kb.index.names import Hit, name_factor, name_stems  # noqa: E402
-from kb.index.priors import INPLACE_TWIN_PRIOR  # noqa: E402
-from kb.index.steps import (  # noqa: E402
+from kb.index.fields import TEXT_FIELDS, phrase_key
+from kb.index.names import Hit, name_factor, name_stems
+from kb.index.priors import INPLACE_TWIN_PRIOR
+from kb.index.steps import (
     UNASKED_NAMED_STEP_PRIOR,
     named_steps,
     step_factor,
     unasked_named_steps,
 )
-from kb.index.textanalysis import glossary_tokens, query_words  # noqa: E402
+from kb.index.textanalysis import glossary_tokens, query_words
+
+if TYPE_CHECKING:
+    from kb.index.termtable import TermTable
 
 #: Added to the score of a document holding every query token: usually enough to rank
 #: it first, yet a far better match on the named steps or name can still lead.
@@ -87,13 +84,19 @@ def asked_dtypes(text: str) -> set[str]:
 
 
 class Session:
-    """An open searcher and the stored fields of every document, read once.
+    """An open whoosh searcher and the stored fields of every document, read once.
 
-    A command builds one per query; a long-running process (``kb mcp``) keeps one per
-    index and pays only for the query itself.
+    A long-running process (``kb mcp``) keeps one per index and pays only for the query
+    itself; a cold command reads the same scores from the index's term table instead
+    (:class:`kb.index.termtable.TermTable`), without importing whoosh.
     """
 
     def __init__(self, ix: Any) -> None:
+        from kb.index.whoosh_import import import_whoosh
+
+        import_whoosh()
+        from whoosh.scoring import BM25F
+
         from kb.index.searchindex import STORED_ATTR
 
         self.searcher = ix.searcher(weighting=BM25F())
@@ -154,7 +157,7 @@ def _word_shares(words: list[list[str]], scores: dict[str, dict[int, float]]) ->
     return held
 
 
-def text_hits(session: Session, text: str, toks: list[str], kinds: set[str] | None,
+def text_hits(session: Session | TermTable, text: str, toks: list[str], kinds: set[str] | None,
               seen: set[str]) -> list[Hit]:  # fmt: skip
     """BM25F matches, rescored; documents holding more of the query's words come first."""
     # joined neighbours ("rms norm" → rmsnorm) may lift a match but are never required

@@ -8,8 +8,9 @@ Ranking, best first:
 4. BM25F text matches, rescored (:mod:`kb.index.fulltext`).
 
 An identifier query answered by 1 or 3 (:func:`kb.index.names.answered_by_name`) stops
-there: the compiled store answers it and whoosh is never imported, which is most of a
-cold lookup's cost.  Where the index lives and how it is built, opened and healed is
+there: the compiled store answers it.  Free text reads the scores of its words from the
+index's term table (:mod:`kb.index.termtable`); whoosh's engine is imported only to
+build the index, or by a caller that passes its own index or session.  Where the index lives and how it is built, opened and healed is
 :mod:`kb.index.searchindex`.
 """
 
@@ -59,8 +60,21 @@ def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | No
     seen = {h.name for h in hits}
     if session is not None:  # the caller's (kb mcp): it owns healing and closing
         return (hits + text_hits(session, text, toks, kinds, seen))[:limit]
-    from kb.index.searchindex import open_index
+    from kb.index.searchindex import open_index, open_terms
 
+    if ix is None:  # a verified index on disk answers without whoosh; else build it
+        table = open_terms(catalog)
+        if table is None:
+            built = open_index(catalog)
+            table = open_terms(catalog)
+            ix = built if table is None else None
+        if table is not None:
+            try:
+                return (hits + text_hits(table, text, toks, kinds, seen))[:limit]
+            except Exception:  # a table that breaks mid-query (sqlite, JSON): rebuild, ask again
+                ix = open_index(catalog, rebuild=True)
+            finally:
+                table.close()
     try:
         hits += own_session_hits(ix or open_index(catalog), text, toks, kinds, seen)
     except Exception:  # a damaged index (zlib.error, whoosh's own): rebuild it, ask again

@@ -10,7 +10,8 @@ millisecond for the 4.5 MB index, where blake2b took several: CRC-32 is made to 
 accidental damage, and nothing here guards against a writer who could as well rewrite
 the stamp), so bit rot cannot quietly change the answers.  The stored fields the
 ranking reads are also written as ``docs.json`` beside the segments (checked alike),
-which loads in a third of the time whoosh takes to unpickle them.  An index that fails to open
+which loads in a third of the time whoosh takes to unpickle them, and every term's
+scores as ``terms.sqlite`` (:mod:`kb.index.termtable`), so a query needs no whoosh.  An index that fails to open
 or to verify, disagrees with the catalog or breaks during a query is rebuilt, never
 trusted; when the cache cannot be written it is built in
 memory for this process.  What goes *into* the index (documents, field weights,
@@ -29,17 +30,18 @@ from typing import Any
 from kb.catalog.compiled import Catalog, root_key
 from kb.core import cache
 from kb.core.paths import cache_dir
-from kb.index.whoosh_import import import_whoosh
+from kb.index import termtable
+from kb.index.termtable import TermTable
 
-import_whoosh()
-
-INDEX_VERSION = "13"
+INDEX_VERSION = "14"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 #: The stored fields of every document, by document number, for the ranking to read.
 DOCS = "docs.json"
 #: The attribute of an opened index that carries those fields (None: read whoosh's).
 STORED_ATTR = "kb_stored"
+#: Every term's scores (:mod:`kb.index.termtable`): what a cold query reads.
+TERMS = termtable.FILE
 
 
 def index_dir(catalog: Catalog) -> Path:
@@ -74,31 +76,60 @@ def _checksums(directory: Path) -> dict[str, str]:
     return {name: _crc(directory / name) for name in sorted(_index_files(directory))}
 
 
-def _open_valid(target: Path, catalog: Catalog) -> Any:
-    """The index at ``target`` when its stamp matches the catalog and its files their
-    checksums, else None."""
+def _verified(target: Path, catalog: Catalog) -> dict[int, dict[str, Any]] | None:
+    """The stored fields of the index at ``target`` when its stamp matches the catalog
+    and its files their checksums, else None (whoosh-free)."""
     try:
         stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
         files = stamp.pop("files", None)
         if stamp != _stamp(catalog) or not files:
             return None
-        if DOCS not in files or _index_files(target) != set(files):
+        if not {DOCS, TERMS} <= set(files) or _index_files(target) != set(files):
             return None  # a file the build did not write (another TOC) is not trusted
         for name, digest in files.items():
             if _crc(target / name) != digest:
                 return None
         stored = {int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()}
-        from whoosh import index as windex
-
-        if len(stored) != stamp["docs"]:
-            return None
         # every file is byte for byte what the build wrote, so whoosh's own count (a
         # second read of its segment) would add nothing
-        ix = windex.open_dir(str(target))
-        setattr(ix, STORED_ATTR, stored)
-        return ix
+        return stored if len(stored) == stamp["docs"] else None
     except Exception:  # any damage (missing, not a directory, garbage): not trusted
         return None
+
+
+def _open_valid(target: Path, catalog: Catalog) -> Any:
+    """The whoosh index at ``target`` when it verifies, else None."""
+    stored = _verified(target, catalog)
+    if stored is None:
+        return None
+    try:
+        from kb.index.whoosh_import import import_whoosh
+
+        import_whoosh()
+        from whoosh import index as windex
+
+        ix = windex.open_dir(str(target))
+    except Exception:  # damage whoosh finds that the checksums could not: not trusted
+        return None
+    setattr(ix, STORED_ATTR, stored)
+    return ix
+
+
+def open_terms(catalog: Catalog) -> TermTable | None:
+    """The term table of the catalog's index when one on disk verifies (None: build
+    the index, or search through whoosh when it lives in memory)."""
+    if catalog.in_memory:
+        return None
+    target = index_dir(catalog)
+    stored = _verified(target, catalog)
+    if stored is None:
+        return None
+    try:
+        table = TermTable(target, stored)
+    except Exception:
+        return None
+    cache.clean_dead()
+    return table
 
 
 def _fill(ix: Any, catalog: Catalog) -> None:
@@ -127,6 +158,9 @@ def _write_docs(ix: Any, directory: Path) -> None:
 
 
 def _in_memory(catalog: Catalog) -> Any:
+    from kb.index.whoosh_import import import_whoosh
+
+    import_whoosh()
     from whoosh.filedb.filestore import RamStorage
 
     from kb.index.documents import schema  # imports whoosh
@@ -154,9 +188,12 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
     Without ``force`` an index another process finished while we waited for the lock
     is used as it is.
     """
+    from kb.index.whoosh_import import import_whoosh
+
+    import_whoosh()
     from whoosh import index as windex
 
-    from kb.index.documents import schema  # imports whoosh
+    from kb.index.documents import schema
 
     target = index_dir(catalog)
     tag = f"{root_key(catalog.root)}-index"
@@ -175,6 +212,7 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
                 ix = windex.create_in(str(built), schema())
                 _fill(ix, catalog)
                 _write_docs(ix, built)
+                termtable.write(ix, built)
                 stamp = {**_stamp(catalog), "files": _checksums(built)}
                 (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
                 cache.mark(built, root=str(catalog.root), content=catalog.content)
