@@ -132,17 +132,24 @@ def open_terms(catalog: Catalog) -> TermTable | None:
     return table
 
 
-def _fill(ix: Any, catalog: Catalog) -> None:
+def _fill(ix: Any, catalog: Catalog) -> termtable.Recorder:
     from kb.core.gcpause import collector_paused
     from kb.index.documents import document
     from kb.index.priors import priors
 
+    recorder = termtable.Recorder()
     with collector_paused():
         writer = ix.writer()
-        weights = priors(catalog)
-        for rec in catalog.records():
-            writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
+        recorder.attach(writer)
+        try:
+            weights = priors(catalog)
+            for rec in catalog.records():
+                recorder.start()
+                writer.add_document(prior=weights.get(rec["name"], 1.0), **document(rec))
+        finally:
+            recorder.detach(writer)
         writer.commit()
+    return recorder
 
 
 def _write_docs(ix: Any, directory: Path) -> None:
@@ -210,9 +217,9 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
                 built = tmp / "index"
                 built.mkdir()
                 ix = windex.create_in(str(built), schema())
-                _fill(ix, catalog)
+                recorder = _fill(ix, catalog)
                 _write_docs(ix, built)
-                termtable.write(ix, built)
+                termtable.write(recorder, built)
                 stamp = {**_stamp(catalog), "files": _checksums(built)}
                 (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
                 cache.mark(built, root=str(catalog.root), content=catalog.content)

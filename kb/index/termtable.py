@@ -3,9 +3,10 @@ back with sqlite, so a cold free-text search never imports whoosh.
 
 :meth:`kb.index.fulltext.Session.token_scores` asks whoosh, per query word, for each
 text field's postings and scores them; those scores depend on nothing but the index,
-so the build asks the same once for every term (:func:`write`) and a query reads the
-rows of its own words (:class:`TermTable`).  The numbers are whoosh's, field by field in
-:data:`kb.index.fields.TEXT_FIELDS` order, so the two paths sum to the same floats.
+so the build scores every term once, from the items whoosh's writer indexes
+(:class:`Recorder`, :func:`write`), and a query reads the rows of its own words
+(:class:`TermTable`).  The formula, lengths and order of summing are whoosh's, field by
+field in :data:`kb.index.fields.TEXT_FIELDS` order, so both paths give the same floats.
 """
 
 from __future__ import annotations
@@ -21,35 +22,69 @@ from kb.index.fields import TEXT_FIELDS
 FILE = "terms.sqlite"
 
 
-def _scores(ix: Any) -> dict[str, dict[int, float]]:
-    """Per term, per document: what ``Session.token_scores`` returns for it."""
-    from whoosh.scoring import BM25F, bm25
+class Recorder:
+    """What whoosh's writer indexes, seen as it indexes it: each text field's
+    ``(term, freq, weight)`` items per document, in document order.
 
-    weighting = BM25F()
-    out: dict[str, dict[int, float]] = {}
-    with ix.searcher(weighting=weighting) as searcher:
-        reader = searcher.reader()
-        docs = searcher.doc_count_all()
+    :meth:`attach` wraps the writer's own field objects, so the items are the very ones
+    whoosh posts (one analysis, not two).  Scores then follow whoosh's BM25F exactly:
+    its idf, its one-byte document lengths, its average over the field's true total.
+    """
+
+    def __init__(self) -> None:
+        self.docs: list[dict[str, list[tuple[bytes, int, float]]]] = []
+
+    def attach(self, writer: Any) -> None:
         for field in TEXT_FIELDS:
-            avgfl = searcher.avg_field_length(field) or 1
-            lengths: dict[int, int] = {}
-            for raw in reader.lexicon(field):
-                term = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-                idf = math.log(docs / (reader.doc_frequency(field, term) + 1)) + 1  # whoosh's idf
-                row = out.setdefault(term, {})
-                for docnum, weight in reader.postings(field, term).items_as("weight"):
-                    length = lengths.get(docnum)
-                    if length is None:
-                        length = lengths[docnum] = searcher.doc_field_length(docnum, field, 1)
-                    row[docnum] = row.get(docnum, 0.0) + bm25(idf, weight, length, avgfl,
+            obj = writer.schema[field]
+            obj.index = self._wrap(field, obj.index)
+
+    def detach(self, writer: Any) -> None:
+        """Before the commit: whoosh pickles the schema into its table of contents."""
+        for field in TEXT_FIELDS:
+            vars(writer.schema[field]).pop("index", None)
+
+    def start(self) -> None:
+        """Call before each ``add_document``."""
+        self.docs.append({})
+
+    def _wrap(self, field: str, index: Any) -> Any:
+        def recording(value: Any, **kwargs: Any) -> list[Any]:
+            items = list(index(value, **kwargs))
+            self.docs[-1][field] = [(t, freq, weight) for t, freq, weight, _v in items]
+            return items
+
+        return recording
+
+    def scores(self, field_boost: float = 1.0) -> dict[str, dict[int, float]]:
+        """Per term, per document: what ``Session.token_scores`` returns for it."""
+        from whoosh.scoring import BM25F, bm25
+        from whoosh.util.numeric import byte_to_length, length_to_byte
+
+        weighting = BM25F()
+        n = len(self.docs)
+        out: dict[str, dict[int, float]] = {}
+        for field in TEXT_FIELDS:
+            lengths = [sum(freq for _t, freq, _w in doc.get(field, ())) for doc in self.docs]
+            avgfl = (sum(lengths) / (n or 1)) or 1
+            stored = [byte_to_length(length_to_byte(x)) if x else 1 for x in lengths]
+            postings: dict[bytes, list[tuple[int, float]]] = {}
+            for docnum, doc in enumerate(self.docs):
+                for term, _freq, weight in doc.get(field, ()):
+                    postings.setdefault(term, []).append((docnum, weight * field_boost))
+            for term, plist in postings.items():
+                idf = math.log(n / (len(plist) + 1)) + 1  # whoosh's idf
+                row = out.setdefault(term.decode("utf-8"), {})
+                for docnum, weight in plist:
+                    row[docnum] = row.get(docnum, 0.0) + bm25(idf, weight, stored[docnum], avgfl,
                                                               weighting.B, weighting.K1)  # fmt: skip
-    return out
+        return out
 
 
-def write(ix: Any, directory: Path) -> None:
+def write(recorder: Recorder, directory: Path) -> None:
     """The term table of a freshly built index, beside its segments."""
     rows = [(term, json.dumps(sorted(docs.items()), separators=(",", ":")))
-            for term, docs in _scores(ix).items()]  # fmt: skip
+            for term, docs in recorder.scores().items()]  # fmt: skip
     con = sqlite3.connect(directory / FILE)
     try:
         con.execute("CREATE TABLE terms (term TEXT PRIMARY KEY, docs TEXT NOT NULL) WITHOUT ROWID")
