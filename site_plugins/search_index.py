@@ -24,7 +24,8 @@ from typing import Any
 from kb.catalog.compiled import Catalog
 from kb.index import fulltext, names, priors, steps, textanalysis
 from kb.index.documents import TEXT_FIELDS, document
-from kb.index.searchindex import open_index
+from kb.index.searchindex import open_index, open_terms
+from kb.index.termtable import TermTable
 from kb.vocab import CALL_PREFIXES, normalize
 from kb.vocab.dtypes import DTYPE_CODES
 from kb.vocab.normalize import ALIAS_TABLES, CANONICAL
@@ -111,9 +112,9 @@ def _stems(catalog: Catalog) -> dict[str, str]:
 def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str, str]:
     """Every file of the site index (path under the site → text)."""
     ix = open_index(catalog)
-    session = fulltext.Session(ix)
+    table = open_terms(catalog)  # every term's scores, read without walking whoosh's postings
+    session: fulltext.Session | TermTable = table if table is not None else fulltext.Session(ix)
     try:
-        reader = session.searcher.reader()
         docs = []
         if sorted(session.stored) != list(range(len(session.stored))):
             raise ValueError("the search index has gaps in its document numbers; rebuild it")
@@ -125,8 +126,12 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
                          doc.get("steps", ""), doc.get("summary_en", ""),
                          [list(p) for p in names._name_parts(doc["name"])]])  # fmt: skip
         terms: set[str] = set()
-        for field in TEXT_FIELDS:
-            terms.update(t if isinstance(t, str) else t.decode("utf-8") for t in reader.field_terms(field))
+        if isinstance(session, TermTable):
+            terms.update(session.terms())
+        else:
+            reader = session.searcher.reader()
+            for field in TEXT_FIELDS:
+                terms.update(t if isinstance(t, str) else t.decode("utf-8") for t in reader.field_terms(field))
         shards: list[dict[str, Any]] = [{"t": {}, "s": {}, "p": {}} for _ in range(SHARDS)]
         for term in sorted(terms):
             scores = session.token_scores(term)

@@ -107,5 +107,9 @@ class TermTable:
         row = self._con.execute("SELECT docs FROM terms WHERE term = ?", (token,)).fetchone()
         return {int(d): float(s) for d, s in json.loads(row[0])} if row else {}
 
+    def terms(self) -> list[str]:
+        """Every term of the index, sorted."""
+        return [t for (t,) in self._con.execute("SELECT term FROM terms ORDER BY term")]
+
     def close(self) -> None:
         self._con.close()
