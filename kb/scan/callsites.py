@@ -21,7 +21,7 @@ from kb.scan.names import MOUNT_NAMESPACES, PATH_NAMESPACES
 from kb.scan.registrations import Registration, function_params, qualified
 from kb.scan.scopes import Env
 from kb.scan.sites import CallSite, FileScan
-from kb.scan.syntax import const_str, walk_expr
+from kb.scan.syntax import const_str, expr_calls
 from kb.scan.values import Cond, DictV, Entry, Module, Op, consistent
 
 MAX_VARIANTS = 64  # argument combinations checked per call site
@@ -59,9 +59,8 @@ class CallRecorder(KwargsTracking):
         """Record every torch_npu call inside an expression or simple statement."""
         if not self.collect:
             return
-        for node in walk_expr(root):
-            if isinstance(node, ast.Call):
-                self.call_site(node, env, cond, qual)
+        for node in expr_calls(root):
+            self.call_site(node, env, cond, qual)
 
     def call_site(self, node: ast.Call, env: Env, cond: Cond, qual: str) -> None:
         self.library_mount(node, env, cond)

@@ -47,18 +47,19 @@ def target_names(target: ast.AST) -> Iterator[str]:
             yield node.id
 
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def walk_expr(root: ast.AST) -> Iterator[ast.AST]:
-    """Nodes of an expression or simple statement, not descending into nested bodies."""
+def expr_calls(root: ast.AST) -> list[ast.Call]:
+    """The calls in an expression or simple statement, depth first, not descending into
+    nested bodies (function and class definitions are statements too).  One list, no
+    generator: this runs for every statement of a scan."""
+    out: list[ast.Call] = []
     stack = [root]
+    stmt, call, children = ast.stmt, ast.Call, ast.iter_child_nodes
     while stack:
         node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, _NESTED) and not isinstance(child, ast.stmt):
-                stack.append(child)
+        if isinstance(node, call):
+            out.append(node)
+        stack.extend([c for c in children(node) if not isinstance(c, stmt)])
+    return out
 
 
 def child_exprs(stmt: ast.stmt) -> Iterator[ast.expr]:
@@ -80,13 +81,25 @@ def annotated(annotation: ast.expr | None, lines: list[str]) -> Any:
     return UNKNOWN
 
 
+#: Fields holding statement lists (or handlers and match cases, which hold them).
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 def binds_self(fn: ast.AST) -> bool:
-    """Does a method assign ``self.<attr>`` anywhere (the first pass needs only those)?"""
-    for node in ast.walk(fn):
+    """Does a method assign ``self.<attr>`` anywhere, nested bodies included (the first
+    pass needs only those)?  Assignments are statements, so only statement lists are
+    walked, not the expressions that make up most of a tree."""
+    stack: list[ast.AST] = [fn]
+    while stack:
+        node = stack.pop()
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                         and t.value.id == "self"):  # fmt: skip
                     return True
+        for name in _BLOCKS:
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                stack.extend(block)
     return False
