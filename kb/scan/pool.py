@@ -73,10 +73,10 @@ def can_fork() -> bool:
     return threading.current_thread() is threading.main_thread() and threading.active_count() == 1
 
 
-def processes_for(requested: int | None, sizes: Sequence[int], *, min_bytes: int = MIN_BYTES) -> int:
+def processes_for(requested: int | None, sizes: Sequence[int]) -> int:
     """How many processes to read files of these sizes with (1: in this process only)."""
     jobs = min(jobs_wanted(requested), len(sizes), MAX_JOBS)
-    if jobs <= 1 or sum(sizes) < min_bytes or not can_fork():
+    if jobs <= 1 or sum(sizes) < MIN_BYTES or not can_fork():
         return 1
     return jobs
 
