@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from kb.scan.syntax import children
+
 
 def dotted(node: ast.AST) -> str:
     """Dotted name of a callee or target: ``torch.nn.functional.silu``, ``self.q_proj``."""
@@ -24,26 +26,25 @@ def dotted(node: ast.AST) -> str:
 
 
 class FnIndex:
-    """One function body read once: its nodes (nested functions and classes excluded,
-    they are indexed on their own), calls by the last part of their callee name, and its
-    statement lists.  Every detector works from this instead of walking the tree again."""
+    """One function body read once (nested functions and classes excluded, they are
+    indexed on their own): its calls, also by the last part of their callee name, its
+    binary operations, cache stores and statement lists.  Every detector works from this
+    instead of walking the tree again."""
 
     def __init__(self, fn: ast.AST) -> None:
         self.node = fn
-        self.nodes: list[ast.AST] = []
         self.bodies: list[list[ast.stmt]] = []
         self.calls: list[ast.Call] = []
         self.named: list[tuple[str, ast.Call]] = []  # (lower-cased callee name, call)
         self.by_last: dict[str, list[ast.Call]] = {}
         self.binops: list[ast.BinOp] = []
         self.cache_stores: list[ast.AST] = []  # see cache_store
-        stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
-        nested, children = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef), ast.iter_child_nodes
+        stack: list[ast.AST] = children(fn)
+        nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
         while stack:
             node = stack.pop()
             if isinstance(node, nested):
                 continue
-            self.nodes.append(node)
             if isinstance(node, ast.Call):
                 callee = dotted(node.func)
                 self.calls.append(node)
