@@ -8,6 +8,7 @@ answers kept, instead of once per detector.
 from __future__ import annotations
 
 import ast
+from typing import cast
 
 from kb.scan.syntax import children
 
@@ -40,23 +41,24 @@ class FnIndex:
         self.binops: list[ast.BinOp] = []
         self.cache_stores: list[ast.AST] = []  # see cache_store
         stack: list[ast.AST] = children(fn)
-        nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
         while stack:
             node = stack.pop()
-            if isinstance(node, nested):
+            kind = type(node)  # the parser makes no subclasses: exact types dispatch
+            if kind in _NESTED:
                 continue
-            if isinstance(node, ast.Call):
-                callee = dotted(node.func)
-                self.calls.append(node)
-                self.named.append((callee.lower(), node))
-                self.by_last.setdefault(last_part(callee), []).append(node)
-                if cache_store(node):
-                    self.cache_stores.append(node)
-            elif isinstance(node, ast.BinOp):
-                self.binops.append(node)
-            elif isinstance(node, ast.Assign) and cache_store(node):
+            if kind is ast.Call:
+                call = cast(ast.Call, node)
+                callee = dotted(call.func).lower()
+                last = callee.rsplit(".", 1)[-1]
+                self.calls.append(call)
+                self.named.append((callee, call))
+                self.by_last.setdefault(last, []).append(call)
+                if last in _CACHE_WRITES and "cache" in callee:
+                    self.cache_stores.append(call)
+            elif kind is ast.BinOp:
+                self.binops.append(cast(ast.BinOp, node))
+            elif kind is ast.Assign and cache_store(node):
                 self.cache_stores.append(node)
-            kind = type(node)
             blocks = _BODY_FIELDS.get(kind)
             if blocks is None:
                 blocks = _BODY_FIELDS[kind] = tuple(f for f in ("body", "orelse", "finalbody") if f in kind._fields)
@@ -73,6 +75,9 @@ class FnIndex:
 
 #: Per node type, which of its fields may hold a statement list (most hold none).
 _BODY_FIELDS: dict[type, tuple[str, ...]] = {}
+_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+#: Calls that write into a tensor in place (a cache when the callee names one).
+_CACHE_WRITES = ("index_copy_", "index_put_", "scatter_", "index_copy", "index_put")
 
 
 def last_part(name: str) -> str:
@@ -86,6 +91,5 @@ def cache_store(node: ast.AST) -> bool:
         return any(isinstance(t, ast.Subscript) and "cache" in dotted(t.value).lower()
                    and "layer" not in dotted(t.slice).lower() for t in node.targets)  # fmt: skip
     if isinstance(node, ast.Call):
-        return last_part(dotted(node.func)) in ("index_copy_", "index_put_", "scatter_", "index_copy",
-                                                "index_put") and "cache" in dotted(node.func).lower()  # fmt: skip
+        return last_part(dotted(node.func)) in _CACHE_WRITES and "cache" in dotted(node.func).lower()
     return False
