@@ -206,12 +206,14 @@ def test_small_scans_and_explicit_serial_stay_in_one_process(monkeypatch: pytest
     assert pool.jobs_wanted(2) == 2  # --jobs wins over the environment
 
 
-def test_an_oversubscribed_machine_scans_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_machine_without_an_idle_core_scans_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(pool.JOBS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 7.0, 7.0))
     assert pool.jobs_wanted(None) == 1
     assert pool.jobs_wanted(2) == 2  # asked for: forked all the same
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0, 1.0, 1.0))
+    assert pool.jobs_wanted(None) == 1  # no idle core
     monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
     assert pool.jobs_wanted(None) == 2
 

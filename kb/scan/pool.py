@@ -63,10 +63,11 @@ def jobs_wanted(requested: int | None) -> int:
 
 
 def idle_cores() -> int:
-    """The cores this process may run on, or 1 when the machine is already oversubscribed
-    (a 1-minute load average a whole process beyond them): there a second process only
-    competes with the first for the same share of time, and the fork and the results'
-    trip back are pure cost (measured: 20 % slower at a load of 7 on 2 cores)."""
+    """The cores this process may run on, or 1 when the machine has no idle core (a
+    1-minute load average at or above their number): there a second process only
+    competes with the first for the same share of time (Linux shares it out per session),
+    and the fork and the results' trip back are pure cost (measured on 2 busy cores: 6 to
+    20 % slower than one process)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
@@ -75,7 +76,7 @@ def idle_cores() -> int:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return cores
-    return 1 if load >= cores + 1 else cores
+    return 1 if load >= cores else cores
 
 
 def can_fork() -> bool:
