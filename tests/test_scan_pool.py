@@ -209,13 +209,20 @@ def test_small_scans_and_explicit_serial_stay_in_one_process(monkeypatch: pytest
 def test_a_machine_without_an_idle_core_scans_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(pool.JOBS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
-    monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 7.0, 7.0))
+    monkeypatch.setattr(pool, "others_running", lambda: 7)
     assert pool.jobs_wanted(None) == 1
     assert pool.jobs_wanted(2) == 2  # asked for: forked all the same
-    monkeypatch.setattr(os, "getloadavg", lambda: (2.0, 1.0, 1.0))
-    assert pool.jobs_wanted(None) == 1  # no idle core
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    monkeypatch.setattr(pool, "others_running", lambda: 2)
+    assert pool.jobs_wanted(None) == 1  # two others on two cores: none idle
+    monkeypatch.setattr(pool, "others_running", lambda: 1)
     assert pool.jobs_wanted(None) == 2
+    monkeypatch.setattr(pool, "others_running", lambda: None)
+    assert pool.jobs_wanted(None) == 2
+
+
+def test_others_running_reads_the_kernels_count() -> None:
+    others = pool.others_running()
+    assert others is None or others >= 0
 
 
 def test_no_pool_from_a_thread_as_under_the_mcp_server() -> None:

@@ -63,20 +63,32 @@ def jobs_wanted(requested: int | None) -> int:
 
 
 def idle_cores() -> int:
-    """The cores this process may run on, or 1 when the machine has no idle core (a
-    1-minute load average at or above their number): there a second process only
-    competes with the first for the same share of time (Linux shares it out per session),
-    and the fork and the results' trip back are pure cost (measured on 2 busy cores: 6 to
-    20 % slower than one process)."""
+    """The cores this process may run on, or 1 when none is idle: there a second process
+    only competes with the first for the same share of time (Linux shares it out per
+    session), and the fork and the results' trip back are pure cost (measured on 2 busy
+    cores: 6 to 20 % slower than one process)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         cores = os.cpu_count() or 1
+    others = others_running()
+    return cores if others is None or others < cores else 1
+
+
+def others_running() -> float | None:
+    """How many other tasks want a core now: the kernel's count of runnable tasks less
+    this one (``/proc/loadavg``), else the 1-minute load average.  The count of the
+    moment, not the average, so that the scans a benchmark or a script just ran do not
+    keep the next one serial."""
     try:
-        load = os.getloadavg()[0]
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.getloadavg()[0]
     except (AttributeError, OSError):
-        return cores
-    return 1 if load >= cores else cores
+        return None
 
 
 def can_fork() -> bool:
