@@ -45,25 +45,25 @@ TREE = {
         import torch_npu
 
 
-        def rotate_half(x):
-            x1, x2 = x.chunk(2, dim=-1)
-            return torch.cat((-x2, x1), dim=-1)
+        def swap_halves(t):
+            left, right = torch.chunk(t, 2, -1)
+            return torch.cat([right.neg(), left], -1)
 
 
-        class Attention(nn.Module):
-            def __init__(self, config):
+        class SelfAttn(nn.Module):
+            def __init__(self, cfg):
                 super().__init__()
-                self.q_proj = nn.Linear(config.hidden_size, config.hidden_size)
-                self.k_proj = nn.Linear(config.hidden_size, config.hidden_size)
-                self.v_proj = nn.Linear(config.hidden_size, config.hidden_size)
-                self.o_proj = nn.Linear(config.hidden_size, config.hidden_size)
+                width = cfg.dim
+                self.wq = nn.Linear(width, width, bias=False)
+                self.wk = nn.Linear(width, width, bias=False)
+                self.wv = nn.Linear(width, width, bias=False)
+                self.wo = nn.Linear(width, width, bias=False)
 
-            def forward(self, x, cos, sin):
-                q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-                q = q * cos + rotate_half(q) * sin
-                k = k * cos + rotate_half(k) * sin
-                w = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
-                return self.o_proj(w @ v)
+            def forward(self, h, cos, sin):
+                q = self.wq(h) * cos + swap_halves(self.wq(h)) * sin
+                k = self.wk(h) * cos + swap_halves(self.wk(h)) * sin
+                probs = torch.softmax(torch.matmul(q, k.transpose(-1, -2)), dim=-1)
+                return self.wo(torch.matmul(probs, self.wv(h)))
 
 
         def decode(q, k, v, n):
