@@ -10,6 +10,7 @@ binding problems the scan rules report (KB501-KB505).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,12 +59,21 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(schema: str) -> Any:
+    """A schema string parsed once per process (a :class:`~kb.catalog.signature.Schema`
+    is frozen): every call of an operator is bound against the same few schemas."""
+    from kb.catalog.signature import parse_schema
+
+    return parse_schema(schema)
+
+
 def schema_params(record: dict[str, Any], schema: str) -> list[dict[str, Any]] | None:
     """A historical schema's parameters in the record's terms (python_name kept)."""
-    from kb.catalog.signature import SchemaError, parse_schema
+    from kb.catalog.signature import SchemaError
 
     try:
-        parsed = parse_schema(schema)
+        parsed = _parsed(schema)
     except SchemaError:
         return None
     own = {p["name"]: p for p in record.get("parameters") or []}

@@ -21,7 +21,7 @@ from kb.scan.names import MOUNT_NAMESPACES, PATH_NAMESPACES
 from kb.scan.registrations import Registration, function_params, qualified
 from kb.scan.scopes import Env
 from kb.scan.sites import CallSite, FileScan
-from kb.scan.syntax import const_str, walk_expr
+from kb.scan.syntax import const_str, expr_calls
 from kb.scan.values import Cond, DictV, Entry, Module, Op, consistent
 
 MAX_VARIANTS = 64  # argument combinations checked per call site
@@ -54,14 +54,28 @@ class CallRecorder(KwargsTracking):
         super().__init__(scan)
         self.collect = False  # True in the pass that records calls
         self._node_ids: dict[int, int] = {}
+        self._parens: list[int] | None = None  # lines holding "(" among the first n, per n
 
     def calls_in(self, root: ast.AST, env: Env, cond: Cond, qual: str) -> None:
         """Record every torch_npu call inside an expression or simple statement."""
-        if not self.collect:
+        if not self.collect or not self._may_call(root):
             return
-        for node in walk_expr(root):
-            if isinstance(node, ast.Call):
-                self.call_site(node, env, cond, qual)
+        for node in expr_calls(root):
+            self.call_site(node, env, cond, qual)
+
+    def _may_call(self, root: ast.AST) -> bool:
+        """False when no line ``root`` spans holds a ``(``: every call is written with one,
+        so the walk of ``root`` would find nothing (a third of the statements of model code)."""
+        first, last = getattr(root, "lineno", None), getattr(root, "end_lineno", None)
+        lines = self.scan.lines
+        if first is None or last is None or not 0 < first <= last <= len(lines):
+            return True
+        if self._parens is None:
+            count, self._parens = 0, [0]
+            for line in lines:
+                count += "(" in line
+                self._parens.append(count)
+        return self._parens[last] > self._parens[first - 1]
 
     def call_site(self, node: ast.Call, env: Env, cond: Cond, qual: str) -> None:
         self.library_mount(node, env, cond)

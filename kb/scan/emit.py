@@ -131,4 +131,18 @@ def document(report: ScanReport, target: dict[str, Any], model: str) -> str:
     body = {"version": 1, "model": model, "target": target, "candidates": candidates(report)}
     head = ("# Draft candidate list written by `kb scan --emit-candidates`.\n"
             "# Review it: confirm each operator, set phases, then run `kb check` on it.\n")  # fmt: skip
-    return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+    return head + yaml.dump(body, Dumper=_plain_dumper(), sort_keys=False, allow_unicode=True, width=100)
+
+
+def _plain_dumper() -> Any:
+    """A safe dumper writing every value where it is used, never as an anchor and alias:
+    a draft is edited by hand (an alias would tie two candidates' arguments together),
+    and which values a scan's objects happen to share (one process or several) must not
+    change the text."""
+    import yaml
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return Plain

@@ -10,10 +10,8 @@ KB5xx family, and unfused PyTorch patterns are the KB6xx family.
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 import warnings
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,13 +22,13 @@ from kb.lint.context import Context
 from kb.lint.engine import active_rules, rules_for
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target
-from kb.lint.suppress import BAD_IGNORE_CODE, Ignore, matches, problems
-from kb.lint.suppress import parse as parse_ignores
+from kb.lint.suppress import BAD_IGNORE_CODE, matches
 from kb.lint.unit import RuleUnit
-from kb.scan import foreign, hints
+from kb.scan import foreign, hints, pool
 from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
+from kb.scan.ignores import bad_ignore_comments, ignore_comments
 from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
@@ -82,6 +80,8 @@ class ScanOptions:
     config: Path | None = None  # an explicit pyproject.toml
     use_config: bool = True
     fusion: bool = True  # report fusion opportunities (KB6xx)
+    inventory: bool = True  # read the module inventory and plan (with fusion; not for findings)
+    jobs: int | None = None  # processes reading files (None: KB_SCAN_JOBS, else the cores)
 
 
 @dataclass
@@ -135,6 +135,8 @@ class ScanError(Exception):
 
 
 _Parsed = tuple[FileScan | None, Finding | None, ast.Module | None, str]
+#: One file read: its KB500 finding (if any) and what judging needs of it (if readable).
+_Outcome = tuple[Finding | None, "_Read | None"]
 
 
 def parse_file(path: Path) -> _Parsed:
@@ -177,40 +179,6 @@ def parse_source(source: Source) -> _Parsed:
     except MemoryError:
         return None, UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"), None, ""
     return scan, None, tree, source.text
-
-
-def ignore_comments(text: str) -> dict[int, tuple[str, ...]]:
-    """Line → codes of well-formed ``# kb: ignore[...]`` in real comments (read with tokenize).
-
-    The grammar is :mod:`kb.lint.suppress`'s, strict: a malformed or bare comment
-    silences nothing (:func:`bad_ignore_comments` reports it)."""
-    out: dict[int, tuple[str, ...]] = {}
-    for ig in _ignore_directives(text):
-        if ig.codes:
-            out[ig.line] = out.get(ig.line, ()) + ig.codes
-    return out
-
-
-def bad_ignore_comments(text: str, file: str, known: Collection[str]) -> list[Finding]:
-    """KB006 for each ignore comment of ``text`` that silences nothing, as ``kb check`` has it."""
-    return [Finding(file, ig.line, ig.column, BAD_IGNORE_CODE, "warning", message)
-            for ig in _ignore_directives(text) for message in problems(ig, known)]  # fmt: skip
-
-
-def _ignore_directives(text: str) -> list[Ignore]:
-    """Every ignore comment in the real comments of ``text`` (columns 1-based, in characters)."""
-    out: list[Ignore] = []
-    if "kb:" not in text.lower():
-        return out
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type != tokenize.COMMENT:
-                continue
-            for offset, codes, problem in parse_ignores(tok.string):
-                out.append(Ignore(tok.start[0], tok.start[1] + offset + 1, codes, problem))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return out
 
 
 class Scanner:
@@ -271,7 +239,8 @@ class Scanner:
         and the path hints read it).  No ``[tool.kb]`` table applies to text.
         """
         report = ScanReport(files=1)
-        self._scan_parsed(iter([(Path(shown_as), parse_text(text, shown_as))]), Config(), report)
+        self._judge_all([self._outcome(Path(shown_as), parse_text(text, shown_as), Config())],
+                        Config(), report)  # fmt: skip
         return report
 
     def scan(self, paths: Sequence[str]) -> ScanReport:
@@ -287,27 +256,39 @@ class Scanner:
         for path in native:
             shown, text = native_text(path)
             regs += native_registrations(text, shown)
-        self._scan_parsed(((path, parse_file(path)) for path in files), config, report, regs)
+        sizes = [_size(path) for path in files]
+        processes = pool.processes_for(self.options.jobs, sizes)
+        outcomes = pool.run_ordered(lambda i: self._outcome(files[i], parse_file(files[i]), config),
+                                    sizes, processes)  # fmt: skip
+        self._judge_all(outcomes, config, report, regs)
         return report
 
-    def _scan_parsed(self, results: Iterator[tuple[Path, _Parsed]], config: Config,
-                     report: ScanReport, native: Sequence[Registration] = ()) -> None:  # fmt: skip
-        """Read files one at a time, then judge their call sites together.
+    def _outcome(self, path: Path, parsed: _Parsed, config: Config) -> _Outcome:
+        """One file read: its KB500 finding, or what judging needs of it.
+
+        Each file is parsed, interpreted and searched for fusion patterns while its AST
+        is alive, and only a :class:`_Read` (no AST, no source text) outlives it: a scan
+        holds one tree at a time, not all of them (in each process reading files).
+        """
+        scan, problem, tree, text = parsed
+        if scan is None or tree is None:
+            return problem, None
+        return problem, self._read(path, scan, tree, text, config)
+
+    def _judge_all(self, outcomes: Sequence[_Outcome], config: Config, report: ScanReport,
+                   native: Sequence[Registration] = ()) -> None:  # fmt: skip
+        """Judge the call sites of every file read, in file order, once all are read.
 
         Registered operators, loaded extensions and mounts that add names torch_npu lacks
         are tree-wide facts, so the call sites wait for the last file; a mount replacing a
         torch_npu operator (``torch_npu.npu_x = mock``) changes that file only.
-        Each file is parsed, interpreted and searched for
-        fusion patterns while its AST is alive, and only a :class:`_Read` (no AST, no
-        source text) outlives it: a scan holds one tree at a time, not all of them.
         """
         reads: list[_Read] = []
-        for path, (scan, problem, tree, text) in results:
+        for problem, one in outcomes:
             if problem is not None:
                 report.findings.append(problem)
-            if scan is not None and tree is not None:
-                reads.append(self._read(path, scan, tree, text, config))
-            del scan, tree, text  # drop this file's AST before parsing the next
+            if one is not None:
+                reads.append(one)
         registry = foreign.Registry.build([*native, *(g for r in reads for g in r.scan.registrations)],
                                           foreign.extensions(self.ctx, self.catalog))  # fmt: skip
         loaded = {n for r in reads for n in r.scan.extension_names}
@@ -332,15 +313,16 @@ class Scanner:
         except ValueError as exc:
             raise ScanError(str(exc)) from None
         opps: list[Any] = []
+        modules: list[Any] = []
+        planned: list[dict[str, Any]] = []
         if self.options.fusion:
             from kb.scan.patterns import opportunities
 
             opps = opportunities(scan, tree, self.ctx, settings)
+        if self.options.fusion and self.options.inventory:
             from kb.scan.model.run import read_and_plan
 
             modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
-        else:
-            modules, planned = [], []
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
                if BAD_IGNORE_CODE in codes else [])  # fmt: skip
@@ -472,6 +454,14 @@ class Scanner:
                 out.append((Finding(f.file, f.line, f.column, f.code, severity,  # type: ignore[arg-type]
                                     f.message, None), site))  # fmt: skip
         return out
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file to read (0 when it cannot be stat'ed: reading it says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 class _Read(NamedTuple):

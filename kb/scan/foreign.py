@@ -126,22 +126,32 @@ def registering_imports(imports: list[tuple[str, str, int]], text: str, registry
         if dotted.split(".")[0] in _OWN_MODULES or dotted in out:
             continue
         if uses is None:
-            uses = _uses(text)
-        used = bound if bound != dotted or "." not in dotted else dotted
-        if uses[used] <= 1:
+            uses = _uses(text, {_used(d, b) for d, b, _l in imports})
+        if uses[_used(dotted, bound)] <= 1:
             out.append(dotted)
     if loads:
         out.append("a library loaded at run time")
     return out
 
 
-def _uses(text: str) -> Counter[str]:
-    """How often each name and dotted prefix (``a``, ``a.b`` of ``a.b.c``) is written."""
+def _used(dotted: str, bound: str) -> str:
+    """The name an import's uses are written as: its bound name, or ``a.b`` of ``import a.b``."""
+    return bound if bound != dotted or "." not in dotted else dotted
+
+
+def _uses(text: str, wanted: set[str]) -> Counter[str]:
+    """How often each of ``wanted`` is written as a name or dotted prefix (``a``, ``a.b``
+    of ``a.b.c``); words starting with no wanted name are passed over."""
+    heads = {name.split(".", 1)[0] for name in wanted}
     out: Counter[str] = Counter()
     for word in _DOTTED.findall(text):
         parts = word.rstrip(".").split(".")
+        if parts[0] not in heads:
+            continue
         for i in range(1, len(parts) + 1):
-            out[".".join(parts[:i])] += 1
+            prefix = ".".join(parts[:i])
+            if prefix in wanted:
+                out[prefix] += 1
     return out
 
 

@@ -19,6 +19,9 @@ from typing import Any, NamedTuple
 from kb.lint.context import Context
 from kb.lint.findings import Finding
 from kb.lint.unit import RuleUnit
+from kb.scan.fnindex import FnIndex
+from kb.scan.fnindex import dotted as _name
+from kb.scan.fnindex import last_part as _last
 from kb.scan.interp import FileScan, segment
 from kb.scan.values import Where
 from kb.vocab import STATUS_RANK
@@ -56,65 +59,6 @@ class PatternRule(RuleUnit):
 
 
 # -- small AST helpers -----------------------------------------------------------------------
-
-
-def _name(node: ast.AST) -> str:
-    """Dotted name of a callee or target: ``torch.nn.functional.silu``, ``self.q_proj``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    elif isinstance(node, ast.Call):
-        parts.append(_name(node.func) + "()")
-    return ".".join(reversed(parts))
-
-
-class FnIndex:
-    """One function body read once: its nodes (nested functions and classes excluded,
-    they are indexed on their own), calls by the last part of their callee name, and its
-    statement lists.  Every detector works from this instead of walking the tree again."""
-
-    def __init__(self, fn: ast.AST) -> None:
-        self.node = fn
-        self.nodes: list[ast.AST] = []
-        self.bodies: list[list[ast.stmt]] = []
-        self.calls: list[ast.Call] = []
-        self.named: list[tuple[str, ast.Call]] = []  # (lower-cased callee name, call)
-        self.by_last: dict[str, list[ast.Call]] = {}
-        self.binops: list[ast.BinOp] = []
-        self.cache_stores: list[ast.AST] = []  # see _cache_store
-        stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            self.nodes.append(node)
-            if isinstance(node, ast.Call):
-                callee = _name(node.func)
-                self.calls.append(node)
-                self.named.append((callee.lower(), node))
-                self.by_last.setdefault(_last(callee), []).append(node)
-                if _cache_store(node):
-                    self.cache_stores.append(node)
-            elif isinstance(node, ast.BinOp):
-                self.binops.append(node)
-            elif isinstance(node, ast.Assign) and _cache_store(node):
-                self.cache_stores.append(node)
-            for attr in ("body", "orelse", "finalbody"):
-                body = getattr(node, attr, None)
-                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                    self.bodies.append(body)
-            stack.extend(ast.iter_child_nodes(node))
-        body = getattr(fn, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-            self.bodies.append(body)
-        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
-
-
-def _last(name: str) -> str:
-    return name.rsplit(".", 1)[-1].lower()
 
 
 def _is_const(node: ast.AST, *values: object) -> bool:
@@ -455,17 +399,6 @@ RULES: tuple[PatternRule, ...] = (HandwrittenRmsNorm(), ResidualAddThenNorm(), R
                                   GatedActivation(), SoftmaxTopkGate(), AttentionWrittenOut(),
                                   RepeatKv(), IndexPutCacheWrite(), SeparateQkvRopeCache(),
                                   PerTokenQuantWrittenOut())  # fmt: skip
-
-
-def _cache_store(node: ast.AST) -> bool:
-    """``cache[idx] = x`` or ``cache.index_copy_(...)`` on a cache (not ``states[layer_idx] = x``)."""
-    if isinstance(node, ast.Assign):
-        return any(isinstance(t, ast.Subscript) and "cache" in _name(t.value).lower()
-                   and "layer" not in _name(t.slice).lower() for t in node.targets)  # fmt: skip
-    if isinstance(node, ast.Call):
-        return _last(_name(node.func)) in ("index_copy_", "index_put_", "scatter_", "index_copy",
-                                           "index_put") and "cache" in _name(node.func).lower()  # fmt: skip
-    return False
 
 
 # -- choosing what the records offer -----------------------------------------------------------

@@ -21,6 +21,9 @@ class _Unknown:
     def __repr__(self) -> str:
         return "UNKNOWN"
 
+    def __reduce__(self) -> str:
+        return "UNKNOWN"  # unpickled as this module's one instance (a scan's workers send it)
+
 
 UNKNOWN: Any = _Unknown()
 
