@@ -155,22 +155,17 @@ def quant_matrix(data: SiteData) -> str:
             else '<span class="kb-mark kb-mark--undocumented">·</span>'
         ]
 
+    def described(s: str) -> str:
+        """What the scheme is, its activation scale and other spellings: one cell, so the
+        table still fits a phone."""
+        return (html.escape(str(QUANT_LABELS.get(s, "")))  # type: ignore[call-overload]
+                + f"<br><small>activation scale: {html.escape(SCHEMES[s].activation_scale)}"
+                + f"; also written: {_spellings(s)}</small>")  # fmt: skip
+
     summary = html_table(
-        ["Scheme", "Operators", "What it is", "Activation scale", "Also written"],
-        [
-            (
-                {},
-                [
-                    chip(s, "scheme"),
-                    str(used[s]),
-                    html.escape(str(QUANT_LABELS.get(s, ""))),  # type: ignore[call-overload]
-                    html.escape(SCHEMES[s].activation_scale),
-                    _spellings(s),
-                ],
-            )
-            for s in schemes
-        ],
-        "lrlll",
+        ["Scheme", "Operators", "What it is"],
+        [({}, [chip(s, "scheme"), str(used[s]), described(s)]) for s in schemes],
+        "lrl",
     )
     body = _grouped(data, here, ["Operator", "Schemes"], row)
     return _page(
