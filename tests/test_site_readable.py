@@ -37,7 +37,7 @@ def test_internal_kernels_sort_after_the_public_api_in_matrices() -> None:
 
 
 def test_scheme_variants_are_branches_of_one_step() -> None:
-    """mla-absorb-decode runs one of three mla_prolog settings (bf16, w8a8, w8a8c8): one
+    """mla-absorb-decode runs one of three mla_prolog settings (bf16, w8a8-dynamic, w8a8c8): one
     numbered step with three branches, not steps 3, 4 and 5 of one pipeline."""
     from site_plugins.chains import stage_groups
 
@@ -52,4 +52,4 @@ def test_scheme_variants_are_branches_of_one_step() -> None:
     flow = page[page.index("## Flow"):]
     fork = flow.split('<span class="kb-flow__fork">mla_prolog: one of</span>')[1].split("</ul>")[0]
     labels = re.findall(r'<span class="kb-flow__scheme">([^<]+)</span>', fork)
-    assert labels == ["bf16", "w8a8", "w8a8c8"]  # branches are labelled in the diagram
+    assert labels == ["bf16", "w8a8-dynamic", "w8a8c8"]  # branches are labelled in the diagram
