@@ -13,8 +13,9 @@ from typing import cast
 from kb.scan.syntax import children
 
 
-def dotted(node: ast.AST) -> str:
-    """Dotted name of a callee or target: ``torch.nn.functional.silu``, ``self.q_proj``."""
+def dotted(node: ast.AST, *, subscripts: bool = False) -> str:
+    """Dotted name of a callee or target: ``torch.nn.functional.silu``, ``self.q_proj``;
+    ``x()`` marks a call on the way, and with ``subscripts`` ``x[]`` an index."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -22,7 +23,9 @@ def dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         parts.append(node.id)
     elif isinstance(node, ast.Call):
-        parts.append(dotted(node.func) + "()")
+        parts.append(dotted(node.func, subscripts=subscripts) + "()")
+    elif subscripts and isinstance(node, ast.Subscript):
+        parts.append(dotted(node.value, subscripts=True) + "[]")
     return ".".join(reversed(parts))
 
 

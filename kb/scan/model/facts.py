@@ -14,23 +14,16 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from kb.scan.fnindex import dotted as _dotted
+
 #: How deep helper calls are followed (forward -> helper -> helper's helper).
 DEPTH = 4
 
 
 def dotted(node: ast.AST) -> str:
-    """``torch.nn.functional.silu`` for an attribute chain; ``x()`` marks a call on the way."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    elif isinstance(node, ast.Call):
-        parts.append(dotted(node.func) + "()")
-    elif isinstance(node, ast.Subscript):
-        parts.append(dotted(node.value) + "[]")
-    return ".".join(reversed(parts))
+    """``torch.nn.functional.silu`` for an attribute chain; ``x()`` marks a call on the
+    way, ``x[]`` an index (the scanner's own reading, with indexes kept)."""
+    return _dotted(node, subscripts=True)
 
 
 def last(name: str) -> str:
