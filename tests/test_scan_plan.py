@@ -508,3 +508,19 @@ def test_lookalikes_are_not_planned() -> None:
     assert kinds.get("ScanMixer") == ("attention.linear", "state-space")
     assert "DecayGate" not in kinds and "QuerySelector" not in kinds
     assert [e for e in report.plan if e["module"] in ("ScanMixer", "DecayGate", "QuerySelector")] == []
+
+
+def test_the_planner_needs_no_numpy() -> None:
+    """numpy is the optional reference extra: kb scan --plan must import without it."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "class Block:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name.split('.')[0] in ('numpy', 'ml_dtypes'):\n"
+             "            raise ImportError(name)\n"
+             "sys.meta_path.insert(0, Block())\n"
+             "import kb.scan.model.plan, kb.scan.engine\n")  # fmt: skip
+    root = str(Path(__file__).resolve().parent.parent)
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=root, capture_output=True)

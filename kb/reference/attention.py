@@ -22,6 +22,7 @@ import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, f32
+from kb.reference.masks import sees
 
 Args = dict[str, Any]
 LAYOUTS = ("BSH", "BSND", "BNSD", "TND")
@@ -32,22 +33,8 @@ def visible(sq: int, skv: int, mode: int, pre: int, nxt: int, mask: np.ndarray |
     """The [sq, skv] boolean matrix of score entries the softmax sees."""
     i = np.arange(sq)[:, None]
     j = np.arange(skv)[None, :]
-    if mode == 0:
-        if mask is None:
-            return np.ones((sq, skv), dtype=bool)
-        return (j - i <= nxt) & (i - j <= pre) & ~mask[:sq, :skv].astype(bool)
-    if mode == 1:
-        if mask is None:
-            raise ReferenceInputError("sparse_mode=1 (allMask) needs the full atten_mask")
-        return ~mask[:sq, :skv].astype(bool)
-    if mode == 2:
-        return j <= i
-    if mode == 3:
-        return j <= i + (skv - sq)
-    if mode == 4:
-        d = j - i - (skv - sq)
-        return (d <= nxt) & (-d <= pre)
-    raise NotModelled(f"sparse_mode={mode} is not modelled (0, 1, 2, 3, 4)")
+    unmasked = None if mask is None else ~mask[:sq, :skv].astype(bool)
+    return np.array(np.broadcast_to(sees(i, j, sq, skv, mode, pre, nxt, unmasked), (sq, skv)), dtype=bool)
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, vis: np.ndarray,

@@ -3,7 +3,7 @@
 A bidirectional module (an encoder, cross-attention over encoder states) must not be
 planned with a causal or banded stage: the arguments would compute another function.
 The question is answered by the reference semantics of the mask modes
-(:func:`kb.reference.attention.visible`) on the chain's fixed arguments, with the
+(:func:`kb.reference.masks.sees`, numpy-free) on the chain's fixed arguments, with the
 operator record's defaults for what the chain leaves out - never by chain names.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from kb.lint.context import Context
-from kb.reference.attention import visible
 from kb.reference.errors import NotModelled, ReferenceInputError
+from kb.reference.masks import sees
 
 _ATTENTION_STEPS = frozenset({"attention", "flash_attention"})
 _PROBE = 4  # rows and columns of the probe score matrix: enough to tell a band from full
@@ -45,13 +45,11 @@ def sees_every_key(ctx: Context, chain: dict[str, Any]) -> bool:
         if mode is None or pre is None or nxt is None:
             return False
         masked = "atten_mask" in (stage.get("args") or {}) or "atten_mask" in (stage.get("passed") or {})
-        probe_mask = None
-        if masked and mode == 0:  # a padding/packing mask: the band still applies
-            import numpy as np
-
-            probe_mask = np.zeros((_PROBE, _PROBE), dtype=bool)
+        # a padding/packing mask lets every entry through: only the band can hide one
+        unmasked = True if masked and mode == 0 else None
         try:
-            if not visible(_PROBE, _PROBE, mode, pre, nxt, probe_mask).all():
+            if not all(sees(i, j, _PROBE, _PROBE, mode, pre, nxt, unmasked)
+                       for i in range(_PROBE) for j in range(_PROBE)):  # fmt: skip
                 return False
         except (NotModelled, ReferenceInputError):
             return False  # a mode that takes its visibility from the caller's mask
