@@ -19,8 +19,17 @@ from kb.scan import rules as scan_rules
 
 RULES: tuple[RuleUnit, ...] = tuple(
     sorted(
-        (*structure.RULES, *operator.RULES, *settings.RULES, *known.RULES, *target.RULES, *workflow.RULES, *prefetch.RULES,
-         *scan_rules.RULES, *scan_patterns.RULES),
+        (
+            *structure.RULES,
+            *operator.RULES,
+            *settings.RULES,
+            *known.RULES,
+            *target.RULES,
+            *workflow.RULES,
+            *prefetch.RULES,
+            *scan_rules.RULES,
+            *scan_patterns.RULES,
+        ),
         key=lambda r: r.code,
     )
 )

@@ -166,9 +166,19 @@ def parse_source(source: Source) -> _Parsed:
             tree = ast.parse(source.text, filename=source.path)
     except SyntaxError as exc:
         msg = f"Python syntax error: {exc.msg}"
-        return None, UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg), None, ""
+        return (
+            None,
+            UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg),
+            None,
+            "",
+        )
     except MemoryError:
-        return None, UNREADABLE.finding(source.path, 1, 1, "cannot parse: out of memory while parsing"), None, ""
+        return (
+            None,
+            UNREADABLE.finding(source.path, 1, 1, "cannot parse: out of memory while parsing"),
+            None,
+            "",
+        )
     except (ValueError, RecursionError) as exc:
         reason = str(exc) or type(exc).__name__
         return None, UNREADABLE.finding(source.path, 1, 1, f"cannot parse: {reason}"), None, ""
@@ -177,7 +187,12 @@ def parse_source(source: Source) -> _Parsed:
     except RecursionError:
         return None, UNREADABLE.finding(source.path, 1, 1, "nesting too deep to analyse"), None, ""
     except MemoryError:
-        return None, UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"), None, ""
+        return (
+            None,
+            UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"),
+            None,
+            "",
+        )
     return scan, None, tree, source.text
 
 
@@ -188,8 +203,9 @@ class Scanner:
     the codes that run, and the ``scan`` front end keeps the units meant for it.
     """
 
-    def __init__(self, catalog: Any = None, options: ScanOptions | None = None, *,
-                 rules: Sequence[RuleUnit]) -> None:  # fmt: skip
+    def __init__(
+        self, catalog: Any = None, options: ScanOptions | None = None, *, rules: Sequence[RuleUnit]
+    ) -> None:
         if catalog is None:
             from kb.catalog.compiled import open_catalog
 
@@ -239,8 +255,9 @@ class Scanner:
         and the path hints read it).  No ``[tool.kb]`` table applies to text.
         """
         report = ScanReport(files=1)
-        self._judge_all([self._outcome(Path(shown_as), parse_text(text, shown_as), Config())],
-                        Config(), report)  # fmt: skip
+        self._judge_all(
+            [self._outcome(Path(shown_as), parse_text(text, shown_as), Config())], Config(), report
+        )
         return report
 
     def scan(self, paths: Sequence[str]) -> ScanReport:
@@ -258,8 +275,9 @@ class Scanner:
             regs += native_registrations(text, shown)
         sizes = [_size(path) for path in files]
         processes = pool.processes_for(self.options.jobs, sizes)
-        outcomes = pool.run_ordered(lambda i: self._outcome(files[i], parse_file(files[i]), config),
-                                    sizes, processes)  # fmt: skip
+        outcomes = pool.run_ordered(
+            lambda i: self._outcome(files[i], parse_file(files[i]), config), sizes, processes
+        )
         self._judge_all(outcomes, config, report, regs)
         return report
 
@@ -275,8 +293,13 @@ class Scanner:
             return problem, None
         return problem, self._read(path, scan, tree, text, config)
 
-    def _judge_all(self, outcomes: Sequence[_Outcome], config: Config, report: ScanReport,
-                   native: Sequence[Registration] = ()) -> None:  # fmt: skip
+    def _judge_all(
+        self,
+        outcomes: Sequence[_Outcome],
+        config: Config,
+        report: ScanReport,
+        native: Sequence[Registration] = (),
+    ) -> None:
         """Judge the call sites of every file read, in file order, once all are read.
 
         Registered operators, loaded extensions and mounts that add names torch_npu lacks
@@ -289,8 +312,10 @@ class Scanner:
                 report.findings.append(problem)
             if one is not None:
                 reads.append(one)
-        registry = foreign.Registry.build([*native, *(g for r in reads for g in r.scan.registrations)],
-                                          foreign.extensions(self.ctx, self.catalog))  # fmt: skip
+        registry = foreign.Registry.build(
+            [*native, *(g for r in reads for g in r.scan.registrations)],
+            foreign.extensions(self.ctx, self.catalog),
+        )
         loaded = {n for r in reads for n in r.scan.extension_names}
         mounts = {m for r in reads for m in r.scan.mounts}
         custom = set(config.custom_ops) | set(self.options.custom_ops)
@@ -305,7 +330,9 @@ class Scanner:
             report.findings += r.bad_ignores
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
 
-    def _read(self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config) -> _Read:
+    def _read(
+        self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config
+    ) -> _Read:
         """What judging needs of one interpreted file; its bodies and lines are let go."""
         settings = self._settings(config, path)
         try:
@@ -324,18 +351,29 @@ class Scanner:
 
             modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
-        bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
-               if BAD_IGNORE_CODE in codes else [])  # fmt: skip
+        bad = (
+            bad_ignore_comments(text, scan.path, self.ctx.codes) if BAD_IGNORE_CODE in codes else []
+        )
         registering: list[str] = []
         if any(foreign.may_be_foreign(c.op, self.ctx) for c in scan.calls):
-            registering = foreign.registering_imports(scan.imports, text,
-                                                      foreign.packages(self.ctx, self.catalog),
-                                                      bool(scan.extension_names))  # fmt: skip
-        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering,
-                     modules, planned)
+            registering = foreign.registering_imports(
+                scan.imports,
+                text,
+                foreign.packages(self.ctx, self.catalog),
+                bool(scan.extension_names),
+            )
+        return _Read(
+            scan, settings, codes, opps, ignore_comments(text), bad, registering, modules, planned
+        )
 
-    def _judge(self, scan: FileScan, settings: Settings, view: foreign.FileView,
-               registry: foreign.Registry, report: ScanReport) -> list[Finding]:  # fmt: skip
+    def _judge(
+        self,
+        scan: FileScan,
+        settings: Settings,
+        view: foreign.FileView,
+        registry: foreign.Registry,
+        report: ScanReport,
+    ) -> list[Finding]:
         codes = view.codes
         by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
         infos: dict[int, SiteInfo] = {}
@@ -357,24 +395,47 @@ class Scanner:
             phase = hints.phase(site.cond, site.scope.split("."))
             info = infos.get(site.node_id)
             if info is None:
-                info = SiteInfo(scan.path, site.where.line, site.where.column, site.end_line,
-                                op.spelled, record["name"] if record else None, verdict.custom,
-                                site.scope, sorted(only), phase, {}, [])  # fmt: skip
+                info = SiteInfo(
+                    scan.path,
+                    site.where.line,
+                    site.where.column,
+                    site.end_line,
+                    op.spelled,
+                    record["name"] if record else None,
+                    verdict.custom,
+                    site.scope,
+                    sorted(only),
+                    phase,
+                    {},
+                    [],
+                )
                 infos[site.node_id] = info
                 seen[site.node_id] = []
             if not verdict.judged:
                 continue
-            bound = (bind_releases(site, record, self._schemas(record, settings)) if record
-                     else self._bind_unrecorded(site))  # fmt: skip
-            seen[site.node_id].append(_Variant(dict(bound.args), bound.passed | set(bound.tensors),
-                                               frozenset(only), phase))  # fmt: skip
+            bound = (
+                bind_releases(site, record, self._schemas(record, settings))
+                if record
+                else self._bind_unrecorded(site)
+            )
+            seen[site.node_id].append(
+                _Variant(
+                    dict(bound.args), bound.passed | set(bound.tensors), frozenset(only), phase
+                )
+            )
             for problem in bound.problems:
                 if problem.code in codes:
                     found.append((problem.finding(scan.path), site))
-            cand = Candidate(index=0, kind="fusion", operator=op.spelled, phase=phase,
-                             args=dict(bound.args), tensors=dict(bound.tensors),
-                             passed=set(bound.passed),
-                             stated={"module", "operator", "args", "tensors"})  # fmt: skip
+            cand = Candidate(
+                index=0,
+                kind="fusion",
+                operator=op.spelled,
+                phase=phase,
+                args=dict(bound.args),
+                tensors=dict(bound.tensors),
+                passed=set(bound.passed),
+                stated={"module", "operator", "args", "tensors"},
+            )
             by_product.setdefault(product, []).append((site, bound, cand))
         for k, variants in seen.items():
             _merge_variants(infos[k], variants)
@@ -404,7 +465,9 @@ class Scanner:
         key = ("schemas", record["name"], settings.torch_npu)
         if key in self.ctx.memo:
             return self.ctx.memo[key]  # type: ignore[no-any-return]
-        changes = [(c["release"], c["schema"]) for c in (record.get("versions") or {}).get("changes") or []]
+        changes = [
+            (c["release"], c["schema"]) for c in (record.get("versions") or {}).get("changes") or []
+        ]
         out = changes
         if settings.torch_npu:
             release, _exact = self.ctx.release(settings.torch_npu)
@@ -418,15 +481,27 @@ class Scanner:
         self.ctx.memo[key] = [(rel, schema) for schema, rel in distinct.items()]
         return self.ctx.memo[key]  # type: ignore[no-any-return]
 
-    def _run_rules(self, scan: FileScan, settings: Settings, product: str | None,
-                   items: list[tuple[CallSite, Bound, Candidate]],
-                   rules: list[Any]) -> list[tuple[Finding, CallSite]]:  # fmt: skip
+    def _run_rules(
+        self,
+        scan: FileScan,
+        settings: Settings,
+        product: str | None,
+        items: list[tuple[CallSite, Bound, Candidate]],
+        rules: list[Any],
+    ) -> list[tuple[Finding, CallSite]]:
         located = _Positions(data=None)
-        doc = Document(file=scan.path, text="", located=located,
-                       target=Target(product=product, torch_npu=settings.torch_npu,
-                                     quantization=settings.quantization,
-                                     graph_mode=settings.graph_mode,
-                                     graph_modes=dict(settings.graph_modes)))  # fmt: skip
+        doc = Document(
+            file=scan.path,
+            text="",
+            located=located,
+            target=Target(
+                product=product,
+                torch_npu=settings.torch_npu,
+                quantization=settings.quantization,
+                graph_mode=settings.graph_mode,
+                graph_modes=dict(settings.graph_modes),
+            ),
+        )
         doc.target_stated = True
         for i, (site, bound, cand) in enumerate(items):
             cand.index = i
@@ -443,7 +518,9 @@ class Scanner:
                 kw = entry.key_where or entry.where
                 located.keys[base + (section, name)] = (kw.line, kw.column)
                 for other in ("args", "tensors", "passed"):
-                    located.values.setdefault(base + (other, name), (entry.where.line, entry.where.column))
+                    located.values.setdefault(
+                        base + (other, name), (entry.where.line, entry.where.column)
+                    )
                     located.keys.setdefault(base + (other, name), (kw.line, kw.column))
             doc.candidates.append(cand)
         out: list[tuple[Finding, CallSite]] = []
@@ -451,8 +528,20 @@ class Scanner:
             for f in rule.check(doc, self.ctx):
                 severity = SCAN_SEVERITY.get(f.code, f.severity)
                 site = items[f.candidate][0] if f.candidate is not None else items[0][0]
-                out.append((Finding(f.file, f.line, f.column, f.code, severity,  # type: ignore[arg-type]
-                                    f.message, None), site))  # fmt: skip
+                out.append(
+                    (
+                        Finding(
+                            f.file,
+                            f.line,
+                            f.column,
+                            f.code,
+                            severity,  # type: ignore[arg-type]
+                            f.message,
+                            None,
+                        ),
+                        site,
+                    )
+                )
         return out
 
 
@@ -507,13 +596,29 @@ def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Findi
         for v in (s for s in sites if s.node_id == node):
             for atom, truth in v.cond - v.path_cond:
                 seen.setdefault(atom, set()).add(truth)
-        relevant = [a for a, both in truths.items() if len(both) == 2 and len(seen.get(a, both)) == 1
-                    and all(a in {x for x, _ in v.cond} for v in sites if v.node_id == node)]  # fmt: skip
+        relevant = [
+            a
+            for a, both in truths.items()
+            if len(both) == 2
+            and len(seen.get(a, both)) == 1
+            and all(a in {x for x, _ in v.cond} for v in sites if v.node_id == node)
+        ]
         if len(relevant) >= 2:
-            when = " and ".join(f"{'' if next(iter(seen[a])) else 'not '}{a}" for a in sorted(relevant))
-            out.append(Finding(finding.file, finding.line, finding.column, finding.code, "warning",
-                               f"{finding.message} (only when {when}; the code does not say "
-                               "whether these hold together)", None))  # fmt: skip
+            when = " and ".join(
+                f"{'' if next(iter(seen[a])) else 'not '}{a}" for a in sorted(relevant)
+            )
+            out.append(
+                Finding(
+                    finding.file,
+                    finding.line,
+                    finding.column,
+                    finding.code,
+                    "warning",
+                    f"{finding.message} (only when {when}; the code does not say "
+                    "whether these hold together)",
+                    None,
+                )
+            )
         else:
             out.append(finding)
     return out
@@ -539,8 +644,11 @@ def _merge_variants(info: SiteInfo, variants: list[_Variant]) -> None:
     if not variants:
         return
     first = variants[0].args
-    agreed = {name: value for name, value in first.items()
-              if all(name in v.args and v.args[name] == value for v in variants[1:])}  # fmt: skip
+    agreed = {
+        name: value
+        for name, value in first.items()
+        if all(name in v.args and v.args[name] == value for v in variants[1:])
+    }
     named: set[str] = set()
     for v in variants:
         named |= set(v.args) | v.passed
@@ -569,8 +677,9 @@ def _site_product(target: str | None, only: set[str], never: set[str]) -> str | 
     return target
 
 
-def _suppressed(findings: list[Finding], comments: dict[int, tuple[str, ...]],
-                scan: FileScan) -> list[Finding]:  # fmt: skip
+def _suppressed(
+    findings: list[Finding], comments: dict[int, tuple[str, ...]], scan: FileScan
+) -> list[Finding]:
     if not comments:
         return findings
     spans = sorted({(c.where.line, c.end_line) for c in scan.calls})
