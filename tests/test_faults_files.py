@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.check.parse import read_source
+from kb.check.source import read_source
 from kb.cli import main
 from kb.scan import sources
 from kb.scan.globs import PatternError, PatternSet, compile_pattern

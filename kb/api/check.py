@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kb.check.parse import InputError
+from kb.check.source import InputError
 from kb.lint.findings import Finding, Severity
 
 __all__ = [
@@ -55,7 +55,7 @@ def check_paths(
     catalog: Any = None,
 ) -> list[Finding]:
     """Findings for candidate-list files (``-`` is standard input), file by file, by line."""
-    from kb.check.parse import read_source
+    from kb.check.source import read_source
 
     sources = [read_source(p) for p in paths]
     return checker(catalog, select=select, ignore=ignore).check_sources(sources).findings
@@ -143,7 +143,7 @@ def check(
     With ``guard``, a file (not text) that is not a candidate list gives only its
     :func:`foreign` finding."""
     from kb.api.errors import UsageError
-    from kb.check.parse import read_source
+    from kb.check.source import read_source
     from kb.core import yamlpos
 
     if (text is None) == (path is None):

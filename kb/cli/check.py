@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from kb.api.check import checker as make_checker
     from kb.api.errors import UsageError
     from kb.catalog.compiled import StoreInvalid
-    from kb.check.parse import InputError, read_source
+    from kb.check.source import InputError, read_source
     from kb.text.escape import printable
     from kb.text.findings import render
 
