@@ -11,7 +11,16 @@ retire a code rather than reuse it.
 
 from __future__ import annotations
 
-from kb.check.rules import known, operator, prefetch, settings, structure, target, workflow
+from kb.check.rules import (
+    known,
+    operator,
+    prefetch,
+    scalars,
+    settings,
+    structure,
+    target,
+    workflow,
+)
 from kb.lint.engine import expand as _expand
 from kb.lint.unit import RuleUnit
 from kb.scan import patterns as scan_patterns
@@ -22,6 +31,7 @@ RULES: tuple[RuleUnit, ...] = tuple(
         (
             *structure.RULES,
             *operator.RULES,
+            *scalars.RULES,
             *settings.RULES,
             *known.RULES,
             *target.RULES,

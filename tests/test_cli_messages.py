@@ -30,7 +30,7 @@ def test_counts_agree_with_their_nouns(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_an_empty_allowed_value_is_shown_as_quotes() -> None:
-    from kb.check.rules.operator import _shown_value
+    from kb.check.rules.scalars import _shown_value
 
     assert ", ".join(map(_shown_value, ["", "fullmesh"])) == "'', fullmesh"
 

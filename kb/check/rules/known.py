@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kb.check.rules.operator import ValueNotAllowed
+from kb.check.rules.scalars import ValueNotAllowed
 from kb.lint.context import Context
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
