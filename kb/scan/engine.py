@@ -22,7 +22,7 @@ from kb.lint.context import Context
 from kb.lint.engine import active_rules, rules_for
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target
-from kb.lint.suppress import BAD_IGNORE_CODE, matches
+from kb.lint.suppress import BAD_IGNORE_CODE
 from kb.lint.unit import RuleUnit
 from kb.scan import foreign, hints, pool
 from kb.scan.binding import Bound, bind_releases
@@ -33,7 +33,8 @@ from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
 from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, native_text, read
-from kb.vocab import NAMESPACE_PATHS, product_family
+from kb.scan.variants import Variant, merge_variants, settle, site_product, suppressed
+from kb.vocab import NAMESPACE_PATHS
 
 #: The scanner's names for the call-path namespaces records live under.
 OPERATOR_NAMESPACES = tuple(NAMESPACE_PATHS)
@@ -326,7 +327,7 @@ class Scanner:
             report.inventory += r.modules
             report.plan += r.plan
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
-            report.findings += _suppressed(found, r.comments, r.scan)
+            report.findings += suppressed(found, r.comments, r.scan)
             report.findings += r.bad_ignores
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
 
@@ -377,7 +378,7 @@ class Scanner:
         codes = view.codes
         by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
         infos: dict[int, SiteInfo] = {}
-        seen: dict[int, list[_Variant]] = {}
+        seen: dict[int, list[Variant]] = {}
         found: list[tuple[Finding, CallSite]] = []
         path_names = [p for p in Path(scan.path).parts]
         for site in scan.calls:
@@ -391,7 +392,7 @@ class Scanner:
                 continue
             names = [*path_names, *site.scope.split(".")]
             only, never = hints.products(site.cond, names)
-            product = _site_product(settings.product, only, never)
+            product = site_product(settings.product, only, never)
             phase = hints.phase(site.cond, site.scope.split("."))
             info = infos.get(site.node_id)
             if info is None:
@@ -419,9 +420,7 @@ class Scanner:
                 else self._bind_unrecorded(site)
             )
             seen[site.node_id].append(
-                _Variant(
-                    dict(bound.args), bound.passed | set(bound.tensors), frozenset(only), phase
-                )
+                Variant(dict(bound.args), bound.passed | set(bound.tensors), frozenset(only), phase)
             )
             for problem in bound.problems:
                 if problem.code in codes:
@@ -438,12 +437,12 @@ class Scanner:
             )
             by_product.setdefault(product, []).append((site, bound, cand))
         for k, variants in seen.items():
-            _merge_variants(infos[k], variants)
+            merge_variants(infos[k], variants)
         report.sites += [infos[k] for k in sorted(infos)]
         rules = rules_for(self.rules, "scan", codes)
         for product, items in by_product.items():
             found += self._run_rules(scan, settings, product, items, rules)
-        return _settle(found, scan)
+        return settle(found, scan)
 
     def _bind_unrecorded(self, site: CallSite) -> Bound:
         """A call no record knows: bound to its upstream schema when torch_npu defines the
@@ -565,131 +564,3 @@ class _Read(NamedTuple):
     registering: list[str]  # what in the file may register operators (kb.scan.foreign)
     modules: list[Any]  # the module inventory (kb.scan.model)
     plan: list[dict[str, Any]]  # the plan of those modules
-
-
-def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:
-    """One finding per problem across a call's variants; joint-only errors become warnings.
-
-    A branch atom is *relevant* to a finding when the call has variants with both truths
-    of it but the finding appears under one truth only.  A finding with two or more
-    relevant atoms (beyond the branches enclosing the call) needs separate conditions to
-    hold together, which the code does not promise: it is reported as a warning that
-    names them.
-    """
-    variants: dict[int, list[CallSite]] = {}
-    for site in scan.calls:
-        variants.setdefault(site.node_id, []).append(site)
-    occurrences: dict[Finding, list[CallSite]] = {}
-    for finding, site in found:
-        occurrences.setdefault(finding, []).append(site)
-    out: list[Finding] = []
-    for finding, sites in occurrences.items():
-        if finding.severity != "error":
-            out.append(finding)
-            continue
-        node = sites[0].node_id
-        truths: dict[str, set[bool]] = {}
-        for v in variants.get(node, []):
-            for atom, truth in v.cond - v.path_cond:
-                truths.setdefault(atom, set()).add(truth)
-        seen: dict[str, set[bool]] = {}
-        for v in (s for s in sites if s.node_id == node):
-            for atom, truth in v.cond - v.path_cond:
-                seen.setdefault(atom, set()).add(truth)
-        relevant = [
-            a
-            for a, both in truths.items()
-            if len(both) == 2
-            and len(seen.get(a, both)) == 1
-            and all(a in {x for x, _ in v.cond} for v in sites if v.node_id == node)
-        ]
-        if len(relevant) >= 2:
-            when = " and ".join(
-                f"{'' if next(iter(seen[a])) else 'not '}{a}" for a in sorted(relevant)
-            )
-            out.append(
-                Finding(
-                    finding.file,
-                    finding.line,
-                    finding.column,
-                    finding.code,
-                    "warning",
-                    f"{finding.message} (only when {when}; the code does not say "
-                    "whether these hold together)",
-                    None,
-                )
-            )
-        else:
-            out.append(finding)
-    return out
-
-
-class _Variant(NamedTuple):
-    """What one combination of a call's argument alternatives passes."""
-
-    args: dict[str, Any]
-    passed: set[str]
-    only: frozenset[str]
-    phase: str | None
-
-
-def _merge_variants(info: SiteInfo, variants: list[_Variant]) -> None:
-    """Fill a call's summary with what holds in *every* variant of it.
-
-    An argument keeps its literal only when all variants agree on it; otherwise it is
-    merely passed (a value the scan cannot pin down).  Products and phase count only
-    when every variant names them.  Mixing one branch's layout with another branch's
-    sequence lengths would describe a call the code never makes.
-    """
-    if not variants:
-        return
-    first = variants[0].args
-    agreed = {
-        name: value
-        for name, value in first.items()
-        if all(name in v.args and v.args[name] == value for v in variants[1:])
-    }
-    named: set[str] = set()
-    for v in variants:
-        named |= set(v.args) | v.passed
-    info.args = agreed
-    info.passed = sorted(named - set(agreed))
-    only = frozenset.intersection(*(v.only for v in variants))
-    info.products = sorted(only)
-    phases = {v.phase for v in variants}
-    info.phase = phases.pop() if len(phases) == 1 else None
-
-
-def _site_product(target: str | None, only: set[str], never: set[str]) -> str | None:
-    """The product a call is judged on: the target, unless the code says the call runs elsewhere.
-
-    A path the code keeps for several products (``is_Ascend910()``: the 910 generations,
-    A2 and A3) is not judged against an arbitrary one of them when the target is not
-    among them.
-    """
-    if only:
-        if target is not None and (target in only or product_family(target) in only):
-            return target
-        # a path for one other product is judged there; one for several, on none of them
-        return next(iter(only)) if len(only) == 1 else None
-    if target is not None and (target in never or product_family(target) in never):
-        return None
-    return target
-
-
-def _suppressed(
-    findings: list[Finding], comments: dict[int, tuple[str, ...]], scan: FileScan
-) -> list[Finding]:
-    if not comments:
-        return findings
-    spans = sorted({(c.where.line, c.end_line) for c in scan.calls})
-    kept = []
-    for f in findings:
-        codes = list(comments.get(f.line, ()))
-        for start, end in spans:
-            if start <= f.line <= end and start != f.line:
-                codes += comments.get(start, ())
-        if codes and matches(f.code, codes):
-            continue
-        kept.append(f)
-    return kept
