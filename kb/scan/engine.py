@@ -344,7 +344,7 @@ class Scanner:
         modules: list[Any] = []
         planned: list[dict[str, Any]] = []
         if self.options.fusion:
-            from kb.scan.patterns import opportunities
+            from kb.scan.offers import opportunities
 
             opps = opportunities(scan, tree, self.ctx, settings)
         if self.options.fusion and self.options.inventory:

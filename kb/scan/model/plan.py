@@ -8,7 +8,7 @@ and titles - never from a table of operator names here.  Within a chain, only th
 stages whose operators compute something this module computes are kept, each with
 the arguments the chain fixes and those the mapping implies when the operator takes
 them.  Without a fitting chain the operators whose ``fuses`` cover the steps are
-ranked (:func:`kb.scan.patterns.fused_for`); without one, the plan says so.
+ranked (:func:`kb.scan.offers.fused_for`); without one, the plan says so.
 """
 
 from __future__ import annotations
@@ -636,7 +636,7 @@ def _stage(
 
 
 def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str]:
-    from kb.scan.patterns import fused_for
+    from kb.scan.offers import fused_for
 
     ops = [
         o
