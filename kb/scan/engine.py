@@ -112,7 +112,7 @@ class ScanReport:
     notes: list[str] = field(default_factory=list)
     opportunities: list[Any] = field(default_factory=list)
     config: Path | None = None
-    inventory: list[Any] = field(default_factory=list)  # kb.scan.model.kinds.Module per module
+    inventory: list[Any] = field(default_factory=list)  # kb.scan.model.entry.Module per module
     plan: list[dict[str, Any]] = field(default_factory=list)  # kb.scan.model.plan entries
 
     @property

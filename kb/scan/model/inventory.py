@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from kb.scan.model import mapping_ids as ids
+from kb.scan.model.entry import Module
 from kb.scan.model.facts import ClassFacts, LazyClasses, read_module, statements
-from kb.scan.model.kinds import Context, Module, decide, split_block
+from kb.scan.model.kinds import Context, decide, split_block
 
 #: Largest imported file read for its classes.
 MAX_IMPORT_BYTES = 2 * 1024 * 1024

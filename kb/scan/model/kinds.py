@@ -10,10 +10,11 @@ open (an activation read from a config whose default is not in reach), the fact 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from kb.scan.model import mapping_ids as ids
+from kb.scan.model.attention import read_attention, read_processor
+from kb.scan.model.entry import Module, linears, module_entry
 from kb.scan.model.facts import ClassFacts
 
 _LINEAR = re.compile(r"(Linear|Conv1D|LinearBase|ParallelLinear)$")
@@ -24,29 +25,11 @@ _NORM_CTOR = {
     "FP32LayerNorm": "layer",
     "LlamaRMSNorm": "rms",
 }
-_Q = re.compile(
-    r"^(q|q_proj|query|to_q|wq|wq_b|q_b_proj|linear_q|qkv|qkv_proj|to_qkv|c_attn|wqkv|Wqkv|in_proj|"
-    r"query_key_value|qkv_linear|linear_qkv)$"
-)
-_K = re.compile(r"^(k|k_proj|key|to_k|wk|kv_a_proj_with_mqa|kv_b_proj|linear_k|kv_proj|to_kv)$")
-_O = re.compile(r"^(o|o_proj|out_proj|to_out|wo|dense|c_proj|proj|linear_o|out|attn_out|o_linear)$")
 _GATE = re.compile(r"^(gate_proj|w1|wi_0|gate|fc_gate|linear_gate|ffn_gate)$")
 _UP = re.compile(r"^(up_proj|w3|wi_1|up|fc_up|linear_up|ffn_up)$")
 _DOWN = re.compile(r"^(down_proj|w2|wo|down|fc2|linear_fc2|linear_down|ffn_down|proj_out)$")
 _FC1 = re.compile(
     r"^(fc1|linear_fc1|c_fc|gate_up_proj|up_gate_proj|w12|wi|fc_in|linear1|proj_in|mlp_in)$"
-)
-_ATTN_CORE = (
-    "scaled_dot_product_attention",
-    "attention_interface",
-    "dispatch_attention_fn",
-    "softmax",
-    "flash_attn_func",
-    "flash_attn_varlen_func",
-    "get_interface",
-    "eager_attention_forward",
-    "sdpa_attention_forward",
-    "attention",
 )
 _SILU = {"silu", "swish", "silu_and_mul", "swiglu"}
 _GELU = {
@@ -60,35 +43,6 @@ _GELU = {
     "gelu_accurate",
     "quick_gelu",
 }
-
-
-@dataclass
-class Module:
-    """One entry of the module inventory."""
-
-    name: str
-    kind: str  # family.variant, e.g. attention.gqa, moe.router, norm.rms
-    file: str
-    line: int
-    end_line: int
-    facts: dict[str, Any] = field(default_factory=dict)
-    unknown: list[str] = field(default_factory=list)
-    not_proposed: list[str] = field(default_factory=list)
-    mappings: list[str] = field(default_factory=list)
-    parts: dict[str, str] = field(default_factory=dict)  # attribute -> kind of its module
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "module": self.name,
-            "kind": self.kind,
-            "file": self.file,
-            "lines": [self.line, self.end_line],
-        }
-        for key in ("facts", "parts", "mappings", "unknown", "not_proposed"):
-            value = getattr(self, key)
-            if value:
-                out[key] = value
-        return out
 
 
 class Context:
@@ -124,10 +78,6 @@ class Context:
             self.kinds[ctor] = found.kind if found else ""
             self.facts[ctor] = found.facts if found else {}
         return self.kinds.get(ctor, "")
-
-
-def _linears(cf: ClassFacts, ctx: Context) -> set[str]:
-    return {a for a, c in cf.attrs.items() if ctx.kind_of(c) == "linear"}
 
 
 def _norm_kind(cf: ClassFacts) -> str | None:
@@ -195,206 +145,11 @@ def decide(cf: ClassFacts, ctx: Context) -> Module | None:
         return None
     if any(c == "ModuleList" and _STACK.search(a) for a, c in cf.attrs.items()):
         return None
-    for reader in (_attention, _processor, _moe, _mlp, _norm, _rope, _layer):
+    for reader in (read_attention, read_processor, _moe, _mlp, _norm, _rope, _layer):
         found = reader(cf, ctx)
         if found is not None:
             return found
     return None
-
-
-def _module(cf: ClassFacts, kind: str, **facts: Any) -> Module:
-    return Module(
-        cf.name, kind, "", cf.line, cf.end_line, {k: v for k, v in facts.items() if v is not None}
-    )
-
-
-def _rope_style(cf: ClassFacts, ctx: Context) -> str | None:
-    """How the module rotates q and k: the style of the rotating helpers it calls (read
-    from their bodies), or of its own body when it rotates inline."""
-    styles = {style for _, n in cf.calls if (style := ctx.rope_helpers.get(n))}
-    if not styles and (
-        cf.called("view_as_complex") or ("pairs_last" in cf.shapes and cf.called("unbind"))
-    ):
-        styles.add("interleave")
-    if any(s.endswith("unbind_dim=-2") for s in cf.strings):  # the caller picks the halves layout
-        styles = (styles - {"interleave"}) | {"half"}
-    if len(styles) > 1:
-        defaults = ctx.defaults_for(cf)
-        keys = [k for k in cf.config if "interleave" in k and isinstance(defaults.get(k), bool)]
-        if keys:  # the branch is a config switch whose default is in reach
-            return "interleave" if defaults[keys[0]] else "half"
-        return "unknown"
-    return next(iter(styles), None)
-
-
-def with_processor(cf: ClassFacts, ctx: Context) -> ClassFacts:
-    """An attention module whose compute lives in its default processor class
-    (diffusers): the module's parts with the processor's calls and shapes."""
-    name = cf.class_strings.get("_default_processor_cls", "")
-    proc = ctx.classes.get(name)
-    if proc is None:
-        return cf
-    from dataclasses import replace
-
-    return replace(
-        cf,
-        calls=cf.calls + proc.calls,
-        shapes=cf.shapes | proc.shapes,
-        self_used=cf.self_used | proc.self_used,
-        strings=cf.strings | proc.strings,
-    )
-
-
-def _processor(cf: ClassFacts, ctx: Context) -> Module | None:
-    """A diffusers attention processor: ``__call__(attn, ...)`` projecting through
-    ``attn.to_q`` and calling an attention function; no weights of its own."""
-    if _linears(cf, ctx) or not cf.called(*_ATTN_CORE) or not cf.called("to_q", "to_qkv", "to_k"):
-        return None
-    facts: dict[str, Any] = {"cache": "none", "processor": True}
-    rope = _rope_style(cf, ctx)
-    if rope:
-        facts["rope"] = rope
-    norms = sorted({n for _, n in cf.calls if re.match(r"norm_(added_)?[qk]$", n)})
-    if norms:
-        facts["qk_norm_calls"] = norms
-    return _module(cf, "attention.dit", **facts)
-
-
-def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
-    cf = with_processor(cf, ctx)
-    lin = _linears(cf, ctx)
-    names = set(cf.attrs)
-    mla = {"q_a_proj", "kv_a_proj_with_mqa", "kv_b_proj", "wkv_a", "wkv_b"} & names
-    has_q = any(_Q.match(a) for a in lin) or bool(mla)
-    has_k = any(_K.match(a) for a in lin) or any(
-        a in ("qkv", "qkv_proj", "to_qkv", "c_attn", "Wqkv", "wqkv", "in_proj", "query_key_value")
-        for a in lin
-    )
-    deltas = [n for _, n in cf.calls if "delta_rule" in n]
-    slopes = any("slope" in u for u in cf.self_used | names) and has_q  # per-head decay rates
-    other_delta = (
-        any("delta" in n and "delta_rule" not in n for _, n in cf.calls) and has_q and has_k
-    )
-    ssm = {"A_log", "dt_bias"} <= set(
-        cf.params
-    ) | names and has_k  # a bare gate module has no input proj
-    linear_attn = bool(deltas) or ssm or slopes or other_delta
-    indexer = (
-        cf.called("relu")
-        and cf.called("topk")
-        and not cf.called("softmax")
-        and any("weights_proj" in a or a == "weights" for a in names | lin)
-        and has_q
-    )
-    core = [n for n in _ATTN_CORE if cf.called(n)] or (
-        ["processor"]
-        if "processor" in cf.self_used or cf.class_strings.get("_default_processor_cls")
-        else []
-    )
-    if not (has_q and has_k) and not linear_attn and not mla:
-        return None
-    if not core and not linear_attn and not mla and not indexer:
-        return None
-    facts: dict[str, Any] = {
-        "projections": sorted(
-            a
-            for a in lin
-            if _Q.match(a) or _K.match(a) or re.match(r"^(v|v_proj|value|to_v|wv)$", a)
-        )
-    }
-    qk_norm = [
-        a
-        for a, c in cf.attrs.items()
-        if ctx.kind_of(c).startswith("norm") and re.search(r"(^|_)(q|k|query|key)(_|$)", a)
-    ]
-    if qk_norm:
-        facts["qk_norm"] = {a: ctx.kind_of(cf.attrs[a]) for a in sorted(qk_norm)}
-    if cf.called("cache_update"):
-        facts["cache"] = "past_key_values.update"
-    rope = _rope_style(cf, ctx)
-    if rope:
-        facts["rope"] = rope
-    if "sliding_window" in cf.config or "sliding_window" in cf.self_used:
-        facts["sliding_window"] = "config.sliding_window (per layer type; may be None)"
-    if "sinks" in cf.self_used or "sinks" in cf.params:
-        facts["sinks"] = True
-    if indexer:
-        return _module(cf, "attention.indexer", **facts, score="relu(q.k) weighted, top-k")
-    if linear_attn and not cf.called(
-        "scaled_dot_product_attention", "attention_interface", "get_interface"
-    ):
-        # A_log/dt_bias alone is a selective state-space scan (Mamba) or a gate module, not the
-        # delta rule: only a delta-rule update makes the module a gated-delta-rule one
-        variant = (
-            "gated-delta-rule"
-            if deltas
-            else "lightning"
-            if slopes
-            else "state-space"
-            if ssm and not other_delta
-            else "unknown"
-        )
-        m = _module(
-            cf,
-            "attention.linear",
-            **facts,
-            variant=variant,
-            forms=sorted(
-                {
-                    "chunked" if "chunk" in d else "recurrent" if "recurrent" in d else d
-                    for d in deltas
-                }
-            )
-            or None,
-        )
-        if cf.called("repeat_interleave", "repeat_kv"):
-            m.not_proposed.append(
-                "head expansion here feeds a linear-attention recurrence, not a softmax "
-                "attention: no repeat_kv/attention operator"
-            )
-        return m
-    if mla:
-        facts["q_lora_rank"] = "q_lora_rank" in cf.config or "q_a_proj" in names
-        sub = [a for a, c in cf.attrs.items() if ctx.kind_of(c) == "attention.indexer"]
-        if sub:
-            facts["indexer"] = sub[0]
-            facts["indexer_rope"] = ctx.facts.get(cf.attrs[sub[0]], {}).get("rope")
-        return _module(cf, "attention.mla", **facts)
-    causal = cf.class_strings.get("is_causal")
-    diffusion = (
-        any("AttentionModuleMixin" in b or b.endswith("Attention") for b in cf.bases)
-        or cf.called("dispatch_attention_fn")
-        or "processor" in cf.self_used
-        or any(a.startswith("to_") for a in lin)
-    )
-    if diffusion and "cache" not in facts:
-        return _module(cf, "attention.dit", **facts, cache="none")
-    if re.search(r"(Vision|Visual|Vit|ViT|Patch|Siglip|Clip)", cf.name) and "cache" not in facts:
-        return _module(cf, "attention.vision", **facts, cache="none", causal=False)
-    gqa = bool(
-        {
-            "num_key_value_heads",
-            "num_kv_heads",
-            "n_kv_heads",
-            "num_key_value_groups",
-            "multi_query_group_num",
-        }
-        & (cf.config | cf.self_used)
-    )
-    if (
-        ("cache" not in facts and cf.init_value("is_causal") is False)
-        or "CrossAttention" in cf.name
-        or cf.init_value("is_cross_attention") is True
-    ):
-        facts["causal"] = (
-            False  # an encoder (one bidirectional pass) or attention over encoder states
-        )
-    elif str(cf.init_values.get("is_causal", "")).startswith("arg:"):
-        facts["causal"] = "per instance (is_causal argument)"
-    m = _module(cf, "attention.gqa" if gqa else "attention.mha", **facts)
-    if causal is None and "cache" not in facts and "causal" not in facts:
-        m.unknown.append("cache: no past_key_values.update in forward")
-    return m
 
 
 def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
@@ -411,7 +166,7 @@ def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
         "moe_num_experts",
         "n_experts",
     } & (cf.config | cf.self_used)
-    if not experts and not any(r == 2 for r in cf.params.values()) and not _linears(cf, ctx):
+    if not experts and not any(r == 2 for r in cf.params.values()) and not linears(cf, ctx):
         return None
     if not any(
         "expert" in x.lower() for x in cf.config | cf.self_used | set(cf.params) | set(cf.attrs)
@@ -422,7 +177,7 @@ def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
     bias_param = any("bias" in a for a in cf.added)  # scores + self.e_score_correction_bias
     for attr in cf.self_called:  # bias added by a small module: topk(self.bias_module(p))
         sub = ctx.classes.get(cf.attrs.get(attr, ""))
-        if sub is not None and any("bias" in p for p in sub.added) and not _linears(sub, ctx):
+        if sub is not None and any("bias" in p for p in sub.added) and not linears(sub, ctx):
             bias_param = True
     order = "topk-then-" + score if scores[score] > topk_at else score + "-then-topk"
     groups = bool(
@@ -486,11 +241,11 @@ def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
     parts = {a: ctx.kind_of(c) for a, c in cf.attrs.items()}
     has_parts = {k for k in parts.values() if k.startswith("moe.")}
     if router and not experts:
-        m = _module(cf, "moe.router", **router)
+        m = module_entry(cf, "moe.router", **router)
         m.mappings.append(router_mapping(router))
         return m
     if experts and not router:
-        m = _module(cf, "moe.experts", **experts)
+        m = module_entry(cf, "moe.experts", **experts)
         return m
     composed = ("moe.experts" in has_parts or "experts" in parts) and (
         "moe.router" in has_parts or "linear" in parts.get("gate", "") or "router" in parts
@@ -502,7 +257,7 @@ def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
             facts["router"] = router
         if experts:
             facts["experts"] = experts
-        m = _module(cf, "moe.block", **facts)
+        m = module_entry(cf, "moe.block", **facts)
         m.parts = {a: k for a, k in parts.items() if k}
         if router:
             m.mappings.append(router_mapping(router))
@@ -526,7 +281,7 @@ def split_block(m: Module) -> list[Module]:
 
 
 def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
-    lin = _linears(cf, ctx)
+    lin = linears(cf, ctx)
     gate = [a for a in lin if _GATE.match(a)]
     up = [a for a in lin if _UP.match(a)]
     down = [a for a in lin if _DOWN.match(a)]
@@ -555,7 +310,7 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
     )
     if act in ("geglu", "swiglu"):
         act = "gelu" if act == "geglu" else "silu"
-    m = _module(
+    m = module_entry(
         cf,
         "mlp.glu" if gated else "mlp.plain",
         activation=act,
@@ -575,7 +330,7 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
 
 
 def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
-    lin = _linears(cf, ctx)
+    lin = linears(cf, ctx)
     norms = [
         a
         for a, c in cf.attrs.items()
@@ -586,7 +341,7 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
     )
     if norms and lin and "times_one_plus" in cf.shapes and not blocks:
         inner = ctx.kind_of(cf.attrs[norms[0]])
-        m = _module(cf, "norm.adaln", inner=inner, modulation=sorted(lin))
+        m = module_entry(cf, "norm.adaln", inner=inner, modulation=sorted(lin))
         m.mappings.append(ids.adaln(inner.split(".")[1]))
         return m
     kind = _norm_kind(cf)
@@ -594,14 +349,14 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
         if norms or len(lin) != 1:
             return None
         if cf.called("gelu") and not cf.called("mul", "chunk"):
-            return _module(
+            return module_entry(
                 cf,
                 "act.gelu_tanh"
                 if "tanh" in cf.strings or "approximate" in str(cf.strings)
                 else "act.gelu",
             )
         if cf.called("chunk") and cf.called("gelu", "silu"):
-            return _module(cf, "act.geglu" if cf.called("gelu") else "act.swiglu")
+            return module_entry(cf, "act.geglu" if cf.called("gelu") else "act.swiglu")
         return None
     facts: dict[str, Any] = {}
     gemma = "one_plus_weight" in cf.shapes
@@ -610,7 +365,7 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
         facts["weight"] = "(1 + weight)"
     if gated:
         facts["gate"] = "silu(gate) multiplies the output"
-    m = _module(cf, f"norm.{kind}", **facts)
+    m = module_entry(cf, f"norm.{kind}", **facts)
     if kind == "rms":
         m.mappings.append(
             ids.RMS_NORM_GATED if gated else ids.RMS_NORM_ONE_PLUS_W if gemma else ids.RMS_NORM
@@ -638,7 +393,7 @@ def _rope(cf: ClassFacts, ctx: Context) -> Module | None:
         else "default",
         "mrope": True if any("mrope" in c for c in cf.config | cf.self_used) else None,
     }
-    return _module(cf, "rope.table", **facts)
+    return module_entry(cf, "rope.table", **facts)
 
 
 def _layer(cf: ClassFacts, ctx: Context) -> Module | None:

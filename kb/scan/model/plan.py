@@ -20,7 +20,7 @@ from kb.catalog.kernelfacts import kernel_products
 from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model import mapping_ids as ids
-from kb.scan.model.kinds import Module
+from kb.scan.model.entry import Module
 from kb.scan.model.visibility import sees_every_key
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 from kb.vocab.parallel import (

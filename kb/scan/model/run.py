@@ -6,8 +6,8 @@ import ast
 from typing import Any
 
 from kb.lint.context import Context
+from kb.scan.model.entry import Module
 from kb.scan.model.inventory import inventory
-from kb.scan.model.kinds import Module
 from kb.scan.model.plan import Target, plan
 from kb.vocab.parallel import DEFAULT_PARALLEL
 
