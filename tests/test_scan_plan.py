@@ -311,7 +311,8 @@ def test_a_stage_written_for_one_phase_or_scheme_is_planned_only_there() -> None
     quantization scheme (mla-absorb-decode): each phase and scheme gets its own variant, and
     phases whose variants differ are separate plan entries."""
     from kb.catalog.compiled import open_catalog
-    from kb.scan.model.plan import Need, kept_stages
+    from kb.scan.model.needs import Need
+    from kb.scan.model.plan import kept_stages
 
     cat = open_catalog()
     sinks = cat.get("gqa-sinks-paged")
