@@ -65,9 +65,8 @@ class _Reader:
     """What an example's straight-line code says about its tensors and dtype names."""
 
     def __init__(self) -> None:
-        self.dtypes: dict[
-            str, str
-        ] = {}  # variable -> dtype constant it names (bf16 = torch.bfloat16)
+        # variable -> dtype constant it names (bf16 = torch.bfloat16)
+        self.dtypes: dict[str, str] = {}
         self.tensors: dict[str, dict[str, str]] = {}  # variable -> {dtype, format}
         self.options: dict[str, dict[str, ast.expr]] = {}  # opts = dict(dtype=..., device=...)
 

@@ -226,11 +226,8 @@ def test_dynamic_quant_scales_per_row_not_per_tensor() -> None:
     x = randn(3, 16) * np.array([[1.0], [10.0], [0.1]], np.float32)
     y, s = run("npu_dynamic_quant", x.astype(np.float16))
     assert close(s, np.abs(x.astype(np.float16).astype(np.float32)).max(-1) / 127, 1e-6)
-    assert np.abs(y).max(-1).tolist() == [
-        127,
-        127,
-        127,
-    ]  # a per-tensor scale would shrink rows 0 and 2
+    # a per-tensor scale would shrink rows 0 and 2
+    assert np.abs(y).max(-1).tolist() == [127, 127, 127]
 
 
 def test_add_rms_norm_quant_divides_by_scales_and_adds_zero_points() -> None:
@@ -617,9 +614,8 @@ def test_one_query_row_ignores_sparse_mode_in_fia() -> None:
         sparse_mode=2,
         atten_mask=COMPRESSED,
     )[0]
-    assert close(
-        top_left, full
-    )  # one decode row: sparse_mode does not apply (it would see key 0 only)
+    # one decode row: sparse_mode does not apply (it would see key 0 only)
+    assert close(top_left, full)
     wide = half(1, 2, 2, 8)
     two_rows = run(
         "npu_fused_infer_attention_score",
@@ -644,9 +640,8 @@ def test_transpose_batchmatmul_moves_the_batch_axis() -> None:
     want = np.einsum("tnk,nkd->tnd", x, w)
     assert close(run("npu_transpose_batchmatmul", x, w, perm_x1=[1, 0, 2]), want)
     with pytest.raises(ReferenceInputError):
-        run(
-            "npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2]
-        )  # (3, 4, 32) @ (4, 32, 16): batches differ
+        # (3, 4, 32) @ (4, 32, 16): batches differ
+        run("npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2])
     y = run("npu_transpose_batchmatmul", randn(4, 3, 32), w, perm_x1=[0, 1, 2])
     assert y.shape == (3, 4, 16) and not close(y, want)
 

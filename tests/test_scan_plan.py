@@ -240,9 +240,8 @@ def test_on_atlas_a3_every_moe_stage_planned_runs_there(parallel: str | None) ->
 
 def test_parallel_ep_plans_the_expert_parallel_chain_and_tp_keeps_its_group() -> None:
     ep = _entries(_scan("modeling_moe_softmax.py", parallel="ep"), "SoftExperts")["both"]
-    assert (
-        ep["chain"] == "moe-ep-prefill-alltoall"
-    )  # the CANN recipes' double routing, as kb advise says
+    # the CANN recipes' double routing, as kb advise says
+    assert ep["chain"] == "moe-ep-prefill-alltoall"
     assert "ep-groups" in ep["prerequisites"]
     assert (
         "moe-ep-alltoall-token-permute" in ep["alternatives"]

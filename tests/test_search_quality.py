@@ -148,10 +148,8 @@ def test_steps_are_read_from_the_query() -> None:
         toks = set(tokens(text, query=True))
         return named_steps(toks | {a + b for a in toks for b in toks})
 
-    assert steps("residual add then rmsnorm") == {
-        "residual_add",
-        "rms_norm",
-    }  # add is residual_add's
+    # add is residual_add's
+    assert steps("residual add then rmsnorm") == {"residual_add", "rms_norm"}
     assert steps("swiglu then quantize") == {"swiglu", "quantize"}
     named = frozenset({"residual_add", "rms_norm"})
     exact = step_factor(frozenset({"residual_add", "rms_norm"}), named)

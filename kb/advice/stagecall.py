@@ -71,10 +71,8 @@ def arguments(stage: Mapping[str, Any], record: Mapping[str, Any] | None) -> lis
         positional_open = positional
         out.append(Argument(name, value, given, positional))
         seen.add(name)
-    for (
-        name,
-        value,
-    ) in args.items():  # names the record does not know (the cross-check reports them)
+    # names the record does not know (the cross-check reports them)
+    for name, value in args.items():
         if name not in seen:
             out.append(Argument(name, literal(value), "literal", False))
     for name, expr in passed.items():

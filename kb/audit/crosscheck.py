@@ -297,10 +297,11 @@ def check_tree(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Proble
             named: list[tuple[str, tuple[Any, ...]]] = (
                 [(opt.chain, where + ("chain",))] if opt.chain else []
             )
+            # an alternative must fit the path too
             named += [
                 (alt.chain, where + ("alternatives", k, "chain"))
                 for k, alt in enumerate(opt.alternatives)
-            ]  # an alternative must fit the path too
+            ]
             for name, at in named:
                 chain = catalog.get(name)
                 if (

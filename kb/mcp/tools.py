@@ -163,9 +163,8 @@ class ScanResult(TypedDict):
     summary: ScanSummary
     skipped: list[Skipped]
     inventory: list[dict[str, Any]]  # the modules read (kind, lines, facts, unknown, not_proposed)
-    plan: list[
-        dict[str, Any]
-    ]  # per module and phase: chain, stages with args and mapping, prerequisites
+    # per module and phase: chain, stages with args and mapping, prerequisites
+    plan: list[dict[str, Any]]
 
 
 class RulesResult(TypedDict):

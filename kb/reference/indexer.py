@@ -65,9 +65,8 @@ def lightning_indexer(a: Args) -> tuple[np.ndarray, np.ndarray]:
             )[:, 0]
         )
         qb, wb = f32(q_rows[start:end]), f32(w_rows[start:end])  # [S1, N1, D], [S1, N1]
-        score = (np.maximum(np.einsum("snd,kd->snk", qb, keys), 0) * wb[..., None]).sum(
-            1
-        )  # [S1, S2]
+        # [S1, S2]
+        score = (np.maximum(np.einsum("snd,kd->snk", qb, keys), 0) * wb[..., None]).sum(1)
         s1, s2 = score.shape
         if a["sparse_mode"] == 3:  # bottom-right causal: row i sees keys j <= i + S2 - S1
             score = np.where(

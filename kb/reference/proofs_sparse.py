@@ -28,9 +28,8 @@ def router_softmax_topk(rng: np.random.Generator) -> list[Check]:
     w = np.take_along_axis(p, ids, -1)
     y, got_ids, _ = run("npu_moe_gating_top_k_softmax", logits, k=4)
     y2, ids2, _ = run("npu_moe_gating_top_k", logits, 4, norm_type=0)
-    renorm = w / w.sum(
-        -1, keepdims=True
-    )  # norm_topk_prob=True (Mixtral, Qwen3-MoE): divide after the call
+    # norm_topk_prob=True (Mixtral, Qwen3-MoE): divide after the call
+    renorm = w / w.sum(-1, keepdims=True)
     return [
         Check("gating_top_k_softmax ids", got_ids, ids.astype(np.int32)),
         Check("weights", y, w),

@@ -370,9 +370,8 @@ def verdict(
     if record is not None:
         return Verdict(True, False, [])
     if ctx.known(op.spelled) is not None:
-        return Verdict(
-            True, False, []
-        )  # torch_npu defines it without a record: KB120, bound to its schema
+        # torch_npu defines it without a record: KB120, bound to its schema
+        return Verdict(True, False, [])
     if op.namespace == "torch.npu":
         return Verdict(False, False, [], skip=True)  # torch.npu is mostly device API, not operators
     pkg = registry.in_packages(op.namespace, op.name)

@@ -349,9 +349,8 @@ class RepeatKv(PatternRule):
         self, fn: FnIndex, lines: list[str]
     ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         calls = _calls_named(fn, "repeat_kv", "_repeat_kv")
-        softmax_attention = bool(
-            _calls_named(fn, "softmax", "scaled_dot_product_attention")
-        )  # not linear
+        # not linear
+        softmax_attention = bool(_calls_named(fn, "softmax", "scaled_dot_product_attention"))
         calls += [
             c
             for c in _calls_named(fn, "repeat_interleave")

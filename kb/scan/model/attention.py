@@ -105,9 +105,8 @@ def read_attention(cf: ClassFacts, ctx: Context) -> Module | None:
     other_delta = (
         any("delta" in n and "delta_rule" not in n for _, n in cf.calls) and has_q and has_k
     )
-    ssm = {"A_log", "dt_bias"} <= set(
-        cf.params
-    ) | names and has_k  # a bare gate module has no input proj
+    # a bare gate module has no input proj
+    ssm = {"A_log", "dt_bias"} <= set(cf.params) | names and has_k
     linear_attn = bool(deltas) or ssm or slopes or other_delta
     indexer = (
         cf.called("relu")

@@ -189,9 +189,8 @@ class _Reader:
             and isinstance(node.ctx, ast.Load)
             and not _is_loss(node.id)
         ):
-            self.facts.calls.append(
-                (self.order, node.id)
-            )  # a helper handed on (eager_attention_forward)
+            # a helper handed on (eager_attention_forward)
+            self.facts.calls.append((self.order, node.id))
             self.function(self.helpers[node.id], depth + 1)
         for child in ast.iter_child_nodes(node):
             self.node(child, depth)

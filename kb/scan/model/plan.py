@@ -457,9 +457,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             unspelled = [s for s in stages if "held" in s]
             stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
-            for mode in unasked(ctx, chain, t)[
-                1
-            ]:  # written for it; on this deployment its collective drops out
+            # written for it; on this deployment its collective drops out
+            for mode in unasked(ctx, chain, t)[1]:
                 dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
                 prereq = [p for p in prereq if p not in dropped]
                 entry["notes"] = entry.get("notes", []) + [
@@ -468,9 +467,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                     f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"
                 ]
         else:
-            stages = _by_operators(
-                ctx, m, n, t
-            )  # ranked only among operators that spell the values
+            # ranked only among operators that spell the values
+            stages = _by_operators(ctx, m, n, t)
             prereq, unspelled = [], []
             if not stages:
                 entry["none"] = (
@@ -544,9 +542,8 @@ def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]
     if any(m.kind == "attention.dit" for m in modules) and not any(
         m.facts.get("cache") not in (None, "none") for m in modules
     ):
-        phases = phases[
-            :1
-        ]  # a diffusion transformer: every step is one full pass, there is no decode
+        # a diffusion transformer: every step is one full pass, there is no decode
+        phases = phases[:1]
     out: list[dict[str, Any]] = []
     for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
         encoder = m.kind == "attention.vision" or (
