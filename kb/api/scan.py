@@ -33,8 +33,9 @@ def scan_paths(
 
 def document(report: ScanReport) -> dict[str, Any]:
     """The ``--format json`` document: the ``kb check`` shape, the summary also counting
-    calls and distinct operators, the paths skipped and why, the module inventory and
-    the plan per module and phase (empty with ``fusion=False``)."""
+    calls and distinct operators, the paths skipped and why, the module inventory, the
+    plan per module and phase (empty with ``fusion=False``), and the files the model
+    reader meant to follow (imports, configurations) but did not read, and why."""
     return {
         "findings": [f.as_dict() for f in report.findings],
         "summary": {
@@ -48,6 +49,7 @@ def document(report: ScanReport) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
         "inventory": [m.as_dict() for m in report.inventory],
         "plan": report.plan,
+        "not_followed": [{"path": u.path, "reason": u.reason} for u in report.unread],
     }
 
 

@@ -114,6 +114,9 @@ class ScanReport:
     config: Path | None = None
     inventory: list[Any] = field(default_factory=list)  # kb.scan.model.entry.Module per module
     plan: list[dict[str, Any]] = field(default_factory=list)  # kb.scan.model.plan entries
+    unread: list[Any] = field(
+        default_factory=list
+    )  # kb.scan.model.files.Refusal per file not followed
 
     @property
     def calls(self) -> int:
@@ -326,10 +329,12 @@ class Scanner:
             report.opportunities += r.opportunities
             report.inventory += r.modules
             report.plan += r.plan
+            report.unread += r.unread
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += suppressed(found, r.comments, r.scan)
             report.findings += r.bad_ignores
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
+        report.unread = list(dict.fromkeys(report.unread))
 
     def _read(
         self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config
@@ -343,6 +348,7 @@ class Scanner:
         opps: list[Any] = []
         modules: list[Any] = []
         planned: list[dict[str, Any]] = []
+        unread: list[Any] = []
         if self.options.fusion:
             from kb.scan.offers import opportunities
 
@@ -350,7 +356,7 @@ class Scanner:
         if self.options.fusion and self.options.inventory:
             from kb.scan.model.run import read_and_plan
 
-            modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
+            modules, planned, unread = read_and_plan(tree, scan.path, self.ctx, settings)
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (
             bad_ignore_comments(text, scan.path, self.ctx.codes) if BAD_IGNORE_CODE in codes else []
@@ -364,7 +370,16 @@ class Scanner:
                 bool(scan.extension_names),
             )
         return _Read(
-            scan, settings, codes, opps, ignore_comments(text), bad, registering, modules, planned
+            scan,
+            settings,
+            codes,
+            opps,
+            ignore_comments(text),
+            bad,
+            registering,
+            modules,
+            planned,
+            unread,
         )
 
     def _judge(
@@ -564,3 +579,4 @@ class _Read(NamedTuple):
     registering: list[str]  # what in the file may register operators (kb.scan.foreign)
     modules: list[Any]  # the module inventory (kb.scan.model)
     plan: list[dict[str, Any]]  # the plan of those modules
+    unread: list[Any]  # kb.scan.model.files.Refusal: files the reader meant to follow, not read

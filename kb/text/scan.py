@@ -155,11 +155,28 @@ def plan_text(report: ScanReport) -> str:
                 out += _other_deployments(entry)
                 for note in entry.get("notes", []):
                     out.append(f"      note: {note}")
-    if not out:
+    out += _not_read(report)
+    if not report.inventory:
         out.append(
             "no modules recognised (nn.Module classes with attention, MLP, MoE or norm parts)"
+            + (" in the files read" if report.files else "")
         )
     return "".join(printable(line) + "\n" for line in out)
+
+
+def _not_read(report: ScanReport) -> list[str]:
+    """Why a plan may be missing a module: scanned files that could not be read or parsed
+    (their KB500 findings), paths skipped, and files the reader meant to follow."""
+    from kb.scan.rules import SOURCE_UNREADABLE
+
+    out = [
+        f"{f.file}:{f.line}: not read: {f.message}"
+        for f in report.findings
+        if f.code == SOURCE_UNREADABLE.code
+    ]
+    out += [f"{s.path}: skipped: {s.reason}" for s in report.skipped]
+    out += [f"{u.path}: not followed: {u.reason}" for u in report.unread]
+    return out
 
 
 def _other_deployments(entry: dict[str, Any]) -> list[str]:
