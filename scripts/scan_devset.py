@@ -53,7 +53,7 @@ def wrong(entry: dict[str, Any], module: Any, ctx: Any) -> list[str]:
             out.append(f"{stage['operator']} for linear attention")
         args = stage.get("args") or {}
         if "gating" in fuses and module.kind == "moe.router":
-            score = f.get("score")
+            score = f.get("scoring", f.get("score"))
             if "norm_type" in args and args["norm_type"] != (1 if score == "sigmoid" else 0):
                 out.append(
                     f"{stage['operator']} norm_type {args['norm_type']} for a {score} router"
@@ -109,12 +109,12 @@ def measure(root: Path, product: str = "atlas-a3") -> list[dict[str, Any]]:
         start = time.perf_counter()
         report = made.scan([str(path)])
         seconds = time.perf_counter() - start
-        by_name = {(m.file, m.name): m for m in report.inventory}
+        by_name = {(m.file, m.name, m.kind): m for m in report.inventory}
         planned: set[str] = set()
         bad: list[str] = []
         false: list[str] = []
         for entry in report.plan:
-            module = by_name[(entry["file"], entry["module"])]
+            module = by_name[(entry["file"], entry["module"], entry["kind"])]
             for stage in entry.get("stages", []):
                 planned |= fam_of.get(stage["operator"], set())
             bad += wrong(entry, module, made.ctx)

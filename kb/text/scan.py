@@ -118,9 +118,9 @@ def plan_text(report: ScanReport) -> str:
     by_file: dict[str, list[Any]] = {}
     for m in report.inventory:
         by_file.setdefault(m.file, []).append(m)
-    plans: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    plans: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for entry in report.plan:
-        plans.setdefault((entry.get("file", ""), entry["module"]), []).append(entry)
+        plans.setdefault((entry.get("file", ""), entry["module"], entry["kind"]), []).append(entry)
     for file, modules in by_file.items():
         out.append(f"{file}")
         for m in modules:
@@ -133,7 +133,7 @@ def plan_text(report: ScanReport) -> str:
                 out.append(f"    unknown: {text}")
             for text in m.not_proposed:
                 out.append(f"    not proposed: {text}")
-            for entry in plans.get((m.file, m.name), []):
+            for entry in plans.get((m.file, m.name, m.kind), []):
                 head = f"    {entry['phase']}: " + (
                     f"chain {entry['chain']}" if entry.get("chain") else "no chain"
                 )

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from kb.scan.model import mapping_ids as ids
+from kb.scan.model.entries import modules
 from kb.scan.model.entry import Module
 from kb.scan.model.facts import ClassFacts, LazyClasses, read_module, statements
 from kb.scan.model.files import Refusal
 from kb.scan.model.kinds import Context, decide, split_block
+from kb.scan.model.reader import Reader
 from kb.scan.model.resolve import Def, Parsed, Reach
 
 
@@ -170,23 +172,43 @@ class RopeStyles:
         return self.styles[name]
 
 
+#: kinds only the class-facts reader tells apart yet (latent attention, indexers, linear
+#: attention, rotation tables): kept from it until the dataflow matchers read them
+LEGACY_KINDS = ("attention.mla", "attention.indexer", "attention.linear", "rope.table")
+
+
 def inventory(
     tree: ast.Module,
     path: str,
     *,
     follow_imports: bool = True,
     unread: list[Refusal] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> list[Module]:
     """Every module of ``tree`` we plan, in source order; ``unread`` receives the files
-    the imports lead to that were not read, with the reason."""
+    the imports lead to that were not read, with the reason.  The dataflow reader decides
+    what each class computes; the class-facts reader adds the kinds it does not read yet."""
+    follow = follow_imports and Path(path).is_file()
+    reach = Reach(path, tree, follow=follow)
+    found = modules(Reader(tree, path, config, reach).read(), path)
+    legacy = _legacy(tree, path, reach if follow else None)
+    if unread is not None:
+        unread += reach.refusals.values()
+    kept = [m for m in legacy if m.kind in LEGACY_KINDS]
+    replaced = {m.name for m in kept if m.kind.startswith("attention.")}
+    out = [m for m in found if not (m.name in replaced and m.kind.startswith("attention."))] + kept
+    return sorted(out, key=lambda m: (m.file != path, m.file, m.line))
+
+
+def _legacy(tree: ast.Module, path: str, reach: Reach | None) -> list[Module]:
+    """The class-facts reader's inventory (names and conventions)."""
     classes, helpers = read_module(tree)
     local = {c.name: c for c in classes}
     everything: dict[str, ClassFacts] = {}
     all_helpers = dict(helpers)
     defaults: dict[str, Any] = {}
     origin: dict[str, str] = {}
-    if follow_imports and Path(path).is_file():
-        reach = Reach(path, tree)
+    if reach is not None:
         for node in _from_imports(tree):
             for alias in node.names:
                 found = reach.imported(reach.entry, node.module or "", alias.name, node.level, 0)
@@ -210,8 +232,6 @@ def inventory(
                         origin.setdefault(dep, found.file)
                 elif n in funcs:
                     all_helpers[shown] = funcs[n]
-        if unread is not None:
-            unread += reach.refusals.values()
     everything.update(local)
     for _ in range(3):  # a part built with the owner's config reads the owner's config class
         for cf in classes:

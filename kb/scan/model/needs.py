@@ -37,20 +37,54 @@ class Need:
     bidirectional: bool = False  # every query sees every key: no causal or banded stage fits
 
 
+def has_cache(m: Module) -> bool:
+    """The module keeps keys across calls (a cache of any write shape)."""
+    cache = m.facts.get("cache")
+    return bool(cache) and cache not in ("none", "unknown")
+
+
+def router_facts(f: dict[str, Any]) -> dict[str, Any]:
+    """A router's facts in one vocabulary: score, bias, groups (bool), order, renormalize."""
+    if "score" in f:
+        return f
+    groups = f.get("groups", 1)
+    order = f.get("order", "score_then_topk")
+    score = f.get("scoring", "softmax")
+    return {
+        "score": score,
+        "bias": bool(f.get("bias")),
+        "groups": groups not in (1, "1", None),
+        "order": f"topk-then-{score}" if order == "topk_then_score" else f"{score}-then-topk",
+        "renormalize": bool(f.get("renormalize")),
+    }
+
+
 def need(m: Module) -> Need | None:
     """The steps and words of one module; None when it is planned through its parts."""
     f = m.facts
-    if m.kind in ("attention.gqa", "attention.mha", "attention.dit", "attention.vision"):
-        bidirectional = m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False
+    if m.kind in (
+        "attention.gqa",
+        "attention.mha",
+        "attention.dit",
+        "attention.vision",
+        "attention.bidirectional",
+    ):
+        cached = has_cache(m)
+        bidirectional = (
+            m.kind in ("attention.dit", "attention.vision", "attention.bidirectional")
+            or f.get("causal") is False
+            or (f.get("causal") == "caller" and not cached)
+        )
         steps = {"flash_attention", "softmax"} if bidirectional else {"attention"}
         keep = {"attention", "flash_attention"}
         if f.get("rope") in ("half", "interleave"):
             steps.add("rope")
             keep.add("rope")
-        if f.get("cache") == "past_key_values.update":
+        if cached:
             steps.add("kv_cache_write")
             keep.add("kv_cache_write")
-        if f.get("qk_norm") and all(v == "norm.rms" for v in f["qk_norm"].values()):
+        qk = f.get("qk_norm")
+        if qk == "rms" or (isinstance(qk, dict) and all(v == "norm.rms" for v in qk.values())):
             keep.add("rms_norm")
         refuse = {
             "q_projection",
@@ -68,7 +102,7 @@ def need(m: Module) -> Need | None:
             terms += ("sinks",)
         else:
             words.append("sinks")
-        if not f.get("sliding_window"):
+        if not (f.get("sliding_window") or f.get("window")):
             words.append("sliding")  # a window the module does not have is another function
         if "kv_cache_write" not in steps:
             words += ["paged", "contiguous", "cache"]
@@ -87,7 +121,7 @@ def need(m: Module) -> Need | None:
             implied=implied,
             refuse_words=tuple(words),
             bidirectional=bidirectional,
-            notes=per_instance if isinstance(f.get("causal"), str) else [],
+            notes=per_instance if isinstance(f.get("causal"), str) and not bidirectional else [],
         )
     if m.kind == "attention.mla":
         # the projections are matmuls in every chain; what must be fused is the norm,
@@ -123,7 +157,7 @@ def need(m: Module) -> Need | None:
             frozenset({"linear_attention", "state_update"}),
         )
     if m.kind == "moe.router":
-        r = f
+        r = router_facts(f)
         gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
         gate_terms = (
             (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
@@ -178,9 +212,10 @@ def need(m: Module) -> Need | None:
         if act not in ("silu", "gelu", "gelu_tanh"):
             return None
         ffn_steps = frozenset({"swiglu"} if act == "silu" else {"gelu", "mul"})
-        prereq = () if f.get("merged_gate_up") else ("merged-gate-up",)
-        # merged [gate | up]: the left half is activated
-        glu_args: dict[str, Any] = {"activate_left": True}
+        prereq = () if f.get("merged_gate_up") or f.get("merged") else ("merged-gate-up",)
+        # the half the activation reaches; separate gate and up projections merge as [gate | up]
+        left = f.get("glu", "first") != "second"
+        glu_args: dict[str, Any] = {"activate_left": left}
         if act != "silu":
             glu_args["approximate"] = "tanh" if act == "gelu_tanh" else "none"
         return Need(
@@ -191,7 +226,8 @@ def need(m: Module) -> Need | None:
             ffn_steps,
             prereq,
             implied=glu_args,
-            requires=frozenset() if act == "silu" else frozenset({"approximate"}),
+            requires=frozenset({"approximate"} if act != "silu" else set())
+            | frozenset(set() if left else {"activate_left"}),
         )
     if m.kind == "mlp.plain" and f.get("activation") in ("gelu", "gelu_tanh"):
         # an operator without an approximation switch computes another GELU: not proposed
@@ -205,7 +241,9 @@ def need(m: Module) -> Need | None:
             requires=frozenset({"approximate"}),
         )
     if m.kind == "norm.rms" and "gate" not in f:
-        prereq = ("one-plus-weight-folded",) if f.get("weight") else ()
+        prereq = (
+            ("one-plus-weight-folded",) if f.get("weight") not in (None, "weight", "none") else ()
+        )
         return Need(
             "norm",
             frozenset({"rms_norm"}),
@@ -222,7 +260,7 @@ def need(m: Module) -> Need | None:
             frozenset({"residual_add"}),
             frozenset({"layer_norm"}),
         )
-    if m.kind == "layer.decoder" and ids.ADD_RMS_NORM in m.mappings:
+    if m.kind == "layer.decoder" and (ids.ADD_RMS_NORM in m.mappings or f.get("norm") == "rms"):
         return Need(
             "norm",
             frozenset({"residual_add", "rms_norm"}),

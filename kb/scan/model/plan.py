@@ -21,7 +21,7 @@ from kb.catalog.kernelfacts import kernel_products
 from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model.entry import Module
-from kb.scan.model.needs import Need, mapping_id, need
+from kb.scan.model.needs import Need, has_cache, mapping_id, need
 from kb.scan.model.visibility import sees_every_key
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 from kb.vocab.parallel import (
@@ -539,15 +539,23 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
 def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]:
     """The whole plan, module by module, in inventory order."""
     phases = [row.name for row in PHASE_ROWS if row.inference]
-    if any(m.kind == "attention.dit" for m in modules) and not any(
-        m.facts.get("cache") not in (None, "none") for m in modules
+    attentions = [m for m in modules if m.kind.startswith("attention.")]
+    if attentions and not any(
+        has_cache(m) or m.kind in ("attention.mla", "attention.linear") for m in attentions
     ):
-        # a diffusion transformer: every step is one full pass, there is no decode
+        # no attention keeps keys across calls (a diffusion transformer, an encoder, a model
+        # that recomputes every token): every call is one full pass, there is no decode
         phases = phases[:1]
     out: list[dict[str, Any]] = []
     for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
-        encoder = m.kind == "attention.vision" or (
-            m.facts.get("causal") is False and "cache" not in m.facts
+        encoder = (
+            m.kind.startswith("attention.")
+            and not has_cache(m)
+            and m.kind not in ("attention.mla", "attention.linear")
+            and (
+                m.kind in ("attention.vision", "attention.dit", "attention.bidirectional")
+                or m.facts.get("causal") in (False, "caller")
+            )
         )
         out += plan_module(ctx, m, t, phases[:1] if encoder else phases)
     return out

@@ -159,24 +159,33 @@ class Reach:
     """The code one scanned file can reach through its imports (see the module doc)."""
 
     def __init__(
-        self, entry: str, tree: ast.Module | None = None, limits: Limits | None = None
+        self,
+        entry: str,
+        tree: ast.Module | None = None,
+        limits: Limits | None = None,
+        *,
+        follow: bool = True,
     ) -> None:
+        """``follow=False`` reads the entry alone (source given as text: no file system)."""
         self.limits = limits or Limits()
         self.entry = os.path.abspath(entry) if entry else ""
+        self.follow = follow
         self.files_read = 0
         self.bytes_read = 0
         self.refusals: dict[str, Refusal] = {}
         self.files: dict[str, Parsed | None] = {}
-        root = package_root(self.entry) if self.entry else ""
-        roots = [root, os.path.dirname(self.entry)] if self.entry else []
-        up = root
-        for _ in range(ROOT_ANCESTORS):
-            parent = os.path.dirname(up)
-            if not parent or parent == up:
-                break
-            roots.append(parent)
-            up = parent
-        self.roots = list(dict.fromkeys(r for r in roots if r))
+        self.roots: list[str] = []
+        if follow and self.entry:
+            root = package_root(self.entry)
+            roots = [root, os.path.dirname(self.entry)]
+            up = root
+            for _ in range(ROOT_ANCESTORS):
+                parent = os.path.dirname(up)
+                if not parent or parent == up:
+                    break
+                roots.append(parent)
+                up = parent
+            self.roots = list(dict.fromkeys(r for r in roots if r))
         if tree is not None and self.entry:
             names, stars = _top_bindings(tree)
             self.files[self.entry] = Parsed(self.entry, tree, names, stars)
@@ -188,6 +197,8 @@ class Reach:
         if path in self.files:
             return self.files[path]
         self.files[path] = None
+        if not self.follow:
+            return None
         if self.files_read >= self.limits.files:
             self.refusals[path] = Refusal(
                 path,
@@ -226,6 +237,8 @@ class Reach:
     def module_file(self, dotted: str, importer: str, level: int = 0) -> str | None:
         """The file of module ``dotted`` imported from ``importer`` (``level`` dots), when
         it lies inside the reach."""
+        if not self.follow:
+            return None
         parts = [p for p in dotted.split(".") if p] if dotted else []
         if level:
             base = os.path.dirname(importer)
