@@ -92,9 +92,9 @@ def test_manifest_pins_enough_files_of_both_kinds() -> None:
     files = MANIFEST["files"]
     names = [f["name"] for f in files]
     assert len(names) == len(set(names))
-    assert len(files) >= 11
-    assert sum(f["kind"] == "diffusion" for f in files) >= 5
-    assert sum(f["kind"] == "llm" for f in files) >= 6
+    assert len(files) >= 24
+    assert sum(f["kind"] == "diffusion" for f in files) >= 8
+    assert sum(f["kind"] == "llm" for f in files) >= 12
     for item in files:
         assert item["kind"] in ("llm", "diffusion"), item["name"]
         assert re.match(r"^[\w.-]+/[\w.-]+$", item["repo"]) and SHA.match(item["commit"]), item[
