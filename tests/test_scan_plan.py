@@ -141,7 +141,7 @@ def test_mla_and_sigmoid_router_plan() -> None:
     assert plan["prefill"]["chain"] == "mla-absorb-prefill"
     assert plan["decode"]["chain"].startswith("mla-absorb-decode")
     assert "npu_kv_rmsnorm_rope_cache_v2" in _ops(plan["decode"])  # the latent cache is kept
-    assert "npu_interleave_rope" in _ops(plan["prefill"])
+    assert "npu_interleave_rope" in _ops(plan["prefill"])  # the latent's rope part (D 64)
     assert "absorbed-weights" in plan["decode"]["prerequisites"]
     router = _module(report, "GroupedSigmoidRouter")
     assert (router.facts["scoring"], router.facts["bias"], router.facts["groups"]) == (
@@ -161,7 +161,8 @@ def test_gelu_gated_mlp_is_geglu_and_pairs_rotate_interleaved() -> None:
     assert mlp.facts["activation"] == "gelu_tanh" and mlp.mappings == ["geglu"]
     plan = _entries(report, "GeluGatedMLP")
     assert all("npu_swiglu" not in _ops(e) for e in plan.values())
-    assert _stage(plan["prefill"], "npu_geglu")["args"] == {"activate_left": True}
+    # both derived: the tanh curve's code and the half the activation reaches
+    assert _stage(plan["prefill"], "npu_geglu")["args"] == {"approximate": 1, "activate_left": True}
     norm = _entries(report, "OnePlusNorm")["both"]
     assert norm["stages"][0]["mapping"] == "rms_norm_one_plus_w"
     assert "one-plus-weight-folded" in norm["prerequisites"]
@@ -171,7 +172,10 @@ def test_gelu_gated_mlp_is_geglu_and_pairs_rotate_interleaved() -> None:
     attn = _module(report, "PairAttention")
     assert attn.facts["rope"] == "interleave"  # rotate_half by name, neighbouring pairs by body
     decode = _entries(report, "PairAttention")["decode"]
-    assert "npu_apply_rotary_pos_emb" not in _ops(decode) and "npu_interleave_rope" in _ops(decode)
+    # adjacent pairs: npu_rotary_mul in its interleave mode (npu_interleave_rope takes D = 64
+    # only, and this module's head size is not stated)
+    assert "npu_apply_rotary_pos_emb" not in _ops(decode)
+    assert _stage(decode, "npu_rotary_mul")["args"]["rotary_mode"] == "interleave"
 
 
 def test_linear_attention_plans_delta_rule_kernels_not_softmax_attention() -> None:
@@ -193,7 +197,7 @@ def test_dit_block_plans_one_phase_without_a_cache() -> None:
     plan = _entries(report, "BlockAttention")
     assert set(plan) == {"prefill"}  # diffusion: no decode phase
     ops = _ops(plan["prefill"])
-    assert "npu_interleave_rope" in ops and "npu_rms_norm" in ops
+    assert "npu_rotary_mul" in ops and "npu_rms_norm" in ops  # adjacent pairs, head size unstated
     assert not any("scatter" in op or "cache" in op for op in ops)
     assert "BlockAttnProcessor" not in {m.name for m in report.inventory}
     block = _module(report, "DiTBlock")
@@ -356,22 +360,19 @@ def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_va
 
 
 def test_a_chain_stage_whose_operator_lacks_the_value_is_held_with_the_reason(monkeypatch) -> None:
-    """Were npu_apply_rotary_pos_emb's rotary_mode a closed list without 'half', the rope
-    stage of the GQA chain could not express a half rotation: it is held, never given
-    the value or left at a default that computes something else."""
-    from kb.scan.model import plan as plan_module
+    """Were the rotary operators' rotary_mode a closed list without 'half', the rope stage
+    of the GQA chain could not express a half rotation: it is held, never given the value
+    or left at a default that computes something else."""
+    from kb.scan.model import records
 
-    real = plan_module._param
+    real = records.param
 
     def narrowed(ctx: Any, op: str, name: str) -> dict[str, Any]:
         p = real(ctx, op, name)
-        return (
-            {**p, "allowed": ["quarter"]}
-            if (op, name) == ("npu_apply_rotary_pos_emb", "rotary_mode")
-            else p
-        )
+        rotary = op in ("npu_apply_rotary_pos_emb", "npu_rotary_mul") and name == "rotary_mode"
+        return {**p, "allowed": ["quarter"]} if rotary else p
 
-    monkeypatch.setattr(plan_module, "_param", narrowed)
+    monkeypatch.setattr(records, "param", narrowed)
     decode = _entries(_scan("modeling_dense_gqa.py"), "DenseAttention")["decode"]
     assert "npu_apply_rotary_pos_emb" not in _ops(decode) and decode["chain"] == "gqa-decode-paged"
     held = [h for h in decode["not_proposed"] if h.get("operator") == "npu_apply_rotary_pos_emb"]

@@ -148,6 +148,8 @@ def plan_text(report: ScanReport) -> str:
                     out.append(line)
                     for note in stage.get("notes", []):
                         out.append(f"        note: {note}")
+                    for question in stage.get("questions", []):
+                        out.append(f"        unknown: {question}")
                 if entry.get("prerequisites"):
                     out.append(f"      prerequisites: {', '.join(entry['prerequisites'])}")
                 if entry.get("alternatives"):

@@ -35,6 +35,14 @@ class Need:
     #: parameters an operator must take to express the mapping
     requires: frozenset[str] = frozenset()
     bidirectional: bool = False  # every query sees every key: no causal or banded stage fits
+    #: the pattern rows the module matches (kb.reference.mappings), and per step the
+    #: parameters an operator fusing it must take (a learnable sink, an approximation)
+    rows: tuple[Any, ...] = ()
+    step_requires: dict[frozenset[str], frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def operators(self) -> frozenset[str]:
+        return frozenset(op for r in self.rows for op in r.operators)
 
 
 def has_cache(m: Module) -> bool:
@@ -60,6 +68,22 @@ def router_facts(f: dict[str, Any]) -> dict[str, Any]:
 
 
 def need(m: Module) -> Need | None:
+    """The steps and words of one module (:func:`_need`), with the pattern rows it matches
+    and what their arguments ask of an operator; None when it is planned through its parts."""
+    from dataclasses import replace
+
+    from kb.scan.model.rows import requirements, rows_for
+
+    n = _need(m)
+    if n is None:
+        return None
+    rows = rows_for(m)
+    return replace(
+        n, rows=rows, step_requires=requirements(rows, m.facts), implied={}, requires=frozenset()
+    )
+
+
+def _need(m: Module) -> Need | None:
     """The steps and words of one module; None when it is planned through its parts."""
     f = m.facts
     if m.kind in (
@@ -260,6 +284,16 @@ def need(m: Module) -> Need | None:
             frozenset({"residual_add"}),
             frozenset({"layer_norm"}),
         )
+    if m.kind == "norm.adaln" and f.get("norm") == "layer":
+        # the per-sample scale and shift become the norm's weight and bias
+        return Need(
+            "norm",
+            frozenset({"layer_norm"}),
+            (),
+            frozenset({"residual_add"}),
+            frozenset({"layer_norm"}),
+            ("adaln-modulation-as-norm-weight",),
+        )
     if m.kind == "layer.decoder" and (ids.ADD_RMS_NORM in m.mappings or f.get("norm") == "rms"):
         return Need(
             "norm",
@@ -269,68 +303,3 @@ def need(m: Module) -> Need | None:
             frozenset({"residual_add"}),
         )
     return None  # rope tables are a prerequisite of the attention that rotates
-
-
-def mapping_id(
-    m: Module,
-    op_fuses: frozenset[str],
-    chain: dict[str, Any] | None,
-    args: dict[str, Any],
-    stage: str = "",
-) -> str:
-    """The equivalence-proof id of one stage, read from what its operator fuses."""
-    f = m.facts
-    if (
-        "indexer" in stage
-        and "rope" in op_fuses
-        and f.get("indexer_rope") in ("half", "interleave")
-    ):
-        return ids.ROPE_INTERLEAVE if f["indexer_rope"] == "interleave" else ids.ROPE_HALF
-    paged = bool(
-        chain and any(p.get("id") == "paged-kv-cache" for p in chain.get("prerequisites") or [])
-    )
-    if "lightning_indexer" in op_fuses:
-        return ids.LIGHTNING_INDEXER
-    if "sparse_attention" in op_fuses:
-        return ids.SPARSE_ATTENTION_MLA
-    if "q_projection" in op_fuses and "kv_projection" in op_fuses:
-        return ids.MLA_PROLOG
-    if "linear_attention" in op_fuses:
-        return ids.GATED_DELTA_RULE
-    if "gating" in op_fuses:
-        return next((x for x in m.mappings if x in ids.ROUTERS), ids.ROUTER_UNKNOWN)
-    if (
-        "grouped_matmul" in op_fuses
-        or "expert_routing" in op_fuses
-        or "finalize_routing" in op_fuses
-    ):
-        return ids.MOE_EXPERTS_LOOP if "loop" in str(f.get("form", "")) else ids.MOE_EXPERTS_BMM
-    if "kv_cache_write" in op_fuses and "rms_norm" in op_fuses:
-        return ids.MLA_KV_NORM_ROPE_CACHE
-    if "kv_cache_write" in op_fuses:
-        return ids.CACHE_WRITE_PAGED if paged else ids.CACHE_WRITE_CONTIGUOUS
-    if "attention" in op_fuses or "flash_attention" in op_fuses:
-        layout = str(args.get("input_layout") or args.get("layout") or ids.DEFAULT_LAYOUT)
-        if m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False:
-            return ids.attention(ids.ATTENTION_NONCAUSAL, layout)
-        if m.kind == "attention.mla":
-            return ids.attention(ids.ATTENTION_MLA, layout)
-        return ids.attention(ids.ATTENTION_GQA, layout)
-    if "rope" in op_fuses:
-        return ids.ROPE_INTERLEAVE if f.get("rope") == "interleave" else ids.ROPE_HALF
-    quantizes = bool(op_fuses & {"quantize", "dynamic_quantize"})
-    if "residual_add" in op_fuses and "rms_norm" in op_fuses:
-        return ids.ADD_RMS_NORM_QUANT if quantizes else ids.ADD_RMS_NORM
-    if "swiglu" in op_fuses:
-        return ids.DEQUANT_SWIGLU_QUANT if quantizes and "dequantize" in op_fuses else ids.SWIGLU
-    if "gelu" in op_fuses:
-        if "mul" in op_fuses:
-            return ids.GEGLU
-        return ids.GELU_TANH if f.get("activation") == "gelu_tanh" else ids.GELU
-    if "dynamic_quantize" in op_fuses or ("matmul" in op_fuses and "dequantize" in op_fuses):
-        return ids.DYNAMIC_QUANT_INT8_MATMUL
-    if "rms_norm" in op_fuses:
-        return ids.RMS_NORM_ONE_PLUS_W if f.get("weight") else ids.RMS_NORM
-    if "batch_matmul" in op_fuses and m.kind == "attention.mla":
-        return ids.MLA_ABSORB_BMM
-    return next((x for x in m.mappings if x in ids.PLANNED), ids.UNKNOWN)
