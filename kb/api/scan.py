@@ -132,13 +132,15 @@ def scan(
     ignore: Sequence[str] | None = None,
     fusion: bool = True,
     root: str | None = None,
+    model_config: str | None = None,
 ) -> dict[str, Any]:
     """The document for a file or directory (``path``, honouring its ``[tool.kb]``) or for
     source given as ``text``; UsageError for unusable arguments or settings.  ``catalog``
     may be a function that opens it, called once the product is known to be one.
     ``root`` (a resolved directory) keeps the reading inside it: the ``[tool.kb]`` table
     is looked for no higher, and files of the tree that link out of it are skipped (the
-    caller checks that ``path`` itself is inside)."""
+    caller checks that ``path`` itself is inside, and ``model_config``: the checkpoint's
+    hyper-parameters as a JSON file)."""
     from kb.api.errors import UsageError
     from kb.scan.engine import ScanError
     from kb.vocab import normalize
@@ -160,6 +162,7 @@ def scan(
         product=canon,
         torch_npu=torch_npu,
         parallel=mode,
+        model_config=model_config,
         select=list(select or []),
         ignore=list(ignore or []),
         fusion=fusion,

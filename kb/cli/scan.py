@@ -53,6 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="print the module inventory and the per-module, per-phase plan instead of findings",
     )
+    p.add_argument(
+        "--model-config",
+        metavar="FILE",
+        help="the checkpoint's hyper-parameters (config.json, params.json or any JSON object): "
+        "the plan decides what the code leaves to them (activation, heads, router scoring)",
+    )
     p.add_argument("--graph-mode", choices=GRAPH_MODES, help="the graph mode the code runs under")
     p.add_argument(
         "--parallel",
@@ -158,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         graph_mode=args.graph_mode,
         quantization=quantization,
         parallel=parallel,
+        model_config=args.model_config,
         select=args.select,
         ignore=args.ignore,
         exclude=args.exclude,

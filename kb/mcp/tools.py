@@ -353,6 +353,14 @@ def scan(
     select: Annotated[list[str] | None, Field(description="run only these rules")] = None,
     ignore: Annotated[list[str] | None, Field(description="skip these rules")] = None,
     fusion: Annotated[bool, Field(description="also report fusion opportunities (KB6xx)")] = True,
+    model_config_file: Annotated[
+        str | None,
+        Field(
+            description="the checkpoint's hyper-parameters (kb scan --model-config): a JSON "
+            "file inside the server's root (config.json, params.json); the plan decides what "
+            "the code leaves to them (pydantic reserves the name model_config)"
+        ),
+    ] = None,
 ) -> ScanResult:
     """Lint Python model code without running it: every torch_npu call judged against the
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
@@ -369,6 +377,7 @@ def scan(
             raise ToolInputError(
                 f"{path}: scan reads Python source; give a .py file or a directory"
             )
+    model_config = confine.inside(model_config_file) if model_config_file is not None else None
     return scanned(
         _catalog,
         path=path,
@@ -380,6 +389,7 @@ def scan(
         ignore=ignore,
         fusion=fusion,
         root=confine.root() if path is not None else None,
+        model_config=model_config,
     )
 
 

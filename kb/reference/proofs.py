@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kb.reference import proofs_dense, proofs_mla, proofs_more, proofs_planned, proofs_sparse
+from kb.reference.errors import ReferenceInputError
 from kb.reference.mappings import BY_ID, MAPPINGS
 from kb.reference.proving import Check, failures
 
@@ -88,11 +89,14 @@ def reprove(
         else:
             rng = np.random.default_rng(0)
             arity = _arity(proof)
-            if arity >= 4:
-                checks = proof(rng, dict(facts), dict(args), operator)
-            elif arity == 3:
-                checks = proof(rng, dict(facts), dict(args))
-            else:
-                checks = proof(rng)
-            _REPROVED[key] = tuple(failures(checks))
+            try:
+                if arity >= 4:
+                    checks = proof(rng, dict(facts), dict(args), operator)
+                elif arity == 3:
+                    checks = proof(rng, dict(facts), dict(args))
+                else:
+                    checks = proof(rng)
+                _REPROVED[key] = tuple(failures(checks))
+            except ReferenceInputError as exc:  # the reference refuses the plan's arguments
+                _REPROVED[key] = (f"the reference refuses these arguments: {exc}",)
     return list(_REPROVED[key])

@@ -130,6 +130,14 @@ def adaln_layer_norm(rng: np.random.Generator) -> list[Check]:
     return out
 
 
+#: arguments that are the model's sizes, not what is computed: the proof keeps its own
+_SIZES = frozenset({"k"})
+
+
+def _semantic(args: Any) -> dict[str, Any]:
+    return {k: v for k, v in (args or {}).items() if k not in _SIZES}
+
+
 def router_sigmoid_topk(
     rng: np.random.Generator, facts: Any = None, args: Any = None
 ) -> list[Check]:
@@ -143,7 +151,7 @@ def router_sigmoid_topk(
     w = np.take_along_axis(s, ids, -1)
     if facts.get("renormalize"):
         w = w / w.sum(-1, keepdims=True)
-    y, got, raw = run("npu_moe_gating_top_k", logits, 3, **{"norm_type": 1, **(args or {})})
+    y, got, raw = run("npu_moe_gating_top_k", logits, 3, **{"norm_type": 1, **_semantic(args)})
     weights = (
         np.take_along_axis(raw, got.astype(np.int64), -1) if (args or {}).get("out_flag") else y
     )
@@ -171,7 +179,7 @@ def router_grouped(rng: np.random.Generator, facts: Any = None, args: Any = None
     ids = sparse._topk(np.where(np.repeat(gmask, 8, -1), s + bias, -np.inf), 4)
     w = np.take_along_axis(s, ids, -1)
     w = w / (w.sum(-1, keepdims=True) + 1e-20) * factor
-    call = {"bias": bias, "eps": 1e-20, **{k: v for k, v in (args or {}).items() if k != "bias"}}
+    call = {"bias": bias, "eps": 1e-20, **{k: v for k, v in _semantic(args).items() if k != "bias"}}
     y, got, _ = run("npu_moe_gating_top_k", logits, 4, **call)
     return [Check("ids", np.sort(got, -1), np.sort(ids, -1).astype(np.int32)),
             Check("weights", np.sort(y, -1), np.sort(w, -1).astype(np.float32))]  # fmt: skip

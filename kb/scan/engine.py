@@ -74,6 +74,7 @@ class ScanOptions:
     graph_mode: str | None = None
     quantization: str | None = None
     parallel: str | None = None  # kb.vocab.parallel: the deployment the plan targets
+    model_config: str | None = None  # the checkpoint's hyper-parameters (a JSON file)
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
@@ -220,7 +221,18 @@ class Scanner:
         self.options = options or ScanOptions()
 
     # -- configuration -----------------------------------------------------------------
+    def _check_model_config(self) -> None:
+        """The model configuration given as an option loads (else ScanError, file:line)."""
+        if self.options.model_config:
+            from kb.scan.model.modelconfig import ModelConfigError, cached
+
+            try:
+                cached(self.options.model_config)
+            except ModelConfigError as exc:
+                raise ScanError(f"model config: {exc}") from None
+
     def _config(self, paths: Sequence[str]) -> Config:
+        self._check_model_config()
         if not self.options.use_config:
             return Config()
         start = Path(paths[0]) if paths else Path.cwd()
@@ -242,6 +254,8 @@ class Scanner:
             s.quantization = o.quantization
         if o.parallel:
             s.parallel = o.parallel
+        if o.model_config:
+            s.model_config = o.model_config
         if o.select:
             s.select = list(o.select)
         s.ignore = s.ignore + list(o.ignore)
@@ -256,8 +270,10 @@ class Scanner:
         """Scan source held in memory exactly as a file named ``shown_as`` holding it.
 
         Nothing touches the file system: ``shown_as`` is only a label (findings, sites
-        and the path hints read it).  No ``[tool.kb]`` table applies to text.
+        and the path hints read it) but the model configuration an option names.  No
+        ``[tool.kb]`` table applies to text.
         """
+        self._check_model_config()
         report = ScanReport(files=1)
         self._judge_all(
             [self._outcome(Path(shown_as), parse_text(text, shown_as), Config())], Config(), report

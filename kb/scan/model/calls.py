@@ -152,7 +152,8 @@ class Calls(Externals):
             return self.call_bound(func, args, kwargs)
         if isinstance(func, Alt):
             return merge(
-                [self.call(o, list(args), dict(kwargs), frame, at) for o in func.options[:4]]
+                [self.call(o, list(args), dict(kwargs), frame, at) for o in func.options[:4]],
+                func.why,
             )
         if (
             isinstance(func, Node)

@@ -22,10 +22,22 @@ class Graph:
         self.nodes = nodes
         self.users: dict[int, list[Node]] = {}
         self.by_op: dict[str, list[Node]] = {}
+        phis: dict[int, Node] = {}
         for n in nodes:
             self.by_op.setdefault(n.op, []).append(n)
             for o in n.operands():
                 self.users.setdefault(o.id, []).append(n)
+                if o.op == "phi":
+                    phis[o.id] = o
+        todo = list(phis.values())
+        while todo:  # the merges of undecided branches are made, not recorded: find them
+            phi = todo.pop()
+            self.by_op.setdefault("phi", []).append(phi)
+            for o in phi.operands():
+                self.users.setdefault(o.id, []).append(phi)
+                if o.op == "phi" and o.id not in phis:
+                    phis[o.id] = o
+                    todo.append(o)
 
     def uses(self, n: Node) -> list[Node]:
         return self.users.get(n.id, [])
@@ -70,6 +82,25 @@ def source(value: Any, through: frozenset[str] = THROUGH) -> Any:
         else:
             break
     return value
+
+
+def choice(value: Any, through: frozenset[str] = THROUGH) -> tuple[list[Node], str] | None:
+    """The first undecided branch a value comes from (through reshapes and casts): where
+    each alternative's elements come from, and ", as <what decides> decides" (or "")."""
+    seen = 0
+    while isinstance(value, Node) and seen < 64:
+        seen += 1
+        if value.op == "phi" and value.args:
+            alts = [a for a in (source(v, through) for v in value.args) if isinstance(a, Node)]
+            why = value.kw.get("why")
+            return alts, (f", as {why.value} decides" if isinstance(why, Const) else "")
+        if (value.op in through and value.args) or (
+            value.op == "getitem" and value.args and not _narrows(value)
+        ):
+            value = value.args[0]
+        else:
+            break
+    return None
 
 
 def sources(value: Any, through: frozenset[str] = THROUGH, limit: int = 16) -> list[Node]:
@@ -194,3 +225,11 @@ def owner_module(nodes: Iterable[Node]) -> Inst | None:
 
 #: a short text of a non-tensor value (the one wording: :func:`kb.scan.model.graph.label`)
 symbolic = label
+
+
+def fact_value(value: Any) -> Any:
+    """A size or count as a fact: the number when the code or the configuration gives
+    one, else its short text (``config.num_experts_per_tok``)."""
+    if isinstance(value, Const) and isinstance(value.value, (int, float)):
+        return value.value
+    return label(value)

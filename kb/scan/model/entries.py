@@ -142,8 +142,11 @@ def _alternatives(alts: list[dict[str, Fact]]) -> dict[str, Fact]:
     return out
 
 
-def agreed(found: Found) -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    """(facts, where each is proven, what stays unknown) over a class's instances."""
+def agreed(
+    found: Found,
+) -> tuple[dict[str, Any], dict[str, str], list[str], dict[str, tuple[Any, ...]]]:
+    """(facts, where each is proven, what stays unknown, the values an undecided fact can
+    take) over a class's instances."""
     keys: list[str] = []
     for facts in found.facts:
         keys += [k for k in facts if k not in keys]
@@ -176,17 +179,20 @@ def agreed(found: Found) -> tuple[dict[str, Any], dict[str, str], list[str]]:
         else:
             values[key] = "unknown"
             unknown.append(f"{key}: instances differ ({', '.join(sorted(distinct))})")
+    options: dict[str, tuple[Any, ...]] = {}
     for key, value in values.items():
         if value == "unknown" and not any(u.startswith(f"{key}:") for u in unknown):
             fact = next(f[key] for f in found.facts if key in f)
             unknown.append(f"{key}: {fact.why or 'not decided by the code'}")
+            if fact.options:
+                options[key] = fact.options
         if (
             value == "caller"
             and key == "causal"
             and not any(u.startswith("causal:") for u in unknown)
         ):
             unknown.append("causal: the caller's mask or flag decides")
-    return values, proven, unknown
+    return values, proven, unknown, options
 
 
 #: facts that hold only when every instance shows them (a rotation or a q/k norm seen in
@@ -224,13 +230,14 @@ def modules(reading: Reading, entry: str) -> list[Module]:
     for found in groups:
         if found.kind == "mlp" and (found.file, found.line) in with_experts:
             continue  # the experts' own MLP: planned as the experts
-        values, proven, unknown = agreed(found)
+        values, proven, unknown, options = agreed(found)
         kind = kind_of(found.kind, values)
         if kind is None:
             continue
         m = Module(found.cls_name, kind, found.file, found.line, found.end_line, facts=values)
         m.proven = proven
         m.unknown = unknown
+        m.options = options
         if kind == "moe.router":
             m.mappings.append(router_mapping(router_facts(values)))
         m.mappings += [x for x in _mapping(kind, values) if x not in m.mappings]

@@ -31,6 +31,9 @@ class Module:
     mappings: list[str] = field(default_factory=list)
     parts: dict[str, str] = field(default_factory=dict)  # attribute -> kind of its module
     proven: dict[str, str] = field(default_factory=dict)  # fact -> "file:line (why)" that shows it
+    #: an undecided fact ("unknown") -> the values the code can give it (the configuration
+    #: decides which); the planner asks which instead of choosing
+    options: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

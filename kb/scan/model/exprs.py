@@ -25,6 +25,7 @@ from kb.scan.model.graph import (
     Seq,
     Slice,
     Sym,
+    decider,
     label,
     merge,
     simple_name,
@@ -143,7 +144,7 @@ class Expressions(Calls):
                 except TypeError:
                     return UNKNOWN
             values = list(base.items.values())  # a key the reader does not know: any entry
-            return merge(values[:6]) if values and len(values) <= 6 else UNKNOWN
+            return merge(values, decider(index_node)) if values and len(values) <= 6 else UNKNOWN
         if isinstance(base, Ext):
             return self.ext_item(base, key)
         if isinstance(base, Inst) and base.config and isinstance(key, Const):
@@ -323,7 +324,7 @@ class Expressions(Calls):
         known = truth(self.ev(node.test, frame))
         if known is not None:
             return self.ev(node.body if known else node.orelse, frame)
-        return merge([self.ev(node.body, frame), self.ev(node.orelse, frame)])
+        return merge([self.ev(node.body, frame), self.ev(node.orelse, frame)], decider(node.test))
 
     def ex_sequence(self, node: ast.Tuple | ast.List | ast.Set, frame: Frame) -> Any:
         items: list[Any] = []

@@ -32,6 +32,7 @@ from kb.scan.model.graph import (
     Returned,
     Seq,
     Sym,
+    decider,
     merge,
     truth,
 )
@@ -167,9 +168,9 @@ class Interp(Expressions):
         if decided is not None:
             self.run_body(stmt.body if decided else stmt.orelse, frame)
             return
-        self.branches([stmt.body, stmt.orelse], frame)
+        self.branches([stmt.body, stmt.orelse], frame, decider(stmt.test))
 
-    def branches(self, bodies: list[list[ast.stmt]], frame: Frame) -> None:
+    def branches(self, bodies: list[list[ast.stmt]], frame: Frame, why: str = "") -> None:
         """Run each body on a copy of the names; merge what the ones that go on bound, and
         the instance attributes any of them set (``if fused: self.qkv = ... else: ...``)."""
         start = frame.env
@@ -199,7 +200,7 @@ class Interp(Expressions):
         merged = dict(start)
         for name in names:
             values = [end.get(name, start.get(name, UNKNOWN)) for end in ends]
-            merged[name] = values[0] if all(v is values[0] for v in values) else merge(values)
+            merged[name] = values[0] if all(v is values[0] for v in values) else merge(values, why)
         frame.env = merged
         for key in {k for log in logs for k in log}:
             inst, old, _ = next(log[key] for log in logs if key in log)
@@ -207,7 +208,9 @@ class Interp(Expressions):
             same = all(v is values[0] for v in values)
             if old is UNKNOWN and key[1] not in inst.attrs and not same:
                 values = [v for v in values if v is not UNKNOWN]
-            self.set_attr(inst, key[1], values[0] if same or len(values) == 1 else merge(values))
+            self.set_attr(
+                inst, key[1], values[0] if same or len(values) == 1 else merge(values, why)
+            )
 
     def _undo(self, log: dict[tuple[int, str], tuple[Inst, Any, Any]]) -> None:
         for (_, attr), (inst, old, _) in log.items():

@@ -69,9 +69,11 @@ class Ext:
 
 @dataclass(slots=True)
 class Alt:
-    """A value that is one of ``options`` (an ``if`` the reader could not decide)."""
+    """A value that is one of ``options`` (an ``if`` the reader could not decide);
+    ``why`` says what decides (the condition's or the key's source text)."""
 
     options: tuple[Any, ...]
+    why: str = ""
 
 
 @dataclass(eq=False, slots=True)
@@ -259,8 +261,15 @@ def truth(value: Any) -> bool | None:
     return None
 
 
-def merge(values: list[Any]) -> Any:
-    """One value for the alternatives of an undecided branch."""
+def decider(node: ast.expr) -> str:
+    """What decides an undecided branch or lookup, as the source writes it (short)."""
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def merge(values: list[Any], why: str = "") -> Any:
+    """One value for the alternatives of an undecided branch; ``why`` (what decides, as
+    the source writes it) rides on the merged value for the facts that stay unknown."""
     unique: list[Any] = []
     for v in values:
         if not any(v is u or (isinstance(v, Const) and v == u) for u in unique):
@@ -272,13 +281,15 @@ def merge(values: list[Any]) -> Any:
         return rest[0] if len(rest) == 1 and isinstance(rest[0], Node) else UNKNOWN
     if all(isinstance(u, Node) for u in unique):
         first = unique[0]
-        return Node("phi", tuple(unique), None, first.file, first.line, first.owner, first.loop)
+        kw = {"why": Const(why)} if why else None
+        return Node("phi", tuple(unique), kw, first.file, first.line, first.owner, first.loop)
     if all(isinstance(u, Seq) for u in unique) and len({len(u.items) for u in unique}) == 1:
         return Seq(
-            tuple(merge([u.items[i] for u in unique]) for i in range(len(unique[0].items))),
+            tuple(merge([u.items[i] for u in unique], why) for i in range(len(unique[0].items))),
             unique[0].kind,
         )
     flat: list[Any] = []
     for u in unique:
         flat += list(u.options) if isinstance(u, Alt) else [u]
-    return Alt(tuple(flat)) if len(flat) <= 6 else UNKNOWN
+        why = why or (u.why if isinstance(u, Alt) else "")
+    return Alt(tuple(flat), why) if len(flat) <= 6 else UNKNOWN

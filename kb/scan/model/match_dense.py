@@ -41,10 +41,11 @@ class Fact:
     file: str = ""
     line: int = 0
     why: str = ""
+    options: tuple[Any, ...] = ()  # an undecided fact: the values the code can take
 
     @staticmethod
-    def at(value: Any, node: Node | None, why: str = "") -> Fact:
-        return Fact(value, node.file if node else "", node.line if node else 0, why)
+    def at(value: Any, node: Node | None, why: str = "", options: tuple[Any, ...] = ()) -> Fact:
+        return Fact(value, node.file if node else "", node.line if node else 0, why, options)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Activation:
     out: Node  # the activation's result
     x: Any  # what it is applied to
     why: str
+    options: tuple[str, ...] = ()  # kind "unknown": the kinds an undecided choice takes
 
 
 def activations(graph: Graph) -> dict[int, Activation]:
@@ -102,6 +104,18 @@ def activations(graph: Graph) -> dict[int, Activation]:
         found = _gelu_formula(graph, t)
         if found is not None:
             out[found.out.id] = found
+    for n in graph.ops("phi"):  # one of several activations, as a flag or a key decides
+        picked = [out.get(a.id) if isinstance(a, Node) else None for a in n.args]
+        alts = [a for a in picked if a is not None]
+        if not alts or len(alts) < len(picked) or len({id(source(a.x)) for a in alts}) != 1:
+            continue
+        kinds = tuple(dict.fromkeys(a.kind for a in alts))
+        if len(kinds) == 1:
+            out[n.id] = Activation(kinds[0], n, alts[0].x, alts[0].why)
+            continue
+        decider = n.kw.get("why")
+        decides = f", as {decider.value} decides" if isinstance(decider, Const) else ""
+        out[n.id] = Activation("unknown", n, alts[0].x, f"{' or '.join(kinds)}{decides}", kinds)
     return out
 
 
@@ -230,8 +244,10 @@ def half_of(value: Any) -> tuple[Node, str] | None:
 def feed_forwards(graph: Graph, acts: dict[int, Activation]) -> list[Match]:
     """Gated (an activation multiplying another projection) and plain feed-forwards."""
     out: list[Match] = []
+    # an alternative of an undecided choice of activations is read as that choice
+    chosen = {a.id for act in acts.values() if act.out.op == "phi" for a in act.out.operands()}
     for act in acts.values():
-        if act.kind == "sigmoid" or act.x is None:
+        if act.kind == "sigmoid" or act.x is None or act.out.id in chosen:
             continue
         x_src = source(act.x)
         if not isinstance(x_src, Node):
@@ -259,7 +275,7 @@ def feed_forwards(graph: Graph, acts: dict[int, Activation]) -> list[Match]:
                     "mlp",
                     [x_src, act.out],
                     {
-                        "activation": Fact.at(act.kind, act.out, act.why),
+                        "activation": Fact.at(act.kind, act.out, act.why, act.options),
                         "glu": Fact.at("none", act.out),
                         "input_projection": Fact.at(x_src.op, x_src),
                     },
@@ -272,7 +288,7 @@ def _glu(graph: Graph, act: Activation, gate: Node, other: Node | None) -> Match
     if other is None:
         return None
     mine, theirs = half_of(act.x), half_of(other)
-    facts: dict[str, Fact] = {"activation": Fact.at(act.kind, act.out, act.why)}
+    facts: dict[str, Fact] = {"activation": Fact.at(act.kind, act.out, act.why, act.options)}
     if mine is not None and theirs is not None and mine[0] is theirs[0] and mine[1] != theirs[1]:
         base = mine[0]
         if not (isinstance(base, Node) and base.op in _PROJECTIONS):

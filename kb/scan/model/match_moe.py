@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from kb.scan.model.dataflow import Graph, ancestors, is_weight, kwarg, number, source, symbolic
+from kb.scan.model.dataflow import (
+    Graph,
+    ancestors,
+    choice,
+    fact_value,
+    is_weight,
+    kwarg,
+    number,
+    source,
+    symbolic,
+)
 from kb.scan.model.graph import Const, Node, Slice, Sym
 from kb.scan.model.match_dense import Fact, Match
 
@@ -84,9 +94,9 @@ def routers(graph: Graph) -> list[Match]:
         if any(u.op == "topk" for u in graph.downstream(t, _INNER, 24)):
             continue  # a top-k inside the routing (of expert groups): the router's is the last
         x = t.args[0] if t.args else None
-        facts: dict[str, Fact] = {"topk": Fact.at(symbolic(kwarg(t, "k", 1)), t)}
+        facts: dict[str, Fact] = {"topk": Fact.at(fact_value(kwarg(t, "k", 1)), t)}
         nodes = [t]
-        x = source(x, _PEEL | {"phi"})
+        raw, x = x, source(x, _PEEL | {"phi"})
         if (
             isinstance(x, Node) and x.op == "masked_fill"
         ):  # experts of the groups not kept are masked out
@@ -102,9 +112,9 @@ def routers(graph: Graph) -> list[Match]:
                 facts["groups"] = Fact.at(
                     _group_count(group_topk), group_topk, "experts scored by groups"
                 )
-                facts["topk_groups"] = Fact.at(symbolic(kwarg(group_topk, "k", 1)), group_topk)
+                facts["topk_groups"] = Fact.at(fact_value(kwarg(group_topk, "k", 1)), group_topk)
                 nodes.append(group_topk)
-            x = source(x.args[0], _PEEL | {"phi"})
+            raw, x = x.args[0], source(x.args[0], _PEEL | {"phi"})
         if isinstance(x, Node) and x.op == "add":
             bias = [
                 a
@@ -116,12 +126,16 @@ def routers(graph: Graph) -> list[Match]:
             ]
             if bias and scored:
                 facts["bias"] = Fact.at(True, x, "a correction bias added to choose, not to weigh")
-                x = source(scored[0], _PEEL | {"phi"})
+                raw, x = scored[0], source(scored[0], _PEEL | {"phi"})
         if isinstance(x, Node) and x.op in _SCORES:
             logits = _logits(x.args[0] if x.args else None)
             if logits is None:
                 continue
             facts["scoring"] = Fact.at(x.op, x, f"{x.op} of the router's projection")
+            undecided = choice(raw, _PEEL)
+            if undecided is not None and len({a.op for a in undecided[0]}) > 1:
+                ops = tuple(dict.fromkeys(a.op for a in undecided[0]))
+                facts["scoring"] = Fact.at("unknown", x, f"{' or '.join(ops)}{undecided[1]}", ops)
             facts["order"] = Fact.at("score_then_topk", t)
             nodes += [x, logits]
         else:

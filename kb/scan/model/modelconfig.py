@@ -11,6 +11,7 @@ top level lacks a key.  A bad file is a :class:`ModelConfigError` naming file an
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from kb.scan.model.files import Refusal, read_source
@@ -40,6 +41,21 @@ def load(path: str) -> dict[str, Any]:
             f"{path}:1:1: the model configuration must be a JSON object of hyper-parameters"
         )
     return data
+
+
+_LOADED: dict[tuple[str, float, int], dict[str, Any]] = {}
+
+
+def cached(path: str) -> dict[str, Any]:
+    """:func:`load`, once per file version (a scan plans many files with one config)."""
+    try:
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_mtime, st.st_size)
+    except OSError:
+        return load(path)  # says why it cannot be read
+    if key not in _LOADED:
+        _LOADED[key] = load(path)
+    return _LOADED[key]
 
 
 def raw(config: dict[str, Any], name: str) -> Any:

@@ -262,7 +262,10 @@ def _by_operators(
 
 
 def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[dict[str, Any]]:
-    """One plan entry per phase whose chain differs (one for both when they agree)."""
+    """One plan entry per phase whose chain differs (one for both when they agree).  A fact
+    the code leaves to the configuration (one of a few values, ``Module.options``) is
+    planned for the value the code names first, and every stage asks which it is."""
+    m, undecided = assume_first_option(m)
     n = need(m)
     if n is None:
         return []
@@ -388,13 +391,37 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                 f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
                 "attention stage needs the window (mapping attention_sliding_window)"
             ]
-        entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
+        for s in stages:
+            s["questions"] = sorted(set(s.get("questions", []) + undecided))
+            if not s["questions"]:
+                del s["questions"]
+        # the facts planned for an assumed value: the port decides them first
+        asked = [q.split(":", 1)[0] for q in undecided] if entry["stages"] else []
+        entry["prerequisites"] = list(
+            dict.fromkeys([*prereq, *n.prerequisites, *(f"config-{f}" for f in asked)])
+        )
         if alternatives:
             entry["alternatives"] = alternatives
         if n.notes:
             entry["notes"] = entry.get("notes", []) + n.notes
         entries.append(entry)
     return entries
+
+
+def assume_first_option(m: Module) -> tuple[Module, list[str]]:
+    """The module with each undecided fact set to the first value the code can give it,
+    and the questions that say so (the configuration decides: ``--model-config``)."""
+    assumed = {k: v[0] for k, v in m.options.items() if v and m.facts.get(k) == "unknown"}
+    if not assumed:
+        return m, []
+    from dataclasses import replace
+
+    asked = {u.split(":", 1)[0]: u for u in m.unknown}
+    questions = [
+        f"{asked.get(k, k + ': undecided')}; planned for {v!r} (--model-config decides)"
+        for k, v in assumed.items()
+    ]
+    return replace(m, facts={**m.facts, **assumed}), questions
 
 
 def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]:

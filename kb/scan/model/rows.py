@@ -167,11 +167,11 @@ def limits(record: dict[str, Any] | None, facts: dict[str, Any]) -> tuple[str, l
         letters = {f.group(1): int(f.group(2)) for f in fixed if f}  # type: ignore[union-attr]
         for letter, size in letters.items():
             names = SHAPE_FACTS.get(letter, ())
+            if not names:
+                continue  # another argument of the call (quant_mode = 0), not a module size
             value = next((facts[n] for n in names if isinstance(facts.get(n), int)), None)
             if value is None:
-                questions.append(
-                    f"{names[0] if names else letter}: {record['name']} takes {letter} = {size} only"
-                )
+                questions.append(f"{names[0]}: {record['name']} takes {letter} = {size} only")
             elif value != size:
                 return (
                     f"{record['name']} takes {letter} = {size} only; this module's is {value}",

@@ -9,6 +9,7 @@ from kb.lint.context import Context
 from kb.scan.model.entry import Module
 from kb.scan.model.files import Refusal
 from kb.scan.model.inventory import inventory
+from kb.scan.model.modelconfig import cached
 from kb.scan.model.plan import Target, plan
 from kb.vocab.parallel import DEFAULT_PARALLEL
 
@@ -20,8 +21,10 @@ def read_and_plan(
     the reader meant to follow but did not read (none for a file nested deeper than the
     reader's recursion allows: the scan's other findings stand)."""
     unread: list[Refusal] = []
+    named = getattr(settings, "model_config", None)
+    config = cached(named) if named else None  # checked when the scan began
     try:
-        modules = inventory(tree, path, unread=unread)
+        modules = inventory(tree, path, unread=unread, config=config)
     except RecursionError:
         return [], [], [Refusal(path, "nesting too deep for the model reader")]
     target = Target(
