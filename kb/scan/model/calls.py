@@ -16,7 +16,6 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from kb.scan.model.externals import Externals
 from kb.scan.model.frames import (
     Bound,
     Frame,
@@ -42,6 +41,7 @@ from kb.scan.model.graph import (
     Sym,
     merge,
 )
+from kb.scan.model.libbases import LibraryBases
 
 #: base classes that make a class an nn.Module without a forward of its own in reach
 _MODULE_BASES = ("Module", "ModelMixin", "PreTrainedModel", "PreTrainedModelMixin", "Model")
@@ -89,7 +89,7 @@ def _defined(cls: ClassRef, name: str) -> ast.AST | None:
     return None
 
 
-class Calls(Externals):
+class Calls(LibraryBases):
     """Call dispatch, instantiation and attribute lookup; mixed into the interpreter."""
 
     # provided by the interpreter
@@ -168,7 +168,15 @@ class Calls(Externals):
     def opaque(
         self, callee: str, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
     ) -> Any:
-        """A call the reader does not follow: one node over its tensors (UNKNOWN without)."""
+        """A call the reader does not follow: one node over its tensors (UNKNOWN without).
+        A callee handed ``query``, ``key`` and ``value`` tensors by keyword is an attention
+        kernel chosen at run time (a backend registry): SDPA's interface, its flags as given."""
+        if all(isinstance(kwargs.get(k), Node) for k in ("query", "key", "value")):
+            flags: dict[str, Any] = {
+                k: kwargs[k] for k in ("attn_mask", "is_causal", "scale") if k in kwargs
+            }
+            qkv = (kwargs["query"], kwargs["key"], kwargs["value"])
+            return self.node("sdpa", qkv, {**flags, "callee": Const(callee)}, frame, at)
         if has_tensors(args) or has_tensors(kwargs.values()):
             return self.node("call", tuple(args), {**kwargs, "callee": Const(callee)}, frame, at)
         return UNKNOWN
@@ -355,7 +363,9 @@ class Calls(Externals):
         )
         self.instances.append(inst)
         marks = decorators(cls.node)
-        if "dataclass" in marks or any(e.endswith("NamedTuple") for e in self.mro(cls)[1]):
+        if "dataclass" in marks or any(
+            ast.unparse(b).endswith("NamedTuple") for b in cls.node.bases
+        ):  # the class's own bases: resolving every base reads the library's plumbing
             self.fill_fields(inst, cls, args, kwargs)
         found = self.lookup_class(cls, "__init__")
         if found is not None and isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -393,6 +403,7 @@ class Calls(Externals):
             return self.call_leaf(inst, args, kwargs, frame, at)
         if inst.cls is None:
             return self.opaque(inst.name, args, kwargs, frame, at)
+        self.ran.add(id(inst.cls.node))
         own = inst.attrs.get("forward")  # self.forward = self.forward_ckpt in __init__
         if isinstance(own, (Func, Alt)):
             return self.call(own, args, kwargs, frame, at)
@@ -406,6 +417,9 @@ class Calls(Externals):
                     frame,
                     at,
                 )
+        inherited = self.library_forward(inst, args, kwargs, frame, at)
+        if inherited is not None:
+            return inherited
         return self.opaque(inst.name, args, kwargs, frame, at)
 
     def getattr(self, obj: Any, name: str, frame: Frame, at: Any) -> Any:
@@ -430,6 +444,10 @@ class Calls(Externals):
                 if isinstance(obj.inst, Inst) and obj.inst.cls
                 else None
             )
+            if found is None and name == "__init__" and isinstance(obj.inst, Inst):
+                return self.library_init_of(obj.inst) or Ext("builtins.noop")
+            if found is None and name == "forward" and isinstance(obj.inst, Inst):
+                return self.leaf_forward_of(obj.inst) or Ext("builtins.noop")
             if found is None or (name == "__init__" and self.infrastructure(found[0])):
                 return Ext("builtins.noop")
             defining, node = found

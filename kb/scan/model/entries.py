@@ -163,6 +163,11 @@ def agreed(
             found_facts = [f for f in found.facts if "cache" in f]
         else:
             found_facts = found.facts
+        decided = [f for f in seen if f.value != "unknown"]
+        if decided and len(decided) < len(seen) and key not in _EVERY:
+            # an instance built where the reader could not follow the configuration (a
+            # sub-config of a multimodal one) says nothing against the others
+            seen = decided
         distinct = {repr(f.value) for f in seen}
         if (len(distinct) == 1 and len(seen) == len(found_facts)) or (
             len(distinct) == 1 and key not in _EVERY

@@ -243,7 +243,8 @@ class Expressions(Calls):
         if isinstance(left, Seq) and isinstance(right, Seq) and op is ast.Add:
             return Seq(left.items + right.items, left.kind)
         if isinstance(left, (Sym, Const)) and isinstance(right, (Sym, Const)):
-            return Sym(f"({label(left)} {_SYMBOL.get(op, '?')} {label(right)})")
+            looped = any(isinstance(v, Sym) and v.loop for v in (left, right))  # i + offset
+            return Sym(f"({label(left)} {_SYMBOL.get(op, '?')} {label(right)})", looped)
         return UNKNOWN
 
     def ex_unary(self, node: ast.UnaryOp, frame: Frame) -> Any:
@@ -264,7 +265,7 @@ class Expressions(Calls):
         ):
             return Const(-value.value if isinstance(node.op, ast.USub) else value.value)
         if isinstance(value, Sym) and isinstance(node.op, ast.USub):
-            return Sym(f"-{value.name}")
+            return Sym(f"-{value.name}", value.loop)
         return UNKNOWN
 
     def ex_boolop(self, node: ast.BoolOp, frame: Frame) -> Any:
@@ -334,6 +335,8 @@ class Expressions(Calls):
                 items += list(spread.items) if isinstance(spread, Seq) else [UNKNOWN]
             else:
                 items.append(self.ev(elt, frame))
+        if isinstance(node, ast.List) and not items:
+            return Seq((), "list")  # filled by append (a loop's outputs, then one cat)
         if all(isinstance(i, Const) for i in items):
             return Const(tuple(i.value for i in items))
         return Seq(tuple(items), "list" if isinstance(node, ast.List) else "tuple")

@@ -78,6 +78,7 @@ class Externals:
 
     # -- provided by the interpreter ----------------------------------------------------------
     instances: list[Inst]
+    ran: set[int]
     model_config: dict[str, Any]
 
     def call(
@@ -96,6 +97,11 @@ class Externals:
         raise NotImplementedError
 
     def set_attr(self, owner: Inst, attr: str, value: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def library_function(
+        self, dotted: str, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
+    ) -> Any:  # pragma: no cover - the library conventions (kb.scan.model.libbases)
         raise NotImplementedError
 
     def item(self, value: Any, i: int, frame: Frame, at: Any) -> Any:  # pragma: no cover
@@ -228,6 +234,8 @@ class Externals:
         kw = dict(kwargs)
         if name.endswith("_"):
             kw["inplace"] = Const(True)
+        if op == "amax" and args and isinstance(args[0], Node):
+            op = "maximum"  # x.max(y): elementwise, not a reduction
         return self.node(op, (tm.node, *args), kw, frame, at)
 
     # -- external functions and classes -----------------------------------------------------------
@@ -235,6 +243,9 @@ class Externals:
         self, dotted: str, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
     ) -> Any:
         last = last_name(dotted)
+        written = self.library_function(dotted, args, kwargs, frame, at)
+        if written is not None:
+            return written
         builtin = EXT_BUILTINS.get(dotted)
         if builtin is not None:
             return builtin(self, args, kwargs, frame, at)
@@ -265,6 +276,8 @@ class Externals:
         )
         if op is not None and (op in CREATION or has_tensors(args) or has_tensors(kwargs.values())):
             kw = dict(kwargs)
+            if op == "amax" and len(args) > 1 and isinstance(args[1], Node):
+                op = "maximum"  # torch.max(x, y): elementwise, not a reduction
             if op in ("flash_attn", "xformers_attn", "sdpa"):
                 kw["fn"] = Const(dotted)
             return self.node(op, tuple(args), kw, frame, at)
@@ -315,7 +328,7 @@ class Externals:
             if name == "items":
                 return Seq(tuple(Seq((Const(k), v)) for k, v in value.items.items()), "list")
         if isinstance(value, Seq) and name in ("append", "extend", "insert"):
-            return Const(None)
+            return Const(None)  # the caller rebinds the grown list (Expressions.ex_call)
         if (
             isinstance(value, Const)
             and isinstance(value.value, str)

@@ -16,6 +16,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
+from kb.scan.model.calls import training_only
 from kb.scan.model.exprs import Expressions
 from kb.scan.model.frames import Frame
 from kb.scan.model.graph import (
@@ -55,6 +56,7 @@ class Interp(Expressions):
         self.model_config = config or {}
         self.nodes: list[Node] = []
         self.instances: list[Inst] = []
+        self.ran: set[int] = set()  # the classes (their nodes) whose forward was called
         self.steps = 0
         self.max_steps = max_steps
         self.max_depth = max_depth
@@ -90,6 +92,8 @@ class Interp(Expressions):
         if key in self.globals:
             return self.globals[key]
         self.globals[key] = UNKNOWN  # a value defined through itself
+        if training_only(name):  # loss tables and functions: never run at inference
+            return UNKNOWN
         found = self.reach.lookup(file, name)
         value = self.found_value(found) if found is not None else self.builtin(name)
         self.globals[key] = value

@@ -26,7 +26,7 @@ from kb.scan.model.dataflow import (
     symbolic,
     tensors,
 )
-from kb.scan.model.graph import UNKNOWN, Alt, Const, Inst, Node, Seq, Slice, Sym
+from kb.scan.model.graph import UNKNOWN, Alt, Const, Inst, Node, Seq, Slice, Sym, label
 from kb.scan.model.match_dense import Fact, Match, Norm, half_of
 
 _PRODUCTS = frozenset({"matmul", "einsum"})
@@ -132,6 +132,11 @@ def _written(graph: Graph, soft: Node) -> Core | None:
         elif x.op == "masked_fill":
             mask = x.args[1] if len(x.args) > 1 else mask
             x = x.args[0]
+        elif x.op in ("maximum", "clamp"):  # scores clamped to the dtype's range
+            scored = [a for a in x.args if isinstance(a, Node) and _has_product(a)]
+            if not scored:
+                return None
+            x = scored[0]
         elif x.op in ("mul", "div", "sub"):
             tensor_args = [a for a in x.args if isinstance(a, Node) and _has_product(a)]
             if not tensor_args:
@@ -206,7 +211,7 @@ def path(value: Any, limit: int = 160) -> tuple[list[Node], list[Node]]:
         for n in nodes
         if n.op in ("linear", "conv")
         or (n.op in ("matmul", "einsum") and any(is_weight(a) for a in n.args))
-    ]
+    ] or [n for n in nodes if n.op == "call"]  # a projection the reader does not follow
     reached: dict[int, bool] = {p.id: True for p in projections}
     order = {n.id: n for n in nodes}
 
@@ -263,6 +268,9 @@ def rope_of(nodes: list[Node], graph: Graph) -> Fact | None:
                         "interleave", n, "neighbouring elements rotated as pairs (stack, flatten)"
                     )
                 )
+        elif n.op == "rope_kernel" and isinstance(n.kw.get("layout"), Const):
+            layout = n.kw["layout"].value
+            found.append(Fact.at(layout, n, f"{label(n.kw.get('fn'))} pairs {layout}"))
         elif n.op in ("view", "unflatten") and _pairs_last(n) and _pairs_picked(graph, n):
             found.append(
                 Fact.at("interleave", n, "pairs of neighbouring elements (a 2x2 rotation)")
@@ -408,6 +416,8 @@ def _stored(value: Any) -> bool:
         )
         | {"phi"},
     ):
+        if s.op in ("zeros", "ones", "full") and len(s.args) == 1 and isinstance(s.args[0], Node):
+            continue  # ``empty_like(x)``: shaped like this call's tensor, made again each call
         if s.op in ("zeros", "ones", "full", "input", "state", "param") or (
             s.op == "method" and s.args
         ):

@@ -19,7 +19,7 @@ from kb.scan.model.dataflow import (
     source,
     symbolic,
 )
-from kb.scan.model.graph import Const, Node, Slice, Sym
+from kb.scan.model.graph import Const, Inst, Node, Slice, Sym
 from kb.scan.model.match_dense import Fact, Match
 
 _SCORES = ("softmax", "sigmoid")
@@ -90,11 +90,12 @@ def _logits(value: Any) -> Node | None:
 
 def routers(graph: Graph) -> list[Match]:
     out: list[Match] = []
-    for t in graph.ops("topk"):
-        if any(u.op == "topk" for u in graph.downstream(t, _INNER, 24)):
+    for t in graph.ops("topk", "argmax"):  # an argmax picks the top one
+        if t.op == "topk" and any(u.op == "topk" for u in graph.downstream(t, _INNER, 24)):
             continue  # a top-k inside the routing (of expert groups): the router's is the last
         x = t.args[0] if t.args else None
-        facts: dict[str, Fact] = {"topk": Fact.at(fact_value(kwarg(t, "k", 1)), t)}
+        k = fact_value(kwarg(t, "k", 1)) if t.op == "topk" else 1
+        facts: dict[str, Fact] = {"topk": Fact.at(k, t)}
         nodes = [t]
         raw, x = x, source(x, _PEEL | {"phi"})
         if (
@@ -227,19 +228,27 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
         if n.loop
         and n.op in ("index_add", "scatter_add", "setitem", "add", "index_copy", "cat", "stack")
     ]
+    # outputs appended to a list in the loop and joined after it (one cat of the experts')
+    joined = [
+        (n, a)
+        for n in graph.ops("cat", "stack")
+        for a in [next((a for a in n.operands() if a.loop > n.loop), None)]
+        if a is not None
+    ]
     seen_owners: set[int] = set()
-    for acc in loops:
+    for acc, last in [*((n, n) for n in loops), *joined]:
         if acc.op == "setitem" and not (
             isinstance(acc.kw.get("accumulate"), Const) or _is_expert_out(acc)
         ):
             continue
-        body = [n for n in ancestors(acc, 160) if n.loop == acc.loop]  # this loop, not an outer one
+        # this loop, not an outer one
+        body = [last, *(n for n in ancestors(last, 160) if n.loop == last.loop)]
         products = [
             n for n in body if n.op in ("linear", "matmul", "einsum") or _calls_mlp(n, mlps)
         ]
         if not products or not _selects_by_loop(body):
             continue
-        outside = {n.op for n in ancestors(acc, 240) if not n.loop}
+        outside = {n.op for n in ancestors(acc, 240) if n.loop < last.loop}
         form = (
             "loop over sorted tokens"
             if outside & {"argsort", "bincount", "sort"}
@@ -252,7 +261,7 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
             m
             for m in mlps
             if any(n.loop for n in m.nodes) and set(map(id, m.nodes)) & set(map(id, body))
-        ]
+        ] or _owners_mlp(acc, mlps)
         if inner:
             facts["activation"] = inner[0].facts["activation"]
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
@@ -272,7 +281,9 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
             "form": Fact.at("batched matmul", n, "every expert's stacked weights in one product"),
             "weights": Fact.at("stacked", n),
         }
-        inner = [m for m in mlps if n in m.nodes or any(x in m.nodes for x in ancestors(n, 6))]
+        inner = [
+            m for m in mlps if n in m.nodes or any(x in m.nodes for x in ancestors(n, 6))
+        ] or _owners_mlp(n, mlps)
         if inner:
             facts["activation"] = inner[0].facts["activation"]
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
@@ -281,6 +292,17 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
             seen_owners.add(key)
             out.append(Match("experts", [n], facts))
     return out
+
+
+def _owners_mlp(n: Node, mlps: list[Match]) -> list[Match]:
+    """The gated feed-forward the experts' own module computes around them (the projections
+    are expert modules, the activation between them is the owner's)."""
+
+    def owner(x: Node) -> Inst | None:
+        return x.owner.module_owner() if x.owner is not None else None
+
+    mine = owner(n)
+    return [m for m in mlps if mine is not None and m.nodes and owner(m.nodes[-1]) is mine][:1]
 
 
 def _rank3(value: Any) -> bool:
@@ -304,10 +326,25 @@ def _calls_mlp(n: Node, mlps: list[Match]) -> bool:
     return any(n in m.nodes for m in mlps)
 
 
+#: ops that route tokens to experts (what a loop's selection descends from)
+_ROUTING = frozenset({"one_hot", "topk", "argmax", "argsort", "sort", "bincount", "cumsum", "eq"})
+
+
 def _selects_by_loop(body: list[Node]) -> bool:
     """The loop picks the tokens routed to its expert: routing ids compared with the loop
-    index, a routing mask or weight indexed by it, or token counts sliced by it."""
+    index, a routing mask or weight indexed by it, token counts sliced by it, or the
+    expert's share of dispatched tokens taken per step (``zip(chunks, experts)``)."""
     for n in body:
+        for a in n.operands():
+            index = a.kw.get("index")
+            if (
+                a.op == "part"
+                and not a.loop
+                and isinstance(index, Sym)
+                and index.loop
+                and any(u.op in _ROUTING for u in ancestors(a, 30))
+            ):
+                return True
         if n.op == "eq" and any(isinstance(a, Sym) and a.loop for a in n.args):
             return True
         if n.op == "getitem" and any(
@@ -323,10 +360,7 @@ def _selects_by_loop(body: list[Node]) -> bool:
             for i in n.kw.get("index") or ()
         ):
             base = n.args[0] if n.args else None
-            if any(
-                a.op in ("one_hot", "topk", "argsort", "sort", "bincount", "cumsum", "eq")
-                for a in ancestors(base, 30)
-            ):
+            if any(a.op in _ROUTING for a in ancestors(base, 30)):
                 return True
     return False
 

@@ -20,6 +20,7 @@ from kb.scan.model.graph import (
     UNKNOWN,
     ClassRef,
     Const,
+    DictVal,
     Func,
     Inst,
     Node,
@@ -118,6 +119,7 @@ class Reader:
         self.config = config or {}
         self.interp = Interp(self.reach, self.config, max_steps=ROOT_STEPS)
         self._config_classes: list[ClassRef] | None = None
+        self._shared: Inst | None = None
         self.total = 0
         self._named: dict[int, list[ClassRef]] = {}
 
@@ -163,7 +165,9 @@ class Reader:
             reading.partial.append(ref.node.name)
 
     def built(self, ref: ClassRef) -> bool:
-        return any(i.cls is not None and i.cls.node is ref.node for i in self.interp.instances)
+        """Some instance of the class ran its forward (built only on a path no call takes,
+        or past the few kinds a loop over a mixed list runs, it is read on its own)."""
+        return id(ref.node) in self.interp.ran
 
     def unreached(self) -> list[ClassRef]:
         """Module classes the built modules' constructors name and no instance came from."""
@@ -269,6 +273,26 @@ class Reader:
             return None
         if ref is None:
             ref = self.config_class(owner)
+        if ref is None and self._config_classes:
+            return self.shared_config()
+        return self.config_inst(ref)
+
+    def shared_config(self) -> Inst:
+        """A configuration object when the file imports several config classes (a
+        multimodal model's text and vision configs): the defaults they all agree on."""
+        if self._shared is None:
+            made = [self.config_inst(ref) for ref in self._config_classes or []]
+            attrs: dict[str, Any] = {}
+            for name in {k for m in made for k in m.attrs}:
+                values = {repr(m.attrs[name]): m.attrs[name] for m in made if name in m.attrs}
+                only = next(iter(values.values()))
+                if len(values) == 1 and isinstance(only, Const):
+                    attrs[name] = only
+            self._shared = Inst("config", None, attrs=attrs, module=False, config=True)
+        return self._shared
+
+    def config_inst(self, ref: ClassRef | None) -> Inst:
+        """An instance of a configuration class: the checkpoint's values, else its defaults."""
         inst = Inst(ref.node.name if ref else "config", ref, module=False, config=True)
         if ref is not None:
             kwargs = {}
@@ -286,7 +310,22 @@ class Reader:
                 finally:
                     self.interp.steps = 0
             self.interp.fill_fields(inst, ref, [], {})
+            self.sub_configs(inst, ref)
         return inst
+
+    def sub_configs(self, inst: Inst, ref: ClassRef) -> None:
+        """A composite configuration's parts left unset (``text_config = None``) are their
+        classes' defaults, as the class's table of sub-configurations names them."""
+        for table in ("sub_configs_defaults", "sub_configs"):
+            found = self.interp.lookup_class(ref, table)
+            if found is None:
+                continue
+            value = self.interp.class_value(found[0], table, found[1])
+            for name, part in value.items.items() if isinstance(value, DictVal) else ():
+                held = inst.attrs.get(str(name))
+                if isinstance(part, ClassRef) and not (isinstance(held, Inst) and held.config):
+                    inst.attrs[str(name)] = self.config_inst(part)
+            return
 
     def config_class(self, owner: ClassRef) -> ClassRef | None:
         """The configuration class a model names (``config_class = XConfig`` on it or a base),

@@ -105,10 +105,18 @@ def _top_bindings(tree: ast.Module) -> tuple[dict[str, ast.AST], list[ast.Import
                 and stmt.value is not None
             ):
                 names[stmt.target.id] = stmt.value
-            elif isinstance(stmt, (ast.If, ast.Try)):
+            elif isinstance(stmt, ast.Try):
+                # ``try: from flash_attn import f`` / ``except ImportError: f = None``: the
+                # code as it runs with its dependencies installed; a fallback binds only
+                # what the guarded block does not
                 walk(stmt.body)
-                for handler in getattr(stmt, "handlers", []):
+                walk(stmt.orelse)
+                tried = dict(names)
+                for handler in stmt.handlers:
                     walk(handler.body)
+                names.update({k: v for k, v in tried.items() if k in names})
+            elif isinstance(stmt, ast.If):
+                walk(stmt.body)
                 walk(stmt.orelse)
 
     walk(tree.body)

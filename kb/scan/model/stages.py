@@ -10,6 +10,8 @@ module does not have, or the row's proof fails with the plan's arguments - and c
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from typing import Any
 
@@ -19,6 +21,7 @@ from kb.scan.model import mapping_ids as ids
 from kb.scan.model import records as rec
 from kb.scan.model.entry import Module
 from kb.scan.model.needs import Need
+from kb.scan.model.reproofs import reproved
 from kb.scan.model.rows import KNOWN_OPERATORS, derive, limits, row_for
 
 #: set by the tests to run without numpy; re-proofs need the [reference] extra
@@ -167,7 +170,7 @@ def stage(
     if row is not None and "held" not in out and questions:
         notes.append("re-proved once the unknown facts are given")
     elif row is not None and "held" not in out:
-        failed = _reproved(row, m, op, args, phase)
+        failed = _reproved(ctx, row, m, op, args, phase)
         if failed:
             out["held"] = (
                 "with these arguments the fused call computes something else: "
@@ -185,19 +188,24 @@ def stage(
 
 
 def _reproved(
-    row: Mapping, m: Module, op: str, args: dict[str, Any], phase: str
+    ctx: Context, row: Mapping, m: Module, op: str, args: dict[str, Any], phase: str
 ) -> list[str] | None:
     """The row's proof re-run with the module's facts and the plan's arguments (None: the
     reference extra is not installed)."""
     if not REPROVE or os.environ.get("KB_SCAN_NO_REPROOF"):
         return []
-    try:
-        from kb.reference.proofs import reprove
-    except ImportError:
-        return None
     proves = row.pattern.proves if row.pattern else ()
     facts = {k: m.facts[k] for k in proves if k in m.facts}
     if "causal" in proves:
         facts.update(phase=phase or "prefill", cache=bool(m.facts.get("cache")))
     scalar = {k: v for k, v in args.items() if isinstance(v, (bool, int, float, str))}
-    return reprove(row.id, facts, scalar, op if op in row.operators else "")
+    records = json.dumps(
+        [(ctx.operator(o) or {}).get("parameters") for o in row.operators],
+        sort_keys=True,
+        default=repr,
+    )
+    digest = hashlib.blake2b(records.encode(), digest_size=8).hexdigest()
+    try:
+        return reproved(row.id, facts, scalar, op if op in row.operators else "", digest)
+    except ImportError:
+        return None
