@@ -85,3 +85,10 @@ def test_a_composite_config_builds_its_parts_from_their_classes(scanned) -> None
     report = scanned("pair/modeling_pair.py")
     assert _facts(report, "TextGatedFFN", "mlp")["activation"] == "silu"
     assert _facts(report, "VisionFFN", "mlp")["activation"] == "gelu"
+
+
+def test_an_optional_import_keeps_both_paths(scanned) -> None:
+    """``try: import kernel / except ImportError: kernel = None`` then ``if kernel is not
+    None``: the path without the package is read too (here the only one that computes)."""
+    facts = _facts(scanned("optional_path.py"), "OptionalPathAttention", "attention")
+    assert facts["form"] == "sdpa" and facts["causal"] is False

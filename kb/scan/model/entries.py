@@ -216,7 +216,8 @@ def kind_of(pattern: str, facts: dict[str, Any]) -> str | None:
             return "attention.bidirectional"  # every query sees every key, one pass per call
         return "attention.gqa" if facts.get("gqa") else "attention.mha"
     if pattern == "mlp":
-        return "mlp.glu" if facts.get("glu") in ("first", "second") else "mlp.plain"
+        glu = facts.get("glu") in ("first", "second", "even", "odd")
+        return "mlp.glu" if glu else "mlp.plain"
     if pattern == "norm":
         return f"norm.{facts.get('norm', 'unknown')}"
     return {

@@ -96,6 +96,9 @@ class Interp(Expressions):
             return UNKNOWN
         found = self.reach.lookup(file, name)
         value = self.found_value(found) if found is not None else self.builtin(name)
+        fallback = self.reach.fallback(file, name) if found is not None else None
+        if fallback is not None:  # an optional import: the code runs with either binding
+            value = merge([value, self.found_value(fallback)], f"whether {name} imports")
         self.globals[key] = value
         return value
 

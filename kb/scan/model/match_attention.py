@@ -251,6 +251,15 @@ def rope_of(nodes: list[Node], graph: Graph) -> Fact | None:
             and len(n.args[0].items) == 2
         ):
             a, b = n.args[0].items
+            written = _rotated_halves(a, b)
+            if written is not None:
+                layout = "half" if written in ("first", "second") and n.op == "cat" else None
+                layout = layout or ("interleave" if written in ("even", "odd") else None)
+                if layout is not None:
+                    found.append(
+                        Fact.at(layout, n, f"x1*cos - x2*sin and x2*cos + x1*sin over {layout}")
+                    )
+                continue
             negated = isinstance(a, Node) and a.op == "neg"
             if not negated:
                 continue
@@ -281,6 +290,27 @@ def rope_of(nodes: list[Node], graph: Graph) -> Fact | None:
     if len(kinds) > 1:
         return Fact("unknown", found[0].file, found[0].line, "both layouts on one path")
     return None
+
+
+def _rotated_halves(a: Any, b: Any) -> str | None:
+    """The split a rotation written term by term reads (``x1*cos - x2*sin`` joined with
+    ``x2*cos + x1*sin``): "first"/"second" for two halves, "even"/"odd" for strided ones."""
+    if not (isinstance(a, Node) and isinstance(b, Node) and a.op == "sub" and b.op == "add"):
+        return None
+    seen: list[set[tuple[int, str]]] = []
+    for joined in (a, b):
+        parts = set()
+        for term in joined.args:
+            if not (isinstance(term, Node) and term.op == "mul"):
+                return None
+            halves = [h for h in (half_of(t) for t in term.args) if h is not None]
+            if len(halves) != 1:
+                return None
+            parts.add((id(halves[0][0]), halves[0][1]))
+        seen.append(parts)
+    if seen[0] != seen[1] or len(seen[0]) != 2 or len({k for k, _ in seen[0]}) != 1:
+        return None
+    return sorted(p for _, p in seen[0])[0]
 
 
 def _pairs_last(n: Any) -> bool | None:

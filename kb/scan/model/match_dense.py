@@ -238,7 +238,31 @@ def half_of(value: Any) -> tuple[Node, str] | None:
                 return base, "first"
             if last.upper is None and last.lower is not None:
                 return base, "second"
+        if isinstance(last, Slice) and number(last.step) == 2 and last.upper is None:
+            # ``x[..., ::2]`` / ``x[..., 1::2]``: gate and up interleaved column by column
+            start = number(last.lower) if last.lower is not None else 0
+            if start in (0, 1):
+                return source(v.args[0]), "even" if start == 0 else "odd"
     return None
+
+
+def _unclamped(value: Any) -> tuple[Any, bool]:
+    """A GLU operand with its clamp and its ``+ 1`` shift taken off, and whether it had any."""
+    changed = False
+    for _ in range(3):
+        v = source(value, frozenset({"same", "contiguous"}))
+        if isinstance(v, Node) and v.op == "clamp" and v.args:
+            value, changed = v.args[0], True
+        elif (
+            isinstance(v, Node)
+            and v.op == "add"
+            and len(v.args) == 2
+            and any(number(a) is not None for a in v.args)
+        ):
+            value, changed = next(a for a in v.args if number(a) is None), True
+        else:
+            break
+    return value, changed
 
 
 def feed_forwards(graph: Graph, acts: dict[int, Activation]) -> list[Match]:
@@ -287,10 +311,16 @@ def feed_forwards(graph: Graph, acts: dict[int, Activation]) -> list[Match]:
 def _glu(graph: Graph, act: Activation, gate: Node, other: Node | None) -> Match | None:
     if other is None:
         return None
-    mine, theirs = half_of(act.x), half_of(other)
+    x, clamped_gate = _unclamped(act.x)
+    other, clamped_up = _unclamped(other)
+    mine, theirs = half_of(x), half_of(other)
     facts: dict[str, Fact] = {"activation": Fact.at(act.kind, act.out, act.why, act.options)}
     if mine is not None and theirs is not None and mine[0] is theirs[0] and mine[1] != theirs[1]:
         base = mine[0]
+        if isinstance(base, Node) and base.op == "add":  # the projection plus its bias
+            base = next(
+                (a for a in base.args if isinstance(a, Node) and a.op in _PROJECTIONS), base
+            )
         if not (isinstance(base, Node) and base.op in _PROJECTIONS):
             return None
         facts["glu"] = Fact.at(
@@ -299,7 +329,7 @@ def _glu(graph: Graph, act: Activation, gate: Node, other: Node | None) -> Match
         facts["merged"] = Fact.at(True, base)
         nodes = [base, act.out, gate]
     else:
-        a, b = source(act.x), source(other)
+        a, b = source(x), source(other)
         if not (
             isinstance(a, Node)
             and isinstance(b, Node)
@@ -316,6 +346,8 @@ def _glu(graph: Graph, act: Activation, gate: Node, other: Node | None) -> Match
         nodes = [a, b, act.out, gate]
     if not _into_projection(graph, gate) and not gate.loop:
         facts["output"] = Fact("not projected")
+    if clamped_gate or clamped_up:
+        facts["clamped_glu"] = Fact.at(True, gate, "gate and up clamped (or up shifted by 1)")
     return Match("mlp", nodes, facts)
 
 
@@ -490,7 +522,10 @@ def residual_norms(graph: Graph, norms_found: list[Norm]) -> list[Match]:
             for u in graph.uses(h)
             if u not in norm.nodes and u.op in ("add", "same", "view", "sub")
         ]
-        if not others or h.owner is None:
+        scaled = all(isinstance(a, Node) and a.op == "mul" for a in h.args)
+        if not (others or scaled) or h.owner is None:
+            # a sum of two scaled branches (residual * alpha + out * beta) is the fusion's
+            # two inputs even when the block keeps the normalised value as its residual
             continue
         if owner_module([h, *norm.nodes]) is not h.owner.module_owner():
             continue  # the sum of one block normalised by the next: not one module's fusion
@@ -500,7 +535,13 @@ def residual_norms(graph: Graph, norms_found: list[Norm]) -> list[Match]:
                 [h, *norm.nodes],
                 {
                     "norm": Fact.at(norm.kind, norm.nodes[0], norm.why),
-                    "residual": Fact.at(True, h, "the sum is normalised and kept as the residual"),
+                    "residual": Fact.at(
+                        bool(others),
+                        h,
+                        "the sum is normalised and kept as the residual"
+                        if others
+                        else "the sum of two scaled branches is normalised",
+                    ),
                 },
             )
         )

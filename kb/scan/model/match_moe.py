@@ -265,6 +265,8 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
         if inner:
             facts["activation"] = inner[0].facts["activation"]
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
+            if "clamped_glu" in inner[0].facts:
+                facts["clamped_glu"] = inner[0].facts["clamped_glu"]
         stacked = any(
             n.op in ("linear", "matmul") and any(_rank3(a) for a in n.args) for n in products
         )
@@ -287,6 +289,8 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
         if inner:
             facts["activation"] = inner[0].facts["activation"]
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
+            if "clamped_glu" in inner[0].facts:
+                facts["clamped_glu"] = inner[0].facts["clamped_glu"]
         key = id(n.owner) if n.owner is not None else id(n)
         if key not in seen_owners:
             seen_owners.add(key)
@@ -327,7 +331,7 @@ def _calls_mlp(n: Node, mlps: list[Match]) -> bool:
 
 
 #: ops that route tokens to experts (what a loop's selection descends from)
-_ROUTING = frozenset({"one_hot", "topk", "argmax", "argsort", "sort", "bincount", "cumsum", "eq"})
+_ROUTING = frozenset({"one_hot", "topk", "argmax", "argsort", "sort", "bincount"})
 
 
 def _selects_by_loop(body: list[Node]) -> bool:

@@ -46,6 +46,7 @@ class Parsed:
     names: dict[str, ast.AST] = field(default_factory=dict)
     stars: list[ast.ImportFrom] = field(default_factory=list)
     size: int = 0
+    fallbacks: dict[str, ast.AST] = field(default_factory=dict)  # see _bindings
     memo: dict[str, object] = field(
         default_factory=dict
     )  # what readers derive from the tree, kept with it
@@ -79,8 +80,18 @@ Found = Def | External | ModuleRef
 
 
 def _top_bindings(tree: ast.Module) -> tuple[dict[str, ast.AST], list[ast.ImportFrom]]:
+    names, stars, _ = _bindings(tree)
+    return names, stars
+
+
+def _bindings(
+    tree: ast.Module,
+) -> tuple[dict[str, ast.AST], list[ast.ImportFrom], dict[str, ast.AST]]:
+    """(top-level bindings, star imports, the fallbacks of optional imports: what an
+    ``except ImportError`` binds to a name its ``try`` binds too)."""
     names: dict[str, ast.AST] = {}
     stars: list[ast.ImportFrom] = []
+    fallbacks: dict[str, ast.AST] = {}
 
     def walk(body: list[ast.stmt]) -> None:
         for stmt in body:
@@ -114,13 +125,16 @@ def _top_bindings(tree: ast.Module) -> tuple[dict[str, ast.AST], list[ast.Import
                 tried = dict(names)
                 for handler in stmt.handlers:
                     walk(handler.body)
+                fallbacks.update(
+                    {k: names[k] for k, v in tried.items() if k in names and names[k] is not v}
+                )
                 names.update({k: v for k, v in tried.items() if k in names})
             elif isinstance(stmt, ast.If):
                 walk(stmt.body)
                 walk(stmt.orelse)
 
     walk(tree.body)
-    return names, stars
+    return names, stars, fallbacks
 
 
 #: Files parsed in this process, by path: (mtime, size) -> Parsed.  Shared by every
@@ -139,8 +153,8 @@ def parse_text(path: str, text: str) -> Parsed | Refusal:
         return Refusal(path, f"Python syntax error at line {exc.lineno or 1}: {exc.msg}")
     except (ValueError, RecursionError, MemoryError) as exc:
         return Refusal(path, f"cannot parse: {str(exc) or type(exc).__name__}")
-    names, stars = _top_bindings(tree)
-    return Parsed(path, tree, names, stars, len(text))
+    names, stars, fallbacks = _bindings(tree)
+    return Parsed(path, tree, names, stars, len(text), fallbacks=fallbacks)
 
 
 def _stamp(path: str) -> tuple[int, int] | None:
@@ -195,8 +209,8 @@ class Reach:
                 up = parent
             self.roots = list(dict.fromkeys(r for r in roots if r))
         if tree is not None and self.entry:
-            names, stars = _top_bindings(tree)
-            self.files[self.entry] = Parsed(self.entry, tree, names, stars)
+            names, stars, fallbacks = _bindings(tree)
+            self.files[self.entry] = Parsed(self.entry, tree, names, stars, fallbacks=fallbacks)
 
     # -- reading files ---------------------------------------------------------------------
     def parsed(self, path: str) -> Parsed | None:
@@ -280,6 +294,16 @@ class Reach:
                     if found is not None:
                         return found
             return None
+        return self._bound(file, name, node, hops)
+
+    def fallback(self, file: str, name: str) -> Found | None:
+        """What an optional import's ``except`` branch binds ``name`` to (None: no such
+        branch): the code runs with either."""
+        parsed = self.parsed(file)
+        node = parsed.fallbacks.get(name) if parsed is not None else None
+        return self._bound(file, name, node, 0) if node is not None else None
+
+    def _bound(self, file: str, name: str, node: ast.AST, hops: int) -> Found | None:
         if isinstance(node, ast.ImportFrom):
             alias = next(a for a in node.names if (a.asname or a.name) == name)
             return self.imported(file, node.module or "", alias.name, node.level, hops)
