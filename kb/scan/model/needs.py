@@ -74,13 +74,44 @@ def need(m: Module) -> Need | None:
 
     from kb.scan.model.rows import requirements, rows_for
 
-    n = _need(m)
+    rows = rows_for(m)
+    n = _need(m) or _from_rows(m, rows)
     if n is None:
         return None
-    rows = rows_for(m)
     return replace(
         n, rows=rows, step_requires=requirements(rows, m.facts), implied={}, requires=frozenset()
     )
+
+
+#: the chain ``module`` of each inventory family
+_CATEGORY = {"attention": "attention", "mlp": "ffn", "moe": "moe", "norm": "norm", "layer": "norm"}
+#: steps a stage planned from a row alone must not fuse (the module's projections stay)
+_PROJECTION_STEPS = frozenset(
+    {"matmul", "grouped_matmul", "quantize", "dequantize", "residual_add", "mul"}
+)
+
+
+def _from_rows(m: Module, rows: tuple[Any, ...]) -> Need | None:
+    """A module no hand-written need covers, planned from the first pattern row it matches
+    (a new row in the table is all a new pattern needs): that row's steps, kept and
+    covered, nothing else fused."""
+    row = next(
+        (
+            r
+            for r in rows
+            if r.pattern is not None
+            and r.pattern.steps
+            # a row naming the facts it matches (a row for every module of a family, such
+            # as a quantized matmul, is the quantized chains' to plan)
+            and any(o.facts for o in r.pattern.on)
+        ),
+        None,
+    )
+    category = _CATEGORY.get(m.kind.split(".", 1)[0])
+    if row is None or category is None:
+        return None
+    steps = frozenset(row.pattern.steps)
+    return Need(category, steps, (), _PROJECTION_STEPS - steps, steps)
 
 
 def _need(m: Module) -> Need | None:
