@@ -176,6 +176,20 @@ MAPPINGS: tuple[Mapping, ...] = (
         ),
     ),
     Mapping(
+        "quick_gelu",
+        "x * sigmoid(1.702 * x) (QuickGELU, CLIP's activation)",
+        "npu_fast_gelu",
+        "input=x",
+        notes="the Atlas A2/A3 kernel computes exactly this; the training and inference series "
+        "use another formula (npu_fast_gelu's record): small numeric differences there",
+        pattern=Pattern(
+            (on("mlp.plain", activation=("quick_gelu",)),),
+            ("gelu",),
+            proof="dense.quick_gelu",
+            proves=("activation",),
+        ),
+    ),
+    Mapping(
         "router_softmax_topk",
         "w, ids = topk(softmax(logits.float(), -1), k); w /= w.sum(-1) when norm_topk_prob",
         "npu_moe_gating_top_k_softmax",
