@@ -673,3 +673,15 @@ def test_the_planner_needs_no_numpy() -> None:
     )
     root = str(Path(__file__).resolve().parent.parent)
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=root, capture_output=True)
+
+
+def test_a_scan_of_a_model_file_names_its_modules_and_points_to_the_plan(capsys) -> None:
+    """``kb scan FILE`` (no --plan) lists the modules it recognised and says where their
+    plan is; a directory scan stays a lint run (no model reading unless asked)."""
+    capsys.readouterr()
+    assert main(["scan", str(PLAN / "modeling_dense_gqa.py"), "--no-config"]) == 0
+    out = capsys.readouterr().out
+    assert "model modules recognised: " in out and "DenseAttention (attention.gqa)" in out
+    assert "kb scan --plan FILE" in out
+    main(["scan", str(PLAN), "--no-config"])
+    assert "model modules recognised" not in capsys.readouterr().out

@@ -172,7 +172,12 @@ def run(args: argparse.Namespace) -> int:
         use_config=not args.no_config,
         config=Path(args.config) if args.config else None,
         fusion=not args.no_fusion or bool(args.emit_candidates) or args.plan,
-        inventory=args.plan or bool(args.emit_candidates) or args.format == "json",
+        # named model files: their modules are listed with the findings (a tree is not read
+        # as a model unless the plan is asked for)
+        inventory=args.plan
+        or bool(args.emit_candidates)
+        or args.format == "json"
+        or (args.format == "text" and all(os.path.isfile(p) for p in args.paths)),
         jobs=args.jobs,
     )
     try:

@@ -25,6 +25,7 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
     extra: list[str] = []
     for skipped in report.skipped:
         extra.append(f"{skipped.path}: skipped: {skipped.reason}")
+    extra += _recognised(report)
     if verbose:
         extra += report.notes
         extra.append(
@@ -32,6 +33,18 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
             + (f"; settings from {report.config}" if report.config else "")
         )
     return out + "".join(printable(line) + "\n" for line in extra)
+
+
+def _recognised(report: ScanReport) -> list[str]:
+    """The model modules a scan of named files recognised, and where their plan is."""
+    if not report.inventory:
+        return []
+    names = list(dict.fromkeys(f"{m.name} ({m.kind})" for m in report.inventory))
+    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
+    return [
+        f"model modules recognised: {shown}",
+        "kb scan --plan FILE proposes the fused operators for each, phase by phase",
+    ]
 
 
 def as_json(report: ScanReport) -> str:
