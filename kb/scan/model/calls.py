@@ -45,6 +45,26 @@ from kb.scan.model.libbases import LibraryBases
 
 #: base classes that make a class an nn.Module without a forward of its own in reach
 _MODULE_BASES = ("Module", "ModelMixin", "PreTrainedModel", "PreTrainedModelMixin", "Model")
+#: base classes of the model libraries that hold loading, saving, generation and hub
+#: plumbing, never a module's computation: named as bases (a model deriving from them is
+#: an nn.Module) but not read - they are the largest files a model imports
+PLUMBING_BASES = frozenset(
+    {
+        "PreTrainedModel",
+        "PretrainedModel",
+        "GenerationMixin",
+        "PushToHubMixin",
+        "ModuleUtilsMixin",
+        "PeftAdapterMixin",
+        "EmbeddingAccessMixin",
+        "ModelMixin",
+        "ConfigMixin",
+        "FromOriginalModelMixin",
+        "CacheMixin",
+        "PreTrainedConfig",
+        "PretrainedConfig",
+    }
+)
 _CONFIG_SUFFIXES = ("Config", "Configuration", "Args", "Arguments", "Params", "Hparams")
 #: nn.Module methods a module calls on itself (not in reach: torch is not followed)
 _MODULE_API = frozenset(
@@ -299,6 +319,9 @@ class Calls(LibraryBases):
             out: list[ClassRef | str] = []
             self._mro[key] = out
             for base in cls.node.bases:
+                if last_name(ast.unparse(base)) in PLUMBING_BASES:
+                    out.append(ast.unparse(base))  # named, never read (see PLUMBING_BASES)
+                    continue
                 value = self.ev(base, Frame({}, cls.file, None, 0))
                 if isinstance(value, ClassRef):
                     out.append(value)

@@ -209,8 +209,12 @@ def _legacy(tree: ast.Module, path: str, reach: Reach | None) -> list[Module]:
     defaults: dict[str, Any] = {}
     origin: dict[str, str] = {}
     if reach is not None:
+        called = _called_in_classes(tree)
         for node in _from_imports(tree):
+            configuration = (node.module or "").rsplit(".", 1)[-1].startswith("configuration")
             for alias in node.names:
+                if not configuration and (alias.asname or alias.name) not in called:
+                    continue  # a decorator, a base of the library's plumbing, a type
                 found = reach.imported(reach.entry, node.module or "", alias.name, node.level, 0)
                 if not isinstance(found, Def):
                     continue
@@ -264,6 +268,18 @@ def _legacy(tree: ast.Module, path: str, reach: Reach | None) -> list[Module]:
                 imported.file = origin[name]
                 imported.facts["imported"] = True
                 out.append(imported)
+    return out
+
+
+def _called_in_classes(tree: ast.Module) -> set[str]:
+    """The names the file's classes call (the parts they build, the helpers they run)."""
+    out: set[str] = set()
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            for stmt in cls.body:
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                        out.add(node.func.id)
     return out
 
 

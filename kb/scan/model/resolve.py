@@ -34,6 +34,8 @@ class Limits:
     hops: int = 6
     files: int = 64
     bytes: int = 16 * 1024 * 1024
+    #: one followed file at most
+    file_bytes: int = 2 * 1024 * 1024
 
 
 @dataclass
@@ -241,7 +243,7 @@ class Reach:
                     "bytes per scanned file",
                 )
                 return None
-            text = read_source(path)
+            text = read_source(path, self.limits.file_bytes)
             parsed = text if isinstance(text, Refusal) else parse_text(path, text)
             if isinstance(parsed, Parsed) and stamp is not None:
                 _PARSED[path] = (stamp, parsed)
