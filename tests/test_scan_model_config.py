@@ -57,6 +57,9 @@ def test_without_a_config_the_undecided_facts_are_questions(capsys) -> None:
     assert "config-scoring" in router["prerequisites"]
     (gate,) = router["stages"]  # a size the port passes from its config: asked, not a prerequisite
     assert "topk: config.num_experts_per_tok" in gate["questions"]
+    # planned for the first scoring the code names, but nothing the scoring decides is
+    # written (the chain's norm_type is another router's)
+    assert "norm_type" not in gate.get("args", {})
 
 
 def test_the_config_decides_activation_scoring_and_sizes(capsys) -> None:

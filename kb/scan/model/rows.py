@@ -96,6 +96,7 @@ class Derived:
     args: dict[str, Any] = field(default_factory=dict)
     tensors: list[str] = field(default_factory=list)  # tensors the port wires (learnable_sink)
     questions: list[str] = field(default_factory=list)  # facts nothing decided
+    unset: list[str] = field(default_factory=list)  # arguments those facts would decide
     held: str = ""  # why the operator cannot compute the module
 
 
@@ -122,6 +123,7 @@ def derive(row: Mapping, op: str, facts: dict[str, Any], numeric: Any) -> Derive
             out.questions.append(
                 f"{a.fact}: {value if value != 'unknown' else 'not decided by the code'}"
             )
+            out.unset.append(a.name)
             continue
         if a.values:
             table = dict(a.values)

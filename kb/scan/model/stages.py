@@ -134,9 +134,17 @@ def stage(
     if why:
         out["held"] = why
     if row is not None and not why:
-        derived = derive(row, op, m.facts, _numeric(ctx))
+        # a fact planned for an assumed value (Module.options) decides no argument
+        facts = {**m.facts, **{k: "unknown" for k in m.options}}
+        derived = derive(row, op, facts, _numeric(ctx))
+        unset = list(derived.unset)
+        if row.pattern and set(m.options) & {f for o in row.pattern.on for f, _ in o.facts}:
+            # the row itself was chosen for an assumed value: what it fixes is assumed too
+            unset += [a.name for a in row.pattern.args if not a.fact]
+        for key in unset:
+            args.pop(key, None)  # nor does the chain's fixed value for another module
         for key, value in derived.args.items():
-            if key not in names:
+            if key not in names or key in unset:
                 continue
             allowed = rec.param(ctx, op, key).get("allowed") or []
             if allowed and value not in allowed:  # another spelling, or a mode it lacks
