@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     body = record(regs, name=args.name, repo=args.repo, commit=args.commit, licence=args.licence,
                   imports=args.imports, summary_en=args.summary_en, summary_zh=args.summary_zh,
                   namespaces=args.namespace, macro_namespace=args.macro_namespace,
-                  products=args.product)  # fmt: skip
+                  products=args.product, root=args.root)  # fmt: skip
     if not body["operators"]:
         print(f"error: no operator registrations found under {args.root}", file=sys.stderr)
         return 1
