@@ -187,14 +187,15 @@ def check_schema(site: CallSite, regs: list[Registration], severity: str, codes:
     another backend (``csrc/cpu/…``, a ROCm source) is not an NPU build's, so the call is
     judged against the others; against it alone, what it rejects is only info."""
     defs = [r for r in regs if r.defines]
-    if any(r.parameters() is None for r in defs):
-        return []
     npu = [r for r in defs if r.other_build is None]
-    if not npu and defs:
-        found = _first_rejection(site, defs, severity, codes)
-        return [replace(f, severity="info", message=f"{f.message}; that is a {defs[0].other_build} build's "
-                        "registration, the NPU build may register it otherwise") for f in found]  # fmt: skip
-    return _first_rejection(site, npu, severity, codes)
+    pool = npu or defs
+    if any(r.parameters() is None for r in pool):
+        return []
+    found = _first_rejection(site, pool, severity, codes)
+    if npu:
+        return found
+    return [replace(f, severity="info", message=f"{f.message}; that is a {defs[0].other_build} build's "
+                    "registration, the NPU build may register it otherwise") for f in found]  # fmt: skip
 
 
 def _first_rejection(site: CallSite, regs: list[Registration], severity: str, codes: set[str]) -> list[Finding]:

@@ -70,14 +70,21 @@ class Registration:
     def other_build(self) -> str | None:
         """The other backend a registration's file is built for (``csrc/cpu/…``,
         ``…_rocm.cpp``), whose schema an NPU build does not register."""
-        from kb.scan.hints import tokens
-        from kb.vocab import OTHER_BACKEND_WORDS
+        return _other_build(self.file)
 
-        for part in self.file.replace("\\", "/").split("/"):
-            words = set(tokens(part)) & OTHER_BACKEND_WORDS
-            if words:
-                return sorted(words)[0]
-        return None
+
+@lru_cache(maxsize=4096)
+def _other_build(file: str) -> str | None:
+    """The backend the file's own name and its two folders name, when not the NPU: the
+    folders above those (the checkout, ``sgl-kernel-npu/``) say nothing about the build."""
+    from kb.scan.hints import tokens
+    from kb.vocab import NPU_BACKEND_WORDS, OTHER_BACKEND_WORDS
+
+    words = {t for part in file.replace("\\", "/").split("/")[-3:] for t in tokens(part)}
+    if words & NPU_BACKEND_WORDS:
+        return None  # csrc/npu/cpu_fallback.cpp is the NPU build's
+    other = words & OTHER_BACKEND_WORDS
+    return sorted(other)[0] if other else None
 
 
 @lru_cache(maxsize=1024)
