@@ -20,14 +20,19 @@ from kb.catalog.compiled import open_catalog
 from kb.reference import NotModelled, ReferenceInputError, available
 from tests import torch_shim
 
-EXAMPLES = [(name, i, ex) for name in available()
-            for i, ex in enumerate(open_catalog().get(name).get("examples") or [])]  # fmt: skip
+EXAMPLES = [
+    (name, i, ex)
+    for name in available()
+    for i, ex in enumerate(open_catalog().get(name).get("examples") or [])
+]
 #: at least this many examples run end to end (17 did when the test was written)
 MIN_RUN = 16
 OUTCOMES: dict[str, str] = {}
 
 
-@pytest.mark.parametrize(("name", "index", "example"), EXAMPLES, ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    ("name", "index", "example"), EXAMPLES, ids=lambda v: v if isinstance(v, str) else None
+)
 def test_example_agrees_with_its_record(name: str, index: int, example: dict) -> None:
     key = f"{name}[{index}]"
     try:
@@ -53,13 +58,22 @@ def test_enough_examples_ran() -> None:
     assert ran >= MIN_RUN, OUTCOMES
 
 
-@pytest.mark.parametrize(("code", "fragment"), [
-    ("x = torch.randn(4, 64, dtype=torch.float64)\ng = torch.ones(64, dtype=torch.float64)\n"
-     "torch_npu.npu_rms_norm(x, g)\n", "dtype float64"),
-    ("x = torch.randn(4, 64, dtype=torch.bfloat16)\ng = torch.ones(64, dtype=torch.bfloat16)\n"
-     "torch_npu.npu_rms_norm(x, g, eps=1e-6)\n", "no parameter 'eps'"),
-    ("x = torch.randn(4, 64, dtype=torch.bfloat16)\ntorch_npu.npu_swiglu(x, dim=5)\n", "dim=5"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("code", "fragment"),
+    [
+        (
+            "x = torch.randn(4, 64, dtype=torch.float64)\ng = torch.ones(64, dtype=torch.float64)\n"
+            "torch_npu.npu_rms_norm(x, g)\n",
+            "dtype float64",
+        ),
+        (
+            "x = torch.randn(4, 64, dtype=torch.bfloat16)\ng = torch.ones(64, dtype=torch.bfloat16)\n"
+            "torch_npu.npu_rms_norm(x, g, eps=1e-6)\n",
+            "no parameter 'eps'",
+        ),
+        ("x = torch.randn(4, 64, dtype=torch.bfloat16)\ntorch_npu.npu_swiglu(x, dim=5)\n", "dim=5"),
+    ],
+)
 def test_a_contradicting_example_fails(code: str, fragment: str) -> None:
     with pytest.raises(ReferenceInputError, match=fragment):
         torch_shim.execute(code)

@@ -30,12 +30,24 @@ class TooLarge(Exception):
 
 
 DTYPES = {
-    "float32": np.float32, "float": np.float32, "float16": np.float16, "half": np.float16,
-    "bfloat16": ml_dtypes.bfloat16, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
-    "int32": np.int32, "int": np.int32, "int64": np.int64, "long": np.int64, "bool": np.bool_,
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2,
-    "float64": np.float64, "double": np.float64,
-}  # fmt: skip
+    "float32": np.float32,
+    "float": np.float32,
+    "float16": np.float16,
+    "half": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int": np.int32,
+    "int64": np.int64,
+    "long": np.int64,
+    "bool": np.bool_,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2,
+    "float64": np.float64,
+    "double": np.float64,
+}
 
 
 class DType:
@@ -152,10 +164,14 @@ class T:
         return T(np.asarray(self.a.sum(axis=dim, keepdims=keepdim)))
 
     def mean(self, dim: Any = None, keepdim: bool = False, **_: Any) -> T:
-        return T(np.asarray(self.a.astype(np.float32).mean(axis=dim, keepdims=keepdim)).astype(self.a.dtype))
+        return T(
+            np.asarray(self.a.astype(np.float32).mean(axis=dim, keepdims=keepdim)).astype(
+                self.a.dtype
+            )
+        )
 
     def pow(self, e: Any) -> T:
-        return T(self.a ** e)
+        return T(self.a**e)
 
     def sqrt(self) -> T:
         return T(np.sqrt(self.a))
@@ -215,15 +231,26 @@ def _binary(op: Any) -> Any:
     def method(self: T, other: Any) -> T:
         b = unwrap(other)
         out = op(self.a, b)
-        return T(np.asarray(out).astype(self.a.dtype) if np.asarray(out).dtype == np.float64 else np.asarray(out))
+        return T(
+            np.asarray(out).astype(self.a.dtype)
+            if np.asarray(out).dtype == np.float64
+            else np.asarray(out)
+        )
 
     return method
 
 
-for _name, _op in {"__add__": operator.add, "__radd__": lambda a, b: b + a, "__sub__": operator.sub,
-                   "__rsub__": lambda a, b: b - a, "__mul__": operator.mul, "__rmul__": lambda a, b: b * a,
-                   "__truediv__": operator.truediv, "__rtruediv__": lambda a, b: b / a,
-                   "__neg__": None}.items():  # fmt: skip
+for _name, _op in {
+    "__add__": operator.add,
+    "__radd__": lambda a, b: b + a,
+    "__sub__": operator.sub,
+    "__rsub__": lambda a, b: b - a,
+    "__mul__": operator.mul,
+    "__rmul__": lambda a, b: b * a,
+    "__truediv__": operator.truediv,
+    "__rtruediv__": lambda a, b: b / a,
+    "__neg__": None,
+}.items():
     if _op is not None:
         setattr(T, _name, _binary(_op))
 T.__neg__ = lambda self: T(-self.a)  # type: ignore[attr-defined]
@@ -256,7 +283,9 @@ class Torch:
     def full(self, size: Any, fill: Any, dtype: Any = None, **_: Any) -> T:
         return self._make((size,), dtype, fill)
 
-    def randint(self, low: int, high: Any = None, size: Any = None, dtype: Any = None, **_: Any) -> T:
+    def randint(
+        self, low: int, high: Any = None, size: Any = None, dtype: Any = None, **_: Any
+    ) -> T:
         if size is None:
             raise Unsupported("randint without size")
         return T(np.full(_shape((size,)), int(low), dtype=_np_dtype(dtype) if dtype else np.int64))
@@ -277,7 +306,11 @@ class Torch:
 
     def tensor(self, data: Any, dtype: Any = None, **_: Any) -> T:
         raw = np.asarray(unwrap(data))
-        default = np.int64 if raw.dtype.kind in "iu" else (np.bool_ if raw.dtype.kind == "b" else np.float32)
+        default = (
+            np.int64
+            if raw.dtype.kind in "iu"
+            else (np.bool_ if raw.dtype.kind == "b" else np.float32)
+        )
         return T(raw.astype(_np_dtype(dtype) if dtype else default))
 
     def cat(self, ts: Any, dim: int = 0) -> T:
@@ -342,7 +375,9 @@ class TorchNpu:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls.append(name)
-            return wrap(reference.run(name, *unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()}))
+            return wrap(
+                reference.run(name, *unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
+            )
 
         return call
 
@@ -352,7 +387,9 @@ def execute(code: str) -> list[str]:
     npu = TorchNpu()
     torch = Torch(npu)
     namespace: dict[str, Any] = {"torch": torch, "torch_npu": npu, "__name__": "example"}
-    lines = [ln for ln in code.splitlines() if not ln.startswith(("import torch", "import torch_npu"))]
+    lines = [
+        ln for ln in code.splitlines() if not ln.startswith(("import torch", "import torch_npu"))
+    ]
     try:
         exec(compile("\n".join(lines), "<example>", "exec"), namespace)
     except NameError as exc:  # a module the shim does not stand in for (torch.nn.functional as F)

@@ -70,7 +70,9 @@ class KnownOperators:
             raise ValueError(f"known_ops format {extra.get('format')!r}, expected {DATA_FORMAT}")
         self._releases = releases
         self._extra: dict[str, Any] = dict(extra.get("operators") or {}) if extra else {}
-        self._commit = str(((extra or {}).get("sources") or {}).get("op-plugin", {}).get("commit") or "")
+        self._commit = str(
+            ((extra or {}).get("sources") or {}).get("op-plugin", {}).get("commit") or ""
+        )
         self._outs: dict[str, list[str]] = dict(extra.get("out_overloads") or {}) if extra else {}
         self._keys: dict[str, list[str]] = {}
         for key in releases.operators():
@@ -101,11 +103,14 @@ class KnownOperators:
             if not outs:
                 return None
             return KnownOperator(name, "npu", tuple(outs), self._out_origin(), role_of(name), True)
-        where = f"op-plugin {entry['source']}" + (f" at {self._commit[:12]}" if self._commit else "")
+        where = f"op-plugin {entry['source']}" + (
+            f" at {self._commit[:12]}" if self._commit else ""
+        )
         if str(entry["source"]).startswith("wheel "):
             where = f"the torch_npu {entry['source'].removeprefix('wheel ')} wheel"
-        return KnownOperator(name, entry["namespace"], tuple(entry.get("schemas") or ()),
-                             where, role_of(name))  # fmt: skip
+        return KnownOperator(
+            name, entry["namespace"], tuple(entry.get("schemas") or ()), where, role_of(name)
+        )
 
     def _out_origin(self) -> str:
         at = f" at {self._commit[:12]}" if self._commit else ""
@@ -154,6 +159,14 @@ def params_of(schema: str) -> list[dict[str, Any]] | None:
         parsed = parse_schema(schema)
     except SchemaError:
         return None
-    return [{"name": a.name, "type": a.type, "required": a.default is None,
-             "default": a.default, "keyword_only": a.keyword_only, "mutated": a.mutated}
-            for a in parsed.args]  # fmt: skip
+    return [
+        {
+            "name": a.name,
+            "type": a.type,
+            "required": a.default is None,
+            "default": a.default,
+            "keyword_only": a.keyword_only,
+            "mutated": a.mutated,
+        }
+        for a in parsed.args
+    ]

@@ -127,8 +127,9 @@ def docked(target: str | None, doc: set[str], where: str, phase: str | None) -> 
     return target
 
 
-def demote_target_only(on_target: list[tuple[Finding, Any]], without: list[tuple[Finding, Any]],
-                       note: str) -> list[tuple[Finding, Any]]:  # fmt: skip
+def demote_target_only(
+    on_target: list[tuple[Finding, Any]], without: list[tuple[Finding, Any]], note: str
+) -> list[tuple[Finding, Any]]:
     """Errors judged on the target that judging without a product does not give become
     warnings with ``note``; the others are kept as they are."""
     plain = {(f.line, f.column, f.code, f.message) for f, _s in without}

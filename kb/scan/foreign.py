@@ -63,7 +63,9 @@ class Registry:
     kernels: dict[str, Registration] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, registrations: Iterable[Registration], extensions: Iterable[dict[str, Any]]) -> Registry:
+    def build(
+        cls, registrations: Iterable[Registration], extensions: Iterable[dict[str, Any]]
+    ) -> Registry:
         out = cls()
         for reg in sorted(registrations, key=lambda r: (r.file, r.line, r.name)):
             if reg.namespace == KERNEL_NAMESPACE:
@@ -80,10 +82,16 @@ class Registry:
             for ns in rec.get("namespaces") or []:
                 _add(out.namespaces, ns, pkg)
             for op in rec.get("operators") or []:
-                reg = Registration(op["namespace"], op["name"], op.get("schema"), op["path"],
-                                   int(str(op["lines"]).split("-")[0]), package=pkg,
-                                   condition=tuple(filter(None, [op.get("condition")])),
-                                   not_built=tuple(op.get("not_built") or ()))  # fmt: skip
+                reg = Registration(
+                    op["namespace"],
+                    op["name"],
+                    op.get("schema"),
+                    op["path"],
+                    int(str(op["lines"]).split("-")[0]),
+                    package=pkg,
+                    condition=tuple(filter(None, [op.get("condition")])),
+                    not_built=tuple(op.get("not_built") or ()),
+                )
                 out.packages.setdefault((op["namespace"], op["name"]), []).append(reg)
         return out
 
@@ -118,8 +126,9 @@ def _add(table: dict[str, list[str]], key: str, value: str) -> None:
 _DOTTED = re.compile(r"([A-Za-z_][\w.]*)(\s*(?:is\s+(?:not\s+)?None\b|=\s*None\b))?")
 
 
-def registering_imports(imports: list[tuple[str, str, int]], text: str, registry: Registry,
-                        loads: bool) -> list[str]:  # fmt: skip
+def registering_imports(
+    imports: list[tuple[str, str, int]], text: str, registry: Registry, loads: bool
+) -> list[str]:
     """What in a file may register operators (module docstring): packages, modules, loaders.
 
     A module's bound name (its dotted path for ``import a.b``) used only by its import
@@ -152,7 +161,9 @@ def _used(dotted: str, bound: str) -> str:
 
 
 #: String literals and comments (triple-quoted first), whose words are not uses.
-_PROSE = re.compile(r'"""[\s\S]*?(?:"""|$)|\'\'\'[\s\S]*?(?:\'\'\'|$)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*')
+_PROSE = re.compile(
+    r'"""[\s\S]*?(?:"""|$)|\'\'\'[\s\S]*?(?:\'\'\'|$)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*'
+)
 
 
 def _uses(text: str, wanted: set[str]) -> Counter[str]:
@@ -180,7 +191,9 @@ def may_be_foreign(op: Any, ctx: Any) -> bool:
     return op.namespace == "npu" and ctx.operator(op.spelled) is None
 
 
-def check_schema(site: CallSite, regs: list[Registration], severity: str, codes: set[str]) -> list[Finding]:
+def check_schema(
+    site: CallSite, regs: list[Registration], severity: str, codes: set[str]
+) -> list[Finding]:
     """Findings of a call against the schemas registered for it: none when one accepts it,
     or when one is a definition by name only (``m.def("x", &fn)``: it takes anything as far
     as the reader knows).  Exclusive builds are told apart by path: a registration built for
@@ -194,11 +207,20 @@ def check_schema(site: CallSite, regs: list[Registration], severity: str, codes:
     found = _first_rejection(site, pool, severity, codes)
     if npu:
         return found
-    return [replace(f, severity="info", message=f"{f.message}; that is a {defs[0].other_build} build's "
-                    "registration, the NPU build may register it otherwise") for f in found]  # fmt: skip
+    return [
+        replace(
+            f,
+            severity="info",
+            message=f"{f.message}; that is a {defs[0].other_build} build's "
+            "registration, the NPU build may register it otherwise",
+        )
+        for f in found
+    ]
 
 
-def _first_rejection(site: CallSite, regs: list[Registration], severity: str, codes: set[str]) -> list[Finding]:
+def _first_rejection(
+    site: CallSite, regs: list[Registration], severity: str, codes: set[str]
+) -> list[Finding]:
     first: list[Finding] | None = None
     for reg in regs:
         params = reg.parameters()
@@ -211,21 +233,41 @@ def _first_rejection(site: CallSite, regs: list[Registration], severity: str, co
     return first or []
 
 
-def _bind(site: CallSite, reg: Registration, params: list[dict[str, Any]], severity: str,
-          codes: set[str]) -> list[Finding]:  # fmt: skip
+def _bind(
+    site: CallSite, reg: Registration, params: list[dict[str, Any]], severity: str, codes: set[str]
+) -> list[Finding]:
     where = f"{reg.package} at {reg.where}" if reg.package else reg.where
     bound = bind(site, {"name": site.op.name, "parameters": params})
-    out = [Finding(site.file, p.where.line, p.where.column, p.code, severity,  # type: ignore[arg-type]
-                   f"{p.message} (schema registered at {where})", None)
-           for p in bound.problems if p.code in codes]  # fmt: skip
+    out = [
+        Finding(
+            site.file,
+            p.where.line,
+            p.where.column,
+            p.code,
+            severity,  # type: ignore[arg-type]
+            f"{p.message} (schema registered at {where})",
+            None,
+        )
+        for p in bound.problems
+        if p.code in codes
+    ]
     names = {p["name"] for p in params}
     if UNKNOWN_ARGUMENT in codes and site.op.overload in (None, "default"):
         for kw, entry in site.keywords.items():
             if kw not in names:
                 at = entry.key_where or entry.where
-                out.append(Finding(site.file, at.line, at.column, UNKNOWN_ARGUMENT, severity,  # type: ignore[arg-type]
-                                   f"{site.op.spelled} has no parameter {kw!r} in the schema "
-                                   f"registered at {where}", None))  # fmt: skip
+                out.append(
+                    Finding(
+                        site.file,
+                        at.line,
+                        at.column,
+                        UNKNOWN_ARGUMENT,
+                        severity,  # type: ignore[arg-type]
+                        f"{site.op.spelled} has no parameter {kw!r} in the schema "
+                        f"registered at {where}",
+                        None,
+                    )
+                )
     return out
 
 
@@ -241,7 +283,9 @@ def compatible(site: CallSite, record: dict[str, Any]) -> bool:
 
 
 def info(site: CallSite, message: str) -> Finding:
-    return rules.FOREIGN_OPERATOR.finding(site.file, site.func_where.line, site.func_where.column, message)
+    return rules.FOREIGN_OPERATOR.finding(
+        site.file, site.func_where.line, site.func_where.column, message
+    )
 
 
 def who(site: CallSite, registry: Registry, registering: list[str]) -> str:
@@ -258,18 +302,23 @@ def package_message(site: CallSite, regs: list[Registration], registry: Registry
     rec = registry.records.get(reg.package or "", {})
     imports = ", ".join(rec.get("imports") or [])
     at = f"{rec.get('repo', '?')}@{str(rec.get('commit', ''))[:12]}"
-    return (f"{site.op.spelled} is not a torch_npu operator: the {reg.package} package registers "
-            f"{reg.namespace}::{reg.name} (import {imports}; {at} {reg.file}:{reg.line})")  # fmt: skip
+    return (
+        f"{site.op.spelled} is not a torch_npu operator: the {reg.package} package registers "
+        f"{reg.namespace}::{reg.name} (import {imports}; {at} {reg.file}:{reg.line})"
+    )
 
 
-def unknown_in_namespace(site: CallSite, registry: Registry, registering: list[str],
-                         shadows: bool) -> str:  # fmt: skip
+def unknown_in_namespace(
+    site: CallSite, registry: Registry, registering: list[str], shadows: bool
+) -> str:
     """Info text for a name nobody in sight registers."""
     op = site.op
     msg = f"{op.spelled} is not a torch_npu operator; registered by {who(site, registry, registering)}"
     if shadows:
-        msg += (f" (torch_npu's {op.name} is another operator: torch.ops.{op.namespace} is not a "
-                "torch_npu namespace, so its record does not apply)")  # fmt: skip
+        msg += (
+            f" (torch_npu's {op.name} is another operator: torch.ops.{op.namespace} is not a "
+            "torch_npu namespace, so its record does not apply)"
+        )
     return msg
 
 
@@ -277,15 +326,28 @@ def suggestions(site: CallSite, ctx: Any) -> str:
     """KB101's did-you-mean: close names whose schema accepts the call as written."""
     from kb.core.fuzzy import suggest
 
-    hits = [n for n in suggest(site.op.name, ctx.names("operator"), limit=6)
-            if (rec := ctx.operator(n)) is not None and compatible(site, rec)]  # fmt: skip
+    hits = [
+        n
+        for n in suggest(site.op.name, ctx.names("operator"), limit=6)
+        if (rec := ctx.operator(n)) is not None and compatible(site, rec)
+    ]
     return f" (did you mean {', '.join(hits[:3])}?)" if hits else ""
 
 
 def unknown_operator(site: CallSite, ctx: Any) -> Finding:
-    msg = (f"unknown operator {site.op.spelled!r}{suggestions(site, ctx)}; check the spelling "
-           "with 'kb search'")  # fmt: skip
-    return Finding(site.file, site.func_where.line, site.func_where.column, UNKNOWN_OPERATOR, "error", msg, None)
+    msg = (
+        f"unknown operator {site.op.spelled!r}{suggestions(site, ctx)}; check the spelling "
+        "with 'kb search'"
+    )
+    return Finding(
+        site.file,
+        site.func_where.line,
+        site.func_where.column,
+        UNKNOWN_OPERATOR,
+        "error",
+        msg,
+        None,
+    )
 
 
 @dataclass
@@ -310,7 +372,9 @@ class Verdict(NamedTuple):
     skip: bool = False  # not an operator call worth a site (torch.npu device API, PyTorch's own)
 
 
-def not_built(site: CallSite, regs: list[Registration], product: str | None, codes: set[str]) -> list[Finding]:
+def not_built(
+    site: CallSite, regs: list[Registration], product: str | None, codes: set[str]
+) -> list[Finding]:
     """A package operator every registration of which the target product's build leaves out."""
     if product is None or rules.NOT_BUILT.code not in codes or not regs:
         return []
@@ -319,15 +383,27 @@ def not_built(site: CallSite, regs: list[Registration], product: str | None, cod
     if not all(product in r.not_built or product_family(product) in r.not_built for r in regs):
         return []
     reg = regs[0]
-    return [rules.NOT_BUILT.finding(site.file, site.func_where.line, site.func_where.column,
+    return [
+        rules.NOT_BUILT.finding(
+            site.file,
+            site.func_where.line,
+            site.func_where.column,
             f"{site.op.spelled}: the {reg.package} package compiles {reg.namespace}::{reg.name} only "
             f"under {reg.condition[0] if reg.condition else 'a build condition'}, which its build for "
             f"{product} leaves out ({reg.file}:{reg.line}); guard the call or use another operator "
-            "on this product")]  # fmt: skip
+            "on this product",
+        )
+    ]
 
 
-def verdict(site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: Registry,
-            view: FileView, product: str | None = None) -> Verdict:  # fmt: skip
+def verdict(
+    site: CallSite,
+    record: dict[str, Any] | None,
+    ctx: Any,
+    registry: Registry,
+    view: FileView,
+    product: str | None = None,
+) -> Verdict:
     """Who registers the called operator, and what that means for the call (module docstring);
     ``product`` is the one the call is judged on (a package may not build it there)."""
     op, codes = site.op, view.codes
@@ -337,33 +413,52 @@ def verdict(site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: R
             return Verdict(False, False, [], skip=True)
         regs = registry.in_tree(op.namespace, op.name)
         if regs:
-            return Verdict(False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs))
+            return Verdict(
+                False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs)
+            )
         pkg = registry.in_packages(op.namespace, op.name)
         if pkg:
             shown = [info(site, package_message(site, pkg, registry))] if info_on else []
             shown += not_built(site, pkg, product, codes)
             return Verdict(False, True, shown + check_schema(site, pkg, "warning", codes))
-        text = unknown_in_namespace(site, registry, view.registering, ctx.operator(op.name) is not None)
+        text = unknown_in_namespace(
+            site, registry, view.registering, ctx.operator(op.name) is not None
+        )
         return Verdict(False, True, [info(site, text)] if info_on else [])
     added = {(op.namespace, op.name), (op.namespace, "*")} & view.tree_mounts
-    if (op.namespace, op.name) in view.mounts or op.name in view.custom or op.spelled in view.custom \
-            or (record is None and added):
-        return Verdict(False, True, [], f"{_at(site)}: {op.spelled} is a custom operator in this file "
-                       "(or declared in [tool.kb] custom-ops); not checked against the official record "
-                       "of that name")  # fmt: skip
+    if (
+        (op.namespace, op.name) in view.mounts
+        or op.name in view.custom
+        or op.spelled in view.custom
+        or (record is None and added)
+    ):
+        return Verdict(
+            False,
+            True,
+            [],
+            f"{_at(site)}: {op.spelled} is a custom operator in this file "
+            "(or declared in [tool.kb] custom-ops); not checked against the official record "
+            "of that name",
+        )
     regs = registry.in_tree(op.namespace, op.name)
     if regs:
-        return Verdict(False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs))
+        return Verdict(
+            False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs)
+        )
     if record is not None:
         return Verdict(True, False, [])
     if ctx.known(op.spelled) is not None:
-        return Verdict(True, False, [])  # torch_npu defines it without a record: KB120, bound to its schema
+        return Verdict(
+            True, False, []
+        )  # torch_npu defines it without a record: KB120, bound to its schema
     if op.namespace == "torch.npu":
         return Verdict(False, False, [], skip=True)  # torch.npu is mostly device API, not operators
     kernel = registry.kernels.get(kernel_key(op.name))
     if kernel is not None and op.name.startswith("npu_"):
-        text = (f"{op.spelled} is not a torch_npu operator: this tree builds its kernel "
-                f"(OP_ADD({kernel.name}) at {kernel.where}); not checked against torch_npu")  # fmt: skip
+        text = (
+            f"{op.spelled} is not a torch_npu operator: this tree builds its kernel "
+            f"(OP_ADD({kernel.name}) at {kernel.where}); not checked against torch_npu"
+        )
         return Verdict(False, True, [info(site, text)] if info_on else [])
     pkg = registry.in_packages(op.namespace, op.name)
     if pkg:
@@ -371,11 +466,18 @@ def verdict(site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: R
         shown += not_built(site, pkg, product, codes)
         return Verdict(False, True, shown + check_schema(site, pkg, "warning", codes))
     if op.name in view.loaded:
-        return Verdict(False, True, [], f"{_at(site)}: {op.spelled} is named by a file of this tree that "
-                       "loads a compiled extension; not checked")  # fmt: skip
+        return Verdict(
+            False,
+            True,
+            [],
+            f"{_at(site)}: {op.spelled} is named by a file of this tree that "
+            "loads a compiled extension; not checked",
+        )
     if op.namespace == "npu" and view.registering:
-        text = (f"{op.spelled} is not a torch_npu operator; registered by "
-                f"{' or '.join(view.registering[:3])}?{suggestions(site, ctx)}")  # fmt: skip
+        text = (
+            f"{op.spelled} is not a torch_npu operator; registered by "
+            f"{' or '.join(view.registering[:3])}?{suggestions(site, ctx)}"
+        )
         return Verdict(False, True, [info(site, text)] if info_on else [])
     return Verdict(False, False, [unknown_operator(site, ctx)] if UNKNOWN_OPERATOR in codes else [])
 
@@ -385,10 +487,15 @@ def _at(site: CallSite) -> str:
 
 
 def _tree_note(site: CallSite, regs: list[Registration]) -> str:
-    schema = "checked against its schema" if any(r.parameters() is not None for r in regs) else \
-        "registered by name only, not checked"
-    return (f"{_at(site)}: {site.op.spelled} is registered by this tree ({regs[0].where}); "
-            f"{schema}, not against a torch_npu record")  # fmt: skip
+    schema = (
+        "checked against its schema"
+        if any(r.parameters() is not None for r in regs)
+        else "registered by name only, not checked"
+    )
+    return (
+        f"{_at(site)}: {site.op.spelled} is registered by this tree ({regs[0].where}); "
+        f"{schema}, not against a torch_npu record"
+    )
 
 
 def extensions(ctx: Any, catalog: Any) -> list[dict[str, Any]]:

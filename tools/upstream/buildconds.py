@@ -34,8 +34,11 @@ def product_socs() -> dict[str, str]:
 
 def cmake_texts(root: Path) -> list[str]:
     """The package's CMake files (third-party trees left out)."""
-    return [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("CMakeLists.txt"))
-            if not {"third_party", "3rdparty", ".git"} & set(p.parts)]  # fmt: skip
+    return [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(root.rglob("CMakeLists.txt"))
+        if not {"third_party", "3rdparty", ".git"} & set(p.parts)
+    ]
 
 
 def _strip_comments(text: str) -> str:
@@ -151,8 +154,9 @@ def defined_macros(cmake_texts: Iterable[str], soc: str) -> tuple[set[str], set[
     return sure, maybe - sure
 
 
-def _branch(stack: list[tuple[bool | None, bool]], name: str, words: list[str | None],
-            env: dict[str, str]) -> list[tuple[bool | None, bool]]:  # fmt: skip
+def _branch(
+    stack: list[tuple[bool | None, bool]], name: str, words: list[str | None], env: dict[str, str]
+) -> list[tuple[bool | None, bool]]:
     def test() -> bool | None:
         try:
             return _condition(words, env)
@@ -210,7 +214,9 @@ def not_built(texts: list[str], condition: tuple[str, ...]) -> list[str] | None:
         sure, maybe = defined_macros(texts, soc)
         # a part that surely fails leaves the registration out; a part hanging on an
         # option (maybe defined) decides nothing
-        if any(c.removeprefix("!") not in maybe and (c.removeprefix("!") in sure) == c.startswith("!")
-               for c in condition):  # fmt: skip
+        if any(
+            c.removeprefix("!") not in maybe and (c.removeprefix("!") in sure) == c.startswith("!")
+            for c in condition
+        ):
             out.append(product)
     return out if 0 < len(out) < len(socs) else None
