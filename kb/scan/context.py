@@ -32,6 +32,7 @@ from kb.vocab import (
     NPU_BACKEND_WORDS,
     OTHER_BACKEND_WORDS,
     PRODUCT_ALIASES,
+    SOC_NAME_PRODUCTS,
     product_family,
 )
 
@@ -41,9 +42,30 @@ README_NAMES = ("README.md", "README_en.md", "README.rst", "README.txt", "README
 MAX_README_BYTES = 64 * 1024
 
 
+#: Words of a README line that states where the code runs; only such lines are read for
+#: product names (a model name such as "Qwen3-30B-A3B" in prose is not a product).
+_DEVICE_LINE = re.compile(
+    r"atlas|ascend|npu|support|device|hardware|platform|昇腾|支持|硬件|设备", re.I
+)
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
 def _named(text: str) -> set[str]:
-    """Product ids a text names, word by word (code words and one-word aliases)."""
+    """Product ids a name names, word by word (code words and one-word aliases)."""
     return {PRODUCT_ALIASES[t] for t in tokens(text) if t in PRODUCT_ALIASES}
+
+
+def _stated(text: str) -> set[str]:
+    """Product ids a README states: whole words (code words, one-word aliases, SoC names
+    such as ``Ascend910_9382``) of the lines that speak of devices or support."""
+    out: set[str] = set()
+    for line in text.splitlines():
+        if _DEVICE_LINE.search(line):
+            for word in map(str.lower, _WORD.findall(line)):
+                pid = PRODUCT_ALIASES.get(word) or SOC_NAME_PRODUCTS.get(word)
+                if pid:
+                    out.add(pid)
+    return out
 
 
 def path_products(path: str) -> set[str]:
@@ -82,7 +104,7 @@ class Documentation:
             for name in README_NAMES:
                 readme = folder / name
                 if readme.is_file():
-                    products = _named(_head(readme))
+                    products = _stated(_head(readme))
                     if products:
                         found = (products, str(readme))
                         break
