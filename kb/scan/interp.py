@@ -255,7 +255,9 @@ class Interpreter(CallRecorder):
     def mutations_in(self, value: ast.expr, env: Env, cond: Cond) -> None:
         """``x = kw.pop("k", None)`` takes ``k`` out of ``kw`` as a bare ``kw.pop("k")``
         does: a dict changed inside an assigned value changes what later calls receive."""
-        if self._may_call(value):
+        first, last = getattr(value, "lineno", 0), getattr(value, "end_lineno", 0) or 0
+        text = self.scan.lines[first - 1 : last] if first else []
+        if any(".pop(" in line or ".setdefault(" in line or ".update(" in line for line in text):
             for call in expr_calls(value):
                 self.mutation(call, env, cond)
 

@@ -49,14 +49,14 @@ def as_functional(site: CallSite, ctx: Any, record: dict[str, Any] | None) -> Ca
     from kb.catalog.knownops import load
 
     key = ("outs", site.op.name)
-    if key not in ctx.memo:
-        ctx.memo[key] = load().out_schemas(site.op.name)
-    out_schemas: tuple[str, ...] = ctx.memo[key]
-    if not out_schemas:
+    if key not in ctx.memo:  # the buffer names of the operator's .out overloads, once
+        outs = load().out_schemas(site.op.name)
+        ctx.memo[key] = out_names(outs) | {OUT_KEYWORD} if outs else set()
+    buffers: set[str] = ctx.memo[key]
+    if not buffers or not buffers & set(site.keywords):
         return site
     params = list((record or {}).get("parameters") or [])
     accepted = {p["name"] for p in params} | {python_name(p) for p in params}
-    buffers = out_names(out_schemas) | {OUT_KEYWORD}
     taken = {k for k in site.keywords if k in buffers and k not in accepted}
     if not taken:
         return site
