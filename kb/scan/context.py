@@ -42,12 +42,13 @@ README_NAMES = ("README.md", "README_en.md", "README.rst", "README.txt", "README
 MAX_README_BYTES = 64 * 1024
 
 
-#: Words of a README line that states where the code runs; only such lines are read for
-#: product names (a model name such as "Qwen3-30B-A3B" in prose is not a product).
+#: What a README that speaks of Ascend hardware says somewhere; a bare number that is a
+#: product alias ("950", "910") counts only on a line that also speaks of devices or support.
+_NPU_README = re.compile(r"ascend|npu|atlas|昇腾", re.I)
 _DEVICE_LINE = re.compile(
     r"atlas|ascend|npu|support|device|hardware|platform|昇腾|支持|硬件|设备", re.I
 )
-_WORD = re.compile(r"[A-Za-z0-9_]+")
+_WORD = re.compile(r"(?<![%\w])[A-Za-z0-9_]+")  # not the bytes of a %-escaped URL
 
 
 def _named(text: str) -> set[str]:
@@ -56,15 +57,18 @@ def _named(text: str) -> set[str]:
 
 
 def _stated(text: str) -> set[str]:
-    """Product ids a README states: whole words (code words, one-word aliases, SoC names
-    such as ``Ascend910_9382``) of the lines that speak of devices or support."""
+    """Product ids a README about Ascend hardware states: whole words (code words, one-word
+    aliases, SoC names such as ``Ascend910_9382``), so a model name such as
+    "Qwen3-30B-A3B" is not Atlas A3; a bare number only on a line about devices."""
     out: set[str] = set()
+    if not _NPU_README.search(text):
+        return out
     for line in text.splitlines():
-        if _DEVICE_LINE.search(line):
-            for word in map(str.lower, _WORD.findall(line)):
-                pid = PRODUCT_ALIASES.get(word) or SOC_NAME_PRODUCTS.get(word)
-                if pid:
-                    out.add(pid)
+        device_line = bool(_DEVICE_LINE.search(line))
+        for word in map(str.lower, _WORD.findall(line)):
+            pid = PRODUCT_ALIASES.get(word) or SOC_NAME_PRODUCTS.get(word)
+            if pid and (device_line or not word.isdigit()):
+                out.add(pid)
     return out
 
 
