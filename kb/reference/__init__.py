@@ -64,4 +64,13 @@ def run_record(rec: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
     impl = getattr(importlib.import_module(f"kb.reference.{module}"), function)
     bound = bind(rec, args, kwargs)
     check(rec, bound)
-    return impl(bound)
+    try:
+        return impl(bound)
+    except ReferenceInputError:
+        raise
+    except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+        # shapes the record allows one by one but not together (numpy says so first)
+        raise ReferenceInputError(
+            f"{rec['name']}: the reference cannot run on these arguments "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
