@@ -34,7 +34,7 @@ def test_semantics_alias_and_full_view(capsys) -> None:
 
 
 def test_operator_without_reference_shows_nothing_for_it(capsys) -> None:
-    main(["show", "npu_mla_prolog_v3", "--section", "reference"])
+    main(["show", "npu_ffn", "--section", "reference"])
     assert "What it computes" not in capsys.readouterr().out
 
 
@@ -51,7 +51,7 @@ def test_site_page_has_what_it_computes() -> None:
     text = reference_section(rec)
     assert text.startswith("## What it computes")
     assert "https://github.com/Ascend/op-plugin/blob/" in text and "#L13-L18" in text
-    assert reference_section(open_catalog().get("npu_mla_prolog_v3")) == ""
+    assert reference_section(open_catalog().get("npu_ffn")) == ""
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import numpy as np
 from kb.catalog.binding import dtype_value, python_name
 from kb.reference.errors import ReferenceInputError
 from kb.reference.lowp import name_of
+from kb.reference.registry import WIDENED
 
 
 def _tensor_check(rec: dict[str, Any], p: dict[str, Any], value: Any) -> None:
@@ -50,6 +51,8 @@ def _value_check(rec: dict[str, Any], p: dict[str, Any], value: Any) -> None:
                 f"record's allowed values {allowed}"
             )
     rng = p.get("range")
+    if value in WIDENED.get(rec["name"], {}).get(p["name"], ()):
+        return
     if rng and isinstance(value, (int, float)) and not isinstance(value, bool):
         lo, hi = rng.get("min"), rng.get("max")
         if (lo is not None and value < lo) or (hi is not None and value > hi):

@@ -13,6 +13,7 @@ import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, dtype_named, f32
+from kb.reference.quant_dyn import unpack_scale
 
 Args = dict[str, Any]
 INT32_MAX = np.iinfo(np.int32).max
@@ -242,6 +243,8 @@ def _one_matmul(
             whole = whole + np.asarray(bias_t).reshape(-1).astype(np.int64)
         acc = whole.astype(np.float32)
         scale_t = _of_group(a["scale"], g, groups, "scale")
+        if scale_t is not None and scale_t.dtype in (np.int64, np.uint64):
+            scale_t = unpack_scale(scale_t)[0]  # npu_trans_quant_param's packing
         scale = _columns(scale_t, n, "scale")
         if scale is None:
             raise ReferenceInputError("npu_grouped_matmul: int8 x needs scale")
