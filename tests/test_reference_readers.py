@@ -151,3 +151,21 @@ def test_hostile_scalars_cannot_allocate() -> None:
                 "actual_seq_kvlen": [10**9],
             },
         )
+
+
+def test_run_json_caps_the_work_not_only_the_inputs() -> None:
+    """Issue 35 A: small arrays whose broadcast is huge are refused before they allocate."""
+    from kb.api.reference import run_json
+
+    x = {"shape": [4096, 1, 1, 1], "dtype": "float16"}
+    cos = {"shape": [1, 4096, 1, 1], "dtype": "float16"}
+    with pytest.raises(UsageError, match="cap"):
+        run_json("npu_rotary_mul", [x, cos, cos])
+
+
+@pytest.mark.parametrize("value", [None, []])
+def test_run_json_names_a_missing_required_tensor(value) -> None:
+    from kb.api.reference import run_json
+
+    with pytest.raises(UsageError, match="'gamma'"):
+        run_json("npu_rms_norm", [{"data": [[1.0, 2.0]]}, value])
