@@ -22,7 +22,7 @@ def test_show_section_reference_prints_formula_and_sources(capsys) -> None:
     assert main(["show", "npu_geglu", "--section", "reference"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "What it computes" in out and "activate_left=False: out = A * gelu(B)" in out
-    assert "hicann/ops-nn@0c8fd4c activation/ge_glu_v2/docs/aclnnGeGluV3.md:28-43" in out
+    assert "hicann/ops-nn@e5c3fa9 activation/ge_glu_v2/docs/aclnnGeGluV3.md:28-43" in out
     assert "Left open by the sources" in out
 
 
