@@ -110,3 +110,17 @@ def axis_index(x: np.ndarray, value: Any, what: str) -> int:
     if not -x.ndim <= axis < x.ndim:
         raise ReferenceInputError(f"{what}={axis} is outside [-{x.ndim}, {x.ndim - 1}]")
     return axis % x.ndim
+
+
+def int_bits(value: object, what: str) -> int:
+    """The width of a quantized integer output a dtype argument names: 8 for int8 (and for
+    None), 4 for the packed 4-bit types (the vocabulary's half-byte dtypes: int4, quint4x2)."""
+    if value is None:
+        return 8
+    name = canonical(value)
+    found = next((d for d in DTYPES if d.name == name), None)
+    if name == "int8":
+        return 8
+    if found is not None and found.size == 0.5:
+        return 4
+    raise NotModelled(f"{what}={value!r}: the reference models int8 and packed int4 outputs")

@@ -13,20 +13,26 @@ import ml_dtypes
 import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import NUMPY, axis_index, cast, dtype_named, f32
+from kb.reference.lowp import axis_index, cast, dtype_named, f32
 
 Args = dict[str, Any]
-#: element type -> (exponent of its largest normal, mantissa bits, smallest normal exponent, largest value)
-ELEMENTS: dict[str, tuple[int, int, int, float]] = {
-    "float4_e2m1fn": (2, 1, 0, 6.0),
-    "float8_e4m3fn": (8, 3, -6, 448.0),
-    "float8_e5m2": (15, 2, -14, 57344.0),
+FP4 = np.dtype(ml_dtypes.float4_e2m1fn)
+#: element type -> (exponent of its largest normal, mantissa bits, smallest normal exponent,
+#: largest value), read from the format itself
+ELEMENTS: dict[np.dtype, tuple[int, int, int, float]] = {
+    t: (
+        int(np.log2(float(ml_dtypes.finfo(t).max))),
+        int(ml_dtypes.finfo(t).nmant),
+        int(ml_dtypes.finfo(t).minexp),
+        float(ml_dtypes.finfo(t).max),
+    )
+    for t in (FP4, np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 }
 E8M0_BIAS = 127
 
 
-def _element(dst: Any) -> str:
-    name = np.dtype(dtype_named(dst, "dst_type")).name
+def _element(dst: Any) -> np.dtype:
+    name = np.dtype(dtype_named(dst, "dst_type"))
     if name not in ELEMENTS:
         raise NotModelled(
             f"dst_type={dst!r}: the reference models float8_e4m3fn, float8_e5m2 and "
@@ -35,7 +41,7 @@ def _element(dst: Any) -> str:
     return name
 
 
-def round_to_element(v: np.ndarray, name: str, mode: str) -> np.ndarray:
+def round_to_element(v: np.ndarray, name: np.dtype, mode: str) -> np.ndarray:
     """v (float32, already divided by its block scale) on the element grid: the value's own
     exponent (at least the smallest normal's) fixes the step 2^(e - mantissa bits); rint rounds
     half to even, round half away from zero, floor down; the result saturates at the largest value."""
@@ -66,7 +72,7 @@ def _blocks(x: np.ndarray, axis: int, size: int) -> tuple[np.ndarray, int]:
     return padded.reshape(*moved.shape[:-1], groups, size), groups
 
 
-def _scale_ocp(amax: np.ndarray, name: str) -> np.ndarray:
+def _scale_ocp(amax: np.ndarray, name: np.dtype) -> np.ndarray:
     """scale_alg 0: biased exponent floor(log2 amax) - emax + 127, in [0, 254]."""
     with np.errstate(divide="ignore"):
         exp = np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - ELEMENTS[name][0]
@@ -109,9 +115,9 @@ def dynamic_mx_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
         raise ReferenceInputError("npu_dynamic_mx_quant: block_size is a multiple of 32")
     if alg == 2 or float(a["dst_type_max"]) != 0.0:
         raise NotModelled("npu_dynamic_mx_quant: scale_alg 2 and dst_type_max are not modelled")
-    if alg == 1 and not name.startswith("float8"):
+    if alg == 1 and name == FP4:
         raise ReferenceInputError("npu_dynamic_mx_quant: scale_alg 1 is for FP8 outputs only")
-    if name.startswith("float8") and a["round_mode"] != "rint":
+    if name != FP4 and a["round_mode"] != "rint":
         raise ReferenceInputError("npu_dynamic_mx_quant: FP8 outputs round with 'rint' only")
     blocks, _groups = _blocks(x, axis, size)
     amax = np.abs(blocks).max(axis=-1)
@@ -124,12 +130,16 @@ def dynamic_mx_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     q = round_to_element(scaled, name, a["round_mode"])
     n = np.moveaxis(x, axis, -1).shape[-1]
     y = np.moveaxis(q.reshape(*q.shape[:-2], -1)[..., :n], -1, axis)
-    out = _pack_fp4(y) if name == "float4_e2m1fn" else y.astype(NUMPY[name])
+    out = _pack_fp4(y) if name == FP4 else y.astype(name)
     return out, _scale_layout(exps, axis)
 
 
 #: the largest magnitude per block-quant target (the page's table: FP8 448, INT8 127)
-BLOCK_MAX = {"int8": 127.0, "float8_e4m3fn": 448.0, "float8_e5m2": 448.0}
+BLOCK_MAX = {
+    np.dtype(np.int8): 127.0,
+    np.dtype(ml_dtypes.float8_e4m3fn): 448.0,
+    np.dtype(ml_dtypes.float8_e5m2): 448.0,
+}
 
 
 def dynamic_block_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
@@ -138,9 +148,7 @@ def dynamic_block_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     x = a["x"]
     if x.ndim not in (2, 3):
         raise ReferenceInputError("npu_dynamic_block_quant: x is 2-D or 3-D")
-    name = np.dtype(
-        np.int8 if a["dst_type"] is None else dtype_named(a["dst_type"], "dst_type")
-    ).name
+    name = np.dtype(np.int8 if a["dst_type"] is None else dtype_named(a["dst_type"], "dst_type"))
     if name not in BLOCK_MAX:
         raise NotModelled(
             f"npu_dynamic_block_quant: dst_type {name} is not modelled (int8, float8)"
@@ -163,4 +171,4 @@ def dynamic_block_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     y = np.clip(tiles * mult[..., :, None, :, None], -top, top).reshape(padded.shape)[..., :m, :n]
     with np.errstate(divide="ignore"):
         scale = np.where(mult > 0, np.float32(1) / mult, np.float32(0)).astype(np.float32)
-    return cast(y, NUMPY[name]), scale
+    return cast(y, name), scale

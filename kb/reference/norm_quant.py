@@ -14,7 +14,7 @@ import numpy as np
 
 from kb.reference.activation import sigmoid
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import canonical, cast, f32, pack_int4
+from kb.reference.lowp import cast, f32, int_bits, pack_int4
 
 Args = dict[str, Any]
 
@@ -70,14 +70,6 @@ def add_rms_norm_cast(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return y.astype(np.float32), cast(y, x1.dtype), rstd, cast(summed, x1.dtype)
 
 
-def _int_target(value: Any, what: str) -> str:
-    """'int8' or 'int4' (quint4x2: eight values packed per int32) for a quantized output."""
-    name = "int8" if value is None else canonical(value)
-    if name in ("int8", "int4", "quint4x2"):
-        return "int8" if name == "int8" else "int4"
-    raise NotModelled(f"{what}={value!r}: the reference models int8 and quint4x2 outputs")
-
-
 def rms_norm_quant(a: Args) -> np.ndarray:
     """round(x / rms(x) * gamma + beta) / scale + offset), saturated: the kernel multiplies
     by the reciprocal of the scale it reads (the page's formula multiplies; see the record)."""
@@ -93,7 +85,7 @@ def rms_norm_quant(a: Args) -> np.ndarray:
     if (scale == 0).any():
         raise ReferenceInputError("npu_rms_norm_quant: scale must not be 0")
     q = quant_in * (np.float32(1) / scale) + offset
-    if _int_target(a["dst_dtype"], "dst_dtype") == "int4":
+    if int_bits(a["dst_dtype"], "dst_dtype") == 4:
         if x.shape[-1] % 8:
             raise ReferenceInputError(
                 "npu_rms_norm_quant: quint4x2 needs the last dim divisible by 8"
@@ -121,7 +113,7 @@ def add_rms_norm_dynamic_quant(
         raise ReferenceInputError(
             "npu_add_rms_norm_dynamic_quant: x1 and x2 are 2-8 D of one shape"
         )
-    if _int_target(a["y_dtype"], "y_dtype") != "int8":
+    if int_bits(a["y_dtype"], "y_dtype") != 8:
         raise NotModelled(
             "npu_add_rms_norm_dynamic_quant: the int4 (quint4x2) output is not modelled"
         )

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import canonical, cast, dtype_named, f32, pack_int4, unpack_int4
+from kb.reference.lowp import cast, dtype_named, f32, int_bits, pack_int4, unpack_int4
 
 Args = dict[str, Any]
 #: bits of a float32 kept by the FP19 the packed scale holds (sign, exponent, 10 mantissa bits)
@@ -49,10 +49,8 @@ def dynamic_quant_asymmetric(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarra
         raise NotModelled(
             "npu_dynamic_quant_asymmetric: dst_type_max other than 0.0 is not modelled"
         )
-    target = "int8" if a["dst_type"] is None else canonical(a["dst_type"])
-    if target not in ("int8", "int4", "quint4x2"):
-        raise NotModelled("npu_dynamic_quant_asymmetric: dst_type int8 or quint4x2 is modelled")
-    lo, hi = (-128, 127) if target == "int8" else (-8, 7)
+    bits = int_bits(a["dst_type"], "npu_dynamic_quant_asymmetric: dst_type")
+    lo, hi = (-128, 127) if bits == 8 else (-8, 7)
     mode = a["quant_mode"]
     if mode not in ("pertoken", "perchannel"):
         raise NotModelled(f"npu_dynamic_quant_asymmetric: quant_mode={mode!r} is not modelled")
@@ -63,7 +61,7 @@ def dynamic_quant_asymmetric(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarra
     scale = np.where(scale > 0, scale, np.float32(1))  # a constant row: scale 1
     offset = (np.float32(hi) - top / scale).astype(np.float32)
     q = np.clip(np.rint(x / scale + offset), lo, hi)
-    if target != "int8":
+    if bits == 4:
         if x.shape[-1] % 8:
             raise ReferenceInputError(
                 "npu_dynamic_quant_asymmetric: quint4x2 needs the last dim divisible by 8"
