@@ -230,12 +230,13 @@ def read(path: Path) -> Source:
 def native_text(path: Path) -> tuple[str, str]:
     """(path as shown, text) of a C/C++ source for the registration reader; the text is ""
     when the file is unreadable or too large (a registration nobody can read is one the
-    scan does without) or registers nothing."""
+    scan does without) or registers nothing (no ``TORCH_LIBRARY`` block, no ``OP_ADD``
+    kernel)."""
     try:
         raw = read_regular_file(path, MAX_NATIVE_BYTES + 1)
     except (OSError, NotRegularFile):
         return _display(path), ""
-    if len(raw) > MAX_NATIVE_BYTES or b"TORCH_LIBRARY" not in raw:
+    if len(raw) > MAX_NATIVE_BYTES or (b"TORCH_LIBRARY" not in raw and b"OP_ADD" not in raw):
         return _display(path), ""
     return _display(path), raw.decode("utf-8", "replace")
 
