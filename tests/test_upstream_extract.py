@@ -87,6 +87,19 @@ def test_beta_page_with_parameter_table_and_deprecation_note() -> None:
     assert page.params["input"].formats == ["ND", "FRACTAL_NZ"]
     assert page.products == ["atlas-a2-training", "atlas-training"]
     assert page.unsupported_products == []
+    # a local copy's ASCII name is cited by upstream's name, so the citation resolves there
+    assert page.upstream_path == "docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_fake_cast.md"
+    assert page.url.endswith("/torch_npu/%EF%BC%88beta%EF%BC%89torch_npu-npu_fake_cast.md")
+
+
+def test_beta_page_under_upstreams_own_name(tmp_path: Path) -> None:
+    copy = tmp_path / "（beta）torch_npu-npu_fake_cast.md"
+    copy.write_text(
+        (PAGES / "beta-torch_npu-npu_fake_cast.md").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    page = parse_page(copy)
+    assert page.beta and page.apis == ["npu_fake_cast"]
+    assert page.upstream_path == "docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_fake_cast.md"
 
 
 def test_page_documenting_two_apis_and_bold_paragraph_layout() -> None:
