@@ -60,12 +60,21 @@ def test_citation_walk_reaches_every_field() -> None:
         "upstream": {"path": "docs/p.md", "commit": "abc1234"},
         "evidence": [{"repo": "o/a", "commit": "abc1234", "path": "e.cpp", "lines": "3-9"}],
         "reference": {"sources": [{"repo": "o/a", "commit": "abc1234", "path": "r.py"}]},
-        "kernels": [{"repo": "o/k", "commit": "abc1234", "path": "k_def.cpp", "lines": "1-2",
-                     "wrapper": {"repo": "o/a", "commit": "abc1234", "path": "w.cpp", "lines": "5"}}],
+        "kernels": [
+            {
+                "repo": "o/k",
+                "commit": "abc1234",
+                "path": "k_def.cpp",
+                "lines": "1-2",
+                "wrapper": {"repo": "o/a", "commit": "abc1234", "path": "w.cpp", "lines": "5"},
+            }
+        ],
         "wrapper_checks": [{"repo": "o/a", "commit": "abc1234", "path": "w.cpp", "lines": "7"}],
-        "discrepancies": [{"source": {"repo": "o/a", "commit": "abc1234", "path": "w.cpp", "lines": "8"}}],
+        "discrepancies": [
+            {"source": {"repo": "o/a", "commit": "abc1234", "path": "w.cpp", "lines": "8"}}
+        ],
         "seen_in": [{"repo": "o/s", "commit": "abc1234", "sites": [{"path": "m.py", "line": 40}]}],
-    }  # fmt: skip
+    }
     fields = [(c.field, c.path, c.last_line) for c in citations(rec)]
     assert fields == [
         ("upstream", "docs/p.md", None),
@@ -88,10 +97,16 @@ def test_citation_walk_reaches_every_field() -> None:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@e"}  # fmt: skip
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_resolver_finds_missing_paths_and_lines_past_the_end(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
+from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
 
 WIDTH = terminal_width()  # min(terminal width, 80), read once per process
@@ -83,7 +84,9 @@ def _param(p: dict[str, Any]) -> list[str]:
         )
     rng = p.get("range")
     if rng:
-        bounds = f"[{rng.get('min', '')}, {rng.get('max', '')}]"
+        lo, hi = rng.get("min"), rng.get("max")
+        bounds = f"{'(' if rng.get('min_open') else '['}{'' if lo is None else lo}, "
+        bounds += f"{'' if hi is None else hi}{')' if rng.get('max_open') else ']'}"
         out += field("range", bounds + (f" {rng['note']}" if rng.get("note") else ""), "      ")
     return out
 
@@ -443,6 +446,7 @@ SECTIONS: dict[str, dict[str, Renderer]] = {
         "quantization": _quantization,
         "constraints": _constraints,
         "rules": _rules,
+        "discrepancies": lambda r, _: _listed("Page versus binding", discrepancy_texts(r), str),
         "graph_mode": _graph_mode,
         "changes": _changes,
         "examples": _examples,

@@ -111,8 +111,13 @@ def resolve(root: Path, cites: Iterable[Citation]) -> tuple[int, list[Unresolved
             if count is None:
                 bad.append(Unresolved(c, f"{c.path} is not in {repo} at {c.commit}"))
             elif c.last_line is not None and c.last_line > count:
-                bad.append(Unresolved(c, f"{c.path} at {c.commit} has {count} lines, the citation "
-                                         f"names line {c.last_line}"))  # fmt: skip
+                bad.append(
+                    Unresolved(
+                        c,
+                        f"{c.path} at {c.commit} has {count} lines, the citation "
+                        f"names line {c.last_line}",
+                    )
+                )
             else:
                 resolved += 1
     return resolved, bad, skipped
@@ -121,8 +126,12 @@ def resolve(root: Path, cites: Iterable[Citation]) -> tuple[int, list[Unresolved
 def _line_counts(git: Path, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """Line counts of the cited blobs (missing ones left out), read in one ``cat-file --batch``."""
     request = "".join(f"{commit}:{path}\n" for commit, path in keys).encode("utf-8")
-    proc = subprocess.run(["git", "--git-dir", str(git), "cat-file", "--batch"], input=request,
-                          capture_output=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        ["git", "--git-dir", str(git), "cat-file", "--batch"],
+        input=request,
+        capture_output=True,
+        check=False,
+    )
     out: dict[tuple[str, str], int] = {}
     data, pos = proc.stdout, 0
     for key in keys:

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kb.vocab import collapse_products, products_from_official
+from tools.upstream.ctext import split_top
 from tools.upstream.text import (
     Scalar,
     allowed_values,
@@ -105,7 +106,7 @@ class Page:
                     break
         inner = proto[open_at + 1 : close_at] if close_at > 0 else proto[open_at + 1 :]
         names = []
-        for part in _split_top(inner):
+        for part in split_top(inner):
             part = part.strip()
             if not part or part in ("*", "/") or part.startswith("*"):
                 continue
@@ -114,24 +115,6 @@ class Page:
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 names.append(name)
         return names
-
-
-def _split_top(text: str) -> list[str]:
-    parts: list[str] = []
-    buf: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-    parts.append("".join(buf))
-    return parts
 
 
 def docs_dir(op_plugin: Path) -> Path:

@@ -20,6 +20,8 @@ class Shape(Strict):
 class Range(Strict):
     min: float | None = None
     max: float | None = None
+    min_open: bool = Field(default=False, description="min itself is refused: (min, …")
+    max_open: bool = Field(default=False, description="max itself is refused: …, max)")
     note: str | None = None
 
 
