@@ -260,3 +260,10 @@ def test_undocumented_selection_rule(tmp_path: Path) -> None:
     assert reasons["npu_fake_outonly"] == "only an out overload has a schema"
     assert reasons["npu_fake_noschema"].startswith("registered in atb_ops.yaml")
     assert reasons["npu_fake_noschema_out"] == "out variant"
+
+
+def test_string_values_defined_one_after_another_are_a_closed_set() -> None:
+    text = "可选参数，`plain`表示逐元素计算，`wide`代表按块计算。默认值为`plain`。"
+    assert allowed_values(text, "str?", "style") == ["plain", "wide"]
+    assert allowed_values("可选参数，`plain`表示逐元素计算。", "str", "style") is None
+    assert allowed_values(text, "int", "style") is None
