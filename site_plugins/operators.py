@@ -255,6 +255,7 @@ def _allowed(p: Record) -> str:
         right = " < " if rng.get("max_open") else " ≤ "
         bounds = (_num(lo) + left if lo is not None else "") + md.code(p["name"])
         bounds += right + _num(hi) if hi is not None else ""
+        bounds += "".join(f", {_num(v)}" for v in rng.get("also") or [])
         text = bounds if (lo is not None or hi is not None) else ""
         if rng.get("note"):
             text = f"{text} ({md.inline(rng['note'])})" if text else md.inline(rng["note"])

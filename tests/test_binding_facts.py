@@ -141,3 +141,21 @@ def test_dequant_rope_quant_kvcache_example_fits_the_wrapper(records: Catalog) -
     assert [s["dims"] for s in _param(rec, "x")["shapes"]] == ["[B, S, H]", "[B, H]"]
     code = rec["examples"][0]["code"]
     assert "(bsz, seq, hidden)" in code and "hidden = (q_heads + 2 * kv_heads) * d" in code
+
+
+def test_audit_fixes_stay(records: Catalog) -> None:
+    # a value the page says has no effect is a warning, not an error
+    axis = _rule(_rec(records, "npu_add_rms_norm_quant"), "axis-minus-one")
+    assert axis["severity"] == "warning"
+    assert _param(_rec(records, "npu_add_rms_norm_quant"), "axis").get("allowed") is None
+    # dtypes a page mentions in passing are no limit
+    assert not _param(_rec(records, "npu_format_cast"), "self").get("dtypes")
+    # ranges with single values beside the span
+    count = _param(_rec(records, "npu_lightning_indexer"), "sparse_count")["range"]
+    assert (count["max"], count["also"]) == (2048, [3072, 4096, 5120, 6144, 7168, 8192])
+    call = "  - module: idx\n    operator: npu_lightning_indexer\n    args: {sparse_count: %d}\n"
+    assert _errors(records, "atlas-a3", call % 4096) == [] and _errors(
+        records, "atlas-a3", call % 3000
+    )
+    grouped = _rec(records, "npu_grouped_dynamic_mx_quant")
+    assert _rule(grouped, "e2m1-type-max")["ranges"]["dst_type_max"]["min"] == 6.0

@@ -8,8 +8,10 @@ messages carry file and line as ``kb validate`` prints them; each defect has a c
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
+from kb.api.check import Finding
 from kb.catalog.store import load_store
 
 RECORD = """\
@@ -162,23 +164,47 @@ def test_a_default_the_wrapper_refuses_is_said(tmp_path: Path) -> None:
     assert len(found) == 1 and "the schema default of ratio (1.0) fails" in found[0]
 
 
-def test_the_checker_refuses_an_open_bound_itself(tmp_path: Path) -> None:
+def _checked(tmp_path: Path, text: str) -> Callable[[str], list[Finding]]:
+    """A checker over a one-record catalog: args text in, findings out."""
     from kb.api.check import check_text
     from kb.catalog.compiled import open_catalog
 
     root = tmp_path / "records"
     root.mkdir()
-    text = record(checks="", note="", range_="{min: 0, min_open: true, max: 1}")
     (root / "npu_spin.yaml").write_text(text, encoding="utf-8")
     catalog = open_catalog(root)
 
-    def messages(ratio: float) -> list[str]:
+    def findings(args: str) -> list[Finding]:
         doc = (
             "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-            f"  - module: m\n    operator: npu_spin\n    args: {{ratio: {ratio}}}\n"
+            f"  - module: m\n    operator: npu_spin\n    args: {{{args}}}\n"
         )
-        return [f.message for f in check_text(doc, "c.yaml", catalog=catalog) if f.code == "KB106"]
+        return [f for f in check_text(doc, "c.yaml", catalog=catalog) if f.severity == "error"]
 
-    assert messages(0.5) == [] and messages(1.0) == []
-    (found,) = messages(0.0)
-    assert "ratio=0.0 must be above 0 (range (0, 1])" in found
+    return findings
+
+
+def test_the_checker_refuses_an_open_bound_itself(tmp_path: Path) -> None:
+    check = _checked(
+        tmp_path, record(checks="", note="", range_="{min: 0, min_open: true, max: 1}")
+    )
+    assert check("ratio: 0.5") == [] and check("ratio: 1.0") == []
+    (found,) = check("ratio: 0.0")
+    assert found.code == "KB106" and "ratio=0.0 must be above 0 (range (0, 1])" in found.message
+
+
+def test_ranges_with_single_values_and_rule_ranges(tmp_path: Path) -> None:
+    text = record(checks="", note="", range_="{min: 6, max: 12, also: [0]}")
+    text += (
+        "rules:\n  - id: narrow-with-style\n    when: [{arg: style, equals: interleave}]\n"
+        "    ranges: {ratio: {min: 8, max: 9, also: [0]}}\n    message: Narrower here.\n"
+    )
+    check = _checked(tmp_path, text)
+
+    def codes(args: str) -> list[str]:
+        return [f.code for f in check(args)]
+
+    assert codes("ratio: 0") == [] and codes("ratio: 7") == []
+    assert codes("ratio: 3") == ["KB106"]  # between the single value and the span
+    assert codes("ratio: 7, style: interleave") == ["KB109"]  # the rule's narrower range
+    assert codes("ratio: 0, style: interleave") == []

@@ -9,6 +9,7 @@ from typing import Any
 from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
+from kb.check.conditions import range_text
 from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
 
@@ -87,6 +88,7 @@ def _param(p: dict[str, Any]) -> list[str]:
         lo, hi = rng.get("min"), rng.get("max")
         bounds = f"{'(' if rng.get('min_open') else '['}{'' if lo is None else lo}, "
         bounds += f"{'' if hi is None else hi}{')' if rng.get('max_open') else ']'}"
+        bounds += "".join(f", {v:g}" for v in rng.get("also") or [])
         out += field("range", bounds + (f" {rng['note']}" if rng.get("note") else ""), "      ")
     return out
 
@@ -98,12 +100,9 @@ def rule_line(r: dict[str, Any]) -> str:
         effects.append("requires " + ", ".join(r["require"]))
     if r.get("forbid"):
         effects.append("forbids " + ", ".join(r["forbid"]))
-    for t, d in (r.get("dtypes") or {}).items():
-        effects.append(f"{t} dtype in {d}")
-    for t, f in (r.get("formats") or {}).items():
-        effects.append(f"{t} format in {f}")
-    for a, v in (r.get("values") or {}).items():
-        effects.append(f"{a} in {v}")
+    for key, word in (("dtypes", "dtype in"), ("formats", "format in"), ("values", "in")):
+        effects += [f"{t} {word} {d}" for t, d in (r.get(key) or {}).items()]
+    effects += [f"{a} in {range_text(g)}" for a, g in (r.get("ranges") or {}).items()]
     if r.get("products"):
         effects.append("only on " + ", ".join(r["products"]))
     return f"when {when}: {'; '.join(effects)}"

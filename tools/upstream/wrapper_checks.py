@@ -40,7 +40,13 @@ from tools.upstream.ctext import close_paren, split_top, statements, string_end
 from tools.upstream.kernel_links import Function, definitions, match_brace
 from tools.upstream.kernels import strip_comments
 
-WRAPPER_DIRS = (("opapi", "op_plugin/ops/opapi"), ("aclops", "op_plugin/ops/aclops"))
+#: Where wrappers live, in the order one is chosen: the aclnn path first, then the aclop
+#: fallback, then op-plugin's ATB-backed operators.
+WRAPPER_DIRS = (
+    ("opapi", "op_plugin/ops/opapi"),
+    ("aclops", "op_plugin/ops/aclops"),
+    ("atb", "op_plugin/ops/atb"),
+)
 _CONST = re.compile(
     r"(?m)^\s*(?:static\s+|const\s+|constexpr\s+|inline\s+)+[\w:]+\s+(\w+)\s*=\s*"
     r"(?:static_cast<\w+>\()?(-?\d+(?:\.\d+)?)[uUlLfF]*\)?\s*;"
@@ -116,7 +122,7 @@ class Ignored:
 @dataclass
 class WrapperFacts:
     op: str
-    backend: str  # opapi | aclops
+    backend: str  # opapi | aclops | atb
     path: str
     first_line: int
     last_line: int
@@ -168,7 +174,7 @@ class WrapperTree:
     def wrapper(self, op: str, arity: int | None = None) -> tuple[str, Function] | None:
         """The function that runs for ``op``: the aclnn (opapi) one when there is one."""
         found = self.sources.get(op, []) + self.sources.get(f"{op}_symint", [])
-        for backend in ("opapi", "aclops"):
+        for backend, _ in WRAPPER_DIRS:
             cands = [(b, fn) for b, fn in found if b == backend]
             if arity is not None:
                 exact = [c for c in cands if len(self.cpp_params(c[1])) == arity]

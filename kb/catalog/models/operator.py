@@ -273,7 +273,7 @@ class Operator(Strict):
         known = set(names)
         for rule in self.rules:
             mentioned = set(rule.require) | set(rule.forbid) | set(rule.dtypes)
-            mentioned |= set(rule.formats) | set(rule.values)
+            mentioned |= set(rule.formats) | set(rule.values) | set(rule.ranges)
             for cond in rule.when:
                 mentioned |= {x for x in (cond.arg, cond.tensor, cond.present, cond.absent) if x}
             unknown = mentioned - known

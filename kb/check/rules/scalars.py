@@ -166,6 +166,8 @@ class ValueNotAllowed(CandidateRule):
         if num is None or not rng:
             return None
         low, high, note = rng.get("min"), rng.get("max"), rng.get("note")
+        if any(num == float(v) for v in rng.get("also") or []):
+            return None  # one of the single values the range lists beside its span
         low_open, high_open = bool(rng.get("min_open")), bool(rng.get("max_open"))
         span = f"{_num(low, '-inf')}..{_num(high, 'inf')}"
         if low_open or high_open:  # an open bound reads as an interval: (0, 1]
