@@ -151,7 +151,9 @@ def test_audit_fixes_stay(records: Catalog) -> None:
     # dtypes a page mentions in passing are no limit
     assert not _param(_rec(records, "npu_format_cast"), "self").get("dtypes")
     # ranges with single values beside the span
-    count = _param(_rec(records, "npu_lightning_indexer"), "sparse_count")["range"]
+    count = _rule(_rec(records, "npu_lightning_indexer"), "sparse-count-values")["ranges"][
+        "sparse_count"
+    ]
     assert (count["max"], count["also"]) == (2048, [3072, 4096, 5120, 6144, 7168, 8192])
     call = "  - module: idx\n    operator: npu_lightning_indexer\n    args: {sparse_count: %d}\n"
     assert _errors(records, "atlas-a3", call % 4096) == [] and _errors(
