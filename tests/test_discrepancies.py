@@ -208,3 +208,40 @@ def test_ranges_with_single_values_and_rule_ranges(tmp_path: Path) -> None:
     assert codes("ratio: 3") == ["KB106"]  # between the single value and the span
     assert codes("ratio: 7, style: interleave") == ["KB109"]  # the rule's narrower range
     assert codes("ratio: 0, style: interleave") == []
+
+
+def test_the_page_and_kb_show_say_page_versus_binding() -> None:
+    from kb.text.binding import discrepancy_texts
+    from site_plugins.operator_discrepancies import discrepancies_section
+
+    rec = {
+        "name": "npu_spin",
+        "discrepancies": [
+            {
+                "about": "parameters.style.allowed",
+                "page": ["half", "interleaved"],
+                "binding": ["half", "interleave"],
+                "source": {
+                    "kind": "wrapper",
+                    "repo": "Ascend/op-plugin",
+                    "commit": "517f2e7d0f20",
+                    "path": "op_plugin/ops/opapi/Spin.cpp",
+                    "lines": "21-24",
+                },
+                "note": "The page's spelling fails | in the wrapper.",
+            }
+        ],
+    }
+    (text,) = discrepancy_texts(rec)
+    assert text.startswith(
+        "parameters.style.allowed: the page says [half, interleaved]; what runs: [half, interleave]"
+    )
+    assert "Ascend/op-plugin@517f2e7 op_plugin/ops/opapi/Spin.cpp:21-24" in text
+    page = discrepancies_section(rec)
+    assert page.startswith("## Page versus binding")
+    assert (
+        "https://github.com/Ascend/op-plugin/blob/517f2e7d0f20/op_plugin/ops/opapi/Spin.cpp#L21-L24"
+        in page
+    )
+    assert "fails &#124; in" in page  # a pipe in record text cannot break the table
+    assert discrepancies_section({"name": "x"}) == ""
