@@ -85,6 +85,15 @@ def _verified(target: Path, catalog: Catalog) -> dict[int, dict[str, Any]] | Non
     try:
         stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
         files = stamp.pop("files", None)
+        return _verified_files(target, catalog, stamp, files)
+    except Exception:  # any damage (missing, not a directory, garbage): not trusted
+        return None
+
+
+def _verified_files(
+    target: Path, catalog: Catalog, stamp: dict[str, Any], files: Any
+) -> dict[int, dict[str, Any]] | None:
+    try:
         if stamp != _stamp(catalog) or not files:
             return None
         if not {DOCS, TERMS} <= set(files) or _index_files(target) != set(files):
@@ -111,9 +120,11 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
         from kb.index.whoosh_import import import_whoosh
 
         import_whoosh()
-        from whoosh import index as windex
+        from whoosh.filedb.filestore import FileStorage
 
-        ix = windex.open_dir(str(target))
+        # read, never mapped: a segment cut short under a mapping kills the process
+        # with SIGBUS when the lost pages are touched; a short read is an exception
+        ix = FileStorage(str(target), supports_mmap=False).open_index()
     except Exception:  # damage whoosh finds that the checksums could not: not trusted
         return None
     setattr(ix, STORED_ATTR, stored)
@@ -135,6 +146,34 @@ def open_terms(catalog: Catalog) -> TermTable | None:
         return None
     cache.clean_dead()
     return table
+
+
+def load_terms(catalog: Catalog) -> TermTable | None:
+    """The term table of the catalog's index on disk, read into memory and checked
+    against the stamp *as read* (None: no index on disk verifies; build one).
+
+    For a long-running process (``kb mcp``): the bytes checked are the bytes used, and
+    nothing is left open or mapped, so a cache file truncated or replaced later cannot
+    change an answer or kill the process.
+    """
+    if catalog.in_memory:
+        return None
+    target = index_dir(catalog)
+    try:
+        stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
+        files = stamp.pop("files", None)
+        stored = _verified_files(target, catalog, stamp, files)
+        if stored is None:
+            return None
+        data = (target / TERMS).read_bytes()
+        if f"{len(data)}:{zlib.crc32(data):08x}" != files[TERMS]:
+            return None  # changed since it was checked
+        try:
+            return TermTable.from_bytes(data, stored)
+        except AttributeError:  # Python 3.10: no deserialize; sqlite reads, never maps
+            return TermTable(target, stored)
+    except Exception:  # any damage: not trusted
+        return None
 
 
 def _fill(ix: Any, catalog: Catalog) -> termtable.Recorder:
