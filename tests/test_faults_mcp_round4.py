@@ -280,6 +280,18 @@ def test_a_truncated_index_under_a_running_server_changes_no_answer(
     )
     fresh = one.answer(3, "search", {"query": "freshword"})["structuredContent"]
     assert [r["name"] for r in fresh["results"]][:1] == ["npu_alpha"], fresh
+    fifos = 0
+    for folder in cache.iterdir():  # the index of these records, its files now FIFOs
+        if folder.name.startswith("index-"):
+            for file in folder.iterdir():
+                if file.is_file() and file.suffix in (".json", ".sqlite"):
+                    file.unlink()
+                    os.mkfifo(file)
+                    fifos += 1
+    assert fifos >= 2
+    os.utime(records / "npu_alpha.yaml")  # same content: the same index is opened again
+    later = one.answer(4, "search", {"query": "freshword"}, timeout=60)["structuredContent"]
+    assert later == fresh
     assert one.proc.poll() is None
     assert "Traceback" not in one.close()
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,27 @@ def _crc(path: Path) -> str:
     crc, size = 0, 0
     buf = bytearray(1 << 20)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
+    # O_NONBLOCK and the check on the descriptor: a FIFO swapped in is refused, never
+    # waited on (an open for reading blocks until a writer comes)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         while n := fh.readinto(buf):
             crc = zlib.crc32(view[:n], crc)
             size += n
     return f"{size}:{crc:08x}"
+
+
+#: Larger than any index file kb writes (the term table is a few MB).
+MAX_INDEX_FILE = 1 << 30
+
+
+def _read(path: Path) -> bytes:
+    """A regular file's bytes; a FIFO or device in its place is an error, not a wait."""
+    from kb.core.paths import read_regular_file
+
+    return read_regular_file(path, MAX_INDEX_FILE, confined=False)
 
 
 def _index_files(directory: Path) -> set[str]:
@@ -83,7 +100,7 @@ def _verified(target: Path, catalog: Catalog) -> dict[int, dict[str, Any]] | Non
     """The stored fields of the index at ``target`` when its stamp matches the catalog
     and its files their checksums, else None (whoosh-free)."""
     try:
-        stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
+        stamp = json.loads(_read(target / STAMP))
         files = stamp.pop("files", None)
         return _verified_files(target, catalog, stamp, files)
     except Exception:  # any damage (missing, not a directory, garbage): not trusted
@@ -101,9 +118,7 @@ def _verified_files(
         for name, digest in files.items():
             if _crc(target / name) != digest:
                 return None
-        stored = {
-            int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()
-        }
+        stored = {int(k): v for k, v in json.loads(_read(target / DOCS)).items()}
         # every file is byte for byte what the build wrote, so whoosh's own count (a
         # second read of its segment) would add nothing
         return stored if len(stored) == stamp["docs"] else None
@@ -160,12 +175,12 @@ def load_terms(catalog: Catalog) -> TermTable | None:
         return None
     target = index_dir(catalog)
     try:
-        stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
+        stamp = json.loads(_read(target / STAMP))
         files = stamp.pop("files", None)
         stored = _verified_files(target, catalog, stamp, files)
         if stored is None:
             return None
-        data = (target / TERMS).read_bytes()
+        data = _read(target / TERMS)
         if f"{len(data)}:{zlib.crc32(data):08x}" != files[TERMS]:
             return None  # changed since it was checked
         try:

@@ -299,8 +299,12 @@ def serve(
 
 
 def _warm() -> None:
+    """Open what the first calls read: the index, and every record (resources/list)."""
     try:
-        state().current().session()
+        snap = state().current()
+        snap.session()
+        for _ in snap.catalog.records():
+            pass
     except StoreInvalid as exc:
         log.warning(
             "the records do not validate (%d problems); run 'kb validate'", len(exc.problems)

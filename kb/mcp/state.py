@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,7 +178,8 @@ class _Events:
 
 
 class WarmCatalog(Catalog):
-    """A catalog that keeps the records it decoded (the most recent :data:`KEEP`).
+    """A catalog that keeps the records it decoded (the most recent :data:`KEEP` by
+    name, and the full listings).
 
     A record is a read-only value for every reader (the lint context shares one between
     rules); a long-running server decoding the same large records for every ``check``
@@ -190,6 +192,14 @@ class WarmCatalog(Catalog):
     def __init__(self, base: Catalog) -> None:  # shares the base catalog's connection
         self.__dict__.update(base.__dict__)
         self._kept: collections.OrderedDict[str, dict[str, Any] | None] = collections.OrderedDict()
+        self._all: dict[str | None, list[dict[str, Any]]] = {}
+
+    def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every record (of ``kind``), decoded once per snapshot: ``list`` and the
+        resource listing read them all."""
+        if kind not in self._all:
+            self._all[kind] = list(super().records(kind))
+        yield from self._all[kind]
 
     def get(self, spelling: str) -> dict[str, Any] | None:
         kept = self._kept
