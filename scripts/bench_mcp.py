@@ -7,7 +7,9 @@ times each tool call round trip (JSON-RPC over stdio, validation, the tool itsel
 Beside the median it reports the server's own CPU time per call (Linux: read from
 ``/proc``), which a loaded machine changes far less than the round trip: on an idle
 machine the round trip is about the server's and the client's CPU time together.  The
-machine's load average is printed with the numbers.
+machine's load average is printed with the numbers.  On a busy machine,
+``chrt -f 10 python scripts/bench_mcp.py`` (real-time scheduling, where permitted; the
+server inherits it) keeps other processes' time slices out of the round trips.
 ``scripts/benchmark.py`` runs this too when the mcp extra is installed.
 """
 
