@@ -33,6 +33,7 @@ from kb.mcp.shapes import (
     ScanResult,
     SearchResult,
 )
+from kb.vocab import GRAPH_MODES
 
 Kind = Literal["operator", "chain", "tree", "playbook"]
 Lang = Literal["en", "zh"]
@@ -212,8 +213,8 @@ def scan(
         Field(description="quantization scheme the plan targets: bf16, w8a8-static, ..."),
     ] = None,
     graph_mode: Annotated[
-        Literal["eager", "aclgraph", "torchair"] | None,
-        Field(description="the graph mode the code runs under"),
+        str | None,
+        Field(description=f"the graph mode the code runs under: {', '.join(GRAPH_MODES)}"),
     ] = None,
     parallel: Annotated[
         str | None,
