@@ -33,7 +33,16 @@ from kb.scan.ignores import bad_ignore_comments, ignore_comments
 from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
-from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, native_text, read
+from kb.scan.sources import (
+    Skipped,
+    Source,
+    SourceError,
+    discover,
+    from_text,
+    native_text,
+    read,
+    within_root,
+)
 from kb.scan.variants import Variant, merge_variants, settle, site_product, suppressed
 from kb.vocab import NAMESPACE_PATHS
 
@@ -271,13 +280,19 @@ class Scanner:
         )
         return report
 
-    def scan(self, paths: Sequence[str]) -> ScanReport:
+    def scan(self, paths: Sequence[str], within: str | None = None) -> ScanReport:
+        """Scan files and directories; ``within`` (a resolved directory) keeps every file
+        read, Python or C++, inside it (a symlink out of it is skipped, never read)."""
         roots = [Path(p) if Path(p).is_dir() else Path(p).parent for p in paths]
         self._docs = context.Documentation(roots)
         config = self._config(paths)
         report = ScanReport(config=config.path)
         native: list[Path] = []
         files, skipped = discover(paths, [*config.exclude, *self.options.exclude], native=native)
+        if within is not None:
+            files, outside = within_root(files, within)
+            native, outside_native = within_root(native, within)
+            skipped += outside + outside_native
         report.skipped = skipped
         report.files = len(files)
         from kb.scan.registrations import native_registrations
