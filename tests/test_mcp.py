@@ -276,9 +276,7 @@ GOOD = [
         "scan",
         {
             "path": str(ROOT / "tests" / "fixtures" / "modelplan" / "model_by_config.py"),
-            "model_config_file": str(
-                ROOT / "tests" / "fixtures" / "modelplan" / "model_by_config.json"
-            ),
+            "model_config": str(ROOT / "tests" / "fixtures" / "modelplan" / "model_by_config.json"),
             "product": "atlas-a3",
         },
         check=lambda d: any(

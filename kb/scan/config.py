@@ -261,6 +261,37 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str, base: Path | No
             out.ignore = _str_list(value, f"{where}: ignore")
 
 
+def with_options(s: Settings, o: Any) -> Settings:
+    """The file's settings with the command line's (a ScanOptions) laid over them."""
+    if o.product:
+        s.product = o.product
+    if o.torch_npu:
+        s.torch_npu = o.torch_npu
+    if o.graph_mode:
+        s.graph_mode, s.graph_modes = o.graph_mode, {}
+    if o.quantization:
+        s.quantization = o.quantization
+    if o.parallel:
+        s.parallel = o.parallel
+    if o.model_config:
+        s.model_config = o.model_config
+    if o.select:
+        s.select = list(o.select)
+    s.ignore = s.ignore + list(o.ignore)
+    return s
+
+
+def check_model_config(path: str | None) -> None:
+    """The model configuration an option names loads (else ConfigError with its line)."""
+    if path:
+        from kb.scan.model.modelconfig import ModelConfigError, cached
+
+        try:
+            cached(path)
+        except ModelConfigError as exc:
+            raise ConfigError(f"model config: {exc}") from None
+
+
 def _check_model_config(settings: Settings, where: str) -> None:
     """The model configuration a table names loads (else ConfigError with its line)."""
     if settings.model_config is None:
