@@ -41,10 +41,17 @@ MEMORY = ":memory:"
 
 
 class StoreInvalid(Exception):
-    """The records do not validate; ``problems`` says where."""
+    """The records do not validate; ``problems`` says where, and so does the message
+    (the first few), so a test or a log that shows only the exception names them."""
+
+    SHOWN = 10
 
     def __init__(self, problems: list[Any]) -> None:
-        super().__init__(f"{len(problems)} problem(s) in the records")
+        lines = [f"{len(problems)} problem(s) in the records"]
+        lines += [f"  {p}" for p in problems[: self.SHOWN]]
+        if len(problems) > self.SHOWN:
+            lines.append(f"  … and {len(problems) - self.SHOWN} more (kb validate lists them all)")
+        super().__init__("\n".join(lines))
         self.problems = problems
 
 
