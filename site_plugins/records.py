@@ -25,6 +25,7 @@ from mkdocs.structure.pages import Page
 
 from site_plugins import build_cache, md
 from site_plugins.autolink import autolink
+from site_plugins.breaks import table_breaks
 from site_plugins.cli_help import MARKER, cli_reference
 from site_plugins.common import Record, SiteData
 from site_plugins.generate import Generated, NavItem, generate
@@ -123,10 +124,11 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         return markdown
 
     def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
-        """Sanitize pages made from record text (hand-written pages are trusted)."""
+        """Sanitize pages made from record text (hand-written pages are trusted); let
+        identifiers in every table wrap at underscores."""
         if page.file.src_uri in self.generated.pages:
-            return sanitize(html)
-        return html
+            html = sanitize(html)
+        return table_breaks(html)
 
     def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str:
         """Point the search box at kb's worker; minify each page (the theme's indentation
@@ -148,6 +150,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         site = Path(config.site_dir)
         self._write_search(site)
         self._write_llms(site, config)
+        _no_sitemap_without_site_url(site, config)
         if not self.config.minify:
             return
         for path in site.glob("assets/**/*.map"):
@@ -232,6 +235,15 @@ def _no_instant_without_site_url(config: MkDocsConfig) -> None:
             "no site_url: pages carry no canonical link and load whole (instant navigation "
             "off); set KB_SITE_URL to the address the site is served at to turn both on"
         )
+
+
+def _no_sitemap_without_site_url(site: Path, config: MkDocsConfig) -> None:
+    """A sitemap lists absolute URLs; without ``site_url`` MkDocs writes one with no
+    ``<loc>`` at all, which crawlers reject.  Ship none rather than an empty one."""
+    if config.site_url:
+        return
+    for name in ("sitemap.xml", "sitemap.xml.gz"):
+        (site / name).unlink(missing_ok=True)
 
 
 def _kb_search_worker(html: str) -> str:
