@@ -153,8 +153,15 @@ def title_text(text: object) -> str:
 
 
 def nav_title(text: object) -> str:
-    """A nav entry title: themes print it as HTML, so escape it."""
-    return html.escape(title_text(text), quote=True)
+    """A nav entry title: themes print it as HTML, so escape it; and let it wrap after
+    each underscore.
+
+    The sidebar cuts a label it cannot wrap, and identifiers have no break of their own:
+    ``npu_fused_infer_attention_score`` and its ``_v2`` were cut to the same text.  With
+    the whole label shown, labels made from record names and titles cannot collide.
+    ``<wbr>`` leaves the page's <title> through the theme's ``striptags``.
+    """
+    return "_<wbr>".join(html.escape(part, quote=True) for part in title_text(text).split("_"))
 
 
 def h1(text: object) -> str:
