@@ -32,7 +32,10 @@ from kb.vocab.normalize import ALIAS_TABLES, CANONICAL
 from site_plugins import md
 from site_plugins.common import SiteData
 
-SHARDS = 128
+#: Shards of the term table.  A query fetches one per word, stem and phrase (about ten
+#: for three words), so more, smaller shards cut what the first search transfers:
+#: at 512 a shard averages about 2 KB (issue 34: a cold page and one search <= 300 KB).
+SHARDS = 512
 DIRECTORY = "search/kb"
 #: Score precision in the shards: rank ties closer than this may order differently.
 DIGITS = 3
