@@ -36,6 +36,10 @@ ARGS = [
 ]
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+#: How long a page may take to show what a test waits for.  Waits end as soon as the page
+#: is there: this bounds a hang on a loaded machine, it asserts no speed (the benchmark
+#: measures that).
+PATIENCE_MS = 60_000
 WIDTHS = {"desktop": 1280, "phone": 390}
 #: Every visible table and diagram in the article that is wider than its box: a table
 #: wider than its scroll wrapper (or the article), a wrapper that scrolls sideways, a
@@ -106,8 +110,9 @@ def fixture_url(fixture_site: FixtureSite) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=PATIENCE_MS)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         yield chromium
@@ -139,6 +144,7 @@ class Page:
 
 def open_page(browser: Any, request: pytest.FixtureRequest, width: int) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(PATIENCE_MS)
     try:
         yield Page(context.new_page(), f"{request.node.name}")
     finally:
@@ -180,7 +186,7 @@ def open_search(p: Page, base: str, query: str) -> None:
 def search(p: Page, base: str, query: str) -> list[str]:
     """Type into Material's search box; the result links, best first."""
     open_search(p, base, query)
-    p.page.wait_for_selector(".md-search-result__item", timeout=15000)
+    p.page.wait_for_selector(".md-search-result__item")
     links = p.page.locator(".md-search-result__item > a.md-search-result__link")
     return [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
 
@@ -383,11 +389,23 @@ def test_matrix_filter_hides_empty_categories(sized_page: Page, site_url: str) -
         assert p.page.locator("#kb-matrix tbody tr:not([hidden])").count() == 1
 
 
+def instant_navigation_ready(p: Page) -> None:
+    """Material swaps content only for links its sitemap lists: wait until it has the
+    sitemap (a click before that loads the page whole, which is right, but not the point)."""
+    p.page.wait_for_load_state("networkidle")
+    p.page.wait_for_function(
+        "() => performance.getEntriesByType('resource')"
+        ".some(e => e.name.endsWith('/sitemap.xml') && e.responseEnd > 0)"
+    )
+
+
 def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) -> None:
-    """One page load, then content swaps: the search index is fetched once per visit."""
+    """One page load, then content swaps: the search index is fetched once per visit.
+    Each step waits for what it is about (the swapped title), however long the machine
+    takes; nothing here is timed."""
     with screenshot_on_failure(page):
         page.page.goto(f"{site_url}operators/npu_rms_norm/")
-        page.page.wait_for_load_state("networkidle")
+        instant_navigation_ready(page)
         page.page.evaluate("window.__kb_marker = 1")
         page.page.locator("nav.md-nav--primary a[href*='npu_add_rms_norm']").first.click()
         wait_for_title(page, "npu_add_rms_norm")
@@ -417,7 +435,7 @@ def test_a_mistyped_name_lands_on_the_operator(page: Page, site_url: str, typo: 
     with screenshot_on_failure(page):
         open_search(page, site_url, typo)
         suggestion = page.page.locator(".kb-didyoumean a").first
-        suggestion.wait_for(state="visible", timeout=15000)
+        suggestion.wait_for(state="visible")
         assert suggestion.inner_text() == "npu_mla_prolog_v3"
         suggestion.click()
         page.page.wait_for_url("**/operators/npu_mla_prolog_v3/")
