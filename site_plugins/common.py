@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from site_plugins import md
+from site_plugins.reads import Bucket, Generation, Reads
 
 Record = dict[str, Any]
 
 #: Where each kind of record gets its page (docs-relative source paths).
 KIND_DIRS = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
+#: The SiteData attribute holding each kind's records.
+BUCKETS = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
 
 
 class RuleUnit(Protocol):
@@ -44,6 +47,26 @@ class SiteData:
     directory_urls: bool = True
     #: Rule code → what ``kb check`` prints for that rule's failing example.
     rule_reports: dict[str, str] = field(default_factory=dict)
+    #: What the page being generated reads of the buckets (site_plugins/reads.py).
+    reads: Reads = field(default_factory=Reads, repr=False, compare=False)
+    #: Generated pages reused by what they read; None: generate every page.
+    generation: Generation | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for kind, attr in BUCKETS.items():
+            current = getattr(self, attr)
+            if not isinstance(current, Bucket):
+                bucket = Bucket(kind, self.reads)
+                dict.update(bucket, current)
+                setattr(self, attr, bucket)
+
+    def buckets(self) -> dict[str, dict[str, Record]]:
+        return {kind: getattr(self, attr) for kind, attr in BUCKETS.items()}
+
+    def page(self, path: str, make: Callable[[], str]) -> str:
+        """The text of generated page ``path``: ``make()``, or what it made before when
+        nothing it read has changed."""
+        return self.generation.page(path, make) if self.generation is not None else make()
 
     @classmethod
     def from_records(

@@ -193,6 +193,30 @@ def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+_EXCLUDED_HEADING = re.compile(r"<h[1-6]\b[^>]*?\bid=\"?([^\"\s>]+)\"?[^>]*data-search-exclude")
+_FIRST_H1 = re.compile(r"<h1\b[^>]*?\bid=\"?([^\"\s>]+)")
+
+
+def page_titles(page: Any) -> list[dict[str, str]]:
+    """The entries Material's search would make of a page's titles: the page itself, then
+    each heading's section (``url#id``) unless the heading says ``data-search-exclude``.
+    Read from the table of contents, without parsing the page's HTML."""
+    content = page.content or ""
+    excluded = set(_EXCLUDED_HEADING.findall(content))
+    first = _FIRST_H1.search(content)
+    title = (page.meta or {}).get("title") or page.title or ""
+    out = [{"location": page.url, "title": str(title)}]
+
+    def walk(items: Any) -> None:
+        for item in items:
+            if item.id not in excluded and not (first and item.id == first.group(1)):
+                out.append({"location": f"{page.url}#{item.id}", "title": str(item.title)})
+            walk(item.children)
+
+    walk(page.toc or [])
+    return out
+
+
 def other_pages(search_index: dict[str, Any], record_urls: set[str]) -> list[list[str]]:
     """``[[url, title, words], …]`` of hand-written, rule and index pages and their
     sections, from Material's own index, for the worker to list after the records."""

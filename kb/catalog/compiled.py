@@ -305,6 +305,11 @@ class Catalog:
     def spellings(self) -> list[str]:
         return [r[0] for r in self._rows("SELECT spelling FROM names")]
 
+    def digests(self) -> dict[str, str]:
+        """Each record's row digest (name, kind, file and body): what a reader keyed on
+        a record's content compares, without loading and re-serialising the body."""
+        return {str(n): str(d) for n, d in self._rows("SELECT name, digest FROM records")}
+
     def names(self, kind: str | None = None) -> list[str]:
         if kind:
             return [
