@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         self.generated = Generated()
         self.other_pages: list[dict[str, str]] = []
         self.digests: dict[str, str] = {}
+        self.indexing: subprocess.Popen[bytes] | None = None
         self.nav: Navigation | None = None
 
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
@@ -83,6 +87,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
                 f"the records under {self.root} do not validate ({len(exc.problems)} "
                 f"problem(s)); run 'kb validate':\n{shown}"
             ) from None
+        self.indexing = _index_beside(catalog)
         records = list(catalog.records())
         self.digests = catalog.digests()
         rules = load_rules()
@@ -256,6 +261,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
                 if path:
                     record_urls.add(md.page_url(path, self.data.directory_urls))
         pages = search_index.other_pages(material, record_urls)
+        if self.indexing is not None:
+            self.indexing.wait()  # built beside the pages; a failure is rebuilt below
+            self.indexing = None
         catalog = open_catalog(self.root)
         inputs = json.dumps([sorted(record_urls), pages, self.data.directory_urls])
         files = build_cache.search_files(
@@ -297,6 +305,35 @@ def _no_instant_without_site_url(config: MkDocsConfig) -> None:
             "no site_url: pages carry no canonical link and load whole (instant navigation "
             "off); set KB_SITE_URL to the address the site is served at to turn both on"
         )
+
+
+def _index_beside(catalog: Any) -> subprocess.Popen[bytes] | None:
+    """Start building the search index of changed records in a process of its own.
+
+    kb's search index (what the site's search shards are made from) is rebuilt after
+    any record edit, and it needs none of the pages: built beside them, on the other
+    core, it costs a one-record rebuild nothing it would not pay for the pages anyway.
+    None when the index is already there (or lives in memory).
+    """
+    from kb.index.searchindex import open_terms
+
+    if catalog.in_memory:
+        return None
+    table = open_terms(catalog)
+    if table is not None:
+        table.close()
+        return None
+    env = {**os.environ, "KB_RECORDS_DIR": str(catalog.root)}
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kb", "index"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
 
 
 def _no_sitemap_without_site_url(site: Path, config: MkDocsConfig) -> None:
