@@ -6,8 +6,10 @@ every cold page.  Instead the site ships what the CLI ranks with, and a small wo
 custom worker) runs the same steps as :mod:`kb.index.search`:
 
 * ``docs.json``: one row per record in whoosh document order (name, kind, page, prior,
-  dtypes, fused steps, summary, name parts with their stems), the record spellings for exact names, the other pages'
-  titles, and every ranking constant, read from the modules that define them;
+  dtypes, fused steps, summary, name parts with their stems), the record spellings for
+  exact names, the other pages' titles, and every ranking constant, read from the
+  modules that define them.  A page URL the worker can derive (``dirs[kind] + name/``)
+  ships as "" ("-": no page), and a name part that is its own stem as a bare string;
 * ``s<N>.json`` shards, by a hash of the term: each term's BM25F score per document
   (exactly what ``Session.token_scores`` sums, computed here by whoosh), the stems of
   the record words hashed there, and the keyword phrases hashed there.
@@ -30,7 +32,7 @@ from kb.vocab import CALL_PREFIXES, normalize
 from kb.vocab.dtypes import DTYPE_CODES
 from kb.vocab.normalize import ALIAS_TABLES, CANONICAL
 from site_plugins import md
-from site_plugins.common import SiteData
+from site_plugins.common import KIND_DIRS, SiteData
 
 #: Shards of the term table.  A query fetches one per word, stem and phrase (about ten
 #: for three words), so more, smaller shards cut what the first search transfers:
@@ -129,12 +131,15 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
                 [
                     doc["name"],
                     doc["kind"],
-                    url,
+                    "" if url and url == _usual_url(doc, data) else url or "-",
                     doc.get("prior", 1.0),
                     doc.get("dtypes", ""),
                     doc.get("steps", ""),
                     doc.get("summary_en", ""),
-                    [list(p) for p in names._name_parts(doc["name"])],
+                    [
+                        raw if raw == stem else [raw, stem]
+                        for raw, stem in names._name_parts(doc["name"])
+                    ],
                 ]
             )
         terms: set[str] = set()
@@ -163,6 +168,7 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
     for word, stem in sorted(_stems(catalog).items()):
         shards[shard_of(word)]["s"][word] = stem
     head = {
+        "dirs": {kind: f"{folder}/" for kind, folder in KIND_DIRS.items()},
         "docs": docs,
         "spellings": _spellings(catalog),
         "pages": pages,
@@ -173,6 +179,13 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
     for i, shard in enumerate(shards):
         out[f"{DIRECTORY}/s{i}.json"] = _dump(shard)
     return out
+
+
+def _usual_url(doc: dict[str, Any], data: SiteData) -> str | None:
+    """The page URL the worker derives itself (``dirs[kind] + name + "/"``): such rows
+    ship "" instead (12 KB of a first search's download)."""
+    folder = KIND_DIRS.get(doc["kind"])
+    return f"{folder}/{doc['name']}/" if folder and data.directory_urls else None
 
 
 def _spellings(catalog: Catalog) -> dict[str, str]:

@@ -207,6 +207,13 @@ FITTING_PAGES = [
     "operators/npu_mla_prolog_v3/",
     "operators/npu_fused_infer_attention_score_v2/",
     "operators/",
+    "categories/",
+    "status/stable/",
+    "chains/",
+    "rules/",
+    "playbooks/prefetch/",
+    "candidate-list/",
+    "contributing/",
     "trees/moe/",
     "trees/attention/",
     "chains/mla-absorb-decode/",
@@ -214,6 +221,32 @@ FITTING_PAGES = [
     "matrices/quantization/",
     "matrices/versions/",
 ]
+#: Table text broken inside a token: a line break inside one text node that does not
+#: follow white space, a hyphen, a slash or a comma (identifiers break only at the <wbr>
+#: the site puts after underscores, which starts a new text node).
+BROKEN_TOKENS = """() => {
+  const out = [];
+  const range = document.createRange();
+  for (const cell of document.querySelectorAll("article table td, article table th")) {
+    if (!cell.getClientRects().length) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent;
+      let top = null;
+      for (let i = 0; i < text.length; i++) {
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rects = range.getClientRects();
+        if (!rects.length) continue;
+        const t = Math.round(rects[0].top);
+        if (top !== null && t > top + 2 && !/[\\s\\-\\/,]/.test(text[i - 1]) && !/\\s/.test(text[i]))
+          out.push(text.slice(Math.max(0, i - 12), i) + "|" + text.slice(i, i + 12));
+        top = t;
+      }
+    }
+  }
+  return out;
+}"""
 
 
 @pytest.mark.parametrize("path", FITTING_PAGES)
@@ -224,7 +257,35 @@ def test_tables_and_diagrams_fit_their_box(sized_page: Page, site_url: str, path
         p.page.wait_for_load_state("networkidle")
         assert p.page.locator("article.md-content__inner h1").count() == 1
         assert p.page.evaluate(TOO_WIDE) == []
+        assert p.page.evaluate(BROKEN_TOKENS) == []  # no "KB00" / "1"
         assert p.offsite(site_url) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["operators/npu_fused_infer_attention_score_v2/", "chains/gqa-paged-fa-v1/", "rules/KB101/"],
+)
+def test_nav_labels_show_whole_and_distinct(sized_page: Page, site_url: str, path: str) -> None:
+    """A sidebar label the theme cannot wrap is cut, and FIA v1 and v2 were cut to the
+    same text: every label of the open section shows whole, and no two read the same."""
+    p = sized_page
+    with screenshot_on_failure(p):
+        p.page.goto(site_url + path)
+        p.page.wait_for_load_state("networkidle")
+        labels = p.page.evaluate(
+            """() => [...document.querySelectorAll("nav.md-nav--primary .md-nav__link .md-ellipsis")]
+              .filter(e => e.getClientRects().length && e.closest("li:not([hidden])"))
+              .map(e => [e.innerText.trim(), e.scrollWidth <= e.clientWidth + 1])"""
+        )
+        assert len(labels) > 5
+        assert [text for text, whole in labels if not whole] == []
+        siblings = p.page.evaluate(
+            """() => [...document.querySelectorAll("nav.md-nav--primary .md-nav__list")].map(
+              l => [...l.children].map(li => li.querySelector(":scope > .md-nav__link .md-ellipsis, :scope > label .md-ellipsis, :scope > a .md-ellipsis"))
+                .filter(Boolean).map(e => e.innerText.trim()))"""
+        )
+        for group in siblings:
+            assert len(group) == len(set(group)), group
 
 
 def test_operator_page_answers_first(page: Page, site_url: str) -> None:
@@ -424,6 +485,25 @@ def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) 
 # -- search ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("query", ["权重预取", "npu_mla_prolog_v3"])
+def test_a_pasted_or_composed_query_searches_without_another_key(
+    page: Page, site_url: str, query: str
+) -> None:
+    """Text that arrives without a key (pasted, or committed by an input method) still
+    searches: Material listens for keyup only, kb.js passes every input on."""
+    with screenshot_on_failure(page):
+        page.page.goto(site_url)
+        page.page.wait_for_load_state("networkidle")
+        page.page.locator("label.md-search__icon, .md-search__input").first.click()
+        page.page.locator("input.md-search__input").focus()
+        page.page.keyboard.insert_text(query)  # an input event, no keydown or keyup
+        page.page.wait_for_selector(".md-search-result__item")
+        first = page.page.locator(".md-search-result__item > a.md-search-result__link").first
+        assert "/operators/" in (first.get_attribute("href") or "") or "/playbooks/" in (
+            first.get_attribute("href") or ""
+        )
+
+
 def test_search_finds_an_operator_by_name_first(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
         hits = search(page, site_url, "npu_mla_prolog_v3")
@@ -491,15 +571,33 @@ def test_site_search_ranks_like_the_cli(page: Page, site_url: str) -> None:
         assert not misses, misses
 
 
-def test_a_search_on_a_cold_page_fetches_little(page: Page, site_url: str) -> None:
-    """No page load pays for a whole index: a cold page plus one search fetch at most
-    300 KB for search (kb's docs.json and the shards the words hash to)."""
+#: The theme's own files (Material's stylesheets, script bundle, favicon and fonts): the
+#: same on every page of any Material site and cached by the browser after the first.
+THEME_FILES = re.compile(
+    r"/assets/(stylesheets/(main|palette)\.[0-9a-f]+\.min\.css|"
+    r"javascripts/bundle\.[0-9a-f]+\.min\.js|images/favicon\.png)$"
+)
+
+
+def test_a_cold_page_and_its_first_search_fetch_little(page: Page, site_url: str) -> None:
+    """Issue 34: a cold operator page and one search transfer at most 300 KB: the page,
+    everything kb adds to it (stylesheet, scripts, names for "did you mean") and the
+    search (the worker, docs.json, the shards the words hash to) and the sitemap instant
+    navigation reads, measured from the browser's network events (uncompressed, as
+    Python's test server sends them).  No page load pays for a whole index."""
     sizes: list[tuple[str, int]] = []
+    lengths: dict[str, int] = {}
 
     def finished(request: Any) -> None:
         got = request.sizes()
-        sizes.append((request.url, got["responseBodySize"] + got["responseHeadersSize"]))
+        # a worker's script reports no body size: the server's Content-Length does
+        body = max(got["responseBodySize"], lengths.get(request.url, 0))
+        sizes.append((request.url, body + got["responseHeadersSize"]))
 
+    def response(resp: Any) -> None:
+        lengths[resp.url] = int(resp.headers.get("content-length") or 0)
+
+    page.page.on("response", response)
     page.page.on("requestfinished", finished)
     with screenshot_on_failure(page):
         page.page.goto(f"{site_url}operators/npu_rms_norm/")
@@ -507,8 +605,14 @@ def test_a_search_on_a_cold_page_fetches_little(page: Page, site_url: str) -> No
         assert not [u for u, _ in sizes if "/search/kb/" in u]  # nothing before a query
         hits = search(page, "", "paged attention decode")
         page.page.wait_for_load_state("networkidle")
-        fetched = sum(n for u, n in sizes if "/search/" in u or "kb-search-worker" in u)
-        assert hits and fetched <= 300_000, sizes
+        # result links carry ?h=: pages instant navigation preloads under the pointer
+        # are the next page's cost, not this one's
+        ours = [
+            (u, n) for u, n in sizes if not THEME_FILES.search(u.split("?")[0]) and "?h=" not in u
+        ]
+        fetched = sum(n for _u, n in ours)
+        assert hits and fetched <= 300_000, ours
+        assert any("/search/kb/docs.json" in u for u, _ in ours)  # the search was counted
 
 
 def test_chinese_search_finds_prefetch_with_no_missing_terms(page: Page, site_url: str) -> None:

@@ -92,7 +92,17 @@
     return fetch(namesBase + "assets/kb-names.json")
       .then(function (r) { return r.ok ? r.json() : []; })
       .catch(function () { return []; })
-      .then(function (list) { names = list; return list; });
+      .then(function (got) { names = expand(got); return names; });
+  }
+
+  // [[name, url, current], ...] from kb-names.json: {"dirs", "names": [[name, current,
+  // dir index or url]]} (site_plugins/names.py), or the plain list of a flat-URL site.
+  function expand(got) {
+    if (Array.isArray(got)) return got;
+    return (got.names || []).map(function (e) {
+      var url = typeof e[2] === "number" ? got.dirs[e[2]] + e[0] + "/" : e[2];
+      return [e[0], url, e[1]];
+    });
   }
 
   function fold(text) {
