@@ -147,11 +147,18 @@ def _digest(*parts: str) -> str:
 
 def _fill(con: sqlite3.Connection, root: Path, meta: dict[str, str]) -> None:
     """Validate everything and write the tables; raise StoreInvalid on any problem."""
-    from kb.catalog.store import load_store
     from kb.core.gcpause import collector_paused
 
+    # the whole fill, not only the loading: dumping 381 models with the collector on
+    # rescanned every loaded record and YAML node at each collection (a third of a compile)
     with collector_paused():
-        result = load_store(root)
+        _fill_paused(con, root, meta)
+
+
+def _fill_paused(con: sqlite3.Connection, root: Path, meta: dict[str, str]) -> None:
+    from kb.catalog.store import load_store
+
+    result = load_store(root)
     if result.problems:
         raise StoreInvalid(result.problems)
     from kb.catalog.releases import enrich

@@ -231,8 +231,11 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
                 built.mkdir()
                 ix = windex.create_in(str(built), schema())
                 recorder = _fill(ix, catalog)
-                _write_docs(ix, built)
-                termtable.write(recorder, built)
+                from kb.core.gcpause import collector_paused
+
+                with collector_paused():  # scoring every term makes no cycles either
+                    _write_docs(ix, built)
+                    termtable.write(recorder, built)
                 stamp = {**_stamp(catalog), "files": _checksums(built)}
                 (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
                 cache.mark(built, root=str(catalog.root), content=catalog.content)
