@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from site_plugins import md
-from site_plugins.reads import Bucket, Generation, Reads
+from site_plugins.reads import Bucket, Generation, Reads, derived
 
 Record = dict[str, Any]
 
@@ -118,24 +118,17 @@ class SiteData:
         return md.url_between(target, current, self.directory_urls) if target else None
 
     def chains_using(self, operator: str) -> list[Record]:
-        return [
-            c
-            for c in self.chains.values()
-            if any(s.get("operator") == operator for s in c.get("stages", []))
-        ]
+        """Chains with a stage that calls ``operator`` (a page reading them depends on
+        those chains, not on every chain: :func:`site_plugins.reads.derived`)."""
+        return [dict.__getitem__(self.chains, n) for n in derived(self, "chains_using", operator)]
 
     def trees_naming(self, name: str) -> list[Record]:
         """Decision trees with a leaf that points at ``name`` (chain or operator)."""
-        out = []
-        for tree in self.trees.values():
-            for node in tree.get("nodes", []):
-                if any(
-                    o.get("chain") == name or name in o.get("operators", [])
-                    for o in node.get("options", [])
-                ):
-                    out.append(tree)
-                    break
-        return out
+        return [dict.__getitem__(self.trees, n) for n in derived(self, "trees_naming", name)]
+
+    def successors(self, name: str) -> list[str]:
+        """Operators whose ``supersedes`` lists ``name``, by name."""
+        return derived(self, "successors", name)
 
 
 #: Labels for category and module ids whose capitalized form reads wrong.

@@ -72,6 +72,50 @@ class Bucket(dict):  # type: ignore[type-arg]
         return super().items()
 
 
+def _chains_using(buckets: dict[str, dict[str, Any]], operator: str) -> list[str]:
+    return [
+        name
+        for name, chain in sorted(dict.items(buckets["chain"]))
+        if any(s.get("operator") == operator for s in chain.get("stages", []))
+    ]
+
+
+def _trees_naming(buckets: dict[str, dict[str, Any]], name: str) -> list[str]:
+    return [
+        tree_name
+        for tree_name, tree in sorted(dict.items(buckets["tree"]))
+        if any(
+            o.get("chain") == name or name in o.get("operators", [])
+            for node in tree.get("nodes", [])
+            for o in node.get("options", [])
+        )
+    ]
+
+
+def _successors(buckets: dict[str, dict[str, Any]], name: str) -> list[str]:
+    return [
+        op_name
+        for op_name, op in sorted(dict.items(buckets["operator"]))
+        if name in op.get("supersedes", [])
+    ]
+
+
+#: Questions a page asks of every record of a kind whose answer is a few records: the
+#: page depends on the answer (those records' content), not on every record.
+DERIVED: dict[str, tuple[str, Callable[[dict[str, dict[str, Any]], str], list[str]]]] = {
+    "chains_using": ("chain", _chains_using),
+    "trees_naming": ("tree", _trees_naming),
+    "successors": ("operator", _successors),
+}
+
+
+def derived(data: Any, question: str, arg: str) -> list[str]:
+    """The names ``question`` answers for ``arg``, noted as one read of ``data``."""
+    if data.reads.current is not None:
+        data.reads.current.add(("derived", question, arg))
+    return DERIVED[question][1](data.buckets(), arg)
+
+
 def _digest(value: object) -> str:
     from site_plugins.build_cache import digest
 
@@ -104,8 +148,12 @@ class Generation:
         if read not in self._digests:
             what, kind, name = read
             bucket = self.buckets.get(kind, {})
-            if what == "record":
-                value: object = self._record(bucket, name)
+            if what == "derived":  # (derived, question, argument)
+                home, answer = DERIVED[kind]
+                names = answer(self.buckets, name)
+                value: object = [[n, self._record(self.buckets[home], n)] for n in names]
+            elif what == "record":
+                value = self._record(bucket, name)
             elif what == "names":
                 value = sorted(dict.keys(bucket))
             else:

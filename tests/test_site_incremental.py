@@ -95,3 +95,34 @@ def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
     assert "llms.txt" in changed and "search/kb/docs.json" in changed
     shows = [n for n, b in fresh.items() if n.endswith(".html") and AFTER.encode() in b]
     assert len(shows) > 1 and set(shows) <= changed  # every page showing the summary
+
+
+def test_a_page_depends_on_what_it_asked_of_every_record_not_on_all_of_them() -> None:
+    """An operator page lists the operators that supersede it (it asks every operator):
+    it is made again when that answer changes, and not when an unrelated record does."""
+    from site_plugins.common import SiteData
+    from site_plugins.reads import Generation
+
+    def op(name: str, **extra: object) -> dict[str, object]:
+        return {"kind": "operator", "name": name, "supersedes": [], **extra}
+
+    store: dict[str, dict[str, Any]] = {}
+    made: list[str] = []
+
+    def page(records: list[dict[str, object]]) -> str:
+        data = SiteData.from_records(records)
+        data.generation = Generation(
+            data.buckets(), data.reads, "base", store.get, store.__setitem__
+        )
+
+        def make() -> str:
+            made.append("npu_a")
+            return ",".join(data.successors("npu_a"))
+
+        return data.page("operators/npu_a.md", make)
+
+    assert page([op("npu_a"), op("npu_b", supersedes=["npu_a"]), op("npu_c")]) == "npu_b"
+    assert page([op("npu_a"), op("npu_b", supersedes=["npu_a"]), op("npu_c", x=1)]) == "npu_b"
+    assert made == ["npu_a"]  # npu_c changed, and npu_a's page did not ask about it
+    assert page([op("npu_a"), op("npu_b"), op("npu_c", supersedes=["npu_a"])]) == "npu_c"
+    assert made == ["npu_a", "npu_a"]
