@@ -17,7 +17,7 @@ pytest.importorskip("numpy", reason="the [reference] extra is not installed")
 pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
 
 from kb.catalog.compiled import open_catalog
-from kb.reference import NotModelled, ReferenceInputError, available
+from kb.reference import NotModelled, OverCap, ReferenceInputError, available
 from tests import torch_shim
 
 EXAMPLES = [
@@ -37,7 +37,7 @@ def test_example_agrees_with_its_record(name: str, index: int, example: dict) ->
     key = f"{name}[{index}]"
     try:
         calls = torch_shim.execute(example["code"])
-    except (torch_shim.TooLarge, torch_shim.Unsupported, NotModelled) as exc:
+    except (torch_shim.TooLarge, torch_shim.Unsupported, NotModelled, OverCap) as exc:
         OUTCOMES[key] = "skipped"
         pytest.skip(f"{type(exc).__name__}: {exc}")
     except ReferenceInputError as exc:
@@ -52,7 +52,7 @@ def test_enough_examples_ran() -> None:
             try:
                 torch_shim.execute(example["code"])
                 OUTCOMES[f"{name}[{index}]"] = "ran"
-            except (torch_shim.TooLarge, torch_shim.Unsupported, NotModelled):
+            except (torch_shim.TooLarge, torch_shim.Unsupported, NotModelled, OverCap):
                 OUTCOMES[f"{name}[{index}]"] = "skipped"
     ran = sum(1 for v in OUTCOMES.values() if v == "ran")
     assert ran >= MIN_RUN, OUTCOMES

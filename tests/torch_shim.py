@@ -249,6 +249,8 @@ for _name, _op in {
     "__rmul__": lambda a, b: b * a,
     "__truediv__": operator.truediv,
     "__rtruediv__": lambda a, b: b / a,
+    "__pow__": operator.pow,
+    "__rpow__": lambda a, b: b**a,
     "__neg__": None,
 }.items():
     if _op is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,27 @@ def _crc(path: Path) -> str:
     crc, size = 0, 0
     buf = bytearray(1 << 20)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
+    # O_NONBLOCK and the check on the descriptor: a FIFO swapped in is refused, never
+    # waited on (an open for reading blocks until a writer comes)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         while n := fh.readinto(buf):
             crc = zlib.crc32(view[:n], crc)
             size += n
     return f"{size}:{crc:08x}"
+
+
+#: Larger than any index file kb writes (the term table is a few MB).
+MAX_INDEX_FILE = 1 << 30
+
+
+def _read(path: Path) -> bytes:
+    """A regular file's bytes; a FIFO or device in its place is an error, not a wait."""
+    from kb.core.paths import read_regular_file
+
+    return read_regular_file(path, MAX_INDEX_FILE, confined=False)
 
 
 def _index_files(directory: Path) -> set[str]:
@@ -87,8 +104,17 @@ def _verified(
     and its files (or the ones the caller ``reads``) their checksums, else None
     (whoosh-free)."""
     try:
-        stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
+        stamp = json.loads(_read(target / STAMP))
         files = stamp.pop("files", None)
+        return _verified_files(target, catalog, stamp, files)
+    except Exception:  # any damage (missing, not a directory, garbage): not trusted
+        return None
+
+
+def _verified_files(
+    target: Path, catalog: Catalog, stamp: dict[str, Any], files: Any
+) -> dict[int, dict[str, Any]] | None:
+    try:
         if stamp != _stamp(catalog) or not files:
             return None
         if not {DOCS, TERMS} <= set(files) or _index_files(target) != set(files):
@@ -96,9 +122,7 @@ def _verified(
         for name, digest in files.items():
             if (reads is None or name in reads) and _crc(target / name) != digest:
                 return None
-        stored = {
-            int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()
-        }
+        stored = {int(k): v for k, v in json.loads(_read(target / DOCS)).items()}
         # every file is byte for byte what the build wrote, so whoosh's own count (a
         # second read of its segment) would add nothing
         return stored if len(stored) == stamp["docs"] else None
@@ -115,9 +139,11 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
         from kb.index.whoosh_import import import_whoosh
 
         import_whoosh()
-        from whoosh import index as windex
+        from whoosh.filedb.filestore import FileStorage
 
-        ix = windex.open_dir(str(target))
+        # read, never mapped: a segment cut short under a mapping kills the process
+        # with SIGBUS when the lost pages are touched; a short read is an exception
+        ix = FileStorage(str(target), supports_mmap=False).open_index()
     except Exception:  # damage whoosh finds that the checksums could not: not trusted
         return None
     setattr(ix, STORED_ATTR, stored)
@@ -140,6 +166,34 @@ def open_terms(catalog: Catalog) -> TermTable | None:
         return None
     cache.clean_dead()
     return table
+
+
+def load_terms(catalog: Catalog) -> TermTable | None:
+    """The term table of the catalog's index on disk, read into memory and checked
+    against the stamp *as read* (None: no index on disk verifies; build one).
+
+    For a long-running process (``kb mcp``): the bytes checked are the bytes used, and
+    nothing is left open or mapped, so a cache file truncated or replaced later cannot
+    change an answer or kill the process.
+    """
+    if catalog.in_memory:
+        return None
+    target = index_dir(catalog)
+    try:
+        stamp = json.loads(_read(target / STAMP))
+        files = stamp.pop("files", None)
+        stored = _verified_files(target, catalog, stamp, files)
+        if stored is None:
+            return None
+        data = _read(target / TERMS)
+        if f"{len(data)}:{zlib.crc32(data):08x}" != files[TERMS]:
+            return None  # changed since it was checked
+        try:
+            return TermTable.from_bytes(data, stored)
+        except AttributeError:  # Python 3.10: no deserialize; sqlite reads, never maps
+            return TermTable(target, stored)
+    except Exception:  # any damage: not trusted
+        return None
 
 
 def _fill(ix: Any, catalog: Catalog) -> termtable.Recorder:

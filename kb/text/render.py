@@ -9,6 +9,8 @@ from typing import Any
 from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
+from kb.check.conditions import range_text
+from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
 
 WIDTH = terminal_width()  # min(terminal width, 80), read once per process
@@ -83,7 +85,10 @@ def _param(p: dict[str, Any]) -> list[str]:
         )
     rng = p.get("range")
     if rng:
-        bounds = f"[{rng.get('min', '')}, {rng.get('max', '')}]"
+        lo, hi = rng.get("min"), rng.get("max")
+        bounds = f"{'(' if rng.get('min_open') else '['}{'' if lo is None else lo}, "
+        bounds += f"{'' if hi is None else hi}{')' if rng.get('max_open') else ']'}"
+        bounds += "".join(f", {v:g}" for v in rng.get("also") or [])
         out += field("range", bounds + (f" {rng['note']}" if rng.get("note") else ""), "      ")
     return out
 
@@ -95,12 +100,9 @@ def rule_line(r: dict[str, Any]) -> str:
         effects.append("requires " + ", ".join(r["require"]))
     if r.get("forbid"):
         effects.append("forbids " + ", ".join(r["forbid"]))
-    for t, d in (r.get("dtypes") or {}).items():
-        effects.append(f"{t} dtype in {d}")
-    for t, f in (r.get("formats") or {}).items():
-        effects.append(f"{t} format in {f}")
-    for a, v in (r.get("values") or {}).items():
-        effects.append(f"{a} in {v}")
+    for key, word in (("dtypes", "dtype in"), ("formats", "format in"), ("values", "in")):
+        effects += [f"{t} {word} {d}" for t, d in (r.get(key) or {}).items()]
+    effects += [f"{a} in {range_text(g)}" for a, g in (r.get("ranges") or {}).items()]
     if r.get("products"):
         effects.append("only on " + ", ".join(r["products"]))
     return f"when {when}: {'; '.join(effects)}"
@@ -443,6 +445,7 @@ SECTIONS: dict[str, dict[str, Renderer]] = {
         "quantization": _quantization,
         "constraints": _constraints,
         "rules": _rules,
+        "discrepancies": lambda r, _: _listed("Page versus binding", discrepancy_texts(r), str),
         "graph_mode": _graph_mode,
         "changes": _changes,
         "examples": _examples,
