@@ -106,13 +106,17 @@ def _verified(
     try:
         stamp = json.loads(_read(target / STAMP))
         files = stamp.pop("files", None)
-        return _verified_files(target, catalog, stamp, files)
+        return _verified_files(target, catalog, stamp, files, reads)
     except Exception:  # any damage (missing, not a directory, garbage): not trusted
         return None
 
 
 def _verified_files(
-    target: Path, catalog: Catalog, stamp: dict[str, Any], files: Any
+    target: Path,
+    catalog: Catalog,
+    stamp: dict[str, Any],
+    files: Any,
+    reads: frozenset[str] | None = None,
 ) -> dict[int, dict[str, Any]] | None:
     try:
         if stamp != _stamp(catalog) or not files:
