@@ -229,6 +229,8 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             path = site / name
             if path.suffix == ".css" and path.is_file():
                 path.write_text(_minified_css(path.read_text(encoding="utf-8")), encoding="utf-8")
+        for path in site.glob("assets/javascripts/kb*.js"):
+            path.write_text(_stripped_js(path.read_text(encoding="utf-8")), encoding="utf-8")
         langs = set(_search_langs(config))
         for path in site.glob("assets/javascripts/lunr/min/lunr.*.min.js"):
             lang = path.name.split(".")[1]
@@ -308,6 +310,25 @@ def _minified_css(text: str) -> str:
     text = _CSS_COMMENT.sub("", text)
     text = _CSS_SPACE.sub(r"\1", text)
     return re.sub(r"\s+", " ", text).replace(";}", "}").strip() + "\n"
+
+
+def _stripped_js(text: str) -> str:
+    """kb's scripts without whole-line comments and indentation.  Lines stay lines, so
+    automatic semicolon insertion reads the code as before; only comments that fill
+    their lines go (kb.js and the worker put no code after a comment's closing mark)."""
+    out: list[str] = []
+    block = False
+    for line in text.splitlines():
+        code = line.strip()
+        if block:
+            block = "*/" not in code
+            continue
+        if code.startswith("/*"):
+            block = "*/" not in code
+            continue
+        if code and not code.startswith("//"):
+            out.append(code)
+    return "\n".join(out) + "\n"
 
 
 def _no_instant_without_site_url(config: MkDocsConfig) -> None:

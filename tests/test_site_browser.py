@@ -233,7 +233,8 @@ FITTING_PAGES = [
     "matrices/versions/",
 ]
 #: Table text broken inside a token: a line break inside one text node that does not
-#: follow white space, a hyphen, a slash or a comma (identifiers break only at the <wbr>
+#: follow white space, a hyphen, a slash, a comma or Chinese text and its punctuation
+#: (which break between characters; identifiers break only at the <wbr>
 #: the site puts after underscores, which starts a new text node).
 BROKEN_TOKENS = """() => {
   const out = [];
@@ -250,7 +251,7 @@ BROKEN_TOKENS = """() => {
         const rects = range.getClientRects();
         if (!rects.length) continue;
         const t = Math.round(rects[0].top);
-        if (top !== null && t > top + 2 && !/[\\s\\-\\/,]/.test(text[i - 1]) && !/\\s/.test(text[i]))
+        if (top !== null && t > top + 2 && !/[\\s\\-\\/,\\u3000-\\u303f\\u3400-\\u9fff\\uff00-\\uffef]/.test(text[i - 1]) && !/\\s/.test(text[i]))
           out.push(text.slice(Math.max(0, i - 12), i) + "|" + text.slice(i, i + 12));
         top = t;
       }
