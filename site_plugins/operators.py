@@ -533,11 +533,7 @@ def _lineage(op: Record, data: SiteData, here: str) -> str:
         lines.append("- **Supersedes:** " + data.refs(op["supersedes"], here))
     if op.get("related"):
         lines.append("- **Related:** " + data.refs(op["related"], here))
-    successors = [
-        o["name"]
-        for o in data.operators.values()
-        if op["name"] in o.get("supersedes", []) and o["name"] != op.get("superseded_by")
-    ]
+    successors = [n for n in data.successors(op["name"]) if n != op.get("superseded_by")]
     if successors:
         lines.append("- **Newer versions:** " + data.refs(successors, here))
     out = "\n".join(lines)
