@@ -220,3 +220,23 @@ def test_without_a_chain_the_mask_follows_the_modules_causality(tmp_path: Path) 
     (stage,) = plan["prefill"]["stages"]
     assert stage["args"]["sparse_mode"] == 3 and "held" not in stage
     assert "causal-mask-2048" in plan["prefill"]["prerequisites"]
+
+
+def test_the_draft_keeps_no_opportunity_the_plan_decided_against(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scanned by a relative path, the planned modules' pattern findings (a SwiGLU for the
+    second-half SiLU, a GeGLU from a branch the caller does not take) stay out of the
+    draft: the plan, proven per module, is the only source of their candidates."""
+    import yaml
+
+    from kb.cli import main
+
+    monkeypatch.chdir(PLAN)
+    draft = tmp_path / "draft.yaml"
+    main(["scan", "research_patches.py", "--plan", "--no-config", "--product", "atlas-a3",
+          "--emit-candidates", str(draft)])  # fmt: skip
+    cands = yaml.safe_load(draft.read_text(encoding="utf-8"))["candidates"]
+    assert cands and not [c for c in cands if "replaces" in c], cands
+    assert not [c for c in cands if c["module"].endswith("SecondGateSilu")]
+    assert {c["operator"] for c in cands if c["module"].endswith("Feedforward")} == {"npu_gelu"}
