@@ -53,6 +53,13 @@ class Core:
     nodes: list[Node] = field(default_factory=list)
 
 
+#: a match whose q and k paths the reader could not follow: it says nothing of how they are
+#: rotated or normalised (:func:`kb.scan.model.entries.group` reads that elsewhere)
+UNTRACED = "untraced"
+#: the facts such a match cannot show
+PATH_FACTS = ("rope", "qk_norm", "head_dim", "gqa")
+
+
 def _mask(value: Any) -> Any:
     """A mask argument, or None when it is absent or None."""
     if value is UNKNOWN or (isinstance(value, Const) and value.value is None):
@@ -382,6 +389,8 @@ def attention_matches(graph: Graph, norms: list[Norm]) -> list[Match]:
         q_nodes, q_proj = path(core.q)
         k_nodes, k_proj = path(core.k)
         facts: dict[str, Fact] = {"form": Fact.at(core.form, core.node)}
+        if not q_nodes and not k_nodes:  # q and k handed in from code the reader did not run
+            facts[UNTRACED] = Fact.at(True, core.node)
         cache = cache_of(core.k, graph)
         if cache is not None:
             facts["cache"] = cache
