@@ -240,3 +240,51 @@ def test_the_draft_keeps_no_opportunity_the_plan_decided_against(
     assert cands and not [c for c in cands if "replaces" in c], cands
     assert not [c for c in cands if c["module"].endswith("SecondGateSilu")]
     assert {c["operator"] for c in cands if c["module"].endswith("Feedforward")} == {"npu_gelu"}
+
+
+SHARED_BY_CALLERS = """import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, width, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(width, 3 * width)
+
+    def forward(self, x, mask=None):
+        q, k, v = self.qkv(x).unflatten(-1, (3, self.n_heads, -1)).transpose(1, 3).unbind(2)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=mask is not None).flatten(1, 2)
+
+
+class Encoder(nn.Module):
+    def __init__(self, width, n_heads):
+        super().__init__()
+        self.mix = Mixer(width, n_heads)
+
+    def forward(self, x):
+        return x + self.mix(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, width, n_heads):
+        super().__init__()
+        self.mix = Mixer(width, n_heads)
+        self.register_buffer("mask", torch.full((448, 448), float("-inf")).triu(1))
+
+    def forward(self, x):
+        return x + self.mix(x, mask=self.mask)
+"""
+
+
+def test_full_visibility_for_a_class_its_callers_make_causal_says_so(tmp_path: Path) -> None:
+    """One class, bidirectional in the encoder and causal in the decoder, no cache: the
+    plan is the full-visibility one and says the causal instances need the causal rows."""
+    (tmp_path / "m.py").write_text(SHARED_BY_CALLERS, encoding="utf-8")
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan(
+        [str(tmp_path / "m.py")]
+    )
+    assert _facts(report, "Mixer")["causal"] == "caller"
+    notes = [n for e in _entries(report, "Mixer").values() for n in e.get("notes", [])]
+    assert any("instances given a causal mask need the causal rows" in n for n in notes), notes
