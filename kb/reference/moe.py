@@ -162,14 +162,23 @@ def group_sizes(group_list: Any, kind: int, groups: int) -> list[int]:
     return [int(s) for s in sizes]
 
 
-def _one_matmul(x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | None) -> np.ndarray:
+def _of_group(items: list[np.ndarray], g: int, groups: int) -> np.ndarray:
+    """Group ``g``'s entry of a per-group list: its own tensor, or its row of one stacked
+    [groups, n] tensor (the form that goes with one 3-D weight [groups, k, n])."""
+    if len(items) == 1 and groups > 1 and items[0].ndim == 2 and items[0].shape[0] == groups:
+        return items[0][g]
+    return items[min(g, len(items) - 1)]
+
+
+def _one_matmul(x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | None,
+                groups: int = 1) -> np.ndarray:  # fmt: skip
     if x.dtype == np.int8:
         acc = np.matmul(x.astype(np.int64), w.astype(np.int64)).astype(np.float64)
         if a["bias"] is not None:
-            acc = acc + f32(a["bias"][min(g, len(a["bias"]) - 1)])
+            acc = acc + f32(_of_group(a["bias"], g, groups))
         if a["scale"] is None:
             raise ReferenceInputError("npu_grouped_matmul: int8 x needs scale")
-        acc = acc * f32(a["scale"][min(g, len(a["scale"]) - 1)]).reshape(-1)
+        acc = acc * f32(_of_group(a["scale"], g, groups)).reshape(-1)
         if a["per_token_scale"] is not None:
             pts = f32(a["per_token_scale"][0]).reshape(-1)
             acc = acc * (pts[rows] if rows is not None else pts)[:, None]
@@ -177,7 +186,7 @@ def _one_matmul(x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | Non
         return cast(acc, target)
     out = f32(x) @ f32(w)
     if a["bias"] is not None:
-        out = out + f32(a["bias"][min(g, len(a["bias"]) - 1)])
+        out = out + f32(_of_group(a["bias"], g, groups))
     return cast(out, x.dtype)
 
 
@@ -204,7 +213,7 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
     outs, start = [], 0
     for g, (w, n) in enumerate(zip(ws, sizes, strict=True)):
         rows = slice(start, start + n)
-        outs.append(_one_matmul(x[rows], w, g, a, rows))
+        outs.append(_one_matmul(x[rows], w, g, a, rows, len(ws)))
         start += n
     if split in (2, 3):
         full = np.zeros((x.shape[0], ws[0].shape[-1]), dtype=outs[0].dtype)
@@ -215,7 +224,9 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
 
 def finalize_routing(a: Args) -> np.ndarray:
     rows = a["expanded_permuted_rows"]
-    mode, k = a["drop_pad_mode"] or 0, int(a["k"] or 1)
+    mode = a["drop_pad_mode"] or 0
+    # K comes from scales when they are given; k is for the scales=None case (the record)
+    k = a["scales"].shape[-1] if a["scales"] is not None else int(a["k"] or 1)
     if mode not in (0, 2):
         raise NotModelled("npu_moe_finalize_routing: drop_pad_mode 0 or 2 (dropless) is modelled")
     src = np.asarray(a["expanded_src_to_dst_row"]).reshape(-1)
