@@ -1,0 +1,108 @@
+"""An emulated call judged by its record, with the rule units of ``kb check``.
+
+The call becomes a candidate that states everything a real call fixes: every scalar
+argument (defaults included) and every tensor's dtype, shape and format.  The same
+candidate rules that judge a candidate list or a scanned call then run on it, so a
+wrong dtype, a value outside the allowed set, a broken record rule or, with a product
+set, an unsupported product reads exactly as ``kb check`` would word it.
+
+A tensor's format is the one ``npu_format_cast`` remembered for it.  A tensor never
+cast is in a base format; where the parameter accepts only other formats (FRACTAL_NZ
+weights) the candidate states ND, so the format rule says what the device would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb.catalog.binding import dtype_value, takes_dtype
+from kb.lint.context import Context
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document, Target, TensorSpec
+from kb.lint.unit import CandidateRule
+from kb.vocab import BASE_FORMATS
+
+
+@dataclass
+class TensorFacts:
+    """What the emulator knows of one tensor argument."""
+
+    dtype: str | None
+    shape: list[int]
+    format: str | None  # remembered by npu_format_cast, else None (a base format)
+
+
+@dataclass
+class Verdict:
+    errors: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    #: tensor parameters stated ND because they were never cast (for the message)
+    never_cast: list[str] = field(default_factory=list)
+
+
+def _is_tensor(p: dict[str, Any]) -> bool:
+    return str(p.get("type", "")).startswith("Tensor")
+
+
+def _scalar(p: dict[str, Any], value: Any) -> Any:
+    if takes_dtype(p):
+        return dtype_value(p, value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+class Validator:
+    """Runs the candidate rules of the registry on emulated calls for one target."""
+
+    def __init__(self, catalog: Any, product: str | None, torch_npu: str | None) -> None:
+        from kb.lint.engine import rules_for
+        from kb.rules import RULES
+
+        self.ctx = Context(catalog, codes=tuple(r.code for r in RULES))
+        every = [r.code for r in RULES]
+        self.rules = [r for r in rules_for(RULES, "scan", every) if isinstance(r, CandidateRule)]
+        self.target = Target(product=product, torch_npu=torch_npu)
+
+    def judge(self, rec: dict[str, Any], values: dict[str, Any],
+              tensors: dict[str, TensorFacts | None]) -> Verdict:  # fmt: skip
+        """Errors and warnings of the record about a call (``values``: every scalar by
+        schema name, defaults included; ``tensors``: every tensor parameter)."""
+        verdict = Verdict()
+        cand = Candidate(index=0, kind="fusion", operator=rec["name"],
+                         stated={"module", "operator", "args", "tensors"})  # fmt: skip
+        for p in rec.get("parameters") or []:
+            name = p["name"]
+            if _is_tensor(p):
+                facts = tensors.get(name)
+                cand.tensors[name] = None if facts is None else self._spec(p, facts, verdict)
+            else:
+                cand.args[name] = _scalar(p, values.get(name))
+        doc = Document(file="<emulated call>", text="", target=self.target, candidates=[cand])
+        doc.target_stated = True
+        for rule in self.rules:
+            for f in rule.check(doc, self.ctx):
+                if f.severity == "error":
+                    verdict.errors.append(f)
+                elif f.severity == "warning":
+                    verdict.warnings.append(f)
+        return verdict
+
+    @staticmethod
+    def _spec(p: dict[str, Any], facts: TensorFacts, verdict: Verdict) -> TensorSpec:
+        fmt = facts.format
+        allowed = p.get("formats") or []
+        if fmt is None and allowed and not BASE_FORMATS.intersection(allowed):
+            fmt = "ND"
+            verdict.never_cast.append(p["name"])
+        return TensorSpec(dtype=facts.dtype, format=fmt, shape=list(facts.shape))
+
+    def unknown(self, rec: dict[str, Any], names: list[str]) -> str:
+        """``kb check``'s words (KB104) for keywords ``rec``'s operator does not take."""
+        cand = Candidate(index=0, kind="fusion", operator=rec["name"], passed=set(names),
+                         stated={"module", "operator"})  # fmt: skip
+        doc = Document(file="<emulated call>", text="", target=self.target, candidates=[cand])
+        found = [f.message for r in self.rules if r.code == "KB104" for f in r.check(doc, self.ctx)]
+        return "; ".join(found)
+
