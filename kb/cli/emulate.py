@@ -27,8 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from kb.api.errors import UsageError
-    from kb.emulate.install import _product
     from kb.emulate.run import command
+    from kb.emulate.session import _product
 
     argv = list(args.argv)
     if argv[:1] == ["--"]:

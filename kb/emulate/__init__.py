@@ -32,36 +32,36 @@ from kb.emulate.errors import (
 from kb.emulate.names import emulated, emulated_names
 
 if TYPE_CHECKING:
-    from kb.emulate.install import Emulation
+    from kb.emulate.session import Emulation
 
 __all__ = ["BackwardNotEmulated", "CallRejected", "EmulatorWarning", "NotEmulated", "TorchMissing", "calls",
            "compare", "emulated", "emulated_names", "install", "uninstall"]  # fmt: skip
 
 
 def install(product: str | None = None, *, torch_npu: str | None = None) -> Emulation:
-    """Turn the emulation on in this process (see :func:`kb.emulate.install.install`)."""
-    from kb.emulate.install import install as _install
+    """Turn the emulation on in this process (see :func:`kb.emulate.session.install`)."""
+    from kb.emulate.session import install as _install
 
     return _install(product, torch_npu=torch_npu)
 
 
 def uninstall() -> None:
     """Undo one :func:`install`."""
-    from kb.emulate.install import uninstall as _uninstall
+    from kb.emulate.session import uninstall as _uninstall
 
     _uninstall()
 
 
 def calls() -> list[Any]:
     """The calls of the current (or last) emulation, oldest first."""
-    from kb.emulate.install import current
+    from kb.emulate.session import current
 
     em = current()
     return list(em.calls) if em is not None else []
 
 
 def compare(*args: Any, **kwargs: Any) -> Any:
-    """Original vs port on the same inputs (see :func:`kb.emulate.compare.compare`)."""
-    from kb.emulate.compare import compare as _compare
+    """Original vs port on the same inputs (see :func:`kb.emulate.comparison.compare`)."""
+    from kb.emulate.comparison import compare as _compare
 
     return _compare(*args, **kwargs)

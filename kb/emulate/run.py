@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kb.emulate.install import PRODUCT_ENV
+from kb.emulate.session import PRODUCT_ENV
 
 _SHIM = '''"""torch_npu emulated on the CPU by kb.emulate (a shim on the path for one run)."""
-from kb.emulate.install import install as _install
+from kb.emulate.session import install as _install
 
 _install()  # replaces this module in sys.modules with the emulated torch_npu
 '''

@@ -10,6 +10,7 @@ copied back, and a result that is a mutated argument is that very tensor.
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -57,8 +58,9 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 class FormatBook:
     """Formats ``npu_format_cast`` gave, per storage (views and ``.data =`` share it).
 
-    Holding the storage keeps its address from being reused by another tensor while
-    the emulation runs; base-format casts are not held (a fresh tensor has one).
+    One book per process, as a format belongs to the tensor and outlives an emulation
+    that is turned off and on again.  Holding the storage keeps its address from being
+    reused by another tensor; base-format casts are not held (a fresh tensor has one).
     """
 
     def __init__(self) -> None:
@@ -88,6 +90,9 @@ class FormatBook:
         return None if code is None else FORMAT_CODES.get(code)
 
 
+FORMATS = FormatBook()
+
+
 class Runtime:
     """The state of one emulation: records, validation target, formats, the trace."""
 
@@ -96,7 +101,7 @@ class Runtime:
         self.product = product
         self.torch_npu = torch_npu
         self.validator = Validator(catalog, product, torch_npu)
-        self.formats = FormatBook()
+        self.formats = FORMATS
         self.trace = Trace()
         #: what ``torch_npu.<name>`` resolved to (kb.emulate.module.lookup)
         self.operators: dict[str, Any] = {}
@@ -122,7 +127,7 @@ class Runtime:
         full = self._complete(params, given)
         self._judge(rec, full, where)
         call = self.trace.add(name, schema.overload, site, self._shapes(params, full))
-        before = _snapshot(given) if self.listeners else None
+        before = self._snapshot(given) if self.listeners else None
         if plumbing.handles(name):
             result = plumbing.run(self, rec, schema, {**full, **extras})
         else:
@@ -162,10 +167,14 @@ class Runtime:
         if verdict.errors:
             found = [{"code": f.code, "severity": f.severity, "message": f.message}
                      for f in verdict.errors]  # fmt: skip
-            if verdict.never_cast and any(f.code == "KB108" for f in verdict.errors):
+            formats = [f for f in verdict.errors if f.code in ("KB108", "KB109") and "FRACTAL" in f.message]
+            uncast = [n for n in verdict.never_cast
+                      if any(re.search(rf"\b{n}\b", f.message) for f in formats)]  # fmt: skip
+            if uncast:
+                were = "was" if len(uncast) == 1 else "were"
                 found.append({"code": "KB108", "severity": "error", "message":
-                              f"{', '.join(verdict.never_cast)} was never cast: kb.emulate saw "
-                              "no torch_npu.npu_format_cast of this tensor, so it is ND"})  # fmt: skip
+                              f"{', '.join(uncast)} {were} never cast with torch_npu.npu_format_cast, "
+                              "so kb.emulate holds them in their base format (ND), not FRACTAL_NZ"})  # fmt: skip
             raise CallRejected(rec["name"], where, found)
 
     @staticmethod
@@ -212,6 +221,24 @@ class Runtime:
                 out.copy_(value)
         return tuple(outs) if len(outs) > 1 else outs[0]
 
+    def _snapshot(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Copies of a call's tensor arguments as they were before it ran (formats kept)."""
+
+        def copy(t: torch.Tensor) -> torch.Tensor:
+            out = t.detach().clone()
+            self.formats.remember(out, self.formats.code(t))
+            return out
+
+        snap: dict[str, Any] = {}
+        for k, v in given.items():
+            if isinstance(v, torch.Tensor):
+                snap[k] = copy(v)
+            elif isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in v):
+                snap[k] = [copy(t) if isinstance(t, torch.Tensor) else t for t in v]
+            else:
+                snap[k] = v
+        return snap
+
     def not_emulated(self, name: str) -> NotEmulated:
         """The error for ``name`` (``op`` or ``op.overload``), naming the op's page."""
         rec = self.catalog.get(name.split(".")[0])
@@ -230,19 +257,6 @@ def _to_torch(value: Any, mutated: dict[int, torch.Tensor]) -> Any:
     if isinstance(value, list):
         return [_to_torch(v, mutated) for v in value]
     return value
-
-
-def _snapshot(given: dict[str, Any]) -> dict[str, Any]:
-    """Copies of a call's tensor arguments, as they were before it ran."""
-    out: dict[str, Any] = {}
-    for k, v in given.items():
-        if isinstance(v, torch.Tensor):
-            out[k] = v.detach().clone()
-        elif isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in v):
-            out[k] = [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in v]
-        else:
-            out[k] = v
-    return out
 
 
 class _NoBackward(torch.autograd.Function):

@@ -1,6 +1,6 @@
 """Which emulation is on: the one piece of state every part of kb.emulate reads.
 
-Kept apart from :mod:`kb.emulate.install` (which builds the parts) so that the
+Kept apart from :mod:`kb.emulate.session` (which builds the parts) so that the
 kernels and the module objects can find the running emulation without importing
 what built them.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: the emulation that is on (kb.emulate.install.Emulation), else None
+#: the emulation that is on (kb.emulate.session.Emulation), else None
 ACTIVE: Any = None
 #: the last emulation started, kept after it ends so its trace can still be read
 LAST: Any = None

@@ -7,8 +7,9 @@ wrong dtype, a value outside the allowed set, a broken record rule or, with a pr
 set, an unsupported product reads exactly as ``kb check`` would word it.
 
 A tensor's format is the one ``npu_format_cast`` remembered for it.  A tensor never
-cast is in a base format; where the parameter accepts only other formats (FRACTAL_NZ
-weights) the candidate states ND, so the format rule says what the device would.
+cast is in a base format: the candidate states the base format its parameter lists
+(ND for every fused operator), else ND, so a parameter or a record rule that wants
+FRACTAL_NZ says what the device would, and the error adds that the tensor was never cast.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class TensorFacts:
 class Verdict:
     errors: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
-    #: tensor parameters stated ND because they were never cast (for the message)
+    #: tensor parameters stated in a base format because they were never cast
     never_cast: list[str] = field(default_factory=list)
 
 
@@ -92,9 +93,9 @@ class Validator:
     @staticmethod
     def _spec(p: dict[str, Any], facts: TensorFacts, verdict: Verdict) -> TensorSpec:
         fmt = facts.format
-        allowed = p.get("formats") or []
-        if fmt is None and allowed and not BASE_FORMATS.intersection(allowed):
-            fmt = "ND"
+        if fmt is None:
+            base = [f for f in p.get("formats") or [] if f in BASE_FORMATS]
+            fmt = base[0] if base else "ND"
             verdict.never_cast.append(p["name"])
         return TensorSpec(dtype=facts.dtype, format=fmt, shape=list(facts.shape))
 

@@ -195,7 +195,7 @@ def diff(name: str, original: list[torch.Tensor], port: list[torch.Tensor],
 @contextlib.contextmanager
 def _emulation(product: str | None) -> Iterator[Any]:
     from kb.emulate import state
-    from kb.emulate.install import install, uninstall
+    from kb.emulate.session import install, uninstall
 
     if state.ACTIVE is not None:
         yield state.ACTIVE.runtime
