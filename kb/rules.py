@@ -11,7 +11,17 @@ retire a code rather than reuse it.
 
 from __future__ import annotations
 
-from kb.check.rules import known, operator, prefetch, settings, structure, target, workflow
+from kb.check.rules import (
+    known,
+    operator,
+    prefetch,
+    quantization,
+    scalars,
+    settings,
+    structure,
+    target,
+    workflow,
+)
 from kb.lint.engine import expand as _expand
 from kb.lint.unit import RuleUnit
 from kb.scan import patterns as scan_patterns
@@ -19,8 +29,19 @@ from kb.scan import rules as scan_rules
 
 RULES: tuple[RuleUnit, ...] = tuple(
     sorted(
-        (*structure.RULES, *operator.RULES, *settings.RULES, *known.RULES, *target.RULES, *workflow.RULES, *prefetch.RULES,
-         *scan_rules.RULES, *scan_patterns.RULES),
+        (
+            *structure.RULES,
+            *operator.RULES,
+            *scalars.RULES,
+            *settings.RULES,
+            *known.RULES,
+            *target.RULES,
+            *quantization.RULES,
+            *workflow.RULES,
+            *prefetch.RULES,
+            *scan_rules.RULES,
+            *scan_patterns.RULES,
+        ),
         key=lambda r: r.code,
     )
 )

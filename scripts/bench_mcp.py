@@ -38,8 +38,9 @@ def measure(runs: int) -> dict[str, float]:
     from mcp.client.stdio import StdioServerParameters
 
     env = {k: v for k, v in os.environ.items() if k.startswith("KB_")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kb", "mcp"], env=env,
-                                   cwd=str(ROOT))  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kb", "mcp"], env=env, cwd=str(ROOT)
+    )
     results: dict[str, float] = {}
 
     async def run() -> None:

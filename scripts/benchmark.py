@@ -22,8 +22,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGETS_MS = {"show": 80, "search": 110, "search-exact": 50, "check-500": 500, "check-10k": 2000,
-              "index-rebuild": 3000, "scan-corpus": 5000}  # fmt: skip
+BUDGETS_MS = {
+    "show": 80,
+    "search": 110,
+    "search-exact": 50,
+    "check-500": 500,
+    "check-10k": 2000,
+    "index-rebuild": 3000,
+    "scan-corpus": 5000,
+}
 #: The budgets are for an idle machine; on a loaded one compare the ratio to
 #: ``python -c pass`` instead.
 #: The calibration corpus (vLLM-Ascend's 202 files of production code): there beside the
@@ -31,9 +38,11 @@ BUDGETS_MS = {"show": 80, "search": 110, "search-exact": 50, "check-500": 500, "
 CORPUS = ROOT.parent / "shared" / "corpus" / "vllm-ascend"
 #: The floor a scan is compared with (issue 19: within 3x): parsing the same files with
 #: ``ast.parse`` alone, in a cold process of its own.
-AST_PARSE = ("import ast, sys\nfrom pathlib import Path\n"
-             "for p in sorted(Path(sys.argv[1]).rglob('*.py')):\n"
-             "    ast.parse(p.read_bytes(), filename=str(p))\n")  # fmt: skip
+AST_PARSE = (
+    "import ast, sys\nfrom pathlib import Path\n"
+    "for p in sorted(Path(sys.argv[1]).rglob('*.py')):\n"
+    "    ast.parse(p.read_bytes(), filename=str(p))\n"
+)
 
 
 def kb_exe() -> list[str]:
@@ -50,23 +59,27 @@ def timed(cmd: list[str], runs: int) -> float:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
-                              env=ENV)  # fmt: skip
+        proc = subprocess.run(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV
+        )
         samples.append((time.perf_counter() - start) * 1000)
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode()[-500:]}")
     return statistics.median(samples)
 
 
-def timed_together(cmds: dict[str, tuple[list[str], dict[str, str]]], runs: int) -> dict[str, float]:
+def timed_together(
+    cmds: dict[str, tuple[list[str], dict[str, str]]], runs: int
+) -> dict[str, float]:
     """Medians of commands run in turn (one of each per round), so a load that comes and
     goes on a shared machine falls on all of them alike and their ratios hold."""
     samples: dict[str, list[float]] = {name: [] for name in cmds}
     for _ in range(runs):
         for name, (cmd, env) in cmds.items():
             start = time.perf_counter()
-            proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
-                                  env=env)  # fmt: skip
+            proc = subprocess.run(
+                cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env
+            )
             samples[name].append((time.perf_counter() - start) * 1000)
             if proc.returncode not in (0, 1):
                 raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode()[-500:]}")
@@ -77,10 +90,15 @@ def scan_corpus(kb: list[str], runs: int) -> dict[str, float]:
     """The corpus scan (as started by default, in one process, and on two) next to
     ``ast.parse`` alone over the same files."""
     scan = kb + ["scan", str(CORPUS), "--product", "atlas-a3"]
-    return timed_together({"ast-parse-corpus": ([sys.executable, "-c", AST_PARSE, str(CORPUS)], ENV),
-                           "scan-corpus": (scan, ENV),
-                           "scan-corpus-serial": (scan, {**ENV, "KB_SCAN_JOBS": "1"}),
-                           "scan-corpus-2": (scan, {**ENV, "KB_SCAN_JOBS": "2"})}, runs)  # fmt: skip
+    return timed_together(
+        {
+            "ast-parse-corpus": ([sys.executable, "-c", AST_PARSE, str(CORPUS)], ENV),
+            "scan-corpus": (scan, ENV),
+            "scan-corpus-serial": (scan, {**ENV, "KB_SCAN_JOBS": "1"}),
+            "scan-corpus-2": (scan, {**ENV, "KB_SCAN_JOBS": "2"}),
+        },
+        runs,
+    )
 
 
 def candidates_file(directory: Path) -> Path:
@@ -107,11 +125,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--only", choices=("search", "scan"),
-                    help="measure only the search lookups, or only the corpus scan")  # fmt: skip
+    ap.add_argument(
+        "--only",
+        choices=("search", "scan"),
+        help="measure only the search lookups, or only the corpus scan",
+    )
     ns = ap.parse_args()
     kb = kb_exe()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kb")], check=True, env=ENV)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "kb")], check=True, env=ENV
+    )
     subprocess.run(kb + ["index"], check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)
     results: dict[str, float] = {}
     results["python -c pass"] = timed([sys.executable, "-c", "pass"], ns.runs)
@@ -134,8 +157,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     try:
         results["check-500"] = timed(kb + ["check", str(candidates_file(tmp))], ns.runs)
-        results["check-10k"] = timed(kb + ["check", str(detailed_candidates_file(tmp))],
-                                     max(3, ns.runs // 2))  # fmt: skip
+        results["check-10k"] = timed(
+            kb + ["check", str(detailed_candidates_file(tmp))], max(3, ns.runs // 2)
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if CORPUS.is_dir():
@@ -150,9 +174,13 @@ def _print(results: dict[str, float], warm: dict[str, float], as_json: bool) -> 
         return 0
     print(f"{'measure':<20}{'median ms':>10}{'x pass':>9}{'budget':>9}")
     for name, ms in results.items():
-        budget: float | None = BUDGETS_MS.get(name.split("-json")[0] if name != "index-rebuild" else name)
+        budget: float | None = BUDGETS_MS.get(
+            name.split("-json")[0] if name != "index-rebuild" else name
+        )
         if name.startswith("search"):
-            budget = BUDGETS_MS["search-exact" if name in ("search-exact", "search-typo") else "search"]
+            budget = BUDGETS_MS[
+                "search-exact" if name in ("search-exact", "search-typo") else "search"
+            ]
         mark = "" if budget is None else ("  ok" if ms <= budget else "  OVER")
         print(f"{name:<20}{ms:>10.1f}{ms / base:>9.1f}{budget if budget else '':>9}{mark}")
     if "ast-parse-corpus" in results:

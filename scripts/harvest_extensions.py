@@ -33,26 +33,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repo", required=True, help="owner/name on GitHub")
     p.add_argument("--commit", required=True, help="the commit the tree is at (40 hex digits)")
     p.add_argument("--licence", required=True, help="SPDX identifier")
-    p.add_argument("--import", dest="imports", action="append", required=True,
-                   help="a module whose import registers the operators (repeatable)")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        required=True,
+        help="a module whose import registers the operators (repeatable)",
+    )
     p.add_argument("--namespace", action="append", default=[], help="keep only these namespaces")
     p.add_argument("--macro-namespace", help="the namespace of blocks that name it through a macro")
     p.add_argument("--only", action="append", default=[], help="harvest only these sub-paths")
     p.add_argument("--product", action="append", default=[], help="a product id the package states")
     p.add_argument("--summary-en", required=True)
     p.add_argument("--summary-zh", required=True)
-    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "records"
-                   / "extensions")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "kb" / "records" / "extensions",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the record instead of writing it")
     args = p.parse_args(argv)
     if not args.root.is_dir():
         print(f"error: {args.root} is not a directory", file=sys.stderr)
         return 2
     regs = registrations(args.root, args.only)
-    body = record(regs, name=args.name, repo=args.repo, commit=args.commit, licence=args.licence,
-                  imports=args.imports, summary_en=args.summary_en, summary_zh=args.summary_zh,
-                  namespaces=args.namespace, macro_namespace=args.macro_namespace,
-                  products=args.product)  # fmt: skip
+    body = record(
+        regs,
+        name=args.name,
+        repo=args.repo,
+        commit=args.commit,
+        licence=args.licence,
+        imports=args.imports,
+        summary_en=args.summary_en,
+        summary_zh=args.summary_zh,
+        namespaces=args.namespace,
+        macro_namespace=args.macro_namespace,
+        products=args.product,
+    )
     if not body["operators"]:
         print(f"error: no operator registrations found under {args.root}", file=sys.stderr)
         return 1

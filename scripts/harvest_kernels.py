@@ -32,18 +32,25 @@ _SOURCE = re.compile(r"^([A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+)@([0-9a-f]{7,40})=(.+
 def _source(text: str) -> tuple[str, str, Path]:
     m = _SOURCE.match(text)
     if m is None or not Path(m.group(3)).is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected OWNER/NAME@COMMIT=DIRECTORY "
-                                         "(an existing checkout)")  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected OWNER/NAME@COMMIT=DIRECTORY (an existing checkout)"
+        )
     return m.group(1), m.group(2), Path(m.group(3))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--kernels", type=_source, action="append", required=True,
-                   help="OWNER/NAME@COMMIT=DIR of ops-transformer or ops-nn (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--kernels",
+        type=_source,
+        action="append",
+        required=True,
+        help="OWNER/NAME@COMMIT=DIR of ops-transformer or ops-nn (repeatable)",
+    )
     p.add_argument("--op-plugin", type=_source, required=True, help="OWNER/NAME@COMMIT=DIR")
-    p.add_argument("--records", type=Path,
-                   default=Path(__file__).resolve().parent.parent / "kb" / "records")  # fmt: skip
+    p.add_argument(
+        "--records", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "records"
+    )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--verbose", action="store_true", help="list unmatched records and why")
     args = p.parse_args(argv)
@@ -66,10 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     unread = [u for r in repos for defs in r.defs.values() for kd in defs for u in kd.unreadable]
     socs = Counter(s for r in repos for defs in r.defs.values() for kd in defs for s in kd.socs)
     foreign = sorted(s for s in socs if s not in PRODUCT_SOCS)
-    print(f"kernels parsed: {sum(r.kernel_count() for r in repos)} "
-          f"({', '.join(f'{r.name}@{r.commit[:7]}: {r.kernel_count()}' for r in repos)}); "
-          f"{len(unread)} statement(s) not read; SoCs that are not our products: "
-          f"{', '.join(foreign) or 'none'}")  # fmt: skip
+    print(
+        f"kernels parsed: {sum(r.kernel_count() for r in repos)} "
+        f"({', '.join(f'{r.name}@{r.commit[:7]}: {r.kernel_count()}' for r in repos)}); "
+        f"{len(unread)} statement(s) not read; SoCs that are not our products: "
+        f"{', '.join(foreign) or 'none'}"
+    )
 
     matched = changed = 0
     added: Counter[str] = Counter()
@@ -85,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(data.get("name"), str):
             print(f"{path}: the record has no name", file=sys.stderr)
             return 1
-        outcome = harvest_record(data["name"], wrappers, repos, (plugin_name, plugin_commit),
-                                 PRODUCT_SOCS)  # fmt: skip
+        outcome = harvest_record(
+            data["name"], wrappers, repos, (plugin_name, plugin_commit), PRODUCT_SOCS
+        )
         for block in outcome.kernels:
             Kernel.model_validate(block)
         if outcome.kernels:
@@ -109,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         changed += 1
         if not args.dry_run:
             path.write_text(edited, encoding="utf-8")
-    print(f"records matched to kernels: {matched}; kernel-only products added: "
-          f"{', '.join(f'{p} {n}' for p, n in sorted(added.items())) or 'none'}; "
-          f"{changed} record(s) {'would change' if args.dry_run else 'updated'}")  # fmt: skip
+    print(
+        f"records matched to kernels: {matched}; kernel-only products added: "
+        f"{', '.join(f'{p} {n}' for p, n in sorted(added.items())) or 'none'}; "
+        f"{changed} record(s) {'would change' if args.dry_run else 'updated'}"
+    )
     return 0
 
 

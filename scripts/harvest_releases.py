@@ -67,8 +67,14 @@ PLATFORMS = (
 #: Python versions tried in order (old releases stop at 3.10, new ones start at 3.9).
 PYTHONS = ("3.11", "3.10", "3.9", "3.8", "3.12", "3.13")
 _NOT_FOUND = ("No matching distribution found", "Could not find a version that satisfies")
-_UNREACHABLE = ("from versions: none", "Retrying (Retry(", "NewConnectionError",
-                "Max retries exceeded", "Read timed out", "ConnectionError")  # fmt: skip
+_UNREACHABLE = (
+    "from versions: none",
+    "Retrying (Retry(",
+    "NewConnectionError",
+    "Max retries exceeded",
+    "Read timed out",
+    "ConnectionError",
+)
 
 
 class DownloadError(Exception):
@@ -122,9 +128,20 @@ def pip_download(version: str, cache: Path) -> Path:
     for platforms in PLATFORMS:
         for py in PYTHONS:
             with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
-                cmd = [sys.executable, "-m", "pip", "download", f"{PACKAGE}=={version}",
-                       "--no-deps", "--only-binary=:all:", "--python-version", py,
-                       "-d", tmp, "--quiet"]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    f"{PACKAGE}=={version}",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--python-version",
+                    py,
+                    "-d",
+                    tmp,
+                    "--quiet",
+                ]
                 for plat in platforms:
                     cmd += ["--platform", plat]
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -134,8 +151,9 @@ def pip_download(version: str, cache: Path) -> Path:
                     os.replace(got[0], target)  # same file system: the cache
                     return target
                 errors.append(proc.stderr)
-    if all(any(s in e for s in _NOT_FOUND) and not any(s in e for s in _UNREACHABLE)
-           for e in errors):  # fmt: skip
+    if all(
+        any(s in e for s in _NOT_FOUND) and not any(s in e for s in _UNREACHABLE) for e in errors
+    ):
         raise NoWheel(f"no Linux x86_64 or aarch64 wheel for Python {', '.join(PYTHONS)}")
     tail = next((e for e in reversed(errors) if not any(s in e for s in _NOT_FOUND)), errors[-1])
     raise DownloadError(tail.strip()[-500:] or "pip download failed")
@@ -219,8 +237,10 @@ def _format(value: object, indent: str = "") -> str:
         return flat
     inner = indent + " "
     if isinstance(value, dict):
-        items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {_format(value[k], inner)}"
-                 for k in sorted(value)]  # fmt: skip
+        items = [
+            f"{inner}{json.dumps(k, ensure_ascii=False)}: {_format(value[k], inner)}"
+            for k in sorted(value)
+        ]
         return "{\n" + ",\n".join(items) + f"\n{indent}}}"
     items = [inner + _format(v, inner) for v in value]
     return "[\n" + ",\n".join(items) + f"\n{indent}]"
@@ -243,8 +263,13 @@ def write_atomic(path: Path, text: str) -> None:
             os.unlink(tmp)
 
 
-def harvest(versions: list[str], cache: Path, out: Path, download: Downloader | None = pip_download,
-            log: Callable[[str], None] = print) -> int:  # fmt: skip
+def harvest(
+    versions: list[str],
+    cache: Path,
+    out: Path,
+    download: Downloader | None = pip_download,
+    log: Callable[[str], None] = print,
+) -> int:
     """Fetch (or reuse) one wheel per version and write ``out``; 1 and no write on failure.
 
     ``download`` None means offline: a version without a cached wheel is a failure.
@@ -269,17 +294,21 @@ def harvest(versions: list[str], cache: Path, out: Path, download: Downloader | 
             failures[version] = str(exc)
             log(f"{version}: FAILED: {exc}")
     if failures:
-        log(f"{len(failures)} release(s) failed ({', '.join(failures)}); "
-            f"{out} left untouched. Rerun to retry: cached wheels are reused.")  # fmt: skip
+        log(
+            f"{len(failures)} release(s) failed ({', '.join(failures)}); "
+            f"{out} left untouched. Rerun to retry: cached wheels are reused."
+        )
         return 1
     if not facts:
         log(f"no release could be read; {out} left untouched")
         return 1
     text = dump(build_data(facts, no_wheel))
     write_atomic(out, text)
-    log(f"wrote {out}: {len(facts)} releases ({facts[0].version} .. "
+    log(
+        f"wrote {out}: {len(facts)} releases ({facts[0].version} .. "
         f"{max(facts, key=lambda f: release_key(f.version) or ()).version}), "
-        f"{len(text) // 1024} KiB")  # fmt: skip
+        f"{len(text) // 1024} KiB"
+    )
     return 0
 
 
@@ -304,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         help="no network: the releases are the wheels already cached",
     )
     parser.add_argument("--pre", action="store_true", help="include pre-releases (rc)")
-    args = parser.parse_args(argv)  # fmt: skip
+    args = parser.parse_args(argv)
     cache: Path = args.cache.expanduser()
     if args.versions:
         versions = args.versions

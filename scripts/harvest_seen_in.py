@@ -35,11 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("root", type=Path, help="checkout of the repository (a work tree)")
     p.add_argument("--repo", required=True, help="owner/name on GitHub")
     p.add_argument("--commit", required=True, help="the commit the checkout is at")
-    p.add_argument("--records", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "records")
+    p.add_argument(
+        "--records", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "records"
+    )
     p.add_argument("--include-tests", action="store_true", help="also harvest tests/ and examples/")
-    p.add_argument("--shipping", action="append", default=[], metavar="SUBDIR",
-                   help="a subtree (relative to ROOT) that is shipping code although its path "
-                   "reads like examples or tests (MindIE-LLM: examples/atb_models); repeatable")
+    p.add_argument(
+        "--shipping",
+        action="append",
+        default=[],
+        metavar="SUBDIR",
+        help="a subtree (relative to ROOT) that is shipping code although its path "
+        "reads like examples or tests (MindIE-LLM: examples/atb_models); repeatable",
+    )
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
 
@@ -64,8 +71,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = data["name"]
         kept = [e for e in data.get("seen_in") or [] if e.get("repo") != args.repo]
-        previous = {(s["path"], s["line"]): s for e in data.get("seen_in") or []
-                    if e.get("repo") == args.repo for s in e.get("sites") or []}  # fmt: skip
+        previous = {
+            (s["path"], s["line"]): s
+            for e in data.get("seen_in") or []
+            if e.get("repo") == args.repo
+            for s in e.get("sites") or []
+        }
         if name in by_record:
             entry = seen_in_entry(args.repo, args.commit, by_record[name], previous)
             SeenIn.model_validate(entry)
@@ -86,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             path.write_text(edited, encoding="utf-8")
     sites = len(facts)
-    print(f"{sites} call sites of {len(by_record)} operators; {changed} record(s) "
-          f"{'would change' if args.dry_run else 'updated'}")
+    print(
+        f"{sites} call sites of {len(by_record)} operators; {changed} record(s) "
+        f"{'would change' if args.dry_run else 'updated'}"
+    )
     return 0
 
 

@@ -55,13 +55,22 @@ def wrong(entry: dict[str, Any], module: Any, ctx: Any) -> list[str]:
         if "gating" in fuses and module.kind == "moe.router":
             score = f.get("score")
             if "norm_type" in args and args["norm_type"] != (1 if score == "sigmoid" else 0):
-                out.append(f"{stage['operator']} norm_type {args['norm_type']} for a {score} router")
+                out.append(
+                    f"{stage['operator']} norm_type {args['norm_type']} for a {score} router"
+                )
             if f.get("bias") and "bias_add" not in fuses:
                 out.append(f"{stage['operator']} drops the correction bias")
             if score == "sigmoid" and "sigmoid" not in fuses:
                 out.append(f"{stage['operator']} has no sigmoid")
-        if "rope" in fuses and args.get("rotary_mode") and f.get("rope") and args["rotary_mode"] != f["rope"]:
-            out.append(f"{stage['operator']} rotary_mode {args['rotary_mode']} for {f['rope']} pairs")
+        if (
+            "rope" in fuses
+            and args.get("rotary_mode")
+            and f.get("rope")
+            and args["rotary_mode"] != f["rope"]
+        ):
+            out.append(
+                f"{stage['operator']} rotary_mode {args['rotary_mode']} for {f['rope']} pairs"
+            )
     return out
 
 
@@ -72,8 +81,12 @@ def false_opportunities(entry: dict[str, Any], module: Any, ctx: Any) -> list[st
     for stage in entry.get("stages", []):
         rec = ctx.operator(stage["operator"])
         fuses = set(rec.get("fuses") or ()) if rec is not None else set()
-        if "kv_cache_write" in fuses and module.facts.get("cache") in (None, "none") \
-                and module.kind != "attention.mla" and "indexer" not in str(stage.get("stage")):
+        if (
+            "kv_cache_write" in fuses
+            and module.facts.get("cache") in (None, "none")
+            and module.kind != "attention.mla"
+            and "indexer" not in str(stage.get("stage"))
+        ):
             out.append(f"{module.name}: cache write without a cache")
     return out
 
@@ -109,22 +122,36 @@ def measure(root: Path, product: str = "atlas-a3") -> list[dict[str, Any]]:
         wanted = set(item["families"])
         text = document(report, {"product": product}, item["model"])
         errors = [f for f in check_text(text, "draft.yaml") if f.severity == "error"]
-        rows.append({"file": item["file"], "model": item["model"], "wanted": sorted(wanted),
-                     "found": sorted(wanted & planned), "missed": sorted(wanted - planned),
-                     "wrong": bad, "check_errors": [f"{e.code} {e.message}" for e in errors],
-                     "false": false, "seconds": round(seconds, 2),
-                     "modules": len(report.inventory), "entries": len(report.plan)})  # fmt: skip
+        rows.append(
+            {
+                "file": item["file"],
+                "model": item["model"],
+                "wanted": sorted(wanted),
+                "found": sorted(wanted & planned),
+                "missed": sorted(wanted - planned),
+                "wrong": bad,
+                "check_errors": [f"{e.code} {e.message}" for e in errors],
+                "false": false,
+                "seconds": round(seconds, 2),
+                "modules": len(report.inventory),
+                "entries": len(report.plan),
+            }
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("root", type=Path, help="folder holding transformers/ and diffusers/ unpacked")
+    parser.add_argument(
+        "root", type=Path, help="folder holding transformers/ and diffusers/ unpacked"
+    )
     parser.add_argument("--product", default="atlas-a3")
     args = parser.parse_args(argv)
     rows = measure(args.root, args.product)
     total_w = total_f = 0
-    print("| file | families in plan / ports call | missed | wrong | kb check errors | false opp. | s |")
+    print(
+        "| file | families in plan / ports call | missed | wrong | kb check errors | false opp. | s |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         if r.get("missing"):
@@ -132,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         total_w += len(r["wanted"])
         total_f += len(r["found"])
-        print(f"| {Path(r['file']).name} | {len(r['found'])}/{len(r['wanted'])} | {', '.join(r['missed'])} | "
-              f"{len(r['wrong'])} | {len(r['check_errors'])} | {len(r['false'])} | {r['seconds']} |")
+        print(
+            f"| {Path(r['file']).name} | {len(r['found'])}/{len(r['wanted'])} | {', '.join(r['missed'])} | "
+            f"{len(r['wrong'])} | {len(r['check_errors'])} | {len(r['false'])} | {r['seconds']} |"
+        )
         for line in r["wrong"] + r["check_errors"] + r["false"]:
             print(f"|   | {line} | | | | | |", file=sys.stderr)
     print(f"\ntotal: {total_f}/{total_w} families ({100 * total_f / max(total_w, 1):.0f}%)")

@@ -10,6 +10,7 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/de
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 .venv/bin/ruff check kb site_plugins tools scripts tests
+.venv/bin/ruff format --check kb site_plugins tools scripts tests
 .venv/bin/mypy
 .venv/bin/kb validate
 .venv/bin/python -m pytest "$@"

@@ -108,10 +108,30 @@ def _reads_whole(name: str) -> Callable[..., Any]:
     return method
 
 
-for _name in ("__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__", "__ror__",
-              "__ior__", "__reversed__", "__reduce__", "__reduce_ex__", "__setitem__",
-              "__delitem__", "keys", "items", "values", "copy", "update", "setdefault",
-              "pop", "popitem", "clear"):  # fmt: skip
+for _name in (
+    "__iter__",
+    "__len__",
+    "__eq__",
+    "__ne__",
+    "__repr__",
+    "__or__",
+    "__ror__",
+    "__ior__",
+    "__reversed__",
+    "__reduce__",
+    "__reduce_ex__",
+    "__setitem__",
+    "__delitem__",
+    "keys",
+    "items",
+    "values",
+    "copy",
+    "update",
+    "setdefault",
+    "pop",
+    "popitem",
+    "clear",
+):
     setattr(_Fields, _name, _reads_whole(_name))
 
 
@@ -177,8 +197,10 @@ class ReadDigests:
                 value = list(self.catalog.records(arg or None))
             elif what == "fields":
                 kind, names = json.loads(arg)
-                value = [[rec.get("name"), {n: rec[n] for n in names if n in rec}]
-                         for rec in self.catalog.records(kind or None)]  # fmt: skip
+                value = [
+                    [rec.get("name"), {n: rec[n] for n in names if n in rec}]
+                    for rec in self.catalog.records(kind or None)
+                ]
             else:
                 value = self.catalog.content
             self._done[read] = digest(_json(value))
@@ -260,12 +282,20 @@ def search_files(catalog: Any, inputs: str, render: Callable[[], dict[str, str]]
     """``render()`` (the site's search index files), reused while the code, the records
     (the catalog's content key) and ``inputs`` (what else the index is made from: page
     URLs and the other pages' titles) are the same.  One entry per record tree."""
-    key = digest(code_version(), _versions("whoosh-reloaded", "whoosh", "jieba"), str(catalog.content), inputs)
+    key = digest(
+        code_version(),
+        _versions("whoosh-reloaded", "whoosh", "jieba"),
+        str(catalog.content),
+        inputs,
+    )
     name = f"search-{root_key(Path(catalog.root))}"
     stored = load(name)
     files = stored.get("files")
-    if (stored.get("key") == key and isinstance(files, dict)
-            and all(isinstance(v, str) for v in files.values())):  # fmt: skip
+    if (
+        stored.get("key") == key
+        and isinstance(files, dict)
+        and all(isinstance(v, str) for v in files.values())
+    ):
         return {str(k): v for k, v in files.items()}
     files = render()
     store(name, {"key": key, "files": files})

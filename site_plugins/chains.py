@@ -54,7 +54,9 @@ def _header(chain: Record, here: str) -> str:
     if chain.get("quantization"):
         facts.append("**Quantization:** " + md.words(chain["quantization"]))
     if chain.get("products"):
-        facts.append("**Products:** " + ", ".join(md.inline(products.label(p)) for p in chain["products"]))
+        facts.append(
+            "**Products:** " + ", ".join(md.inline(products.label(p)) for p in chain["products"])
+        )
     if facts:
         lines += ["", "  \n".join(facts)]
     return "\n".join(lines)
@@ -112,9 +114,15 @@ def _stages(chain: Record, data: SiteData, here: str) -> str:
             name = md.inline(group[0]["stage"])
             if len(group) == 1:
                 stage = group[0]
-                only = f" *(only with {md.inline(_schemes(stage))})*" if several and stage.get("quantization") else ""
-                items.append(f"{i}. **{name}** → {_operator_cell(stage, data, here)}{only}"
-                             + _stage_detail(stage))  # fmt: skip
+                only = (
+                    f" *(only with {md.inline(_schemes(stage))})*"
+                    if several and stage.get("quantization")
+                    else ""
+                )
+                items.append(
+                    f"{i}. **{name}** → {_operator_cell(stage, data, here)}{only}"
+                    + _stage_detail(stage)
+                )
                 continue
             lines = [f"{i}. **{name}**: one of, by scheme"]
             for stage in group:

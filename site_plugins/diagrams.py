@@ -91,7 +91,9 @@ def flow(lanes: list[Lane], label: str, head: str = "") -> str:
             )
         title = f'<p class="kb-flow__title">{text_html(lane.title)}</p>' if lane.title else ""
         steps = "\n".join(items) or '<li class="kb-flow__step">no stage</li>'
-        out.append(f'<div class="kb-flow__lane">{title}\n<ol class="kb-flow__steps">\n{steps}\n</ol></div>')
+        out.append(
+            f'<div class="kb-flow__lane">{title}\n<ol class="kb-flow__steps">\n{steps}\n</ol></div>'
+        )
     return wrap("\n".join(out), "kb-flow", label, head)
 
 

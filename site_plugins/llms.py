@@ -24,9 +24,13 @@ from site_plugins.operators import operator_markdown
 MARKDOWN_KINDS = ("operator", "chain", "tree", "playbook")
 
 #: Chips whose value is an identifier (dtype, format, scheme, phase) read as code.
-_CODE_CHIP = re.compile(r'<span class="kb-chip kb-chip--(?:dtype|format|scheme|phase)">(.*?)</span>')
+_CODE_CHIP = re.compile(
+    r'<span class="kb-chip kb-chip--(?:dtype|format|scheme|phase)">(.*?)</span>'
+)
 _OTHER_CHIP = re.compile(r'<span class="kb-chip[^"]*"(?: title="[^"]*")?>(.*?)</span>')
-_BADGE = re.compile(r"<span class=\"kb-badge[^\"]*\">(.*?)</span>|\[([^\]]+)\]\([^)]*\)\{ \.kb-badge[^}]*\}")
+_BADGE = re.compile(
+    r"<span class=\"kb-badge[^\"]*\">(.*?)</span>|\[([^\]]+)\]\([^)]*\)\{ \.kb-badge[^}]*\}"
+)
 _HIDDEN = re.compile(r'<p class="kb-terms" hidden>.*?</p>\n*')
 _WRAPPER = re.compile(r"^ *(?:<div [^>]*markdown>|</div>) *\n", re.M)
 _ATTRS = re.compile(r"\n? *\{:? *(?:[#.][^}\n]*|data-search-exclude) *\}")
@@ -41,12 +45,22 @@ def _summary(rec: Record) -> str:
 
 def llms_txt(data: SiteData, site_name: str, description: str) -> str:
     """The index: sections per kind, one line per record, each to its Markdown copy."""
-    lines = [f"# {site_name}", "", f"> {description}", "",
-             "Each link is the Markdown of a page; drop `index.md` for its HTML. Records "
-             "are also served by the `kb` command line (`kb show NAME`, `kb search QUERY`) "
-             "and by `kb mcp`.", ""]  # fmt: skip
-    sections = (("Operators", "operator", data.operators), ("Reference chains", "chain", data.chains),
-                ("Decision trees", "tree", data.trees), ("Playbooks", "playbook", data.playbooks))  # fmt: skip
+    lines = [
+        f"# {site_name}",
+        "",
+        f"> {description}",
+        "",
+        "Each link is the Markdown of a page; drop `index.md` for its HTML. Records "
+        "are also served by the `kb` command line (`kb show NAME`, `kb search QUERY`) "
+        "and by `kb mcp`.",
+        "",
+    ]
+    sections = (
+        ("Operators", "operator", data.operators),
+        ("Reference chains", "chain", data.chains),
+        ("Decision trees", "tree", data.trees),
+        ("Playbooks", "playbook", data.playbooks),
+    )
     for title, kind, bucket in sections:
         if not bucket:
             continue
@@ -68,13 +82,19 @@ def markdown_copies(data: SiteData, pages: dict[str, str]) -> dict[str, str]:
     sources: dict[str, str] = {}
     for name, op in data.operators.items():
         sources[record_path("operator", name)] = operator_markdown(op, data)
-    for kind, bucket in (("chain", data.chains), ("tree", data.trees), ("playbook", data.playbooks)):
+    for kind, bucket in (
+        ("chain", data.chains),
+        ("tree", data.trees),
+        ("playbook", data.playbooks),
+    ):
         for name in bucket:
             src = record_path(kind, name)
             if src in pages:
                 sources[src] = pages[src]
-    return {md.page_url(src, True) + "index.md": plain(text, src, set(sources))
-            for src, text in sources.items()}  # fmt: skip
+    return {
+        md.page_url(src, True) + "index.md": plain(text, src, set(sources))
+        for src, text in sources.items()
+    }
 
 
 def plain(text: str, src: str, copies: set[str]) -> str:
@@ -88,7 +108,9 @@ def plain(text: str, src: str, copies: set[str]) -> str:
     text = _OTHER_CHIP.sub(lambda m: html.unescape(m.group(1)), text)
     text = _BADGE.sub(lambda m: m.group(1) or m.group(2), text)
     text = _unfold(text)
-    text = _LINK.sub(lambda m: "](" + _copy_link(m.group(1), m.group(2) or "", src, copies) + ")", text)
+    text = _LINK.sub(
+        lambda m: "](" + _copy_link(m.group(1), m.group(2) or "", src, copies) + ")", text
+    )
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
 
 
@@ -101,7 +123,7 @@ def _unfold(text: str) -> str:
         while folds and line.strip() and indent <= folds[-1]:
             folds.pop()
         if folds:
-            line = line[4 * len(folds):] if line.strip() else ""
+            line = line[4 * len(folds) :] if line.strip() else ""
         head = _FOLD.match(line)
         if head:
             out.append(f"{head.group(1)}**{head.group(2).replace('&quot;', chr(34))}**")

@@ -34,8 +34,10 @@ def _by_category(data: SiteData) -> list[tuple[str, list[Record]]]:
     out = []
     for cat in categories(data):
         # internal _npu_* kernels after the public API of the same category
-        ops = sorted((o for o in data.operators.values() if o["category"] == cat),
-                     key=lambda o: (o["name"].startswith("_"), o["name"]))  # fmt: skip
+        ops = sorted(
+            (o for o in data.operators.values() if o["category"] == cat),
+            key=lambda o: (o["name"].startswith("_"), o["name"]),
+        )
         out.append((cat, ops))
     return out
 
@@ -158,9 +160,11 @@ def quant_matrix(data: SiteData) -> str:
     def described(s: str) -> str:
         """What the scheme is, its activation scale and other spellings: one cell, so the
         table still fits a phone."""
-        return (html.escape(str(QUANT_LABELS.get(s, "")))  # type: ignore[call-overload]
-                + f"<br><small>activation scale: {html.escape(SCHEMES[s].activation_scale)}"
-                + f"; also written: {_spellings(s)}</small>")  # fmt: skip
+        return (
+            html.escape(str(QUANT_LABELS.get(s, "")))  # type: ignore[call-overload]
+            + f"<br><small>activation scale: {html.escape(SCHEMES[s].activation_scale)}"
+            + f"; also written: {_spellings(s)}</small>"
+        )
 
     summary = html_table(
         ["Scheme", "Operators", "What it is"],

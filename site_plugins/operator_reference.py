@@ -24,9 +24,13 @@ def reference_section(op: Record) -> str:
     limits = [f"- {md.inline(m)}" for m in sem["limits"]]
     body = ""
     if detail:
-        body += "**Left open by the sources** (the reference's choice)\n\n" + "\n".join(detail) + "\n\n"
+        body += (
+            "**Left open by the sources** (the reference's choice)\n\n" + "\n".join(detail) + "\n\n"
+        )
     if limits:
         body += "**Not modelled by the reference**\n\n" + "\n".join(limits) + "\n\n"
-    body += (f"The numpy reference runs it: {md.code(sem['run'])} (install the "
-             f"{md.code('[reference]')} extra).")  # fmt: skip
+    body += (
+        f"The numpy reference runs it: {md.code(sem['run'])} (install the "
+        f"{md.code('[reference]')} extra)."
+    )
     return "\n".join(lines) + "\n\n" + folded("What the sources leave open", body)

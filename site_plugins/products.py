@@ -63,8 +63,9 @@ def short(product: str) -> str:
 
 def support(op: Record, product: str) -> str:
     """yes / partial / no / undocumented for one product (family or sub-series)."""
-    return vocab.product_support(product, op.get("products") or [],
-                                 op.get("unsupported_products") or [])  # fmt: skip
+    return vocab.product_support(
+        product, op.get("products") or [], op.get("unsupported_products") or []
+    )
 
 
 def detail(op: Record, product: str) -> str:

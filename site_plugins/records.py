@@ -212,7 +212,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
 
 
 #: Material's search worker in the page configuration (its hash changes per release).
-_WORKER = re.compile(r'("search":\s*")([^"]*?)assets/javascripts/workers/search\.[0-9a-f]+\.min\.js"')
+_WORKER = re.compile(
+    r'("search":\s*")([^"]*?)assets/javascripts/workers/search\.[0-9a-f]+\.min\.js"'
+)
 
 
 def _no_instant_without_site_url(config: MkDocsConfig) -> None:

@@ -122,16 +122,28 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
             doc = session.stored[docnum]
             path = data.path(doc["name"])
             url = md.page_url(path, data.directory_urls) if path else ""
-            docs.append([doc["name"], doc["kind"], url, doc.get("prior", 1.0), doc.get("dtypes", ""),
-                         doc.get("steps", ""), doc.get("summary_en", ""),
-                         [list(p) for p in names._name_parts(doc["name"])]])  # fmt: skip
+            docs.append(
+                [
+                    doc["name"],
+                    doc["kind"],
+                    url,
+                    doc.get("prior", 1.0),
+                    doc.get("dtypes", ""),
+                    doc.get("steps", ""),
+                    doc.get("summary_en", ""),
+                    [list(p) for p in names._name_parts(doc["name"])],
+                ]
+            )
         terms: set[str] = set()
         if isinstance(session, TermTable):
             terms.update(session.terms())
         else:
             reader = session.searcher.reader()
             for field in TEXT_FIELDS:
-                terms.update(t if isinstance(t, str) else t.decode("utf-8") for t in reader.field_terms(field))
+                terms.update(
+                    t if isinstance(t, str) else t.decode("utf-8")
+                    for t in reader.field_terms(field)
+                )
         shards: list[dict[str, Any]] = [{"t": {}, "s": {}, "p": {}} for _ in range(SHARDS)]
         for term in sorted(terms):
             scores = session.token_scores(term)
@@ -147,8 +159,13 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
         session.close()
     for word, stem in sorted(_stems(catalog).items()):
         shards[shard_of(word)]["s"][word] = stem
-    head = {"docs": docs, "spellings": _spellings(catalog), "pages": pages,
-            "k": _constants(), "content": catalog.content}  # fmt: skip
+    head = {
+        "docs": docs,
+        "spellings": _spellings(catalog),
+        "pages": pages,
+        "k": _constants(),
+        "content": catalog.content,
+    }
     out = {f"{DIRECTORY}/docs.json": _dump(head)}
     for i, shard in enumerate(shards):
         out[f"{DIRECTORY}/s{i}.json"] = _dump(shard)

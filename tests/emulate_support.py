@@ -1,13 +1,12 @@
-"""Shared by the kb.emulate tests: one emulation per test module, record examples run once.
+"""Shared by the kb.emulate tests: record examples run once per session, their calls kept.
 
 torch is imported once per test session (the first module that needs it); each module
-turns the emulation on for its tests and off after them, so the rest of the suite never
-sees an emulated torch_npu.
+turns the emulation on for its tests and off after them (the ``emulation`` fixture of
+conftest.py), so the rest of the suite never sees an emulated torch_npu.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,16 +15,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the [emulate] extra is not installed")
 
 from kb.emulate import BackwardNotEmulated  # noqa: E402
-from kb.emulate.session import Emulation, install, uninstall  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def emulation() -> Iterator[Emulation]:
-    em = install()
-    try:
-        yield em
-    finally:
-        uninstall()
+from kb.emulate.session import Emulation  # noqa: E402
 
 
 @dataclass
@@ -67,7 +57,9 @@ def run_examples(em: Emulation, names: list[str]) -> list[ExampleRun]:
         for index in range(len(rec.get("examples") or [])):
             seen: list[Captured] = []
 
-            def listen(call: Any, before: Any, after: Any, result: Any, seen: list[Captured] = seen) -> None:
+            def listen(
+                call: Any, before: Any, after: Any, result: Any, seen: list[Captured] = seen
+            ) -> None:
                 seen.append(Captured(call.op, call.overload, before, _clone(after), _clone(result)))
 
             em.runtime.listeners.append(listen)

@@ -21,11 +21,13 @@ CODE = Path(os.environ.get("KB_FAULTS_CODE") or REPO)
 CHECK_RECORDS = REPO / "tests" / "fixtures" / "check_records"
 HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 #: A weight-heavy prefetch point that passes every KB4xx rule, to vary one field at a time.
-POINT = ("  - kind: prefetch\n    module: model.layers.0.mlp\n    phase: decode\n"
-         "    target: down_proj\n    target_op: matmul\n"
-         "    weight: {shape: [18432, 7168], dtype: bfloat16}\n"
-         "    dependency: {name: swiglu output, op: swiglu}\n"
-         "    max_size: 64MiB\n    switch: enable_prefetch\n    switch_default: false\n")  # fmt: skip
+POINT = (
+    "  - kind: prefetch\n    module: model.layers.0.mlp\n    phase: decode\n"
+    "    target: down_proj\n    target_op: matmul\n"
+    "    weight: {shape: [18432, 7168], dtype: bfloat16}\n"
+    "    dependency: {name: swiglu output, op: swiglu}\n"
+    "    max_size: 64MiB\n    switch: enable_prefetch\n    switch_default: false\n"
+)
 
 
 @dataclass
@@ -49,29 +51,49 @@ def env_for(tmp: Path, records: Path | None = None, **extra: str) -> dict[str, s
     return env
 
 
-def kb(tmp: Path, *args: str, records: Path | None = None, stdin: bytes | None = None,
-       timeout: float = 60, **extra: str) -> Run:  # fmt: skip
+def kb(
+    tmp: Path,
+    *args: str,
+    records: Path | None = None,
+    stdin: bytes | None = None,
+    timeout: float = 60,
+    **extra: str,
+) -> Run:
     """Run ``kb ARGS`` in ``tmp`` (its cwd) and return what it printed."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "kb", *args], cwd=tmp, input=stdin,
-                              capture_output=True, env=env_for(tmp, records, **extra),
-                              timeout=timeout, check=False)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "kb", *args],
+            cwd=tmp,
+            input=stdin,
+            capture_output=True,
+            env=env_for(tmp, records, **extra),
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return Run(None, "", "")
-    return Run(proc.returncode, proc.stdout.decode(errors="replace"),
-               proc.stderr.decode(errors="replace"))  # fmt: skip
+    return Run(
+        proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    )
 
 
 def shell(tmp: Path, command: str, records: Path | None = None, timeout: float = 60) -> Run:
     """Run a bash command line in which ``KB`` is the kb command (for redirections)."""
     line = f'KB="{sys.executable} -m kb"; {command}'
     try:
-        proc = subprocess.run(["bash", "-c", line], cwd=tmp, capture_output=True,
-                              env=env_for(tmp, records), timeout=timeout, check=False)  # fmt: skip
+        proc = subprocess.run(
+            ["bash", "-c", line],
+            cwd=tmp,
+            capture_output=True,
+            env=env_for(tmp, records),
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return Run(None, "", "")
-    return Run(proc.returncode, proc.stdout.decode(errors="replace"),
-               proc.stderr.decode(errors="replace"))  # fmt: skip
+    return Run(
+        proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    )
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:

@@ -46,8 +46,21 @@ def fail(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 GQA = ("attention", "--arch", "gqa", "--sinks", "no")
 MLA = ("attention", "--arch", "mla", "--indexer", "no")
-EP_DECODE = ("moe", "--moe", "yes", "--gate", "sigmoid", "--routed-experts", "256",
-             "--activation", "swiglu", "--parallel", "ep", "--phase", "decode")  # fmt: skip
+EP_DECODE = (
+    "moe",
+    "--moe",
+    "yes",
+    "--gate",
+    "sigmoid",
+    "--routed-experts",
+    "256",
+    "--activation",
+    "swiglu",
+    "--parallel",
+    "ep",
+    "--phase",
+    "decode",
+)
 
 
 # ------------------------------------------------------------------------- attention
@@ -66,8 +79,9 @@ def test_mla_indexer_decode_names_the_sparse_chain(capsys: pytest.CaptureFixture
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
-def test_indexer_cache_is_written_by_slot_in_both_phases(capsys: pytest.CaptureFixture[str],
-                                                         phase: str) -> None:  # fmt: skip
+def test_indexer_cache_is_written_by_slot_in_both_phases(
+    capsys: pytest.CaptureFixture[str], phase: str
+) -> None:
     result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", phase)
     write = next(st for st in stages(result) if st["stage"] == "indexer_cache_write")
     assert write["operator"] == "npu_scatter_nd_update_"
@@ -89,15 +103,20 @@ def test_text_prints_complete_call_lines_and_whole_constraints(
     assert re.search(r"\(\d+ more constraint\(s\): kb show npu_mla_prolog_v3\)", out)
 
 
-def test_json_carries_whole_constraints_and_call_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_carries_whole_constraints_and_call_arguments(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")
     record = open_catalog().get("npu_mla_prolog_v3") or {}
     assert result["operators"]["npu_mla_prolog_v3"]["constraints"] == [
         " ".join(c["text"].split()) for c in record["constraints"]
     ]
     prolog = stage(result, "npu_mla_prolog_v3")
-    required = [p["name"] for p in record["parameters"]
-                if p.get("required", True) and not p["type"].endswith("?") and p.get("default") is None]  # fmt: skip
+    required = [
+        p["name"]
+        for p in record["parameters"]
+        if p.get("required", True) and not p["type"].endswith("?") and p.get("default") is None
+    ]
     given = {a["name"]: a for a in prolog["arguments"]}
     assert set(required) <= set(given)
     assert given["cache_mode"] == {"name": "cache_mode", "value": "'PA_NZ'", "given": "literal"}
@@ -105,7 +124,9 @@ def test_json_carries_whole_constraints_and_call_arguments(capsys: pytest.Captur
     assert prolog["call"].startswith("torch_npu.npu_mla_prolog_v3(hidden_states, q_a_proj.weight,")
 
 
-def test_mla_decode_quant_answer_narrows_the_prolog_stages(capsys: pytest.CaptureFixture[str]) -> None:
+def test_mla_decode_quant_answer_narrows_the_prolog_stages(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "w8a8c8")
     assert result["quantization"] == "w8a8c8"
     (chain,) = result["chains"]
@@ -116,13 +137,26 @@ def test_mla_decode_quant_answer_narrows_the_prolog_stages(capsys: pytest.Captur
 
 
 def test_mtp_verify_prints_sparse_mode_3_with_the_mask(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--mtp", "yes", "--quant", "bf16")
+    result = advise(
+        capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--mtp", "yes", "--quant", "bf16"
+    )
     assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode-mtp"]
-    (attention,) = [st for st in stages(result) if st["operator"] == "npu_fused_infer_attention_score_v2"]
-    assert attention["args"]["sparse_mode"] == 3 and "atten_mask=causal_mask_2048" in attention["call"]
-    assert advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")["assumed"] == [
-        {"flag": "--mtp", "answer": "no", "label": "No - one query token per request (the common case); "
-         "sparse_mode 0 without a mask"}]  # fmt: skip
+    (attention,) = [
+        st for st in stages(result) if st["operator"] == "npu_fused_infer_attention_score_v2"
+    ]
+    assert (
+        attention["args"]["sparse_mode"] == 3 and "atten_mask=causal_mask_2048" in attention["call"]
+    )
+    assert advise(capsys, *MLA, "--phase", "decode", "--prolog", "yes", "--quant", "bf16")[
+        "assumed"
+    ] == [
+        {
+            "flag": "--mtp",
+            "answer": "no",
+            "label": "No - one query token per request (the common case); "
+            "sparse_mode 0 without a mask",
+        }
+    ]
 
 
 def test_absorbed_decode_allows_sparse_mode_3_under_mtp(capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,11 +169,14 @@ def test_absorbed_decode_allows_sparse_mode_3_under_mtp(capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize(
     ("answer", "chain", "core"),
-    [("expand", "mla-absorb-prefill", "npu_kv_rmsnorm_rope_cache_v2"),
-     ("absorbed", "mla-prolog-absorbed", "npu_mla_prolog_v3")],
-)  # fmt: skip
-def test_mla_prefill_asks_which_of_the_two_real_paths(capsys: pytest.CaptureFixture[str],
-                                                      answer: str, chain: str, core: str) -> None:  # fmt: skip
+    [
+        ("expand", "mla-absorb-prefill", "npu_kv_rmsnorm_rope_cache_v2"),
+        ("absorbed", "mla-prolog-absorbed", "npu_mla_prolog_v3"),
+    ],
+)
+def test_mla_prefill_asks_which_of_the_two_real_paths(
+    capsys: pytest.CaptureFixture[str], answer: str, chain: str, core: str
+) -> None:
     result = advise(capsys, *MLA, "--phase", "prefill", "--prefill", answer)
     assert [c["name"] for c in result["chains"]] == [chain]
     assert core in stage_ops(result)
@@ -152,8 +189,12 @@ def test_mla_decode_without_prolog_takes_the_split_path(capsys: pytest.CaptureFi
     assert "npu_kv_rmsnorm_rope_cache_v2" in stage_ops(result)
 
 
-def test_c8_uses_the_repository_cache_and_quantized_kernels(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes-c8", "--phase", "decode")
+def test_c8_uses_the_repository_cache_and_quantized_kernels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = advise(
+        capsys, "attention", "--arch", "mla", "--indexer", "yes-c8", "--phase", "decode"
+    )
     ops = stage_ops(result)
     assert "npu_kv_quant_sparse_flash_attention" in ops and "npu_quant_lightning_indexer" in ops
     assert stage(result, "npu_mla_prolog_v3")["args"]["ckvkr_repo_mode"] == 1
@@ -162,7 +203,9 @@ def test_c8_uses_the_repository_cache_and_quantized_kernels(capsys: pytest.Captu
 @pytest.mark.parametrize(
     ("cache", "chain"), [("contiguous", "gqa-decode-contiguous"), ("paged", "gqa-decode-paged")]
 )
-def test_gqa_decode_by_cache_uses_fa_v2(capsys: pytest.CaptureFixture[str], cache: str, chain: str) -> None:
+def test_gqa_decode_by_cache_uses_fa_v2(
+    capsys: pytest.CaptureFixture[str], cache: str, chain: str
+) -> None:
     result = advise(capsys, *GQA, "--phase", "decode", "--cache", cache)
     assert [c["name"] for c in result["chains"]] == [chain]
     assert "npu_fused_infer_attention_score_v2" in stage_ops(result)
@@ -172,14 +215,16 @@ def test_gqa_decode_by_cache_uses_fa_v2(capsys: pytest.CaptureFixture[str], cach
 @pytest.mark.parametrize(
     ("history", "chain", "first"),
     [("no", "gqa-prefill-paged", "attention"), ("yes", "gqa-prefill-chunked", "cache_write")],
-)  # fmt: skip
+)
 def test_gqa_prefill_distinguishes_fresh_kv_from_chunked_prefill(
     capsys: pytest.CaptureFixture[str], history: str, chain: str, first: str
 ) -> None:
     result = advise(capsys, *GQA, "--phase", "prefill", "--cache", "paged", "--history", history)
     assert [c["name"] for c in result["chains"]] == [chain]
     names = [st["stage"] for st in stages(result)]
-    assert names.index(first) < names.index({"attention": "cache_write", "cache_write": "attention"}[first])
+    assert names.index(first) < names.index(
+        {"attention": "cache_write", "cache_write": "attention"}[first]
+    )
     attention = stage(result, "npu_fused_infer_attention_score_v2")
     assert ("block_table" in attention["passed"]) is (history == "yes")
 
@@ -193,8 +238,10 @@ def test_sinks_lead_to_fa_v2_with_learnable_sink(capsys: pytest.CaptureFixture[s
     assert any("v1) has no such argument" in n for n in result["notes"])
 
 
-@pytest.mark.parametrize(("phase", "op"), [("prefill", "npu_chunk_gated_delta_rule"),
-                                           ("decode", "npu_recurrent_gated_delta_rule")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("phase", "op"),
+    [("prefill", "npu_chunk_gated_delta_rule"), ("decode", "npu_recurrent_gated_delta_rule")],
+)
 def test_linear_attention(capsys: pytest.CaptureFixture[str], phase: str, op: str) -> None:
     result = advise(capsys, "attention", "--arch", "linear", "--phase", phase)
     assert op in stage_ops(result)
@@ -205,28 +252,70 @@ def test_linear_attention(capsys: pytest.CaptureFixture[str], phase: str, op: st
 
 
 def test_softmax_gate_names_the_softmax_top_k(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax", "--activation", "swiglu",
-                    "--parallel", "tp", "--quant", "bf16")  # fmt: skip
+    result = advise(
+        capsys,
+        "moe",
+        "--moe",
+        "yes",
+        "--gate",
+        "softmax",
+        "--activation",
+        "swiglu",
+        "--parallel",
+        "tp",
+        "--quant",
+        "bf16",
+    )
     assert [c["name"] for c in result["chains"]] == ["moe-gate-softmax", "moe-tp-routing"]
     ops = stage_ops(result)
     assert "npu_moe_gating_top_k_softmax" in ops and "npu_moe_gating_top_k" not in ops
     assert ops.index("npu_moe_init_routing_v2") < ops.index("npu_moe_finalize_routing")
 
 
-def test_softmax_with_bias_is_the_grouped_gate_with_norm_type_0(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax-bias", "--activation", "swiglu",
-                    "--parallel", "tp", "--quant", "bf16")  # fmt: skip
+def test_softmax_with_bias_is_the_grouped_gate_with_norm_type_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = advise(
+        capsys,
+        "moe",
+        "--moe",
+        "yes",
+        "--gate",
+        "softmax-bias",
+        "--activation",
+        "swiglu",
+        "--parallel",
+        "tp",
+        "--quant",
+        "bf16",
+    )
     gate = stage(result, "npu_moe_gating_top_k")
     assert gate["args"]["norm_type"] == 0 and "bias" in gate["passed"]
     assert "npu_moe_gating_top_k_softmax" not in stage_ops(result)
 
 
-@pytest.mark.parametrize(("count", "answer", "fused"), [("256", "256", True), ("160", "other", False)])
+@pytest.mark.parametrize(
+    ("count", "answer", "fused"), [("256", "256", True), ("160", "other", False)]
+)
 def test_sigmoid_gate_follows_the_ports_expert_count_guard(
     capsys: pytest.CaptureFixture[str], count: str, answer: str, fused: bool
 ) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "sigmoid", "--routed-experts", count,
-                    "--activation", "swiglu", "--parallel", "tp", "--quant", "bf16")  # fmt: skip
+    result = advise(
+        capsys,
+        "moe",
+        "--moe",
+        "yes",
+        "--gate",
+        "sigmoid",
+        "--routed-experts",
+        count,
+        "--activation",
+        "swiglu",
+        "--parallel",
+        "tp",
+        "--quant",
+        "bf16",
+    )
     assert result["answers"]["--routed-experts"] == answer
     assert ("moe-gate-sigmoid" in [c["name"] for c in result["chains"]]) is fused
     if not fused:
@@ -234,8 +323,9 @@ def test_sigmoid_gate_follows_the_ports_expert_count_guard(
 
 
 def test_gpt_oss_glu_is_not_npu_swiglu(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "moe", "--moe", "yes", "--gate", "softmax", "--activation",
-                    "clamped-interleaved")  # fmt: skip
+    result = advise(
+        capsys, "moe", "--moe", "yes", "--gate", "softmax", "--activation", "clamped-interleaved"
+    )
     assert [c["name"] for c in result["chains"]] == ["moe-gate-softmax", "moe-tp-routing-v1-glu"]
     ops = stage_ops(result)
     assert {"npu_moe_init_routing", "npu_moe_compute_expert_tokens"} <= set(ops)
@@ -261,8 +351,16 @@ def test_ep_decode_names_mc2_dispatch_and_combine_v2(
 
 
 def test_a2_fallback_prints_its_stages(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, *EP_DECODE, "--product", "atlas-a2", "--experts-per-rank", "32",
-                    "--quant", "w8a8-dynamic")  # fmt: skip
+    result = advise(
+        capsys,
+        *EP_DECODE,
+        "--product",
+        "atlas-a2",
+        "--experts-per-rank",
+        "32",
+        "--quant",
+        "w8a8-dynamic",
+    )
     names = [c["name"] for c in result["chains"]]
     assert "moe-ep-decode-mc2" not in names
     assert names[-2:] == ["moe-ep-allgather", "moe-w8a8-experts"]
@@ -275,7 +373,9 @@ def test_a2_fallback_prints_its_stages(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_a3_combine_with_add_rms_norm(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, *EP_DECODE, "--product", "atlas-a3", "--fuse-norm", "yes", "--quant", "bf16")
+    result = advise(
+        capsys, *EP_DECODE, "--product", "atlas-a3", "--fuse-norm", "yes", "--quant", "bf16"
+    )
     ops = stage_ops(result)
     assert "npu_moe_distribute_combine_add_rms_norm" in ops
     assert "npu_moe_distribute_combine_v2" not in ops
@@ -293,14 +393,26 @@ def test_experts_per_rank_accepts_a_count(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_kv_cache_tree_pairs_writer_and_core(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "kv-cache", "--cache", "paged", "--index", "position", "--arch", "gqa",
-                    "--phase", "decode")  # fmt: skip
+    result = advise(
+        capsys,
+        "kv-cache",
+        "--cache",
+        "paged",
+        "--index",
+        "position",
+        "--arch",
+        "gqa",
+        "--phase",
+        "decode",
+    )
     assert [c["name"] for c in result["chains"]] == ["kv-cache-paged", "gqa-decode-paged"]
     assert any("slot = block_table" in n for n in result["notes"])
 
 
 def test_contiguous_mla_cache_is_not_a_dead_end(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "kv-cache", "--cache", "contiguous", "--index", "position", "--arch", "mla")
+    result = advise(
+        capsys, "kv-cache", "--cache", "contiguous", "--index", "position", "--arch", "mla"
+    )
     assert result["outcome"] == "advice"
     assert [c["name"] for c in result["chains"]] == ["mla-contiguous-cache"]
     assert stage(result, "npu_mla_prolog_v3")["args"]["cache_mode"] == "BSND"
@@ -314,18 +426,37 @@ def test_stop_leaf_is_a_verdict_without_chains(capsys: pytest.CaptureFixture[str
 
 
 def test_router_classifier_is_a_prefetch_target(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "prefetch-placement", "--target", "router", "--memory-bound", "yes",
-                    "--window", "matmul-output")  # fmt: skip
+    result = advise(
+        capsys,
+        "prefetch-placement",
+        "--target",
+        "router",
+        "--memory-bound",
+        "yes",
+        "--window",
+        "matmul-output",
+    )
     assert result["outcome"] == "advice"
     prefetches = [st for st in stages(result) if st["stage"] == "prefetch_router"]
     assert prefetches and prefetches[0]["passed"]["self"] == "router.classifier.weight.data"
 
 
-@pytest.mark.parametrize(("window", "outcome"), [("communication-output", "advice"), ("communication", "stop")])
-def test_a_finished_communication_output_is_a_window(capsys: pytest.CaptureFixture[str],
-                                                     window: str, outcome: str) -> None:  # fmt: skip
-    result = advise(capsys, "prefetch-placement", "--target", "mlp-weight", "--memory-bound", "yes",
-                    "--window", window)  # fmt: skip
+@pytest.mark.parametrize(
+    ("window", "outcome"), [("communication-output", "advice"), ("communication", "stop")]
+)
+def test_a_finished_communication_output_is_a_window(
+    capsys: pytest.CaptureFixture[str], window: str, outcome: str
+) -> None:
+    result = advise(
+        capsys,
+        "prefetch-placement",
+        "--target",
+        "mlp-weight",
+        "--memory-bound",
+        "yes",
+        "--window",
+        window,
+    )
     assert result["outcome"] == outcome
     assert ("npu_prefetch" in result["operators"]) is (outcome == "advice")
 
@@ -339,19 +470,37 @@ def test_fp8_on_a3_is_a_verdict_backed_by_the_records(capsys: pytest.CaptureFixt
 
 
 def test_mxfp8_on_950_with_fused_norm(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "quantization", "--product", "ascend-950", "--quant", "mxfp8",
-                    "--fuse-norm", "mxfp8")  # fmt: skip
+    result = advise(
+        capsys,
+        "quantization",
+        "--product",
+        "ascend-950",
+        "--quant",
+        "mxfp8",
+        "--fuse-norm",
+        "mxfp8",
+    )
     assert [c["name"] for c in result["chains"]] == ["quant-mxfp8-linear", "norm-quant-mxfp8"]
     assert "npu_add_rms_norm_dynamic_mx_quant" in stage_ops(result)
 
 
 def test_w8a8_with_a_fused_dynamic_norm(capsys: pytest.CaptureFixture[str]) -> None:
-    result = advise(capsys, "quantization", "--product", "atlas-a2", "--quant", "w8a8-dynamic",
-                    "--fuse-norm", "dynamic")  # fmt: skip
+    result = advise(
+        capsys,
+        "quantization",
+        "--product",
+        "atlas-a2",
+        "--quant",
+        "w8a8-dynamic",
+        "--fuse-norm",
+        "dynamic",
+    )
     assert stage(result, "npu_add_rms_norm_dynamic_quant")["args"]["output_mask"] == [True, False]
 
 
-def test_a_note_only_option_marked_not_stop_keeps_the_advice(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_note_only_option_marked_not_stop_keeps_the_advice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     result = advise(capsys, "graph-mode", "--mode", "torchair", "--streams", "none")
     assert result["outcome"] == "advice"
     assert [c["name"] for c in result["chains"]] == ["graph-mode-torchair"]
@@ -359,7 +508,9 @@ def test_a_note_only_option_marked_not_stop_keeps_the_advice(capsys: pytest.Capt
     assert set(graph) == {"aclgraph", "torchair", "notes"}
 
 
-def test_graph_mode_text_lists_each_operators_graph_support(capsys: pytest.CaptureFixture[str]) -> None:
+def test_graph_mode_text_lists_each_operators_graph_support(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     out = text(capsys, "graph-mode", "--mode", "torchair", "--streams", "none")
     record = open_catalog().get("npu_prefetch") or {}
     expected = f"graph mode: aclgraph {record['graph_mode']['aclgraph']}, torchair {record['graph_mode']['torchair']}"
@@ -373,8 +524,9 @@ def test_graph_mode_with_shared_expert_streams(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize(("product", "outcome"), [("ascend-950", "advice"), ("atlas-a3", "stop")])
-def test_tensor_parallel_fused_all_reduce(capsys: pytest.CaptureFixture[str], product: str,
-                                          outcome: str) -> None:  # fmt: skip
+def test_tensor_parallel_fused_all_reduce(
+    capsys: pytest.CaptureFixture[str], product: str, outcome: str
+) -> None:
     result = advise(capsys, "tensor-parallel", "--phase", "prefill", "--product", product)
     assert result["outcome"] == outcome
     if outcome == "advice":
@@ -395,7 +547,9 @@ def test_missing_answer_names_flag_and_values(capsys: pytest.CaptureFixture[str]
     assert "prefill" in err and "decode" in err
 
 
-def test_missing_answer_without_a_terminal_is_an_error_under_strict(capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_answer_without_a_terminal_is_an_error_under_strict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # stdin is not a terminal under pytest, so no prompt even without --no-input
     assert main(["advise", "moe", "--moe", "yes", "--strict"]) == 2
     assert "missing --gate" in capsys.readouterr().err
@@ -436,19 +590,24 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_prompts_in_a_terminal(capsys: pytest.CaptureFixture[str],
-                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_prompts_in_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # answers: a number, a wrong word (asked again), then a value
     monkeypatch.setattr("sys.stdin", _Terminal("3\nmaybe\nyes\ndecode\n"))
     assert main(["advise", "attention", "--format", "json"]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["answers"] == {"--arch": "mla", "--indexer": "yes",
-                                                   "--phase": "decode"}  # fmt: skip
+    assert json.loads(captured.out)["answers"] == {
+        "--arch": "mla",
+        "--indexer": "yes",
+        "--phase": "decode",
+    }
     assert "(--indexer)" in captured.err and "answer with a number" in captured.err
 
 
-def test_prompt_ends_cleanly_on_end_of_input(capsys: pytest.CaptureFixture[str],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_prompt_ends_cleanly_on_end_of_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("sys.stdin", _Terminal("mla\n"))
     assert main(["advise", "attention"]) == 2
     assert "no answer for --indexer" in capsys.readouterr().err
@@ -467,8 +626,15 @@ def test_kb_tree_prints_and_lists(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(--indexer)" in out and "chain mla-indexer-sparse" in out
     assert main(["tree", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)["trees"]
-    assert {t["name"] for t in listed} >= {"attention", "moe", "kv-cache", "prefetch-placement",
-                                           "quantization", "graph-mode", "tensor-parallel"}  # fmt: skip
+    assert {t["name"] for t in listed} >= {
+        "attention",
+        "moe",
+        "kv-cache",
+        "prefetch-placement",
+        "quantization",
+        "graph-mode",
+        "tensor-parallel",
+    }
     assert main(["tree", "prefetch"]) == 2
     assert "is a playbook" in capsys.readouterr().err
 
@@ -482,21 +648,40 @@ def test_verbs_have_help(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("columns", [80, 60])
-def test_advice_text_fits_the_terminal(columns: int, capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_advice_text_fits_the_terminal(
+    columns: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 23: every line of ``kb advise`` fits min(terminal, 80) columns - the README
     tour's walk, a walk with alternatives, and each tree's completions and assumptions."""
     import unicodedata
 
     monkeypatch.setenv("COLUMNS", str(columns))
-    walks = [["attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode"],
-             ["moe", "--moe", "yes", "--gate", "softmax", "--activation", "swiglu", "--parallel", "ep",
-              "--phase", "prefill", "--quant", "bf16"]]  # fmt: skip
+    walks = [
+        ["attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode"],
+        [
+            "moe",
+            "--moe",
+            "yes",
+            "--gate",
+            "softmax",
+            "--activation",
+            "swiglu",
+            "--parallel",
+            "ep",
+            "--phase",
+            "prefill",
+            "--quant",
+            "bf16",
+        ],
+    ]
     walks += [[t["name"], "--no-input"] for t in open_catalog().records("tree")]
     for argv in walks:
         main(["advise", *argv])
         out = capsys.readouterr().out
         assert out.count("\n") > 5, argv
-        wide = [line for line in out.splitlines()
-                if sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) > columns]  # fmt: skip
+        wide = [
+            line
+            for line in out.splitlines()
+            if sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) > columns
+        ]
         assert not wide, (argv, wide[:3])

@@ -26,16 +26,37 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, 
 
 
 def test_common_cases_are_assumed_and_reported(capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc, _ = run(capsys, "attention", "--arch", "gqa", "--phase", "decode", "--cache", "paged")
+    code, doc, _ = run(
+        capsys, "attention", "--arch", "gqa", "--phase", "decode", "--cache", "paged"
+    )
     assert code == 0 and doc["outcome"] == "advice" and doc["complete"] is True
     assert [(a["flag"], a["answer"]) for a in doc["assumed"]] == [
-        ("--sinks", "no"), ("--kv-quant", "bf16"), ("--window", "no")]  # fmt: skip
-    assert all(s["assumed"] == (s["flag"] in ("--sinks", "--kv-quant", "--window")) for s in doc["path"])
+        ("--sinks", "no"),
+        ("--kv-quant", "bf16"),
+        ("--window", "no"),
+    ]
+    assert all(
+        s["assumed"] == (s["flag"] in ("--sinks", "--kv-quant", "--window")) for s in doc["path"]
+    )
 
 
 def test_text_says_what_was_assumed_before_the_chains(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["advise", "attention", "--arch", "gqa", "--phase", "prefill", "--cache", "paged",
-                 "--no-input"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "advise",
+                "attention",
+                "--arch",
+                "gqa",
+                "--phase",
+                "prefill",
+                "--cache",
+                "paged",
+                "--no-input",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     lines = out.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("ASSUMED"))
@@ -70,8 +91,18 @@ def test_completions_cover_verdicts_too(capsys: pytest.CaptureFixture[str]) -> N
     assert w8a8["outcome"] == "advice" and w8a8["assumed"] == {"--fuse-norm": "no"}
 
 
-@pytest.mark.parametrize("tree", ["attention", "moe", "kv-cache", "quantization", "tensor-parallel",
-                                  "graph-mode", "prefetch-placement"])  # fmt: skip
+@pytest.mark.parametrize(
+    "tree",
+    [
+        "attention",
+        "moe",
+        "kv-cache",
+        "quantization",
+        "tensor-parallel",
+        "graph-mode",
+        "prefetch-placement",
+    ],
+)
 def test_every_tree_answers_an_empty_query(capsys: pytest.CaptureFixture[str], tree: str) -> None:
     code, doc, _ = run(capsys, tree)
     assert code in (0, 1)
@@ -91,7 +122,10 @@ def test_strict_keeps_the_missing_answer_an_error(capsys: pytest.CaptureFixture[
 
 
 def test_mcp_returns_the_same_document(capsys: pytest.CaptureFixture[str]) -> None:
-    for answers in ({"arch": "gqa", "phase": "decode"}, {"arch": "gqa", "phase": "decode", "cache": "paged"}):
+    for answers in (
+        {"arch": "gqa", "phase": "decode"},
+        {"arch": "gqa", "phase": "decode", "cache": "paged"},
+    ):
         argv = [a for k, v in answers.items() for a in (f"--{k}", v)]
         _, doc, _ = run(capsys, "attention", *argv)
         assert advise_step(open_catalog(), "attention", answers) == doc
@@ -106,5 +140,8 @@ def test_alternatives_carry_where_they_are_practiced(capsys: pytest.CaptureFixtu
     assert alt["practice"]["releases"] and alt["practice"]["products"]
     capture = next(a for a in doc["alternatives"] if a["name"] == "gqa-decode-capture")
     calls = [st["call"] for st in capture["stages"]]
-    assert any(c.startswith("torch_npu.npu_fused_infer_attention_score.out(") and "workspace=workspace" in c
-               for c in calls)  # fmt: skip
+    assert any(
+        c.startswith("torch_npu.npu_fused_infer_attention_score.out(")
+        and "workspace=workspace" in c
+        for c in calls
+    )

@@ -22,8 +22,14 @@ SCENARIOS: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "data" / "advise_scenarios.yaml").read_text(encoding="utf-8")
 )
 _ROOT = Path(__file__).resolve().parents[1]
-CORPUS = next((p / "shared" / "corpus" / "vllm-ascend" for p in (_ROOT.parent, _ROOT.parent.parent)
-               if (p / "shared" / "corpus" / "vllm-ascend").is_dir()), None)  # fmt: skip
+CORPUS = next(
+    (
+        p / "shared" / "corpus" / "vllm-ascend"
+        for p in (_ROOT.parent, _ROOT.parent.parent)
+        if (p / "shared" / "corpus" / "vllm-ascend").is_dir()
+    ),
+    None,
+)
 CORPUS_COMMIT = "182b75ea84ff13ece27b57391331ef8935410aea"
 
 
@@ -42,7 +48,9 @@ def offered(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Every call the advice recommends: chain stages, and leaf operators as bare calls."""
     calls = [st for chain in result["chains"] for st in chain["stages"]]
     staged = {st["operator"] for st in calls}
-    calls += [{"operator": op, "args": {}, "passed": {}} for op in result["operators"] if op not in staged]
+    calls += [
+        {"operator": op, "args": {}, "passed": {}} for op in result["operators"] if op not in staged
+    ]
     return calls
 
 
@@ -63,8 +71,9 @@ def test_there_are_at_least_twenty_scenarios_from_public_ports() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["id"] for s in SCENARIOS])
-def test_advice_matches_what_the_port_calls(capsys: pytest.CaptureFixture[str],
-                                            scenario: dict[str, Any]) -> None:  # fmt: skip
+def test_advice_matches_what_the_port_calls(
+    capsys: pytest.CaptureFixture[str], scenario: dict[str, Any]
+) -> None:
     result = run(capsys, scenario)
     assert result["outcome"] == "advice", result["verdict"]
     if scenario.get("chains"):
@@ -89,7 +98,11 @@ def test_call_sites_in_the_corpus_name_the_operator() -> None:
     for scenario in SCENARIOS:
         for e in scenario["expect"]:
             path = CORPUS / e["path"]
-            if e["repo"] != "vllm-project/vllm-ascend" or e["commit"] != CORPUS_COMMIT or not path.is_file():
+            if (
+                e["repo"] != "vllm-project/vllm-ascend"
+                or e["commit"] != CORPUS_COMMIT
+                or not path.is_file()
+            ):
                 continue
             line = path.read_text(encoding="utf-8").splitlines()[e["line"] - 1]
             assert e["op"] in line, (scenario["id"], e["path"], e["line"], line)

@@ -22,8 +22,14 @@ SCENARIOS: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "data" / "advise_scenarios_unseen.yaml").read_text(encoding="utf-8")
 )
 _ROOT = Path(__file__).resolve().parents[1]
-_SHARED = next((p / "shared" / "corpus" for p in (_ROOT.parent, _ROOT.parent.parent)
-                if (p / "shared" / "corpus").is_dir()), None)  # fmt: skip
+_SHARED = next(
+    (
+        p / "shared" / "corpus"
+        for p in (_ROOT.parent, _ROOT.parent.parent)
+        if (p / "shared" / "corpus").is_dir()
+    ),
+    None,
+)
 #: The corpus folders and the commit each was taken at (../shared/corpus/README.md).
 CORPUS = {
     "vllm-project/vllm-ascend": ("vllm-ascend", "182b75ea84ff13ece27b57391331ef8935410aea"),
@@ -31,8 +37,10 @@ CORPUS = {
     "DeepLink-org/dlinfer": ("dlinfer", "a50184e3734e5799bd4cec484d3a2ac46a36ae86"),
 }
 #: Ports not in the corpus, read from a fetched mirror when one is present.
-MIRRORS = {"Ascend/MindIE-SD": Path("/work/.mirror/Ascend+MindIE-SD/repo"),
-           "vllm-project/vllm-ascend": Path("/work/.mirror/vllm-project+vllm-ascend/repo")}
+MIRRORS = {
+    "Ascend/MindIE-SD": Path("/work/.mirror/Ascend+MindIE-SD/repo"),
+    "vllm-project/vllm-ascend": Path("/work/.mirror/vllm-project+vllm-ascend/repo"),
+}
 UNSEEN = {"Ascend/MindIE-LLM", "DeepLink-org/dlinfer", "Ascend/MindIE-SD"}
 
 
@@ -51,7 +59,9 @@ def offered(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Every call the advice offers: the path's chains, its ranked alternatives, leaf operators."""
     calls = [st for chain in result["chains"] + result["alternatives"] for st in chain["stages"]]
     staged = {st["operator"] for st in calls}
-    calls += [{"operator": op, "args": {}, "passed": {}} for op in result["operators"] if op not in staged]
+    calls += [
+        {"operator": op, "args": {}, "passed": {}} for op in result["operators"] if op not in staged
+    ]
     return calls
 
 
@@ -68,13 +78,18 @@ def matches(call: dict[str, Any], expected: dict[str, Any]) -> bool:
 
 def test_twenty_scenarios_from_ports_not_read_before() -> None:
     assert len({s["id"] for s in SCENARIOS}) == len(SCENARIOS)
-    unseen = [s for s in SCENARIOS if {e["repo"] for e in s["expect"]} & UNSEEN
-              or (s.get("cited") or {}).get("repo") in UNSEEN]  # fmt: skip
+    unseen = [
+        s
+        for s in SCENARIOS
+        if {e["repo"] for e in s["expect"]} & UNSEEN or (s.get("cited") or {}).get("repo") in UNSEEN
+    ]
     assert len(unseen) >= 20
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["id"] for s in SCENARIOS])
-def test_advice_offers_what_the_port_calls(capsys: pytest.CaptureFixture[str], scenario: dict[str, Any]) -> None:
+def test_advice_offers_what_the_port_calls(
+    capsys: pytest.CaptureFixture[str], scenario: dict[str, Any]
+) -> None:
     result = run(capsys, scenario)
     assert result["outcome"] == scenario.get("outcome", "advice"), result["verdict"]
     if scenario.get("chains"):
@@ -104,8 +119,12 @@ def _line(repo: str, commit: str, path: str, line: int) -> str | None:
     mirror = MIRRORS.get(repo)
     if mirror is None or not mirror.is_dir():
         return None
-    shown = subprocess.run(["git", f"--git-dir={mirror}", "show", f"{commit}:{path}"],
-                           capture_output=True, text=True, check=False)  # fmt: skip
+    shown = subprocess.run(
+        ["git", f"--git-dir={mirror}", "show", f"{commit}:{path}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return shown.stdout.splitlines()[line - 1] if shown.returncode == 0 else None
 
 

@@ -133,7 +133,7 @@ def test_no_import_cycle_between_files() -> None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                cycles.append([*stack[stack.index(nxt):], nxt])
+                cycles.append([*stack[stack.index(nxt) :], nxt])
             elif nxt not in state:
                 walk(nxt)
         stack.pop()

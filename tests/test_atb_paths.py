@@ -16,8 +16,13 @@ from kb.catalog.compiled import open_catalog
 from kb.vocab import CALL_PREFIXES, bare_operator, call_path, missing_call_path
 
 #: Records op-plugin exposes only as torch_npu.atb.X (its ATB-only list).
-ATB_ONLY = ("npu_mla_preprocess", "npu_ring_mla", "npu_fused_add_topk_div",
-            "npu_self_attention_prefix_encoder", "_npu_paged_attention_v2_get_workspace")  # fmt: skip
+ATB_ONLY = (
+    "npu_mla_preprocess",
+    "npu_ring_mla",
+    "npu_fused_add_topk_div",
+    "npu_self_attention_prefix_encoder",
+    "_npu_paged_attention_v2_get_workspace",
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +55,18 @@ def test_atb_only_records_list_the_atb_module(catalog: Any, name: str) -> None:
     assert catalog.resolve(f"torch_npu.atb.{name}") == name
 
 
-@pytest.mark.parametrize(("spelling", "name"), [
-    ("torch_npu.npu_fused_infer_attention_score.out", "npu_fused_infer_attention_score"),
-    ("torch.ops.npu.npu_fused_infer_attention_score.default", "npu_fused_infer_attention_score"),
-    ("torch_npu.atb.npu_ring_mla", "npu_ring_mla"),
-    ("torch.ops.atb.npu_ring_mla.out", "npu_ring_mla"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("torch_npu.npu_fused_infer_attention_score.out", "npu_fused_infer_attention_score"),
+        (
+            "torch.ops.npu.npu_fused_infer_attention_score.default",
+            "npu_fused_infer_attention_score",
+        ),
+        ("torch_npu.atb.npu_ring_mla", "npu_ring_mla"),
+        ("torch.ops.atb.npu_ring_mla.out", "npu_ring_mla"),
+    ],
+)
 def test_overloads_and_atb_paths_resolve(catalog: Any, spelling: str, name: str) -> None:
     assert catalog.resolve(spelling) == name
 

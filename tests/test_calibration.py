@@ -25,7 +25,9 @@ def catalog() -> Catalog:
     return open_catalog(RECORDS)
 
 
-def _check(catalog: Catalog, body: str, product: str = "atlas-a3", extra: str = "") -> list[Finding]:
+def _check(
+    catalog: Catalog, body: str, product: str = "atlas-a3", extra: str = ""
+) -> list[Finding]:
     text = f"version: 1\ntarget: {{product: {product}{extra}}}\ncandidates:\n{body}"
     return check_text(text, "c.yaml", catalog=catalog)
 
@@ -38,30 +40,43 @@ def _codes(findings: list[Finding], severity: str | None = None) -> list[str]:
 
 
 def test_list_arguments_compare_as_whole_lists(catalog: Catalog) -> None:
-    ok = _check(catalog, "  - module: m\n    operator: npu_transpose_batchmatmul\n"
-                "    args: {perm_x1: [1, 0, 2], perm_x2: [0, 1, 2], perm_y: [1, 0, 2]}\n")  # fmt: skip
+    ok = _check(
+        catalog,
+        "  - module: m\n    operator: npu_transpose_batchmatmul\n"
+        "    args: {perm_x1: [1, 0, 2], perm_x2: [0, 1, 2], perm_y: [1, 0, 2]}\n",
+    )
     assert _codes(ok) == []
-    bad = _check(catalog, "  - module: m\n    operator: npu_transpose_batchmatmul\n"
-                 "    args: {perm_x1: [0, 2, 1]}\n")  # fmt: skip
+    bad = _check(
+        catalog,
+        "  - module: m\n    operator: npu_transpose_batchmatmul\n    args: {perm_x1: [0, 2, 1]}\n",
+    )
     assert _codes(bad) == ["KB106"] and "[0, 1, 2] or [1, 0, 2]" in bad[0].message
 
 
 # -- class 2: dtype-valued arguments -------------------------------------------------------
 
 
-@pytest.mark.parametrize("spelling", ["torch.int32", "int32", "torch_npu.int32", 3, "'torch.bfloat16'",
-                                      "bf16", 15, "torch.float16"])  # fmt: skip
+@pytest.mark.parametrize(
+    "spelling",
+    ["torch.int32", "int32", "torch_npu.int32", 3, "'torch.bfloat16'", "bf16", 15, "torch.float16"],
+)
 def test_dtype_arguments_take_every_spelling(catalog: Catalog, spelling: object) -> None:
-    body = f"  - module: m\n    operator: npu_quant_matmul\n    args: {{output_dtype: {spelling}}}\n"
+    body = (
+        f"  - module: m\n    operator: npu_quant_matmul\n    args: {{output_dtype: {spelling}}}\n"
+    )
     assert _codes(_check(catalog, body)) == []
 
 
 def test_dtype_arguments_still_judge_the_dtype(catalog: Catalog) -> None:
-    wrong = _check(catalog, "  - module: m\n    operator: npu_quant_matmul\n"
-                   "    args: {output_dtype: torch.float8_e4m3fn}\n")  # fmt: skip
+    wrong = _check(
+        catalog,
+        "  - module: m\n    operator: npu_quant_matmul\n"
+        "    args: {output_dtype: torch.float8_e4m3fn}\n",
+    )
     assert _codes(wrong) == ["KB106"] and "float8_e4m3fn is not allowed" in wrong[0].message
-    nonsense = _check(catalog, "  - module: m\n    operator: npu_quant_matmul\n"
-                      "    args: {output_dtype: banana}\n")  # fmt: skip
+    nonsense = _check(
+        catalog, "  - module: m\n    operator: npu_quant_matmul\n    args: {output_dtype: banana}\n"
+    )
     assert _codes(nonsense) == ["KB106"] and "is not a dtype" in nonsense[0].message
 
 
@@ -76,7 +91,14 @@ def test_shipped_dtype_arguments_are_canonical() -> None:
     shipped = open_catalog(PACKAGE_DIR / "records")
     qmm = {p["name"]: p for p in shipped.get("npu_quant_matmul")["parameters"]}  # type: ignore[index]
     assert qmm["output_dtype"]["takes"] == "dtype"
-    assert qmm["output_dtype"]["allowed"] == [None, "int8", "float16", "bfloat16", "int32", "float32"]
+    assert qmm["output_dtype"]["allowed"] == [
+        None,
+        "int8",
+        "float16",
+        "bfloat16",
+        "int32",
+        "float32",
+    ]
     mx = {p["name"]: p for p in shipped.get("npu_dynamic_mx_quant")["parameters"]}  # type: ignore[index]
     assert "float8_e4m3fn" in mx["dst_type"]["allowed"]
 
@@ -96,24 +118,30 @@ def test_schemes_are_defined_once_and_compared_on_the_roles_an_operator_handles(
 
 
 def test_mla_prolog_full_int8_is_w8a8_dynamic_like_gmm(catalog: Catalog) -> None:
-    body = ("  - module: attn\n    operator: npu_mla_prolog_v3\n    quantization: w8a8-dynamic\n"
-            "    args: {weight_quant_mode: 2, cache_mode: BSND}\n"
-            "  - module: experts\n    operator: npu_grouped_matmul\n    quantization: w8a8-dynamic\n")  # fmt: skip
+    body = (
+        "  - module: attn\n    operator: npu_mla_prolog_v3\n    quantization: w8a8-dynamic\n"
+        "    args: {weight_quant_mode: 2, cache_mode: BSND}\n"
+        "  - module: experts\n    operator: npu_grouped_matmul\n    quantization: w8a8-dynamic\n"
+    )
     assert _codes(_check(catalog, body)) == []
 
 
 def test_a_c8_model_runs_gmm_and_attention_modes_that_fit_its_roles(catalog: Catalog) -> None:
-    body = ("  - module: experts\n    operator: npu_grouped_matmul\n    quantization: w8a8c8\n"
-            "  - module: attn\n    operator: npu_fused_infer_attention_score_v2\n"
-            "    quantization: w8a8c8\n"
-            "  - module: prolog\n    operator: npu_mla_prolog_v3\n    quantization: w8a8c8\n"
-            "    args: {weight_quant_mode: 2, kv_cache_quant_mode: 1, cache_mode: BSND}\n")  # fmt: skip
+    body = (
+        "  - module: experts\n    operator: npu_grouped_matmul\n    quantization: w8a8c8\n"
+        "  - module: attn\n    operator: npu_fused_infer_attention_score_v2\n"
+        "    quantization: w8a8c8\n"
+        "  - module: prolog\n    operator: npu_mla_prolog_v3\n    quantization: w8a8c8\n"
+        "    args: {weight_quant_mode: 2, kv_cache_quant_mode: 1, cache_mode: BSND}\n"
+    )
     assert _codes(_check(catalog, body)) == []
 
 
 def test_gmm_int32_output_feeding_dequant_swiglu_is_a_w8a8_dynamic_path(catalog: Catalog) -> None:
-    body = ("  - module: experts.gate_up\n    operator: npu_quant_matmul\n    quantization: w8a8-dynamic\n"
-            "    args: {output_dtype: torch.int32}\n")  # fmt: skip
+    body = (
+        "  - module: experts.gate_up\n    operator: npu_quant_matmul\n    quantization: w8a8-dynamic\n"
+        "    args: {output_dtype: torch.int32}\n"
+    )
     assert _codes(_check(catalog, body)) == []
 
 
@@ -129,7 +157,9 @@ def test_absent_product_is_a_warning_and_explicit_refusal_an_error(catalog: Cata
     body = "  - module: m\n    operator: npu_rotary_mul\n"
     found = _check(catalog, body, "atlas-inference")
     assert [(f.code, f.severity) for f in found] == [("KB208", "warning")]
-    refused = _check(catalog, "  - module: m\n    operator: npu_dual_level_quant_matmul\n", "atlas-a2")
+    refused = _check(
+        catalog, "  - module: m\n    operator: npu_dual_level_quant_matmul\n", "atlas-a2"
+    )
     assert [(f.code, f.severity) for f in refused] == [("KB201", "error")]
 
 
@@ -146,8 +176,7 @@ def test_product_sub_series_are_their_own_ids(catalog: Catalog) -> None:
 
 
 def test_python_keyword_input_binds_to_schema_self(catalog: Catalog) -> None:
-    body = ("  - module: m\n    operator: npu_rotary_mul\n"
-            "    tensors:\n      input: {dtype: int8}\n")  # fmt: skip
+    body = "  - module: m\n    operator: npu_rotary_mul\n    tensors:\n      input: {dtype: int8}\n"
     found = _check(catalog, body, "atlas-a2-training")
     assert _codes(found) == ["KB107"]  # judged as `self`, reported where `input` is written
     assert (found[0].line, found[0].column) == (7, 22)  # the dtype value under `input`
@@ -190,8 +219,10 @@ def test_reserved_parameter_set_warns(catalog: Catalog) -> None:
 
 
 def test_passed_arguments_count_as_given(catalog: Catalog) -> None:
-    body = ("  - module: m\n    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
-            "    passed: [cache_index, token_x]\n")  # fmt: skip
+    body = (
+        "  - module: m\n    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
+        "    passed: [cache_index, token_x]\n"
+    )
     assert _codes(_check(catalog, body)) == []
     unstated = "  - module: m\n    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
     assert _codes(_check(catalog, unstated)) == ["KB110"]

@@ -69,13 +69,33 @@ nodes:
 
 #: The prerequisite vocabulary shared by all chains; a new id is a deliberate decision.
 PREREQUISITES = {
-    "rope-precompute", "contiguous-kv-cache", "paged-kv-cache", "causal-mask-2048",
-    "absorbed-weights", "nz-weights", "kv-quant-scales", "int32-expert-ids", "moe-tp-group",
-    "ep-groups", "mc2-group", "mc2-experts-per-rank", "quant-scales-float",
-    "smooth-scales-complete", "merged-gate-up", "memory-bound-profile", "prefetch-switch",
-    "multi-stream", "graph-dependency", "linear-attention-state", "tp-groups", "static-shapes",
-    "cu-seqlens", "int4-weight-pack", "w8a8-static-weights", "timestep-modulation",
-}  # fmt: skip
+    "rope-precompute",
+    "contiguous-kv-cache",
+    "paged-kv-cache",
+    "causal-mask-2048",
+    "absorbed-weights",
+    "nz-weights",
+    "kv-quant-scales",
+    "int32-expert-ids",
+    "moe-tp-group",
+    "ep-groups",
+    "mc2-group",
+    "mc2-experts-per-rank",
+    "quant-scales-float",
+    "smooth-scales-complete",
+    "merged-gate-up",
+    "memory-bound-profile",
+    "prefetch-switch",
+    "multi-stream",
+    "graph-dependency",
+    "linear-attention-state",
+    "tp-groups",
+    "static-shapes",
+    "cu-seqlens",
+    "int4-weight-pack",
+    "w8a8-static-weights",
+    "timestep-modulation",
+}
 
 
 def line_of(text: str, needle: str) -> int:
@@ -100,13 +120,16 @@ def test_dangling_chain_stage_is_reported_with_file_and_line(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     chain = chain_yaml("npu_tset_op")
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": chain})  # fmt: skip
+    root = record_tree(
+        {"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain}
+    )
     code, out = validate(capsys)
     assert code == 2
     line = line_of(chain, "operator: npu_tset_op")
-    expected = (f"{root / 'chains/test-chain.yaml'}:{line}:15: stages[0].operator: "
-                "'npu_tset_op' names no record (did you mean npu_test_op?)")  # fmt: skip
+    expected = (
+        f"{root / 'chains/test-chain.yaml'}:{line}:15: stages[0].operator: "
+        "'npu_tset_op' names no record (did you mean npu_test_op?)"
+    )
     assert expected in out
     assert out.rstrip().endswith("1 problem(s)")
 
@@ -115,27 +138,38 @@ def test_dangling_tree_leaf_is_reported_with_file_and_line(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     tree = TREE.format(chain="test-chian")
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": chain_yaml(),
-                        "trees/test-tree.yaml": tree})  # fmt: skip
+    root = record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "chains/test-chain.yaml": chain_yaml(),
+            "trees/test-tree.yaml": tree,
+        }
+    )
     code, out = validate(capsys)
     assert code == 2
     line = line_of(tree, "chain: test-chian")
-    assert (f"{root / 'trees/test-tree.yaml'}:{line}:16: nodes[0].options[0].chain: "
-            "'test-chian' names no record (did you mean test-chain?)") in out  # fmt: skip
+    assert (
+        f"{root / 'trees/test-tree.yaml'}:{line}:16: nodes[0].options[0].chain: "
+        "'test-chian' names no record (did you mean test-chain?)"
+    ) in out
 
 
 def test_tree_leaf_naming_the_wrong_kind(record_tree: Callable[..., Path]) -> None:
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "trees/test-tree.yaml": TREE.format(chain="npu_test_op")})  # fmt: skip
+    root = record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "trees/test-tree.yaml": TREE.format(chain="npu_test_op"),
+        }
+    )
     (problem,) = load_store(root).problems
     assert "nodes[0].options[0].chain: 'npu_test_op' is a operator, expected chain" in str(problem)
 
 
 def test_tree_goto_to_a_missing_node(record_tree: Callable[..., Path]) -> None:
     tree = TREE.format(chain="test-chain").replace("chain: test-chain", "goto: nowhere")
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "trees/test-tree.yaml": tree})  # fmt: skip
+    root = record_tree(
+        {"operators/npu_test_op.yaml": operator_yaml(), "trees/test-tree.yaml": tree}
+    )
     (problem,) = load_store(root).problems
     assert "goes to unknown node 'nowhere'" in str(problem)
 
@@ -143,9 +177,13 @@ def test_tree_goto_to_a_missing_node(record_tree: Callable[..., Path]) -> None:
 def test_valid_fixture_tree_walks_to_its_chain(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                 "chains/test-chain.yaml": chain_yaml(),
-                 "trees/test-tree.yaml": TREE.format(chain="test-chain")})  # fmt: skip
+    record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "chains/test-chain.yaml": chain_yaml(),
+            "trees/test-tree.yaml": TREE.format(chain="test-chain"),
+        }
+    )
     assert main(["advise", "test-tree", "--kind", "a", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [c["name"] for c in result["chains"]] == ["test-chain"]
@@ -159,24 +197,31 @@ def test_valid_fixture_tree_walks_to_its_chain(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ("    args: {eps: 1.0e-6}\n    passed: {eps: epsilon}\n",
-         "given both a literal value (args) and an expression (passed)"),
+        (
+            "    args: {eps: 1.0e-6}\n    passed: {eps: epsilon}\n",
+            "given both a literal value (args) and an expression (passed)",
+        ),
         ("    passed: {x: None}\n", "passed as None: write them under args with the value null"),
     ],
-)  # fmt: skip
-def test_stage_argument_contract(record_tree: Callable[..., Path], extra: str, message: str) -> None:
-    chain = chain_yaml().replace("    phase: decode\n  - stage: tail", "    phase: decode\n" + extra
-                                 + "  - stage: tail")  # fmt: skip
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": chain})  # fmt: skip
+)
+def test_stage_argument_contract(
+    record_tree: Callable[..., Path], extra: str, message: str
+) -> None:
+    chain = chain_yaml().replace(
+        "    phase: decode\n  - stage: tail", "    phase: decode\n" + extra + "  - stage: tail"
+    )
+    root = record_tree(
+        {"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain}
+    )
     (problem,) = load_store(root).problems
     assert message in str(problem)
 
 
 def test_citation_lines_must_be_a_range(record_tree: Callable[..., Path]) -> None:
     chain = chain_yaml().replace("lines: 10-20", "lines: 20-10")
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": chain})  # fmt: skip
+    root = record_tree(
+        {"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain}
+    )
     (problem,) = load_store(root).problems
     assert "lines '20-10' end before they start" in str(problem)
 
@@ -187,15 +232,20 @@ def test_citation_lines_must_be_a_range(record_tree: Callable[..., Path]) -> Non
 def test_crosscheck_reports_a_stage_the_record_rejects(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chain = chain_yaml(extra="").replace("    phase: decode\n  - stage: tail",
-                                         "    phase: decode\n    args: {mode: c}\n  - stage: tail")  # fmt: skip
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": chain})  # fmt: skip
+    chain = chain_yaml(extra="").replace(
+        "    phase: decode\n  - stage: tail",
+        "    phase: decode\n    args: {mode: c}\n  - stage: tail",
+    )
+    root = record_tree(
+        {"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain}
+    )
     code, out = validate(capsys)
     assert code == 1
     line = line_of(chain, "- stage: norm")
-    assert (f"{root / 'chains/test-chain.yaml'}:{line}:5: stages[0]: KB106 on atlas-a2 for stage "
-            "'norm': mode='c' is not allowed; use one of a, b") in out  # fmt: skip
+    assert (
+        f"{root / 'chains/test-chain.yaml'}:{line}:5: stages[0]: KB106 on atlas-a2 for stage "
+        "'norm': mode='c' is not allowed; use one of a, b"
+    ) in out
 
 
 #: An operator whose source refuses atlas-a3 (absence from the product list is only KB208).
@@ -211,24 +261,28 @@ def test_crosscheck_checks_every_product_the_chain_claims(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
-    record_tree({"operators/npu_test_op.yaml": REFUSING_OPERATOR,
-                 "chains/test-chain.yaml": chain})  # fmt: skip
+    record_tree({"operators/npu_test_op.yaml": REFUSING_OPERATOR, "chains/test-chain.yaml": chain})
     code, out = validate(capsys)
     assert code == 1
-    assert "KB201 on atlas-a3 for stage 'norm': npu_test_op is documented as not supported on atlas-a3" in out
+    assert (
+        "KB201 on atlas-a3 for stage 'norm': npu_test_op is documented as not supported on atlas-a3"
+        in out
+    )
     assert "on atlas-a2" not in out
 
 
 def test_waiver_silences_a_known_finding_and_a_stale_one_is_reported(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    waived = ("    waivers:\n      - {code: KB201, product: atlas-a3, reason: product absence}\n"
-              "      - {code: KB107, reason: no such finding}\n")  # fmt: skip
+    waived = (
+        "    waivers:\n      - {code: KB201, product: atlas-a3, reason: product absence}\n"
+        "      - {code: KB107, reason: no such finding}\n"
+    )
     chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
-    chain = chain.replace("    phase: decode\n  - stage: tail", "    phase: decode\n" + waived
-                          + "  - stage: tail")  # fmt: skip
-    record_tree({"operators/npu_test_op.yaml": REFUSING_OPERATOR,
-                 "chains/test-chain.yaml": chain})  # fmt: skip
+    chain = chain.replace(
+        "    phase: decode\n  - stage: tail", "    phase: decode\n" + waived + "  - stage: tail"
+    )
+    record_tree({"operators/npu_test_op.yaml": REFUSING_OPERATOR, "chains/test-chain.yaml": chain})
     code, out = validate(capsys)
     assert code == 1
     assert "KB201" not in out.split("waiver")[0]
@@ -251,15 +305,20 @@ kernels:
               path: ops/test_op.cpp, lines: 1-9}
 """
 #: Atlas A3 added to the operator's products with the page that documents it.
-A3_CITED = ("products: [atlas-a2, atlas-a3]\nevidence:\n  - {about: [products], values: [atlas-a3],"
-            " kind: page, repo: example/kernels, commit: abc1234, path: docs/op.md,"
-            " says: The kernel reference marks atlas-a3 supported.}\n")
+A3_CITED = (
+    "products: [atlas-a2, atlas-a3]\nevidence:\n  - {about: [products], values: [atlas-a3],"
+    " kind: page, repo: example/kernels, commit: abc1234, path: docs/op.md,"
+    " says: The kernel reference marks atlas-a3 supported.}\n"
+)
 
 
-@pytest.mark.parametrize(("operator", "code"), [
-    (operator_yaml(), "KB208"),
-    (operator_yaml() + KERNEL, "KB209"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("operator", "code"),
+    [
+        (operator_yaml(), "KB208"),
+        (operator_yaml() + KERNEL, "KB209"),
+    ],
+)
 def test_a_chain_claims_no_product_its_stage_is_not_documented_for(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], operator: str, code: str
 ) -> None:
@@ -268,25 +327,35 @@ def test_a_chain_claims_no_product_its_stage_is_not_documented_for(
     code_, out = validate(capsys)
     assert code_ == 1
     line = line_of(chain, "- stage: norm")
-    assert f"{root / 'chains/test-chain.yaml'}:{line}:5: stages[0]: {code} on atlas-a3 for stage 'norm'" in out
-    assert ("the chain claims atlas-a3: cite a source for atlas-a3 in the operator record "
-            "(evidence, about: [products]) or drop atlas-a3 from the chain's products") in out
+    assert (
+        f"{root / 'chains/test-chain.yaml'}:{line}:5: stages[0]: {code} on atlas-a3 for stage 'norm'"
+        in out
+    )
+    assert (
+        "the chain claims atlas-a3: cite a source for atlas-a3 in the operator record "
+        "(evidence, about: [products]) or drop atlas-a3 from the chain's products"
+    ) in out
     assert "on atlas-a2" not in out and out.rstrip().endswith("1 problem(s)")
 
 
-@pytest.mark.parametrize(("operator", "products"), [
-    # the record gains the product, with its source
-    (operator_yaml().replace("products: [atlas-a2]\n", A3_CITED), "[atlas-a2, atlas-a3]"),
-    # the chain drops the product
-    (operator_yaml() + KERNEL, "[atlas-a2]"),
-    # a family claim met by one documented sub-series: silent, as KB208 is in kb check
-    (operator_yaml().replace("[atlas-a2]", "[atlas-a2, atlas-a3-training]"), "[atlas-a3]"),
-    # no product claimed: the stand-in target is no claim
-    (operator_yaml(), "[]"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("operator", "products"),
+    [
+        # the record gains the product, with its source
+        (operator_yaml().replace("products: [atlas-a2]\n", A3_CITED), "[atlas-a2, atlas-a3]"),
+        # the chain drops the product
+        (operator_yaml() + KERNEL, "[atlas-a2]"),
+        # a family claim met by one documented sub-series: silent, as KB208 is in kb check
+        (operator_yaml().replace("[atlas-a2]", "[atlas-a2, atlas-a3-training]"), "[atlas-a3]"),
+        # no product claimed: the stand-in target is no claim
+        (operator_yaml(), "[]"),
+    ],
+)
 def test_a_documented_or_unclaimed_product_passes(
-    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], operator: str,
-    products: str
+    record_tree: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    operator: str,
+    products: str,
 ) -> None:
     chain = chain_yaml().replace("products: [atlas-a2]", f"products: {products}")
     record_tree({"operators/npu_test_op.yaml": operator, "chains/test-chain.yaml": chain})
@@ -298,8 +367,10 @@ def test_a_stage_limited_to_one_scheme_still_holds_on_every_claimed_product(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
-    chain = chain.replace("    phase: decode\n  - stage: tail",
-                          "    phase: decode\n    quantization: [w8a8-dynamic]\n  - stage: tail")  # fmt: skip
+    chain = chain.replace(
+        "    phase: decode\n  - stage: tail",
+        "    phase: decode\n    quantization: [w8a8-dynamic]\n  - stage: tail",
+    )
     record_tree({"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain})
     code, out = validate(capsys)
     assert code == 1 and "KB208 on atlas-a3 for stage 'norm'" in out
@@ -310,14 +381,17 @@ def test_an_undocumented_product_cannot_be_waived(
 ) -> None:
     waived = "    waivers:\n      - {code: KB208, product: atlas-a3, reason: it runs there}\n"
     chain = chain_yaml().replace("products: [atlas-a2]", "products: [atlas-a2, atlas-a3]")
-    chain = chain.replace("    phase: decode\n  - stage: tail", "    phase: decode\n" + waived
-                          + "  - stage: tail")  # fmt: skip
+    chain = chain.replace(
+        "    phase: decode\n  - stage: tail", "    phase: decode\n" + waived + "  - stage: tail"
+    )
     record_tree({"operators/npu_test_op.yaml": operator_yaml(), "chains/test-chain.yaml": chain})
     code, out = validate(capsys)
     assert code == 1
     assert "KB208 on atlas-a3 for stage 'norm'" in out
-    assert ("stages[0].waivers[0]: KB208 cannot be waived: a chain claims only products its "
-            "operators are documented for") in out
+    assert (
+        "stages[0].waivers[0]: KB208 cannot be waived: a chain claims only products its "
+        "operators are documented for"
+    ) in out
 
 
 REQUIRING_OPERATOR = operator_yaml().replace(
@@ -331,24 +405,30 @@ REQUIRING_OPERATOR = operator_yaml().replace(
 def test_crosscheck_asks_for_arguments_a_fired_rule_requires(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], passed: str, problems: int
 ) -> None:
-    chain = chain_yaml().replace("    phase: decode\n  - stage: tail",
-                                 "    phase: decode\n    args: {mode: b}\n" + passed + "  - stage: tail")  # fmt: skip
-    record_tree({"operators/npu_test_op.yaml": REQUIRING_OPERATOR,
-                 "chains/test-chain.yaml": chain})  # fmt: skip
+    chain = chain_yaml().replace(
+        "    phase: decode\n  - stage: tail",
+        "    phase: decode\n    args: {mode: b}\n" + passed + "  - stage: tail",
+    )
+    record_tree({"operators/npu_test_op.yaml": REQUIRING_OPERATOR, "chains/test-chain.yaml": chain})
     code, out = validate(capsys)
     assert code == (1 if problems else 0)
     if problems:
-        assert ("KB110 on atlas-a2: npu_test_op requires eps here (record rule mode-b-needs-eps: "
-                "Mode b needs eps.); pass it in args or passed") in out  # fmt: skip
+        assert (
+            "KB110 on atlas-a2: npu_test_op requires eps here (record rule mode-b-needs-eps: "
+            "Mode b needs eps.); pass it in args or passed"
+        ) in out
 
 
-DENYING_TREE = TREE.format(chain="test-chain") + """\
+DENYING_TREE = (
+    TREE.format(chain="test-chain")
+    + """\
       - value: c
         label: C
         note: Mode c does not exist.
         denies:
           - {operator: npu_test_op, args: {mode: MODE}}
 """
+)
 
 
 @pytest.mark.parametrize(("mode", "holds"), [("c", True), ("b", False)])
@@ -356,33 +436,48 @@ def test_a_verdict_may_not_deny_what_the_record_allows(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str], mode: str, holds: bool
 ) -> None:
     tree = DENYING_TREE.replace("MODE", mode)
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                        "chains/test-chain.yaml": chain_yaml(),
-                        "trees/test-tree.yaml": tree})  # fmt: skip
+    root = record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "chains/test-chain.yaml": chain_yaml(),
+            "trees/test-tree.yaml": tree,
+        }
+    )
     code, out = validate(capsys)
     if holds:
         assert code == 0, out
         return
     assert code == 1
     line = line_of(tree, "- {operator: npu_test_op")
-    assert (f"{root / 'trees/test-tree.yaml'}:{line}:13: nodes[0].options[2].denies[0]: the note "
-            "denies npu_test_op(mode='b') on atlas-a2, but the operator record allows it") in out  # fmt: skip
+    assert (
+        f"{root / 'trees/test-tree.yaml'}:{line}:13: nodes[0].options[2].denies[0]: the note "
+        "denies npu_test_op(mode='b') on atlas-a2, but the operator record allows it"
+    ) in out
 
 
 def test_a_path_answer_must_fit_the_chain_it_reaches(
     record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tree = TREE.format(chain="test-chain").replace("key: kind", "key: product").replace(
-        "value: a", "value: atlas-a3")  # fmt: skip
-    record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                 "chains/test-chain.yaml": chain_yaml(),
-                 "trees/test-tree.yaml": tree})  # fmt: skip
+    tree = (
+        TREE.format(chain="test-chain")
+        .replace("key: kind", "key: product")
+        .replace("value: a", "value: atlas-a3")
+    )
+    record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "chains/test-chain.yaml": chain_yaml(),
+            "trees/test-tree.yaml": tree,
+        }
+    )
     code, out = validate(capsys)
     assert code == 1
     assert "the path answers --product atlas-a3, but chain test-chain is for atlas-a2" in out
 
 
-def test_shipped_records_pass_validation_and_the_crosscheck(capsys: pytest.CaptureFixture[str]) -> None:
+def test_shipped_records_pass_validation_and_the_crosscheck(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["validate", "--records", str(records_dir())]) == 0, capsys.readouterr().out
 
 
@@ -407,8 +502,15 @@ def _paths(tree: dict[str, Any]) -> Iterator[dict[str, str]]:
 
 def test_every_path_of_every_shipped_tree_ends_in_advice_or_a_verdict(catalog: Catalog) -> None:
     trees = list(catalog.records("tree"))
-    assert {t["name"] for t in trees} >= {"attention", "moe", "kv-cache", "prefetch-placement",
-                                          "quantization", "graph-mode", "tensor-parallel"}  # fmt: skip
+    assert {t["name"] for t in trees} >= {
+        "attention",
+        "moe",
+        "kv-cache",
+        "prefetch-placement",
+        "quantization",
+        "graph-mode",
+        "tensor-parallel",
+    }
     for tree in trees:
         for answers in _paths(tree):
             walked = walk(tree, answers)
@@ -430,17 +532,25 @@ def test_every_shipped_chain_cites_the_port_it_comes_from(catalog: Catalog) -> N
 CORPUS_COMMIT = "182b75ea84ff13ece27b57391331ef8935410aea"
 _ROOT = Path(__file__).resolve().parents[1]
 #: ``../shared/corpus`` of the checkout (CI), or of the directory holding a git worktree.
-CORPUS = next((p / "shared" / "corpus" / "vllm-ascend" for p in (_ROOT.parent, _ROOT.parent.parent)
-               if (p / "shared" / "corpus" / "vllm-ascend").is_dir()),
-              _ROOT.parent / "shared" / "corpus" / "vllm-ascend")  # fmt: skip
+CORPUS = next(
+    (
+        p / "shared" / "corpus" / "vllm-ascend"
+        for p in (_ROOT.parent, _ROOT.parent.parent)
+        if (p / "shared" / "corpus" / "vllm-ascend").is_dir()
+    ),
+    _ROOT.parent / "shared" / "corpus" / "vllm-ascend",
+)
 
 
 def _cited_corpus_ranges(catalog: Catalog) -> Iterator[tuple[str, dict[str, Any], list[str]]]:
     for chain in catalog.records("chain"):
         for src in chain.get("sources") or []:
             path = CORPUS / src["path"]
-            if src["repo"] == "vllm-project/vllm-ascend" and src["commit"] == CORPUS_COMMIT \
-                    and path.is_file():  # fmt: skip
+            if (
+                src["repo"] == "vllm-project/vllm-ascend"
+                and src["commit"] == CORPUS_COMMIT
+                and path.is_file()
+            ):
                 yield chain["name"], src, path.read_text(encoding="utf-8").splitlines()
 
 
@@ -472,28 +582,65 @@ def test_chains_share_one_prerequisite_vocabulary(catalog: Catalog) -> None:
 
 def test_dequant_swiglu_quant_stages_activate_the_left_half(catalog: Catalog) -> None:
     """Every port sets activate_left=True; the default would gate the wrong half."""
-    stages = [st for c in catalog.records("chain") for st in c["stages"]
-              if st["operator"] == "npu_dequant_swiglu_quant"]  # fmt: skip
+    stages = [
+        st
+        for c in catalog.records("chain")
+        for st in c["stages"]
+        if st["operator"] == "npu_dequant_swiglu_quant"
+    ]
     assert stages and all(st["args"].get("activate_left") is True for st in stages)
 
 
 def test_issue_chains_exist(catalog: Catalog) -> None:
     expected = {
-        "gqa-prefill-contiguous", "gqa-decode-contiguous", "gqa-prefill-paged", "gqa-decode-paged",
-        "gqa-prefill-chunked", "gqa-sinks-paged", "gqa-fp8-kv-cache",
-        "mla-absorb-prefill", "mla-absorb-decode", "mla-absorb-decode-split", "mla-prolog-absorbed",
-        "mla-indexer-sparse", "mla-indexer-sparse-c8", "mla-contiguous-cache",
-        "gdn-prefill-chunked", "gdn-decode-recurrent",
-        "moe-gate-softmax", "moe-gate-softmax-bias", "moe-gate-sigmoid", "moe-tp-routing",
-        "moe-tp-routing-v1-glu", "moe-ep-prefill-alltoall", "moe-ep-decode-mc2",
-        "moe-ep-decode-mc2-add-rms-norm", "moe-ep-allgather", "moe-w8a8-experts",
-        "dense-gated-ffn", "dense-gated-ffn-w8a8", "residual-norm", "rope-precompute",
-        "kv-cache-contiguous", "kv-cache-paged", "prefetch-dense-mlp", "prefetch-attention-weights",
-        "prefetch-moe-experts", "quant-w8a8-dynamic-linear", "quant-w8a16-linear", "quant-w4a16-moe",
-        "quant-w4a8-moe", "quant-mxfp8-linear", "norm-quant-static", "norm-quant-dynamic",
-        "norm-quant-mxfp8", "tp-row-parallel-fusion", "multistream-overlap", "graph-mode-torchair",
+        "gqa-prefill-contiguous",
+        "gqa-decode-contiguous",
+        "gqa-prefill-paged",
+        "gqa-decode-paged",
+        "gqa-prefill-chunked",
+        "gqa-sinks-paged",
+        "gqa-fp8-kv-cache",
+        "mla-absorb-prefill",
+        "mla-absorb-decode",
+        "mla-absorb-decode-split",
+        "mla-prolog-absorbed",
+        "mla-indexer-sparse",
+        "mla-indexer-sparse-c8",
+        "mla-contiguous-cache",
+        "gdn-prefill-chunked",
+        "gdn-decode-recurrent",
+        "moe-gate-softmax",
+        "moe-gate-softmax-bias",
+        "moe-gate-sigmoid",
+        "moe-tp-routing",
+        "moe-tp-routing-v1-glu",
+        "moe-ep-prefill-alltoall",
+        "moe-ep-decode-mc2",
+        "moe-ep-decode-mc2-add-rms-norm",
+        "moe-ep-allgather",
+        "moe-w8a8-experts",
+        "dense-gated-ffn",
+        "dense-gated-ffn-w8a8",
+        "residual-norm",
+        "rope-precompute",
+        "kv-cache-contiguous",
+        "kv-cache-paged",
+        "prefetch-dense-mlp",
+        "prefetch-attention-weights",
+        "prefetch-moe-experts",
+        "quant-w8a8-dynamic-linear",
+        "quant-w8a16-linear",
+        "quant-w4a16-moe",
+        "quant-w4a8-moe",
+        "quant-mxfp8-linear",
+        "norm-quant-static",
+        "norm-quant-dynamic",
+        "norm-quant-mxfp8",
+        "tp-row-parallel-fusion",
+        "multistream-overlap",
+        "graph-mode-torchair",
         "graph-mode-aclgraph",
-    }  # fmt: skip
+    }
     assert expected <= set(catalog.names("chain"))
 
 

@@ -62,22 +62,40 @@ def test_yaml_that_does_not_parse_is_a_finding_with_its_line(catalog: Catalog) -
         (HEAD.replace("candidates:\n", "candidates: 5\n"), [(3, 13, "KB002")]),
         (HEAD + "  - npu_rms_norm\n", [(4, 5, "KB002")]),
         (HEAD + "  - {module: m, operator: npu_rms_norm, args: [epsilon]}\n", [(4, 47, "KB002")]),
-        (HEAD + "  - {module: m, operator: npu_rms_norm, tensors: {self: bf16}}\n", [(4, 57, "KB002")]),
-        (HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: {a: 1}}}\n",
-         [(4, 57, "KB002")]),
+        (
+            HEAD + "  - {module: m, operator: npu_rms_norm, tensors: {self: bf16}}\n",
+            [(4, 57, "KB002")],
+        ),
+        (
+            HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: {a: 1}}}\n",
+            [(4, 57, "KB002")],
+        ),
         (HEAD + "  - {module: 7, operator: npu_rms_norm}\n", [(4, 14, "KB002")]),
-        (HEAD + "  - {module: m, operator: npu_rms_norm, prerequisites: rope}\n", [(4, 56, "KB002")]),
-        (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: [1]}\n",
-         [(4, 65, "KB002")]),
-        (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: 5 lots}\n",
-         [(4, 65, "KB002")]),
-        (HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, validated: maybe}\n",
-         [(4, 66, "KB002")]),
-        ("version: 1\ntarget: {product: a3, parallel: {tp: 0}}\ncandidates: []\n", [(2, 38, "KB002")]),
+        (
+            HEAD + "  - {module: m, operator: npu_rms_norm, prerequisites: rope}\n",
+            [(4, 56, "KB002")],
+        ),
+        (
+            HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: [1]}\n",
+            [(4, 65, "KB002")],
+        ),
+        (
+            HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, max_size: 5 lots}\n",
+            [(4, 65, "KB002")],
+        ),
+        (
+            HEAD + "  - {kind: prefetch, module: m, target: t, switch: s, validated: maybe}\n",
+            [(4, 66, "KB002")],
+        ),
+        (
+            "version: 1\ntarget: {product: a3, parallel: {tp: 0}}\ncandidates: []\n",
+            [(2, 38, "KB002")],
+        ),
     ],
-)  # fmt: skip
-def test_wrong_types_point_at_the_value(text: str, expected: list[tuple[int, int, str]],
-                                        catalog: Catalog) -> None:  # fmt: skip
+)
+def test_wrong_types_point_at_the_value(
+    text: str, expected: list[tuple[int, int, str]], catalog: Catalog
+) -> None:
     assert found(text, catalog) == expected
 
 
@@ -98,8 +116,12 @@ def test_unknown_fields_point_at_the_key_and_suggest(catalog: Catalog) -> None:
     """
     findings = check_text(textwrap.dedent(text), catalog=catalog)
     assert [(f.line, f.column, f.code) for f in findings] == [
-        (2, 29, "KB003"), (6, 5, "KB003"), (8, 27, "KB003"), (11, 5, "KB003"), (12, 1, "KB003"),
-    ]  # fmt: skip
+        (2, 29, "KB003"),
+        (6, 5, "KB003"),
+        (8, 27, "KB003"),
+        (11, 5, "KB003"),
+        (12, 1, "KB003"),
+    ]
     messages = [f.message for f in findings]
     assert "did you mean 'graph_mode'" in messages[0]
     assert "did you mean 'prerequisites'" in messages[1]
@@ -116,8 +138,12 @@ def test_missing_fields(catalog: Catalog) -> None:
     text = HEAD + "  - phase: decode\n  - module: m\n    target: down_proj\n    max_size: 1MiB\n"
     findings = check_text(text, catalog=catalog)
     assert [(f.line, f.column, f.code) for f in findings] == [
-        (4, 5, "KB004"), (4, 5, "KB004"), (5, 5, "KB004"), (6, 5, "KB003"), (7, 5, "KB003")
-    ]  # fmt: skip
+        (4, 5, "KB004"),
+        (4, 5, "KB004"),
+        (5, 5, "KB004"),
+        (6, 5, "KB003"),
+        (7, 5, "KB003"),
+    ]
     assert any("write kind: prefetch" in f.message for f in findings)
     assert found(HEAD + "  - {kind: prefetch, module: m, switch: s}\n", catalog) == [
         (4, 5, "KB004")
@@ -134,7 +160,7 @@ def test_vocabularies_accept_aliases_and_reject_the_rest(catalog: Catalog) -> No
             tensors:
               self: {dtype: torch.bfloat16, format: nd}
               gamma: {dtype: fp32}
-        """)  # fmt: skip
+        """)
     assert found(ok, catalog) == []
     bad = textwrap.dedent("""\
         version: 2
@@ -148,17 +174,27 @@ def test_vocabularies_accept_aliases_and_reject_the_rest(catalog: Catalog) -> No
             status: maybe
             tensors:
               self: {dtype: bfloat61, format: NZZ}
-        """)  # fmt: skip
+        """)
     codes = found(bad, catalog)
     assert [c for c in codes if c[2] != "KB005"] == []
     assert [(line, col) for line, col, _ in codes] == [
-        (1, 10), (2, 40), (2, 62), (2, 80), (5, 11), (8, 12), (9, 13), (11, 21), (11, 39)
-    ]  # fmt: skip
+        (1, 10),
+        (2, 40),
+        (2, 62),
+        (2, 80),
+        (5, 11),
+        (8, 12),
+        (9, 13),
+        (11, 21),
+        (11, 39),
+    ]
 
 
 def test_json_input_with_tabs(catalog: Catalog) -> None:
-    text = '{\n\t"version": 1,\n\t"target": {"product": "atlas-a3"},\n\t"candidates": [\n' \
-           '\t\t{"module": "m", "operator": "npu_rms_nrom"}\n\t]\n}\n'  # fmt: skip
+    text = (
+        '{\n\t"version": 1,\n\t"target": {"product": "atlas-a3"},\n\t"candidates": [\n'
+        '\t\t{"module": "m", "operator": "npu_rms_nrom"}\n\t]\n}\n'
+    )
     assert found(text, catalog) == [(5, 31, "KB101")]
 
 
@@ -191,9 +227,13 @@ def test_merge_keys_and_deep_nesting_are_findings(catalog: Catalog) -> None:
     ],
 )
 def test_unreadable_files_exit_2_with_a_clear_message(
-    payload: bytes, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    fixture_records: None, catalog: Catalog,
-) -> None:  # fmt: skip
+    payload: bytes,
+    why: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fixture_records: None,
+    catalog: Catalog,
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(payload)
     rc, out, err = run(["check", str(bad), str(CANDIDATES / "clean.yaml")], capsys)
@@ -204,23 +244,26 @@ def test_unreadable_files_exit_2_with_a_clear_message(
         check_paths([bad], catalog=catalog)
 
 
-def test_missing_file_and_directory_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          fixture_records: None) -> None:  # fmt: skip
+def test_missing_file_and_directory_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture_records: None
+) -> None:
     rc, out, err = run(["check", str(tmp_path / "nope.yaml"), str(tmp_path)], capsys)
     assert rc == 2 and out == ""
     assert "nope.yaml: cannot read" in err and "is a directory" in err
 
 
-def test_records_that_do_not_validate_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_records_that_do_not_validate_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "broken.yaml").write_text("kind: operator\nname: x\n", encoding="utf-8")
     monkeypatch.setenv("KB_RECORDS_DIR", str(tmp_path))
     rc, _, err = run(["check", str(CANDIDATES / "clean.yaml")], capsys)
     assert rc == 2 and "records do not validate" in err
 
 
-def test_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-               fixture_records: None) -> None:  # fmt: skip
+def test_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fixture_records: None
+) -> None:
     data = (HEAD + "  - {module: m, operator: npu_rms_nrom}\n").encode()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     rc, out, _ = run(["check", "-"], capsys)
@@ -232,9 +275,14 @@ def test_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
 
 def test_stdin_in_a_real_process(tmp_path: Path) -> None:
     env = dict(os.environ, KB_RECORDS_DIR=str(FIXTURE_RECORDS))
-    proc = subprocess.run([sys.executable, "-m", "kb", "check", "--format", "json", "-"],
-                          input=(CANDIDATES / "seeded.json").read_bytes(), capture_output=True,
-                          env=env, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "kb", "check", "--format", "json", "-"],
+        input=(CANDIDATES / "seeded.json").read_bytes(),
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stderr
     payload = json.loads(proc.stdout)
     assert [f["code"] for f in payload["findings"]] == ["KB108", "KB005"]
@@ -264,8 +312,21 @@ def test_select_and_ignore(capsys: pytest.CaptureFixture[str], fixture_records: 
     rc, out, _ = run(["check", "--format", "json", "--select", "KB3", path], capsys)
     codes = [f["code"] for f in json.loads(out)["findings"]]
     assert rc == 1 and codes == ["KB301", "KB302", "KB303", "KB304", "KB307", "KB305", "KB306"]
-    rc, out, _ = run(["check", "--format", "json", "--select", "KB1,KB2", "--ignore",
-                      "KB101", "--ignore", "dtype-not-supported", path], capsys)  # fmt: skip
+    rc, out, _ = run(
+        [
+            "check",
+            "--format",
+            "json",
+            "--select",
+            "KB1,KB2",
+            "--ignore",
+            "KB101",
+            "--ignore",
+            "dtype-not-supported",
+            path,
+        ],
+        capsys,
+    )
     codes = [f["code"] for f in json.loads(out)["findings"]]
     assert codes and all(c[:3] in ("KB1", "KB2") for c in codes)
     assert "KB101" not in codes and "KB107" not in codes
@@ -281,19 +342,30 @@ def test_line_level_ignore_and_bad_ignore_comments(catalog: Catalog) -> None:
             tensors:
               self: {dtype: int8}        # kb: ignore[KB1O7]
               gamma: {dtype: int8}       # kb: ignore
-        """)  # fmt: skip
+        """)
     findings = check_text(text, catalog=catalog)
     assert [(f.line, f.code, f.severity) for f in findings] == [
-        (8, "KB107", "error"), (8, "KB006", "warning"), (9, "KB107", "error"), (9, "KB006", "warning"),
-    ]  # fmt: skip
+        (8, "KB107", "error"),
+        (8, "KB006", "warning"),
+        (9, "KB107", "error"),
+        (9, "KB006", "warning"),
+    ]
 
 
 # -- output formats ------------------------------------------------------------------------
 
 
 def test_json_output_shape(capsys: pytest.CaptureFixture[str], fixture_records: None) -> None:
-    rc, out, _ = run(["check", "--format", "json", str(CANDIDATES / "seeded_prefetch.yaml"),
-                      str(CANDIDATES / "clean.yaml")], capsys)  # fmt: skip
+    rc, out, _ = run(
+        [
+            "check",
+            "--format",
+            "json",
+            str(CANDIDATES / "seeded_prefetch.yaml"),
+            str(CANDIDATES / "clean.yaml"),
+        ],
+        capsys,
+    )
     payload = json.loads(out)
     assert rc == 1 and set(payload) == {"findings", "summary"}
     assert payload["summary"] == {"files": 2, "candidates": 13, "errors": 8, "warnings": 4}
@@ -309,11 +381,14 @@ def test_json_output_shape(capsys: pytest.CaptureFixture[str], fixture_records: 
     assert all(f["severity"] in ("error", "warning", "info") for f in payload["findings"])
 
 
-def test_github_output(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                       fixture_records: None) -> None:  # fmt: skip
+def test_github_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture_records: None
+) -> None:
     odd = tmp_path / "a,b:c.yaml"
-    odd.write_text(HEAD + "  - {module: m, operator: npu_fused_infer_attention_score}\n"
-                   "  - {module: m, operator: npu_rms_nrom}\n")  # fmt: skip
+    odd.write_text(
+        HEAD + "  - {module: m, operator: npu_fused_infer_attention_score}\n"
+        "  - {module: m, operator: npu_rms_nrom}\n"
+    )
     rc, out, _ = run(["check", "--format", "github", str(odd)], capsys)
     lines = out.splitlines()
     assert rc == 1 and len(lines) == 2
@@ -332,8 +407,9 @@ def test_github_escapes_message_data() -> None:
 
 
 def test_text_output_groups_by_file_and_colours_only_on_request(
-    capsys: pytest.CaptureFixture[str], fixture_records: None,
-) -> None:  # fmt: skip
+    capsys: pytest.CaptureFixture[str],
+    fixture_records: None,
+) -> None:
     args = ["check", str(CANDIDATES / "seeded.json"), str(CANDIDATES / "seeded_prefetch.yaml")]
     rc, out, _ = run(args, capsys)
     blocks = out.split("\n\n")

@@ -20,9 +20,11 @@ from kb.check.parse import FUSION_FIELDS, PREFETCH_FIELDS, TARGET_FIELDS, TENSOR
 from kb.rules import BY_CODE
 
 FIXTURE_RECORDS = Path(__file__).parent / "fixtures" / "check_records"
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                           HealthCheck.too_slow])  # fmt: skip
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 _CATALOG: list[Catalog] = []
 
@@ -45,38 +47,73 @@ def assert_well_formed(findings: list[Finding], text: str, candidates: int | Non
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**40), 2**40),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
-    st.sampled_from(["npu_rms_norm", "npu_mla_prolog_v3", "npu_prefetch", "bf16", "nz", "PA_NZ",
-                     "atlas-a3", "A2", "decode", "both", "prefetch", "128MiB", "-1", "2.9.1",
-                     "mla-absorb-decode", "matmul", "swiglu", "all_reduce", "needs-prerequisite",
-                     "not-applicable", "w8a8", "torch.bfloat16", "int8", "FRACTAL_NZ"]),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "npu_rms_norm",
+            "npu_mla_prolog_v3",
+            "npu_prefetch",
+            "bf16",
+            "nz",
+            "PA_NZ",
+            "atlas-a3",
+            "A2",
+            "decode",
+            "both",
+            "prefetch",
+            "128MiB",
+            "-1",
+            "2.9.1",
+            "mla-absorb-decode",
+            "matmul",
+            "swiglu",
+            "all_reduce",
+            "needs-prerequisite",
+            "not-applicable",
+            "w8a8",
+            "torch.bfloat16",
+            "int8",
+            "FRACTAL_NZ",
+        ]
+    ),
+)
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
-)  # fmt: skip
+)
 
 
 def fields(names: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(st.sampled_from(names), values, max_size=len(names))
 
 
-tensor_specs = st.dictionaries(st.sampled_from(["self", "gamma", "token_x", "weight_dq", "x",
-                                                "block_table", "cache_index", "bogus"]),
-                               st.one_of(st.none(), fields(TENSOR_FIELDS), values),
-                               max_size=3)  # fmt: skip
+tensor_specs = st.dictionaries(
+    st.sampled_from(
+        ["self", "gamma", "token_x", "weight_dq", "x", "block_table", "cache_index", "bogus"]
+    ),
+    st.one_of(st.none(), fields(TENSOR_FIELDS), values),
+    max_size=3,
+)
 fusion = fields(FUSION_FIELDS).flatmap(
     lambda d: st.fixed_dictionaries({"tensors": tensor_specs}).map(lambda t: {**d, **t})
 )
 prefetch = fields(PREFETCH_FIELDS).map(lambda d: {**d, "kind": "prefetch"})
 documents = st.fixed_dictionaries(
     {"candidates": st.lists(st.one_of(fusion, prefetch, values), max_size=6)},
-    optional={"version": values, "target": st.one_of(fields(TARGET_FIELDS), values),
-              "model": values, "bogus": values},
-)  # fmt: skip
+    optional={
+        "version": values,
+        "target": st.one_of(fields(TARGET_FIELDS), values),
+        "model": values,
+        "bogus": values,
+    },
+)
 
 
 @SETTINGS
@@ -109,8 +146,9 @@ def test_random_structures_as_json(doc: dict[str, Any]) -> None:
 
 @SETTINGS
 @given(st.binary(max_size=300))
-def test_random_bytes_give_findings_or_a_clean_input_error(tmp_path_factory: pytest.TempPathFactory,
-                                                           data: bytes) -> None:  # fmt: skip
+def test_random_bytes_give_findings_or_a_clean_input_error(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
     path = tmp_path_factory.mktemp("bytes") / "list.yaml"
     path.write_bytes(data)
     try:
@@ -122,12 +160,36 @@ def test_random_bytes_give_findings_or_a_clean_input_error(tmp_path_factory: pyt
 
 
 @SETTINGS
-@given(st.lists(st.sampled_from(["version: 1", "target:", "  product: atlas-a3", "candidates:",
-                                 "  - module: m", "    operator: npu_rms_norm", "    args: {",
-                                 "    tensors:", "      self: {dtype: bf16}", "  - kind: prefetch",
-                                 "    max_size: 0", "    dependency:", "&a [*a]", "- *x", "'",
-                                 "  # kb: ignore[KB1]", "\t- x", "...", "---", "? [a]", ": b"]),
-                max_size=20))  # fmt: skip
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "version: 1",
+                "target:",
+                "  product: atlas-a3",
+                "candidates:",
+                "  - module: m",
+                "    operator: npu_rms_norm",
+                "    args: {",
+                "    tensors:",
+                "      self: {dtype: bf16}",
+                "  - kind: prefetch",
+                "    max_size: 0",
+                "    dependency:",
+                "&a [*a]",
+                "- *x",
+                "'",
+                "  # kb: ignore[KB1]",
+                "\t- x",
+                "...",
+                "---",
+                "? [a]",
+                ": b",
+            ]
+        ),
+        max_size=20,
+    )
+)
 def test_random_line_soups(lines: list[str]) -> None:
     text = "\n".join(lines) + "\n"
     assert_well_formed(check_text(text, catalog=catalog()), text)

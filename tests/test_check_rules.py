@@ -136,16 +136,35 @@ def test_every_rule_class_is_registered() -> None:
 def test_checks_named_by_the_product_design_exist() -> None:
     """PRODUCT.md's list of checks, each mapped to the rule that does it."""
     needed = {
-        "unknown-operator", "deprecated-operator", "product-not-supported", "unknown-argument",
-        "value-not-allowed", "dtype-not-supported", "format-not-supported", "operator-rule",
-        "quantization-not-supported", "torch-npu-too-old", "not-applicable-without-evidence",
-        "needs-prerequisite-without-prerequisites", "unknown-chain", "operator-outside-chain",
-        "duplicate-candidate", "prefetch-target-not-weight-heavy", "prefetch-unsafe-window",
-        "prefetch-max-size-not-positive", "prefetch-max-size-above-weight",
-        "prefetch-max-size-above-conservative", "prefetch-missing-switch",
-        "prefetch-switch-defaults-on", "prefetch-graph-mode-without-dependency",
-        "prefetch-several-unvalidated", "syntax", "wrong-type", "unknown-field", "missing-field",
-    }  # fmt: skip
+        "unknown-operator",
+        "deprecated-operator",
+        "product-not-supported",
+        "unknown-argument",
+        "value-not-allowed",
+        "dtype-not-supported",
+        "format-not-supported",
+        "operator-rule",
+        "quantization-not-supported",
+        "torch-npu-too-old",
+        "not-applicable-without-evidence",
+        "needs-prerequisite-without-prerequisites",
+        "unknown-chain",
+        "operator-outside-chain",
+        "duplicate-candidate",
+        "prefetch-target-not-weight-heavy",
+        "prefetch-unsafe-window",
+        "prefetch-max-size-not-positive",
+        "prefetch-max-size-above-weight",
+        "prefetch-max-size-above-conservative",
+        "prefetch-missing-switch",
+        "prefetch-switch-defaults-on",
+        "prefetch-graph-mode-without-dependency",
+        "prefetch-several-unvalidated",
+        "syntax",
+        "wrong-type",
+        "unknown-field",
+        "missing-field",
+    }
     assert needed <= {r.name for r in RULES}
 
 
@@ -185,8 +204,17 @@ def test_kb_rules_json(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(["rules", "--format", "json"], capsys)
     listing: dict[str, Any] = json.loads(out)
     assert rc == 0 and [r["code"] for r in listing["rules"]] == [r.code for r in RULES]
-    assert set(listing["rules"][0]) == {"code", "name", "severity", "summary", "why", "fail", "fix",
-                                        "fronts", "language"}  # fmt: skip
+    assert set(listing["rules"][0]) == {
+        "code",
+        "name",
+        "severity",
+        "summary",
+        "why",
+        "fail",
+        "fix",
+        "fronts",
+        "language",
+    }
     scan_only = [r["code"] for r in listing["rules"] if r["fronts"] == ["scan"]]
     assert scan_only and all(c.startswith(("KB5", "KB6")) for c in scan_only)
     rc, out, _ = _run(["rules", "prefetch-missing-switch", "--format", "json"], capsys)

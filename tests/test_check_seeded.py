@@ -80,11 +80,15 @@ def _shape(findings: list[Finding]) -> Expected:
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("seeded_fusion.yaml", SEEDED_FUSION), ("seeded_prefetch.yaml", SEEDED_PREFETCH),
-     ("seeded.json", SEEDED_JSON)],
-)  # fmt: skip
-def test_every_seeded_defect_is_found_exactly(name: str, expected: Expected,
-                                              catalog: Catalog) -> None:  # fmt: skip
+    [
+        ("seeded_fusion.yaml", SEEDED_FUSION),
+        ("seeded_prefetch.yaml", SEEDED_PREFETCH),
+        ("seeded.json", SEEDED_JSON),
+    ],
+)
+def test_every_seeded_defect_is_found_exactly(
+    name: str, expected: Expected, catalog: Catalog
+) -> None:
     path = CANDIDATES / name
     findings = check_paths([path], catalog=catalog)
     assert _shape(findings) == expected
@@ -122,11 +126,9 @@ def test_candidate_level_ignore_silences_only_its_codes(catalog: Catalog) -> Non
     found = check_paths([CANDIDATES / "seeded_fusion.yaml"], catalog=catalog)
     ignored = [f for f in found if f.candidate == 13]
     assert ignored == []  # KB102 ignored on the candidate's first line, phases do not restrict
-    unlisted = check_paths([CANDIDATES / "seeded_fusion.yaml"], catalog=catalog,
-                           select=["KB102"])  # fmt: skip
+    unlisted = check_paths([CANDIDATES / "seeded_fusion.yaml"], catalog=catalog, select=["KB102"])
     assert [f.line for f in unlisted] == [15]  # the ignored one stays silent under --select
-    unignored = check_paths([CANDIDATES / "seeded_fusion.yaml"], catalog=catalog,
-                            ignore=["KB2"])  # fmt: skip
+    unignored = check_paths([CANDIDATES / "seeded_fusion.yaml"], catalog=catalog, ignore=["KB2"])
     assert not any(f.code.startswith("KB2") for f in unignored)
 
 

@@ -16,13 +16,31 @@ from kb.lint.suppress import ignore_comments
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [(128, 128), (1.0e3, 1000), ("128MiB", 128 * 2**20), ("18 MB", 18_000_000), ("64M", 64 * 2**20),
-     ("1.5GiB", 3 * 2**29), ("2kb", 2000), ("4KiB", 4096), ("1_024", 1024), ("7168*18432*2", 264241152),
-     ("16 * 1MiB", 16 * 2**20), ("-5", -5), ("0", 0), ("1e3", 1000),
-     ("18432 * 7168 * 2 // 4", 18432 * 7168 * 2 // 4), ("64 * MiB", 64 * 2**20),
-     ("(7168*18432*2)//2", 7168 * 18432), ("2 * (1 GiB - 512 MiB)", 2**30), ("3 * K + B", 3073),
-     ("- (4 + 4) * KB", -8000), ("1 + 2 * 3", 7), ("100 // 7 * 7", 98)],
-)  # fmt: skip
+    [
+        (128, 128),
+        (1.0e3, 1000),
+        ("128MiB", 128 * 2**20),
+        ("18 MB", 18_000_000),
+        ("64M", 64 * 2**20),
+        ("1.5GiB", 3 * 2**29),
+        ("2kb", 2000),
+        ("4KiB", 4096),
+        ("1_024", 1024),
+        ("7168*18432*2", 264241152),
+        ("16 * 1MiB", 16 * 2**20),
+        ("-5", -5),
+        ("0", 0),
+        ("1e3", 1000),
+        ("18432 * 7168 * 2 // 4", 18432 * 7168 * 2 // 4),
+        ("64 * MiB", 64 * 2**20),
+        ("(7168*18432*2)//2", 7168 * 18432),
+        ("2 * (1 GiB - 512 MiB)", 2**30),
+        ("3 * K + B", 3073),
+        ("- (4 + 4) * KB", -8000),
+        ("1 + 2 * 3", 7),
+        ("100 // 7 * 7", 98),
+    ],
+)
 def test_parse_size(text: object, size: int) -> None:
     assert parse_size(text) == size
 
@@ -35,10 +53,29 @@ def test_names_make_a_size_unknown_not_wrong(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", [True, "5 lots", "12 parsecs", 1.5, float("inf"), [1], None, "1e400", "1/2",
-             "7 // 0", "(1 + 2", "1 +", "1.5 B", "9" * 21, 2**63, "*".join(["7168"] * 100_000),
-             "(" * 40 + "1" + ")" * 40, "7168x18432", "2 ** 10"],
-)  # fmt: skip
+    "text",
+    [
+        True,
+        "5 lots",
+        "12 parsecs",
+        1.5,
+        float("inf"),
+        [1],
+        None,
+        "1e400",
+        "1/2",
+        "7 // 0",
+        "(1 + 2",
+        "1 +",
+        "1.5 B",
+        "9" * 21,
+        2**63,
+        "*".join(["7168"] * 100_000),
+        "(" * 40 + "1" + ")" * 40,
+        "7168x18432",
+        "2 ** 10",
+    ],
+)
 def test_parse_size_refuses(text: object) -> None:
     with pytest.raises(SizeError):
         parse_size(text)
@@ -90,13 +127,24 @@ def test_same_means_what_a_user_means() -> None:
 
 
 def test_violations_of_a_fired_rule() -> None:
-    record = {"rules": [{
-        "id": "r", "when": [{"arg": "mode", "equals": 2}], "require": ["s1", "s2", "s3"],
-        "forbid": ["f"], "dtypes": {"w": ["int8"]}, "values": {"q": [1]}, "products": ["ascend-950"],
-        "message": "m",
-    }]}  # fmt: skip
-    c = cand(args={"mode": 2, "q": 0, "f": 1, "s1": None},
-             tensors={"w": TensorSpec(dtype="bfloat16"), "s2": TensorSpec()})  # fmt: skip
+    record = {
+        "rules": [
+            {
+                "id": "r",
+                "when": [{"arg": "mode", "equals": 2}],
+                "require": ["s1", "s2", "s3"],
+                "forbid": ["f"],
+                "dtypes": {"w": ["int8"]},
+                "values": {"q": [1]},
+                "products": ["ascend-950"],
+                "message": "m",
+            }
+        ]
+    }
+    c = cand(
+        args={"mode": 2, "q": 0, "f": 1, "s1": None},
+        tensors={"w": TensorSpec(dtype="bfloat16"), "s2": TensorSpec()},
+    )
     kinds = sorted(v.kind for v in violations(record, c, Target(product="atlas-a3")))
     assert kinds == ["dtype", "forbid", "product", "require-null", "require-unstated", "value"]
     unstated = [v for v in violations(record, c, Target()) if v.kind == "require-unstated"]
@@ -141,8 +189,10 @@ def test_release_matching_for_the_version_rule(typed: str, expected: str | None)
     from kb.api.check import check_text
     from kb.catalog.compiled import open_catalog
 
-    text = (f'version: 1\ntarget: {{product: atlas-a3, torch_npu: "{typed}"}}\ncandidates:\n'
-            "  - {module: m, operator: npu_mla_prolog_v3}\n")  # fmt: skip
+    text = (
+        f'version: 1\ntarget: {{product: atlas-a3, torch_npu: "{typed}"}}\ncandidates:\n'
+        "  - {module: m, operator: npu_mla_prolog_v3}\n"
+    )
     found = check_text(text, catalog=open_catalog(FIXTURE_RECORDS), select=["KB202"])
     assert [f.message for f in found if expected is None] == []
     if expected is not None:

@@ -27,10 +27,23 @@ CASES = [
 
 
 @pytest.mark.parametrize(("args", "rc", "key"), CASES, ids=[" ".join(c[0][:2]) for c in CASES])
-def test_json_output_is_never_empty(tmp_path: Path, args: tuple[str, ...], rc: int, key: str) -> None:
-    env = {"PYTHONPATH": str(REPO), "KB_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "kb", *args, "--format", "json"], cwd=tmp_path,
-                          capture_output=True, text=True, env=env, timeout=120, check=False)  # fmt: skip
+def test_json_output_is_never_empty(
+    tmp_path: Path, args: tuple[str, ...], rc: int, key: str
+) -> None:
+    env = {
+        "PYTHONPATH": str(REPO),
+        "KB_CACHE_DIR": str(tmp_path / "cache"),
+        "PATH": "/usr/bin:/bin",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "kb", *args, "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == rc, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr
     doc = json.loads(proc.stdout)

@@ -14,8 +14,9 @@ def test_a_shape_with_an_empty_dimension_is_refused(capsys: pytest.CaptureFixtur
     assert main(["prefetch-size", "--shape", "7168x18432"]) == 0
 
 
-def test_scanning_nothing_says_why_without_a_summary(capsys: pytest.CaptureFixture[str],
-                                                     tmp_path) -> None:  # fmt: skip
+def test_scanning_nothing_says_why_without_a_summary(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
     assert main(["scan", str(tmp_path / "nonexistent")]) == 2
     captured = capsys.readouterr()
     assert "0 files" not in captured.out + captured.err
@@ -29,7 +30,7 @@ def test_counts_agree_with_their_nouns(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_an_empty_allowed_value_is_shown_as_quotes() -> None:
-    from kb.check.rules.operator import _shown_value
+    from kb.check.rules.scalars import _shown_value
 
     assert ", ".join(map(_shown_value, ["", "fullmesh"])) == "'', fullmesh"
 
@@ -41,8 +42,9 @@ def test_one_exit_status_paragraph_per_verb(capsys: pytest.CaptureFixture[str]) 
         assert capsys.readouterr().out.count("Exit status:") == 1, verb
 
 
-def test_every_help_fits_the_terminal(capsys: pytest.CaptureFixture[str],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_every_help_fits_the_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kb.cli import VERBS
 
     monkeypatch.setenv("COLUMNS", "80")
@@ -71,7 +73,8 @@ def test_a_long_record_ends_with_a_hint(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_a_multi_line_message_keeps_its_lines_but_none_at_the_margin(
-        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from kb.cli import _say
 
     _say("kb advise: pick one of:\n  gqa  grouped\n::error::forged\x1b[2J")

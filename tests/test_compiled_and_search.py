@@ -41,15 +41,23 @@ def test_corrupt_cache_is_rebuilt(record_tree) -> None:
 def test_resolve_spellings(record_tree) -> None:
     record_tree({"operators/npu_test_op.yaml": operator_yaml()})
     cat = open_catalog()
-    for spelling in ("npu_test_op", "torch_npu.npu_test_op", "torch.ops.npu.npu_test_op",
-                     "NPU_TEST_OP"):  # fmt: skip
+    for spelling in (
+        "npu_test_op",
+        "torch_npu.npu_test_op",
+        "torch.ops.npu.npu_test_op",
+        "NPU_TEST_OP",
+    ):
         assert cat.resolve(spelling) == "npu_test_op", spelling
     assert cat.resolve("npu_test") is None
 
 
 def test_corrupt_index_is_rebuilt_not_trusted(record_tree) -> None:
-    record_tree({"operators/npu_test_op.yaml": operator_yaml(keyword="zebra"),
-                 "operators/npu_other_op.yaml": operator_yaml("npu_other_op", keyword="giraffe")})  # fmt: skip
+    record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(keyword="zebra"),
+            "operators/npu_other_op.yaml": operator_yaml("npu_other_op", keyword="giraffe"),
+        }
+    )
     cat = open_catalog()
     open_index(cat)
     target = index_dir(cat)
@@ -71,9 +79,13 @@ def test_stale_stamp_triggers_rebuild(record_tree) -> None:
 
 
 def test_exact_prefix_and_typo(record_tree) -> None:
-    record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                 "operators/npu_test_op_v2.yaml": operator_yaml("npu_test_op_v2"),
-                 "operators/npu_unrelated.yaml": operator_yaml("npu_unrelated")})  # fmt: skip
+    record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "operators/npu_test_op_v2.yaml": operator_yaml("npu_test_op_v2"),
+            "operators/npu_unrelated.yaml": operator_yaml("npu_unrelated"),
+        }
+    )
     cat = open_catalog()
     assert [h.name for h in search(cat, "npu_test_op")][:2] == ["npu_test_op", "npu_test_op_v2"]
     assert [h.why for h in search(cat, "npu_test_op")][:2] == ["exact", "prefix"]
@@ -84,18 +96,26 @@ def test_exact_prefix_and_typo(record_tree) -> None:
 @pytest.mark.parametrize("prefix", CALL_PREFIXES)
 def test_search_strips_every_call_path_like_show(record_tree, prefix: str) -> None:
     """``torch.ops.atb.X`` is found by search as by ``kb show`` (search once lacked it)."""
-    record_tree({"operators/npu_test_op.yaml": operator_yaml(),
-                 "operators/npu_test_op_v2.yaml": operator_yaml("npu_test_op_v2")})  # fmt: skip
+    record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "operators/npu_test_op_v2.yaml": operator_yaml("npu_test_op_v2"),
+        }
+    )
     cat = open_catalog()
     assert cat.resolve(prefix + "npu_test_op") == "npu_test_op"
     hits = search(cat, prefix + "npu_test")
-    assert [(h.name, h.why) for h in hits][:2] == [("npu_test_op", "prefix"),
-                                                   ("npu_test_op_v2", "prefix")]  # fmt: skip
+    assert [(h.name, h.why) for h in hits][:2] == [
+        ("npu_test_op", "prefix"),
+        ("npu_test_op_v2", "prefix"),
+    ]
 
 
 def test_chinese_query_uses_bigrams(record_tree) -> None:
     other = operator_yaml("npu_other_op").replace("zh: [测试]", "zh: [权重预取]")
-    record_tree({"operators/npu_test_op.yaml": operator_yaml(), "operators/npu_other_op.yaml": other})
+    record_tree(
+        {"operators/npu_test_op.yaml": operator_yaml(), "operators/npu_other_op.yaml": other}
+    )
     hits = search(open_catalog(), "权重预取")
     assert hits[0].name == "npu_other_op"
 

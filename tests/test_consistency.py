@@ -89,38 +89,50 @@ def test_superseded_by_must_be_the_replacement_deprecated_yaml_names(tmp_path: P
     v2 = record("npu_x_v2")
     v3 = record("npu_x_v3")
     wrong = record("npu_x", "deprecated", DEP_V3 + "superseded_by: npu_x_v2\n")
-    only(problems(tmp_path, npu_x=wrong, npu_x_v2=v2, npu_x_v3=v3),
-         "npu_x.yaml:26:16: superseded_by: upstream names npu_x_v3 as the replacement")  # fmt: skip
+    only(
+        problems(tmp_path, npu_x=wrong, npu_x_v2=v2, npu_x_v3=v3),
+        "npu_x.yaml:26:16: superseded_by: upstream names npu_x_v3 as the replacement",
+    )
     right = record("npu_x", "deprecated", DEP_V3 + "superseded_by: npu_x_v3\n")
     assert problems(tmp_path, npu_x=right) == []
 
 
 def test_named_replacement_cannot_be_left_out(tmp_path: Path) -> None:
     note = record("npu_x", "deprecated", DEP_V3 + "replacement_note: Use something.\n")
-    only(problems(tmp_path, npu_x=note, npu_x_v3=record("npu_x_v3")),
-         "upstream.deprecation.replace: upstream names npu_x_v3")  # fmt: skip
+    only(
+        problems(tmp_path, npu_x=note, npu_x_v3=record("npu_x_v3")),
+        "upstream.deprecation.replace: upstream names npu_x_v3",
+    )
 
 
 def test_status_follows_upstream_deprecation(tmp_path: Path) -> None:
-    only(problems(tmp_path, npu_x=record("npu_x", "deprecated", "replacement_note: Use torch.\n")),
-         "status: deprecated, but upstream.deprecation is empty")  # fmt: skip
-    only(problems(tmp_path, npu_x=record("npu_x", "stable", DEP_V3.replace("npu_x_v3", "torch.mm"))),
-         "deprecated.yaml and page deprecate(s) this operator")  # fmt: skip
+    only(
+        problems(tmp_path, npu_x=record("npu_x", "deprecated", "replacement_note: Use torch.\n")),
+        "status: deprecated, but upstream.deprecation is empty",
+    )
+    only(
+        problems(tmp_path, npu_x=record("npu_x", "stable", DEP_V3.replace("npu_x_v3", "torch.mm"))),
+        "deprecated.yaml and page deprecate(s) this operator",
+    )
 
 
 def test_a_successor_upstream_does_not_name_needs_evidence(tmp_path: Path) -> None:
     v2 = record("npu_y_v2", body="supersedes: [npu_y]\n")
     invented = record("npu_y", body="superseded_by: npu_y_v2\n")
-    only(problems(tmp_path, npu_y=invented, npu_y_v2=v2),
-         "superseded_by: no upstream statement names npu_y_v2 as the successor")  # fmt: skip
+    only(
+        problems(tmp_path, npu_y=invented, npu_y_v2=v2),
+        "superseded_by: no upstream statement names npu_y_v2 as the successor",
+    )
     cited = record("npu_y", body=cite("superseded_by", "page") + "superseded_by: npu_y_v2\n")
     assert problems(tmp_path, npu_y=cited) == []
 
 
 def test_a_stale_predecessor_list_is_reported(tmp_path: Path) -> None:
     v2 = record("npu_y_v2", body="supersedes: [npu_y]\n")
-    only(problems(tmp_path, npu_y=record("npu_y"), npu_y_v2=v2),
-         "npu_y_v2.yaml", )  # fmt: skip
+    only(
+        problems(tmp_path, npu_y=record("npu_y"), npu_y_v2=v2),
+        "npu_y_v2.yaml",
+    )
     assert "npu_y names None as its successor" in problems(tmp_path)[0]
 
 
@@ -141,8 +153,10 @@ def test_unsupported_products_need_a_page_mark_or_evidence(tmp_path: Path) -> No
         problems(tmp_path, npu_z=bare),
         "unsupported_products[0]: atlas-a2 is not marked unsupported",
     )
-    marked = record("npu_z", body="unsupported_products: [atlas-a2]\n"
-                    "upstream:\n  unsupported_products: [atlas-a2]\n")  # fmt: skip
+    marked = record(
+        "npu_z",
+        body="unsupported_products: [atlas-a2]\nupstream:\n  unsupported_products: [atlas-a2]\n",
+    )
     assert problems(tmp_path, npu_z=marked) == []
     other = cite("unsupported_products").replace("  - about", "  - values: [atlas-a3]\n    about")
     partly = record("npu_z", body="unsupported_products: [atlas-a2]\n" + other)
@@ -150,15 +164,18 @@ def test_unsupported_products_need_a_page_mark_or_evidence(tmp_path: Path) -> No
 
 
 def test_phase_limit_needs_evidence(tmp_path: Path) -> None:
-    only(problems(tmp_path, npu_z=record("npu_z", body="phase_limit: [decode]\n")),
-         "phase_limit[0]: phase_limit decode: cite where upstream restricts")  # fmt: skip
+    only(
+        problems(tmp_path, npu_z=record("npu_z", body="phase_limit: [decode]\n")),
+        "phase_limit[0]: phase_limit decode: cite where upstream restricts",
+    )
     cited = record("npu_z", body="phase_limit: [decode]\n" + cite("phase_limit", "page"))
     assert problems(tmp_path, npu_z=cited) == []
 
 
 def test_legacy_spellings_need_evidence(tmp_path: Path) -> None:
-    body = record("npu_z").replace('    default: "5"\n', '    default: "5"\n    allowed: [5]\n'
-                                   "    also_accepted: [3]\n")  # fmt: skip
+    body = record("npu_z").replace(
+        '    default: "5"\n', '    default: "5"\n    allowed: [5]\n    also_accepted: [3]\n'
+    )
     only(problems(tmp_path, npu_z=body), "parameters[1].also_accepted: also_accepted of mask_type")
     cited = body + cite("parameters.mask_type.also_accepted")
     assert problems(tmp_path, npu_z=cited) == []
@@ -166,11 +183,16 @@ def test_legacy_spellings_need_evidence(tmp_path: Path) -> None:
 
 def test_undocumented_facts_cite_their_source(tmp_path: Path) -> None:
     facts = record("_npu_w", "undocumented").replace(
-        "  - name: query\n    type: Tensor\n", "  - name: query\n    type: Tensor\n"
-        "    dtypes: [float16]\n    formats: [ND]\n")  # fmt: skip
+        "  - name: query\n    type: Tensor\n",
+        "  - name: query\n    type: Tensor\n    dtypes: [float16]\n    formats: [ND]\n",
+    )
     found = problems(tmp_path, _npu_w=facts + "products: [atlas-inference]\n")
-    only(found, "parameters[0].dtypes: query.dtypes: _npu_w has no page",
-         "parameters[0].formats", "products: _npu_w has no page")  # fmt: skip
+    only(
+        found,
+        "parameters[0].dtypes: query.dtypes: _npu_w has no page",
+        "parameters[0].formats",
+        "products: _npu_w has no page",
+    )
     cited = facts + "products: [atlas-inference]\n" + cite("parameters.query, products", "source")
     assert problems(tmp_path, _npu_w=cited) == []
     narrow = facts + cite("parameters.query.dtypes", "source")
@@ -182,49 +204,73 @@ def test_a_limit_rests_on_more_than_a_tests_inputs(tmp_path: Path, kind: str) ->
     """What a test or a caller passes is one use: a dtype list, a format list or a rule
     backed by nothing else would reject the next caller's bfloat16."""
     facts = record("_npu_w", "undocumented").replace(
-        "  - name: query\n    type: Tensor\n", "  - name: query\n    type: Tensor\n"
-        "    dtypes: [float16]\n    formats: [ND]\n")  # fmt: skip
+        "  - name: query\n    type: Tensor\n",
+        "  - name: query\n    type: Tensor\n    dtypes: [float16]\n    formats: [ND]\n",
+    )
     rule = "rules:\n  - id: nd-only\n    formats: {query: [ND]}\n    message: ND only.\n"
     usage = facts + rule + cite("parameters.query, rules.nd-only", kind)
-    only(problems(tmp_path, _npu_w=usage), "parameters[0].dtypes: query.dtypes rests only on a test",
-         "parameters[0].formats: query.formats rests only", "rule nd-only rests only")  # fmt: skip
+    only(
+        problems(tmp_path, _npu_w=usage),
+        "parameters[0].dtypes: query.dtypes rests only on a test",
+        "parameters[0].formats: query.formats rests only",
+        "rule nd-only rests only",
+    )
     # the same facts with a wrapper check (or a page, a kernel registration) beside the test
     checked = usage + CITE.format(about="parameters.query, rules.nd-only", kind="source")
     assert problems(tmp_path, _npu_w=checked) == []
     # a documented record: the page backs its lists unless evidence names the list itself
-    page = record("npu_v").replace("  - name: query\n    type: Tensor\n",
-                                   "  - name: query\n    type: Tensor\n    dtypes: [float16]\n")  # fmt: skip
+    page = record("npu_v").replace(
+        "  - name: query\n    type: Tensor\n",
+        "  - name: query\n    type: Tensor\n    dtypes: [float16]\n",
+    )
     other = tmp_path / "documented"
     other.mkdir()
     assert problems(other, npu_v=page + cite("parameters.query", kind)) == []
-    only(problems(other, npu_v=page + cite("parameters.query.dtypes", kind)),
-         "query.dtypes rests only")  # fmt: skip
+    only(
+        problems(other, npu_v=page + cite("parameters.query.dtypes", kind)),
+        "query.dtypes rests only",
+    )
 
 
 def test_undocumented_lists_stay_inside_the_values_evidence_names(tmp_path: Path) -> None:
-    body = record("_npu_m", "undocumented").replace(
-        '    default: "5"\n', '    default: "5"\n    allowed: [5]\n'
-    ) + "products: [atlas-inference]\n"
-    named = (cite("parameters.mask_type") + "    values: [5]\n"
-             + CITE.format(about="products", kind="test") + "    values: [atlas-inference]\n")  # fmt: skip
+    body = (
+        record("_npu_m", "undocumented").replace(
+            '    default: "5"\n', '    default: "5"\n    allowed: [5]\n'
+        )
+        + "products: [atlas-inference]\n"
+    )
+    named = (
+        cite("parameters.mask_type")
+        + "    values: [5]\n"
+        + CITE.format(about="products", kind="test")
+        + "    values: [atlas-inference]\n"
+    )
     assert problems(tmp_path, _npu_m=body + named) == []
     widened = body.replace("allowed: [5]", "allowed: [0, 5]").replace(
         "products: [atlas-inference]", "products: [atlas-inference, atlas-a2]"
     )
-    only(problems(tmp_path, _npu_m=widened + named),
-         "parameters[1].allowed: parameters.mask_type.allowed lists [0]",
-         "products: products lists ['atlas-a2']")  # fmt: skip
+    only(
+        problems(tmp_path, _npu_m=widened + named),
+        "parameters[1].allowed: parameters.mask_type.allowed lists [0]",
+        "products: products lists ['atlas-a2']",
+    )
     # a citation without values backs the whole list
     assert problems(tmp_path, _npu_m=widened + cite("parameters.mask_type, products")) == []
 
 
 def test_evidence_names_fields_that_exist(tmp_path: Path) -> None:
-    only(problems(tmp_path, npu_z=record("npu_z", body=cite("parameters.key"))),
-         "evidence[0].about[0]: npu_z has no parameter 'key'")  # fmt: skip
-    only(problems(tmp_path, npu_z=record("npu_z", body=cite("rules.no-such-rule"))),
-         "npu_z has no rule 'no-such-rule'")  # fmt: skip
-    only(problems(tmp_path, npu_z=record("npu_z", body=cite("description"))),
-         "evidence[0].about: evidence cannot be about ['description']")  # fmt: skip
+    only(
+        problems(tmp_path, npu_z=record("npu_z", body=cite("parameters.key"))),
+        "evidence[0].about[0]: npu_z has no parameter 'key'",
+    )
+    only(
+        problems(tmp_path, npu_z=record("npu_z", body=cite("rules.no-such-rule"))),
+        "npu_z has no rule 'no-such-rule'",
+    )
+    only(
+        problems(tmp_path, npu_z=record("npu_z", body=cite("description"))),
+        "evidence[0].about: evidence cannot be about ['description']",
+    )
 
 
 # -- values stay inside what the parameters allow -----------------------------------------------
@@ -238,8 +284,10 @@ def _allowed(values: str) -> str:
 
 def test_schema_default_is_an_allowed_value(tmp_path: Path) -> None:
     assert problems(tmp_path, npu_v=_allowed("[5]")) == []
-    only(problems(tmp_path, npu_v=_allowed("[3]")),
-         "parameters[1].allowed: the schema default of mask_type (5) is not among")  # fmt: skip
+    only(
+        problems(tmp_path, npu_v=_allowed("[3]")),
+        "parameters[1].allowed: the schema default of mask_type (5) is not among",
+    )
     said = _allowed("[3]") + cite("parameters.mask_type.default", "page")
     assert problems(tmp_path, npu_v=said) == []
 
@@ -256,9 +304,12 @@ def test_rules_and_modes_stay_inside_allowed_values(tmp_path: Path) -> None:
         select: {mask_type: 6}
     """
     found = problems(tmp_path, npu_v=_allowed("[5]") + textwrap.dedent(rules))
-    only(found, "rules[0].values.mask_type: rule odd allows [7]",
-         "rules[0].when: rule odd conditions on mask_type = [4]",
-         "quantization[0].select.mask_type: mode w8a8-static selects mask_type=6")  # fmt: skip
+    only(
+        found,
+        "rules[0].values.mask_type: rule odd allows [7]",
+        "rules[0].when: rule odd conditions on mask_type = [4]",
+        "quantization[0].select.mask_type: mode w8a8-static selects mask_type=6",
+    )
 
 
 EXAMPLE = """\
@@ -272,8 +323,9 @@ examples:
 
 @pytest.mark.parametrize(("value", "bad"), [("5", False), ("3", True)])
 def test_examples_pass_allowed_keyword_values(tmp_path: Path, value: str, bad: bool) -> None:
-    text = _allowed("[5]").replace("    default: None\n", "    default: None\n"
-                                   "    takes: dtype\n    allowed: [bfloat16]\n")  # fmt: skip
+    text = _allowed("[5]").replace(
+        "    default: None\n", "    default: None\n    takes: dtype\n    allowed: [bfloat16]\n"
+    )
     found = problems(tmp_path, npu_v=text + EXAMPLE.format(value=value))
     if bad:
         only(found, "examples[0].code: example line 2: mask_type=3 is not an allowed value")
@@ -288,7 +340,10 @@ def test_examples_use_real_keywords(tmp_path: Path) -> None:
 
 def test_scheme_dtypes_rest_on_more_than_a_test(tmp_path: Path) -> None:
     body = record("_npu_q", "undocumented") + (
-        "quantization:\n  - scheme: w8a8-static\n    tensors: {query: [int8]}\n")
-    only(problems(tmp_path, _npu_q=body + cite("quantization", "test")),
-         "quantization: the quantization schemes' tensor dtypes rest only on a test")  # fmt: skip
+        "quantization:\n  - scheme: w8a8-static\n    tensors: {query: [int8]}\n"
+    )
+    only(
+        problems(tmp_path, _npu_q=body + cite("quantization", "test")),
+        "quantization: the quantization schemes' tensor dtypes rest only on a test",
+    )
     assert problems(tmp_path, _npu_q=body + cite("quantization", "source")) == []

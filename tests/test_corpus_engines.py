@@ -24,8 +24,14 @@ import pytest
 from kb.api.scan import ScanOptions, scan_paths
 
 _ROOT = Path(__file__).resolve().parent.parent
-CORPUS = next((p / "shared" / "corpus" for p in (_ROOT.parent, _ROOT.parent.parent)
-               if (p / "shared" / "corpus").is_dir()), _ROOT.parent / "shared" / "corpus")  # fmt: skip
+CORPUS = next(
+    (
+        p / "shared" / "corpus"
+        for p in (_ROOT.parent, _ROOT.parent.parent)
+        if (p / "shared" / "corpus").is_dir()
+    ),
+    _ROOT.parent / "shared" / "corpus",
+)
 
 
 def _errors(tree: str, **options: object) -> list[str]:
@@ -33,7 +39,9 @@ def _errors(tree: str, **options: object) -> list[str]:
     if not path.is_dir():
         pytest.skip(f"{path} is not here")
     report = scan_paths([str(path)], ScanOptions(fusion=False, use_config=False, **options))  # type: ignore[arg-type]
-    return [f"{f.file}:{f.line} {f.code} {f.message}" for f in report.findings if f.severity == "error"]
+    return [
+        f"{f.file}:{f.line} {f.code} {f.message}" for f in report.findings if f.severity == "error"
+    ]
 
 
 def test_mindie_llm_has_no_errors_without_a_product() -> None:
@@ -41,8 +49,11 @@ def test_mindie_llm_has_no_errors_without_a_product() -> None:
 
 
 def _allreduce_arity(error: str) -> bool:
-    return ("AtbGraph/pattern_replacement.py:126 KB501" in error
-            and "torch.ops.atb.allreduce" in error and "ext_ops.py:42" in error)  # fmt: skip
+    return (
+        "AtbGraph/pattern_replacement.py:126 KB501" in error
+        and "torch.ops.atb.allreduce" in error
+        and "ext_ops.py:42" in error
+    )
 
 
 def test_dlinfer_errors_without_a_product_are_its_known_defect_only() -> None:

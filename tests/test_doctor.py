@@ -40,8 +40,12 @@ def _records(record_tree: Callable[..., Path], *names: str) -> None:
     record_tree({f"operators/{n}.yaml": operator_yaml(n) for n in names})
 
 
-def test_reports_differences_missing_and_uncovered(fixture_data: ReleaseData, record_tree,  # noqa: F811
-                                                   tmp_path: Path, capsys) -> None:  # fmt: skip
+def test_reports_differences_missing_and_uncovered(
+    fixture_data: ReleaseData,  # noqa: F811
+    record_tree,
+    tmp_path: Path,
+    capsys,
+) -> None:
     _records(record_tree, "npu_alpha", "npu_beta", "npu_extra", "npu_ghost")
     site = fake_site(tmp_path / "site", "2.1.0.post10", "2.1.0.post10")
     assert main(["doctor", "--path", str(site), "--format", "json"]) == 1
@@ -53,7 +57,9 @@ def test_reports_differences_missing_and_uncovered(fixture_data: ReleaseData, re
     assert alpha["changes"] == ['+ str mode="a"'], "what the documented signature adds"
     assert alpha["release_schema"] is True, "2.1.0.post10 did ship the older schema"
     assert {m["operator"]: m["in_release"] for m in got["missing"]} == {
-        "npu_extra": False, "npu_ghost": None}  # fmt: skip
+        "npu_extra": False,
+        "npu_ghost": None,
+    }
     assert got["not_in_kb"] == ["npu_delta"], "overloads and backward kernels are not listed"
     assert got["summary"]["matching"] == 1 and got["summary"]["consistent"] is False
     assert "torch_npu" not in sys.modules
@@ -72,24 +78,34 @@ def test_text_report(fixture_data: ReleaseData, record_tree, tmp_path: Path, cap
     assert out.rstrip().endswith("differences found (exit 1)")
 
 
-def test_consistent_install_exits_0(fixture_data: ReleaseData, record_tree, tmp_path: Path,  # noqa: F811
-                                    capsys) -> None:  # fmt: skip
+def test_consistent_install_exits_0(
+    fixture_data: ReleaseData,  # noqa: F811
+    record_tree,
+    tmp_path: Path,
+    capsys,
+) -> None:
     _records(record_tree, "npu_alpha", "npu_beta")
     site = fake_site(tmp_path / "site", "2.2.0", "2.2.0")
     assert main(["doctor", "--path", str(site / "torch_npu")]) == 0, "the package dir works too"
     assert "consistent with the knowledge base" in capsys.readouterr().out
 
 
-def test_unexpected_schema_is_flagged(fixture_data: ReleaseData, record_tree, tmp_path: Path,  # noqa: F811
-                                      capsys) -> None:  # fmt: skip
+def test_unexpected_schema_is_flagged(
+    fixture_data: ReleaseData,  # noqa: F811
+    record_tree,
+    tmp_path: Path,
+    capsys,
+) -> None:
     _records(record_tree, "npu_alpha")
     site = fake_site(tmp_path / "site", "2.2.0", "2.1.0.post10")  # says 2.2.0, has older schemas
     assert main(["doctor", "--path", str(site), "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["differs"][0]["release_schema"] is False
 
 
-def test_found_on_sys_path_and_version_from_version_py(fixture_data: ReleaseData,  # noqa: F811
-                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_found_on_sys_path_and_version_from_version_py(
+    fixture_data: ReleaseData,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     site = fake_site(tmp_path / "site", "2.2.0+gitabc", "2.2.0", metadata=False)
     got = find_install(search_path=[str(tmp_path / "empty"), str(site)])
     assert got.package_dir == (site / "torch_npu").resolve()
@@ -107,8 +123,7 @@ def test_metadata_is_preferred_and_stale_dist_info_ignored(tmp_path: Path) -> No
     assert got.metadata == site / "torch_npu-2.1.0.post8.dist-info"
 
 
-def test_no_torch_npu_is_a_finding_exit_1(record_tree, tmp_path: Path, monkeypatch,
-                                           capsys) -> None:  # fmt: skip
+def test_no_torch_npu_is_a_finding_exit_1(record_tree, tmp_path: Path, monkeypatch, capsys) -> None:
     """Not installed is a fact about the environment (1), not bad usage (2)."""
     _records(record_tree, "npu_alpha")
     (tmp_path / "empty").mkdir()
@@ -122,8 +137,9 @@ def test_no_torch_npu_is_a_finding_exit_1(record_tree, tmp_path: Path, monkeypat
     assert out["torch_npu"] is None and "no torch_npu" in out["finding"]
 
 
-def test_doctor_path_that_does_not_exist_is_usage_error(record_tree, tmp_path: Path,
-                                                        capsys) -> None:  # fmt: skip
+def test_doctor_path_that_does_not_exist_is_usage_error(
+    record_tree, tmp_path: Path, capsys
+) -> None:
     assert main(["doctor", "--path", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     broken = tmp_path / "broken" / "torch_npu"
@@ -147,5 +163,6 @@ def test_real_release_data_for_an_installed_2_7_1(record_tree, tmp_path: Path, c
     assert main(["doctor", "--path", str(site), "--format", "json"]) == 1
     got = json.loads(capsys.readouterr().out)
     assert got["torch_npu"]["release"] == "2.7.1"
-    assert got["missing"] == [{"operator": "npu_mla_prolog_v3", "first": "2.6.0.post5",
-                               "in_release": False}]  # fmt: skip
+    assert got["missing"] == [
+        {"operator": "npu_mla_prolog_v3", "first": "2.6.0.post5", "in_release": False}
+    ]

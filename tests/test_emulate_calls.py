@@ -12,29 +12,40 @@ import yaml
 
 from kb.api.check import check_text
 from kb.emulate import BackwardNotEmulated, CallRejected, EmulatorWarning, NotEmulated, calls
-from tests.emulate_support import emulation, torch  # noqa: F401
+from tests.emulate_support import torch
 
 BF16 = torch.bfloat16
 
 
 @pytest.fixture
-def npu(emulation: Any) -> Any:  # noqa: F811
+def npu(emulation: Any) -> Any:
     import torch_npu
 
     return torch_npu
 
 
-def kb_check_messages(operator: str, tensors: dict[str, Any], args: dict[str, Any] | None = None) -> list[str]:
-    doc = {"version": 1, "target": {"product": "atlas-a2"},
-           "candidates": [{"module": "m", "operator": operator, "tensors": tensors, "args": args or {}}]}  # fmt: skip
-    return [f"{f.code} {f.message}" for f in check_text(yaml.safe_dump(doc)) if f.severity == "error"]
+def kb_check_messages(
+    operator: str, tensors: dict[str, Any], args: dict[str, Any] | None = None
+) -> list[str]:
+    doc = {
+        "version": 1,
+        "target": {"product": "atlas-a2"},
+        "candidates": [
+            {"module": "m", "operator": operator, "tensors": tensors, "args": args or {}}
+        ],
+    }
+    return [
+        f"{f.code} {f.message}" for f in check_text(yaml.safe_dump(doc)) if f.severity == "error"
+    ]
 
 
 def test_a_rejected_call_reads_as_kb_check_reads_it(npu: Any) -> None:
     x = torch.randn(4, 64).to(torch.int8)
     with pytest.raises(CallRejected) as caught:
         npu.npu_rms_norm(x, torch.ones(64, dtype=BF16))
-    (expected,) = [m for m in kb_check_messages("npu_rms_norm", {"self": {"dtype": "int8"}}) if "KB107" in m]
+    (expected,) = [
+        m for m in kb_check_messages("npu_rms_norm", {"self": {"dtype": "int8"}}) if "KB107" in m
+    ]
     assert expected in str(caught.value)
     assert caught.value.op == "npu_rms_norm" and caught.value.site.startswith(__file__)
     assert caught.value.findings[0]["code"] == "KB107"
@@ -78,8 +89,12 @@ def _unemulated_with_one_tensor() -> str:
 
     for rec in open_catalog().records("operator"):
         required = [p for p in rec["parameters"] if p.get("required", True)]
-        if not emulated(rec["name"]) and rec.get("signature") and [p["type"] for p in required] == ["Tensor"] \
-                and "torch.ops.npu." + rec["name"] in rec["calls"]:  # fmt: skip
+        if (
+            not emulated(rec["name"])
+            and rec.get("signature")
+            and [p["type"] for p in required] == ["Tensor"]
+            and "torch.ops.npu." + rec["name"] in rec["calls"]
+        ):
             return str(rec["name"])
     raise AssertionError("no such operator")
 
@@ -103,7 +118,8 @@ def test_the_out_overload_fills_the_tensors_it_is_given(npu: Any) -> None:
     got = npu.npu_fused_infer_attention_score_v2.out(q, k, k, workspace=ws, out=[out, lse], **kw)
     assert got[0] is out and torch.equal(out, ref)
     again = torch.ops.npu.npu_fused_infer_attention_score_v2.out(
-        q, k, k, workspace=ws, attention_out=torch.empty_like(ref), softmax_lse=lse, **kw)
+        q, k, k, workspace=ws, attention_out=torch.empty_like(ref), softmax_lse=lse, **kw
+    )
     assert torch.equal(again[0], ref)
     assert sorted(npu.npu_fused_infer_attention_score_v2.overloads()) == ["default", "out"]
 
@@ -115,27 +131,45 @@ def test_formats_are_remembered_per_storage(npu: Any) -> None:
     assert npu.get_npu_format(w) == 29 and npu.get_npu_format(w.t()) == 29
     assert npu.get_npu_format(w) == npu.Format.FRACTAL_NZ
     t = torch.zeros(4, 4)
-    assert npu.npu_format_cast_(t, 29) is t and npu.get_npu_format(t) == 29  # the .acl_format overload
+    assert (
+        npu.npu_format_cast_(t, 29) is t and npu.get_npu_format(t) == 29
+    )  # the .acl_format overload
     fresh = torch.zeros(4, 4)
-    assert npu.get_npu_format(npu.npu_format_cast(fresh, 29)) == 29 and npu.get_npu_format(fresh) == 2
+    assert (
+        npu.get_npu_format(npu.npu_format_cast(fresh, 29)) == 29 and npu.get_npu_format(fresh) == 2
+    )
 
 
 def test_a_weight_never_cast_to_nz_is_named(npu: Any) -> None:
     k = torch.randn(2, 1, 16, dtype=torch.float16)
     cache = torch.zeros(2, 1, 16, 16, dtype=torch.float16)
-    with pytest.raises(CallRejected, match=r"key_cache, value_cache were never cast with torch_npu\.npu_format_cast"):
-        npu.npu_scatter_pa_kv_cache(k, k, cache, cache.clone(), torch.tensor([0, 3], dtype=torch.int32),
-                                    cache_mode="PA_NZ")  # fmt: skip
+    with pytest.raises(
+        CallRejected,
+        match=r"key_cache, value_cache were never cast with torch_npu\.npu_format_cast",
+    ):
+        npu.npu_scatter_pa_kv_cache(
+            k, k, cache, cache.clone(), torch.tensor([0, 3], dtype=torch.int32), cache_mode="PA_NZ"
+        )
     nz = npu.npu_format_cast(cache, 29)
-    npu.npu_scatter_pa_kv_cache(k, k, nz, npu.npu_format_cast(cache, 29),
-                                torch.tensor([0, 3], dtype=torch.int32), cache_mode="PA_NZ")  # fmt: skip
+    npu.npu_scatter_pa_kv_cache(
+        k,
+        k,
+        nz,
+        npu.npu_format_cast(cache, 29),
+        torch.tensor([0, 3], dtype=torch.int32),
+        cache_mode="PA_NZ",
+    )
 
 
-def test_device_placement_and_streams_are_cpu_no_ops(emulation: Any) -> None:  # noqa: F811
+def test_device_placement_and_streams_are_cpu_no_ops(emulation: Any) -> None:
     x = torch.randn(2, 2, device="npu")
     assert x.device.type == "cpu" and x.npu() is x and x.to("npu:0").device.type == "cpu"
     assert torch.nn.Linear(2, 2).npu().to("npu").weight.device.type == "cpu"
-    assert torch.npu.is_available() and torch.npu.device_count() == 1 and torch.npu.current_device() == 0
+    assert (
+        torch.npu.is_available()
+        and torch.npu.device_count() == 1
+        and torch.npu.current_device() == 0
+    )
     torch.npu.set_device(0)
     s = torch.npu.Stream()
     e = torch.npu.Event(enable_timing=True)

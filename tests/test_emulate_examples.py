@@ -22,7 +22,7 @@ from kb.emulate import BackwardNotEmulated, CallRejected, NotEmulated, emulated_
 from kb.emulate.examples import SmallError, shrink
 from kb.emulate.examples import run as run_example
 from kb.reference import NotModelled, ReferenceInputError
-from tests.emulate_support import ExampleRun, emulation, every_example, torch  # noqa: F401
+from tests.emulate_support import ExampleRun, every_example
 
 pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
 
@@ -41,14 +41,18 @@ def _examples() -> list[str]:
     from kb.catalog.compiled import open_catalog
 
     catalog = open_catalog()
-    return [f"{n}[{i}]" for n in emulated_names() for i in range(len(catalog.get(n).get("examples") or []))]
+    return [
+        f"{n}[{i}]"
+        for n in emulated_names()
+        for i in range(len(catalog.get(n).get("examples") or []))
+    ]
 
 
 EXAMPLES = _examples()
 
 
 @pytest.fixture(scope="module")
-def runs(emulation: Any) -> dict[str, ExampleRun]:  # noqa: F811
+def runs(emulation: Any) -> dict[str, ExampleRun]:
     return {run.key: run for run in every_example(emulation)}
 
 
@@ -58,13 +62,18 @@ def test_an_example_runs_under_the_emulator(key: str, runs: dict[str, ExampleRun
     name = key.split("[")[0]
     if key in NOT_YET:
         assert isinstance(run.error, (NotModelled, NotEmulated)), (
-            f"{key} no longer fails for want of {NOT_YET[key]} ({run.error!r}): take it out of NOT_YET")
+            f"{key} no longer fails for want of {NOT_YET[key]} ({run.error!r}): take it out of NOT_YET"
+        )
         return
     if isinstance(run.error, BackwardNotEmulated):
         assert any(c.op == name for c in run.calls), f"{key}: .backward() before {name} ran"
     else:
-        assert run.error is None, f"{key} fails under the emulator: {type(run.error).__name__}: {run.error}"
-    assert any(c.op == name for c in run.calls), f"{key} never calls {name}: {[c.op for c in run.calls]}"
+        assert run.error is None, (
+            f"{key} fails under the emulator: {type(run.error).__name__}: {run.error}"
+        )
+    assert any(c.op == name for c in run.calls), (
+        f"{key} never calls {name}: {[c.op for c in run.calls]}"
+    )
 
 
 def test_not_yet_names_real_examples() -> None:
@@ -75,17 +84,36 @@ def _snippet(code: str, small: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"name": "snippet", "examples": [{"title": "t", "code": code, "small": small or {}}]}
 
 
-@pytest.mark.parametrize(("code", "error", "fragment"), [
-    ("x = torch.randn(4, 64, dtype=torch.float64)\ng = torch.ones(64, dtype=torch.float64)\n"
-     "torch_npu.npu_rms_norm(x, g)\n", CallRejected, "KB107 npu_rms_norm takes self as"),
-    ("x = torch.randn(4, 64, dtype=torch.bfloat16)\ng = torch.ones(64, dtype=torch.bfloat16)\n"
-     "torch_npu.npu_rms_norm(x, g, eps=1e-6)\n", TypeError, "no parameter 'eps' (did you mean epsilon?)"),
-    ("x = torch.randn(4, 64, dtype=torch.bfloat16)\ntorch_npu.npu_swiglu(x, dim=5)\n",
-     ReferenceInputError, "dim"),
-    ("x = torch.randn(2, 8)\ntorch_npu.npu_rms_normalize(x, x)\n", AttributeError, "npu_rms_normalize"),
-])  # fmt: skip
-def test_an_example_that_contradicts_its_record_fails(code: str, error: type, fragment: str,
-                                                      emulation: Any) -> None:  # noqa: F811
+@pytest.mark.parametrize(
+    ("code", "error", "fragment"),
+    [
+        (
+            "x = torch.randn(4, 64, dtype=torch.float64)\ng = torch.ones(64, dtype=torch.float64)\n"
+            "torch_npu.npu_rms_norm(x, g)\n",
+            CallRejected,
+            "KB107 npu_rms_norm takes self as",
+        ),
+        (
+            "x = torch.randn(4, 64, dtype=torch.bfloat16)\ng = torch.ones(64, dtype=torch.bfloat16)\n"
+            "torch_npu.npu_rms_norm(x, g, eps=1e-6)\n",
+            TypeError,
+            "no parameter 'eps' (did you mean epsilon?)",
+        ),
+        (
+            "x = torch.randn(4, 64, dtype=torch.bfloat16)\ntorch_npu.npu_swiglu(x, dim=5)\n",
+            ReferenceInputError,
+            "dim",
+        ),
+        (
+            "x = torch.randn(2, 8)\ntorch_npu.npu_rms_normalize(x, x)\n",
+            AttributeError,
+            "npu_rms_normalize",
+        ),
+    ],
+)
+def test_an_example_that_contradicts_its_record_fails(
+    code: str, error: type, fragment: str, emulation: Any
+) -> None:
     with pytest.raises(error, match=re.escape(fragment)):
         run_example(_snippet(code), 0)
 
@@ -96,7 +124,11 @@ def test_small_rewrites_names_and_literals() -> None:
     import ast
 
     text = ast.unparse(tree)
-    assert "tokens, hidden = (256, 64)" in text and "torch.zeros(4096, 96)" in text and "lens = [7, 3]" in text
+    assert (
+        "tokens, hidden = (256, 64)" in text
+        and "torch.zeros(4096, 96)" in text
+        and "lens = [7, 3]" in text
+    )
 
 
 def test_a_stale_small_entry_is_an_error() -> None:

@@ -19,14 +19,16 @@ import pytest
 from kb import reference
 from kb.catalog.binding import python_name
 from kb.emulate import emulated_names
-from tests.emulate_support import Captured, emulation, every_example, torch  # noqa: F401
+from tests.emulate_support import Captured, every_example, torch
 
 OPERATORS = reference.available()
 pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
-_VIEWS = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
-          torch.float8_e4m3fn: (torch.uint8, ml_dtypes.float8_e4m3fn),
-          torch.float8_e5m2: (torch.uint8, ml_dtypes.float8_e5m2),
-          torch.float8_e8m0fnu: (torch.uint8, ml_dtypes.float8_e8m0fnu)}  # fmt: skip
+_VIEWS = {
+    torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
+    torch.float8_e4m3fn: (torch.uint8, ml_dtypes.float8_e4m3fn),
+    torch.float8_e5m2: (torch.uint8, ml_dtypes.float8_e5m2),
+    torch.float8_e8m0fnu: (torch.uint8, ml_dtypes.float8_e8m0fnu),
+}
 
 
 def numpy_of(t: torch.Tensor) -> np.ndarray:
@@ -63,13 +65,19 @@ def same_bits(got: Any, want: Any, what: str) -> None:
         return
     assert isinstance(got, torch.Tensor), f"{what}: {type(got).__name__}, not a tensor"
     mine = numpy_of(got)
-    assert mine.dtype == want.dtype and mine.shape == want.shape, (what, mine.dtype, want.dtype, mine.shape, want.shape)
+    assert mine.dtype == want.dtype and mine.shape == want.shape, (
+        what,
+        mine.dtype,
+        want.dtype,
+        mine.shape,
+        want.shape,
+    )
     a, b = mine.astype(np.float64), want.astype(np.float64)
     assert np.array_equal(a, b, equal_nan=True), f"{what}: max diff {np.nanmax(np.abs(a - b))}"
 
 
 @pytest.fixture(scope="module")
-def captured(emulation: Any) -> dict[str, list[Captured]]:  # noqa: F811
+def captured(emulation: Any) -> dict[str, list[Captured]]:
     by_op: dict[str, list[Captured]] = {}
     for run in every_example(emulation):
         for call in run.calls:
@@ -92,8 +100,9 @@ def _fresh(before: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", OPERATORS)
-def test_an_operator_matches_its_reference_bit_for_bit(name: str, captured: dict[str, list[Captured]],
-                                                       emulation: Any) -> None:  # noqa: F811
+def test_an_operator_matches_its_reference_bit_for_bit(
+    name: str, captured: dict[str, list[Captured]], emulation: Any
+) -> None:
     import torch_npu
 
     calls = captured.get(name, [])
@@ -101,12 +110,20 @@ def test_an_operator_matches_its_reference_bit_for_bit(name: str, captured: dict
     rec = reference.record(name)
     params = rec["parameters"]
     for n, call in enumerate(calls):
-        kwargs = {python_name(p): reference_args(call.before[p["name"]]) for p in params if p["name"] in call.before}
+        kwargs = {
+            python_name(p): reference_args(call.before[p["name"]])
+            for p in params
+            if p["name"] in call.before
+        }
         want = reference.run(name, **kwargs)
         same_bits_all(call.result, want, f"{name} call {n}")
         for p in params:
             if p.get("mutated") and p["name"] in call.after:
-                same_bits(call.after[p["name"]], kwargs[python_name(p)], f"{name} call {n}: {p['name']} after")
+                same_bits(
+                    call.after[p["name"]],
+                    kwargs[python_name(p)],
+                    f"{name} call {n}: {p['name']} after",
+                )
         # the same call through torch.ops.npu (the dispatcher binds by schema) and torch_npu.atb
         for path in (getattr(torch.ops.npu, name), getattr(torch_npu.atb, name)):
             again = path(**_fresh(call.before)) if path is not None else None
@@ -115,12 +132,14 @@ def test_an_operator_matches_its_reference_bit_for_bit(name: str, captured: dict
 
 def same_bits_all(got: Any, want: Any, what: str) -> None:
     got_l, want_l = flat(got), flat(want)
-    assert len(got_l) == len(want_l), f"{what}: {len(got_l)} results, the reference gives {len(want_l)}"
+    assert len(got_l) == len(want_l), (
+        f"{what}: {len(got_l)} results, the reference gives {len(want_l)}"
+    )
     for i, (g, w) in enumerate(zip(got_l, want_l, strict=True)):
         same_bits(g, w, f"{what} result {i}")
 
 
-def test_every_emulated_name_resolves(emulation: Any) -> None:  # noqa: F811
+def test_every_emulated_name_resolves(emulation: Any) -> None:
     import torch_npu
 
     for name in emulated_names():

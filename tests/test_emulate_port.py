@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.emulate_support import emulation, torch  # noqa: F401
+from tests.emulate_support import torch
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "emulate"
 
 
 @pytest.fixture(scope="module")
-def port(emulation: Any) -> Any:  # noqa: F811
+def port(emulation: Any) -> Any:
     sys.path.insert(0, str(EXAMPLE))
     try:
         import compare_qwen
@@ -37,8 +37,13 @@ def port(emulation: Any) -> Any:  # noqa: F811
 
 
 def test_the_worked_port_runs_under_kb_emulate() -> None:
-    done = subprocess.run([sys.executable, "-m", "kb", "emulate", "--", "python", "compare_qwen.py", "--json"],
-                          cwd=EXAMPLE, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "kb", "emulate", "--", "python", "compare_qwen.py", "--json"],
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     report = json.loads(done.stdout)
     assert set(report) == {"decoder", "moe-decoder", "encoder"}
@@ -47,11 +52,17 @@ def test_the_worked_port_runs_under_kb_emulate() -> None:
         compared = {m["name"] for m in block["modules"]}
         assert {"self_attn", "mlp", "(output)"} <= compared
         calls = [c["op"] for m in block["modules"] if m["name"] == "(output)" for c in m["calls"]]
-        assert {"npu_rms_norm", "npu_rotary_mul", "npu_fused_infer_attention_score_v2",
-                "npu_add_rms_norm"} <= set(calls)  # fmt: skip
+        assert {
+            "npu_rms_norm",
+            "npu_rotary_mul",
+            "npu_fused_infer_attention_score_v2",
+            "npu_add_rms_norm",
+        } <= set(calls)
 
 
-def _mistake(port: Any, block: str, where: str, patch: type, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _mistake(
+    port: Any, block: str, where: str, patch: type, monkeypatch: pytest.MonkeyPatch
+) -> Any:
     qwen_layer, qwen_port, compare_qwen = port
     monkeypatch.setattr(qwen_port, where, patch)
     make = compare_qwen.BLOCKS[block]
@@ -69,12 +80,16 @@ def test_swapped_glu_halves_fail_at_npu_swiglu(port: Any, monkeypatch: pytest.Mo
     assert "torch_npu.npu_swiglu at " in result.message() and "qwen_port.py:" in result.message()
 
 
-def test_the_wrong_rotary_mode_fails_at_npu_rotary_mul(port: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_wrong_rotary_mode_fails_at_npu_rotary_mul(
+    port: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch_npu
 
     class Interleaved(port[1].FusedAttention):
         def rope(self, x: Any, cos: Any, sin: Any) -> Any:
-            return torch_npu.npu_rotary_mul(x, cos[None, :, None], sin[None, :, None], rotary_mode="interleave")
+            return torch_npu.npu_rotary_mul(
+                x, cos[None, :, None], sin[None, :, None], rotary_mode="interleave"
+            )
 
     result = _mistake(port, "decoder", "FusedAttention", Interleaved, monkeypatch)
     assert result.first_failure.name == "self_attn"
@@ -82,13 +97,16 @@ def test_the_wrong_rotary_mode_fails_at_npu_rotary_mul(port: Any, monkeypatch: p
 
 
 def test_a_causal_mask_on_a_bidirectional_block_fails_at_the_attention_call(
-        port: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    port: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     class AlwaysCausal(port[1].FusedAttention):
         def attend(self, q: Any, k: Any, v: Any) -> Any:
             self.causal = True
             return super().attend(q, k, v)
 
-    assert _mistake(port, "decoder", "FusedAttention", AlwaysCausal, monkeypatch).passed  # causal anyway
+    assert _mistake(
+        port, "decoder", "FusedAttention", AlwaysCausal, monkeypatch
+    ).passed  # causal anyway
     result = _mistake(port, "encoder", "FusedAttention", AlwaysCausal, monkeypatch)
     assert result.first_failure.name == "self_attn"
     assert "torch_npu.npu_fused_infer_attention_score_v2 at " in result.message()
@@ -96,7 +114,8 @@ def test_a_causal_mask_on_a_bidirectional_block_fails_at_the_attention_call(
 
 
 def test_a_missing_router_renormalisation_fails_at_the_gating_call(
-        port: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    port: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     class NoRenorm(port[1].FusedRouter):
         @staticmethod
         def renormalise(weights: Any) -> Any:
@@ -114,4 +133,7 @@ def test_the_comparison_is_plain_data(port: Any) -> None:
     assert doc["passed"] and doc["message"].startswith("port matches")
     attn = next(m for m in doc["modules"] if m["name"] == "self_attn")
     assert attn["dtype"] == "bfloat16" and attn["tolerance"]["rtol"] > 0 and attn["inputs_match"]
-    assert {c["op"] for c in attn["calls"]} == {"npu_rotary_mul", "npu_fused_infer_attention_score_v2"}
+    assert {c["op"] for c in attn["calls"]} == {
+        "npu_rotary_mul",
+        "npu_fused_infer_attention_score_v2",
+    }

@@ -29,7 +29,9 @@ PROBE = "import torch_npu, sys; print(type(torch_npu).__module__, getattr(torch_
 
 def _run(argv: list[str], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env}
-    return subprocess.run(argv, cwd=cwd or ROOT, capture_output=True, text=True, timeout=600, env=full)
+    return subprocess.run(
+        argv, cwd=cwd or ROOT, capture_output=True, text=True, timeout=600, env=full
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +43,15 @@ def fake_torch_npu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_kb_emulate_runs_a_script_and_returns_its_exit_code(tmp_path: Path, fake_torch_npu: Path) -> None:
+def test_kb_emulate_runs_a_script_and_returns_its_exit_code(
+    tmp_path: Path, fake_torch_npu: Path
+) -> None:
     script = tmp_path / "port.py"
     script.write_text(PROBE + "\nsys.exit(3)\n", encoding="utf-8")
-    done = _run([sys.executable, "-m", "kb", "emulate", "--", "python", str(script)],
-                PYTHONPATH=str(fake_torch_npu))  # fmt: skip
+    done = _run(
+        [sys.executable, "-m", "kb", "emulate", "--", "python", str(script)],
+        PYTHONPATH=str(fake_torch_npu),
+    )
     assert done.returncode == 3, done.stderr
     assert done.stdout.split() == ["kb.emulate.module", "-"]  # the emulator, not the installed one
     plain = _run([sys.executable, str(script)], PYTHONPATH=str(fake_torch_npu))
@@ -54,7 +60,9 @@ def test_kb_emulate_runs_a_script_and_returns_its_exit_code(tmp_path: Path, fake
 
 def test_python_m_kb_emulate_runs_a_script_with_its_arguments(tmp_path: Path) -> None:
     script = tmp_path / "port.py"
-    script.write_text(PROBE + "\nprint(sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n", encoding="utf-8")
+    script.write_text(
+        PROBE + "\nprint(sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n", encoding="utf-8"
+    )
     done = _run([sys.executable, "-m", "kb.emulate", str(script), "5"])
     assert done.returncode == 5, done.stderr
     assert "kb.emulate.module" in done.stdout and "['5']" in done.stdout
@@ -108,7 +116,8 @@ def test_a_product_judges_calls_as_kb_check_does(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_fixture_runs_a_test_under_the_emulator(pytester: Any) -> None:
-    pytester.makepyfile(test_port="""
+    pytester.makepyfile(
+        test_port="""
         import pytest
         import torch
 
@@ -118,23 +127,39 @@ def test_the_fixture_runs_a_test_under_the_emulator(pytester: Any) -> None:
             x = torch.randn(2, 8, dtype=torch.bfloat16).npu()
             torch_npu.npu_rms_norm(x, torch.ones(8, dtype=torch.bfloat16))
             assert npu_emulator.product == "atlas-a2" and npu_emulator.calls[-1].op == "npu_rms_norm"
-    """)
+    """
+    )
     result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("argv", [
-    ["show", "npu_rms_norm"], ["search", "rms norm"], ["check", "examples/qwen3-moe-a2.yaml"],
-    ["scan", "examples/emulate/qwen_port.py"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "npu_rms_norm"],
+        ["search", "rms norm"],
+        ["check", "examples/qwen3-moe-a2.yaml"],
+        ["scan", "examples/emulate/qwen_port.py"],
+    ],
+)
 def test_the_reading_verbs_never_import_torch(argv: list[str]) -> None:
-    code = ("import sys\nfrom kb.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n")  # fmt: skip
+    code = (
+        "import sys\nfrom kb.cli import main\nrc = main(sys.argv[1:])\n"
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n"
+    )
     done = _run([sys.executable, "-c", code, *argv])
-    assert done.stdout.strip().splitlines()[-1] == "NO-TORCH", done.stdout[-500:] + done.stderr[-500:]
+    assert done.stdout.strip().splitlines()[-1] == "NO-TORCH", (
+        done.stdout[-500:] + done.stderr[-500:]
+    )
 
 
 def test_the_plugin_loads_without_torch() -> None:
-    done = _run([sys.executable, "-c", "import sys, kb.emulate.pytest_plugin, kb.emulate; "
-                 "kb.emulate.emulated_names(); print('torch' in sys.modules)"])  # fmt: skip
+    done = _run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, kb.emulate.pytest_plugin, kb.emulate; "
+            "kb.emulate.emulated_names(); print('torch' in sys.modules)",
+        ]
+    )
     assert done.stdout.strip() == "False", done.stderr

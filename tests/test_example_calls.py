@@ -29,11 +29,35 @@ from kb.vocab import PRODUCT_IDS, bare_operator, call_path, normalize
 #: Constructors that take ``dtype=`` and whose default dtype is known.
 _FLOAT_DEFAULT = {"randn", "rand", "zeros", "ones", "empty", "full", "normal"}
 _INT_DEFAULT = {"randint", "arange"}
-_CAST_METHODS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16", "int": "int32",
-                 "long": "int64", "char": "int8", "byte": "uint8", "double": "float64"}  # fmt: skip
+_CAST_METHODS = {
+    "half": "float16",
+    "float": "float32",
+    "bfloat16": "bfloat16",
+    "int": "int32",
+    "long": "int64",
+    "char": "int8",
+    "byte": "uint8",
+    "double": "float64",
+}
 #: Methods that keep the dtype and format of the tensor they are called on.
-_KEEP = {"npu", "contiguous", "view", "reshape", "transpose", "t", "clone", "permute",
-         "unsqueeze", "squeeze", "expand", "repeat", "flatten", "detach", "cuda", "T"}  # fmt: skip
+_KEEP = {
+    "npu",
+    "contiguous",
+    "view",
+    "reshape",
+    "transpose",
+    "t",
+    "clone",
+    "permute",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "repeat",
+    "flatten",
+    "detach",
+    "cuda",
+    "T",
+}
 _NZ = 29
 
 
@@ -41,7 +65,8 @@ class _Reader:
     """What an example's straight-line code says about its tensors and dtype names."""
 
     def __init__(self) -> None:
-        self.dtypes: dict[str, str] = {}  # variable -> dtype constant it names (bf16 = torch.bfloat16)
+        # variable -> dtype constant it names (bf16 = torch.bfloat16)
+        self.dtypes: dict[str, str] = {}
         self.tensors: dict[str, dict[str, str]] = {}  # variable -> {dtype, format}
         self.options: dict[str, dict[str, ast.expr]] = {}  # opts = dict(dtype=..., device=...)
 
@@ -50,8 +75,11 @@ class _Reader:
             return None
         if isinstance(node, ast.Name) and node.id in self.dtypes:
             return self.dtypes[node.id]
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id in ("torch", "torch_npu"):  # fmt: skip
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("torch", "torch_npu")
+        ):
             return normalize("dtype", f"{node.value.id}.{node.attr}")
         return None
 
@@ -84,8 +112,13 @@ class _Reader:
         if name == "npu_format_cast" and len(node.args) >= 2:
             inner = self.tensor(node.args[0])
             code = node.args[1]
-            fmt = ("FRACTAL_NZ" if isinstance(code, ast.Constant) and code.value == _NZ
-                   else "ND" if isinstance(code, ast.Constant) and code.value == 2 else None)  # fmt: skip
+            fmt = (
+                "FRACTAL_NZ"
+                if isinstance(code, ast.Constant) and code.value == _NZ
+                else "ND"
+                if isinstance(code, ast.Constant) and code.value == 2
+                else None
+            )
             return {"dtype": inner["dtype"], "format": fmt} if inner and fmt else None
         base = self.tensor(func.value)
         if name in _CAST_METHODS and base:
@@ -94,8 +127,14 @@ class _Reader:
             stated = self.dtype_of(node.args[0] if node.args else kw.get("dtype"))
             if stated and base:
                 return {"dtype": stated, "format": base["format"]}
-            return base if stated is None and node.args and not kw.get("dtype") \
-                and isinstance(node.args[0], ast.Constant) else None  # .to("npu")  # fmt: skip
+            return (
+                base
+                if stated is None
+                and node.args
+                and not kw.get("dtype")
+                and isinstance(node.args[0], ast.Constant)
+                else None
+            )  # .to("npu")
         if name in _KEEP:
             return base
         return None
@@ -115,8 +154,12 @@ class _Reader:
         self.tensors.pop(target.id, None)
         self.dtypes.pop(target.id, None)
         self.options.pop(target.id, None)
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
-                and all(k.arg for k in value.keywords):  # fmt: skip
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "dict"
+            and all(k.arg for k in value.keywords)
+        ):
             self.options[target.id] = {str(k.arg): k.value for k in value.keywords}
             return
         dtype = self.dtype_of(value)
@@ -200,7 +243,9 @@ def _errors(rec: dict[str, Any], cand: dict[str, Any], catalog: Any) -> list[lis
     for product in rec["products"] or list(PRODUCT_IDS):
         doc = {"version": 1, "target": {"product": product}, "candidates": [cand]}
         found = check_text(yaml.safe_dump(doc, sort_keys=False), catalog=catalog)
-        per_product.append([f"{product}: {f.code} {f.message}" for f in found if f.severity == "error"])
+        per_product.append(
+            [f"{product}: {f.code} {f.message}" for f in found if f.severity == "error"]
+        )
         if not per_product[-1]:
             break
     return per_product
@@ -216,13 +261,15 @@ def test_an_example_keeps_its_own_records_rules(rec: dict[str, Any]) -> None:
 
 
 def test_the_reader_sees_what_the_code_states() -> None:
-    code = ("import torch\nimport torch_npu\nbf16 = torch.bfloat16\n"
-            "x = torch.randn(4, 8, dtype=bf16, device='npu')\n"
-            "idx = torch.tensor([1, 2], dtype=torch.int32).npu()\n"
-            "w = torch_npu.npu_format_cast(torch.randint(-4, 4, (8, 8), dtype=torch.int8), 29)\n"
-            "h = x.half()\nu, v = torch.zeros(2), torch.arange(3)\nq, r = f(x)\n"
-            "y = torch.randn_like(x)\nopts = dict(dtype=torch.float16, device='npu')\n"
-            "z = torch.ones(3, **opts)\nzz = torch.ones(3, **unknown)\n")  # fmt: skip
+    code = (
+        "import torch\nimport torch_npu\nbf16 = torch.bfloat16\n"
+        "x = torch.randn(4, 8, dtype=bf16, device='npu')\n"
+        "idx = torch.tensor([1, 2], dtype=torch.int32).npu()\n"
+        "w = torch_npu.npu_format_cast(torch.randint(-4, 4, (8, 8), dtype=torch.int8), 29)\n"
+        "h = x.half()\nu, v = torch.zeros(2), torch.arange(3)\nq, r = f(x)\n"
+        "y = torch.randn_like(x)\nopts = dict(dtype=torch.float16, device='npu')\n"
+        "z = torch.ones(3, **opts)\nzz = torch.ones(3, **unknown)\n"
+    )
     reader = _Reader()
     for stmt in ast.parse(code).body:
         if isinstance(stmt, ast.Assign):
@@ -241,10 +288,12 @@ def test_an_example_that_breaks_its_record_is_caught() -> None:
     """The defect this test exists for: int32 group_index where the record says int64."""
     catalog = open_catalog()
     rec = catalog.get("npu_swiglu_group_quant")
-    code = ("import torch\nimport torch_npu\n"
-            "x = torch.randn(8, 512, dtype=torch.bfloat16, device='npu')\n"
-            "g = torch.tensor([8], dtype=torch.int32, device='npu')\n"
-            "torch_npu.npu_swiglu_group_quant(x, group_index=g, quant_mode=3)\n")  # fmt: skip
+    code = (
+        "import torch\nimport torch_npu\n"
+        "x = torch.randn(8, 512, dtype=torch.bfloat16, device='npu')\n"
+        "g = torch.tensor([8], dtype=torch.int32, device='npu')\n"
+        "torch_npu.npu_swiglu_group_quant(x, group_index=g, quant_mode=3)\n"
+    )
     (cand,) = example_candidates(rec, code, "bad")
     assert cand["tensors"]["group_index"] == {"dtype": "int32"}
     assert any("KB107" in e for e in _errors(rec, cand, catalog)[-1])
@@ -263,7 +312,9 @@ def scheme_variants(mode: dict[str, Any]) -> list[dict[str, str]]:
     return aligned + [v for v in single if v not in aligned]
 
 
-@pytest.mark.parametrize("rec", [r for r in _records() if r.get("quantization")], ids=lambda r: r["name"])
+@pytest.mark.parametrize(
+    "rec", [r for r in _records() if r.get("quantization")], ids=lambda r: r["name"]
+)
 def test_a_quantization_scheme_keeps_its_own_records_rules(rec: dict[str, Any]) -> None:
     """Every dtype a scheme lists takes part in some use the record's rules accept (the
     W4A8 scheme's int8 x with an int4 weight was rejected by the record's own rule)."""
@@ -273,8 +324,12 @@ def test_a_quantization_scheme_keeps_its_own_records_rules(rec: dict[str, Any]) 
         args = {k: v for k, v in (mode.get("select") or {}).items() if v is not None}
         unmet, seen = {}, set()
         for v in scheme_variants(mode):
-            cand = {"module": f"scheme {i} {mode['scheme']}", "operator": rec["name"], "args": args,
-                    "tensors": {t: {"dtype": d} for t, d in v.items()}}  # fmt: skip
+            cand = {
+                "module": f"scheme {i} {mode['scheme']}",
+                "operator": rec["name"],
+                "args": args,
+                "tensors": {t: {"dtype": d} for t, d in v.items()},
+            }
             errors = _errors({**rec, "products": products}, cand, catalog)[-1]
             for pair in v.items():
                 if not errors:

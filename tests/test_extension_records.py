@@ -18,12 +18,24 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 def _body(**changes: object) -> dict[str, object]:
     body: dict[str, object] = {
-        "kind": "extension", "name": "my-kernels", "summary": {"en": "Kernels.", "zh": "算子。"},
-        "imports": ["my_kernels"], "namespaces": ["myk"], "repo": "me/my-kernels", "commit": COMMIT,
+        "kind": "extension",
+        "name": "my-kernels",
+        "summary": {"en": "Kernels.", "zh": "算子。"},
+        "imports": ["my_kernels"],
+        "namespaces": ["myk"],
+        "repo": "me/my-kernels",
+        "commit": COMMIT,
         "licence": "MIT",
-        "operators": [{"name": "blend", "namespace": "myk", "schema": "blend(Tensor a) -> Tensor",
-                       "path": "csrc/ops.cpp", "lines": "3"}],
-    }  # fmt: skip
+        "operators": [
+            {
+                "name": "blend",
+                "namespace": "myk",
+                "schema": "blend(Tensor a) -> Tensor",
+                "path": "csrc/ops.cpp",
+                "lines": "3",
+            }
+        ],
+    }
     body.update(changes)
     return body
 
@@ -62,22 +74,45 @@ def test_the_harvester_reads_cpp_and_python_registrations(tmp_path: Path) -> Non
     )
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "defs.py").write_text(
-        "import torch\n\ntorch.library.define(\"myk::halve\", \"(Tensor x) -> Tensor\")\n"
+        'import torch\n\ntorch.library.define("myk::halve", "(Tensor x) -> Tensor")\n'
     )
     (tmp_path / "tests").mkdir()  # tests register throw-away operators: not harvested
-    (tmp_path / "tests" / "t.py").write_text("import torch\ntorch.library.define(\"myk::t\", \"() -> ()\")\n")
+    (tmp_path / "tests" / "t.py").write_text(
+        'import torch\ntorch.library.define("myk::t", "() -> ()")\n'
+    )
     regs = registrations(tmp_path)
-    body = record(regs, name="my-kernels", repo="me/my-kernels", commit=COMMIT, licence="MIT",
-                  imports=["my_kernels"], summary_en="Kernels.", summary_zh="算子。",
-                  macro_namespace="myk_ext")  # fmt: skip
+    body = record(
+        regs,
+        name="my-kernels",
+        repo="me/my-kernels",
+        commit=COMMIT,
+        licence="MIT",
+        imports=["my_kernels"],
+        summary_en="Kernels.",
+        summary_zh="算子。",
+        macro_namespace="myk_ext",
+    )
     ops = {(o["namespace"], o["name"]): o for o in body["operators"]}
     assert set(ops) == {("myk", "blend"), ("myk", "halve"), ("myk_ext", "joined")}
     assert ops[("myk", "halve")]["schema"] == "halve(Tensor x) -> Tensor"
-    assert ops[("myk", "blend")] == {"name": "blend", "namespace": "myk",
-                                     "schema": "blend(Tensor a, *, float w=0.5) -> Tensor",
-                                     "path": "csrc/ops.cpp", "lines": "2"}  # fmt: skip
+    assert ops[("myk", "blend")] == {
+        "name": "blend",
+        "namespace": "myk",
+        "schema": "blend(Tensor a, *, float w=0.5) -> Tensor",
+        "path": "csrc/ops.cpp",
+        "lines": "2",
+    }
     text = dump(body)
     assert yaml.safe_load(text)["namespaces"] == ["myk", "myk_ext"]
-    only = record(regs, name="my-kernels", repo="me/my-kernels", commit=COMMIT, licence="MIT",
-                  imports=["my_kernels"], summary_en="Kernels.", summary_zh="算子。", namespaces=["myk"])  # fmt: skip
+    only = record(
+        regs,
+        name="my-kernels",
+        repo="me/my-kernels",
+        commit=COMMIT,
+        licence="MIT",
+        imports=["my_kernels"],
+        summary_en="Kernels.",
+        summary_zh="算子。",
+        namespaces=["myk"],
+    )
     assert {o["namespace"] for o in only["operators"]} == {"myk"}

@@ -201,9 +201,13 @@ def test_a_killed_build_leaves_nothing_behind(tmp_path: Path) -> None:
     assert kb(tmp_path, "show", "npu_rms_norm", records=shipped).rc == 0
     cache = tmp_path / "cache"
     for _ in range(2):
-        proc = subprocess.Popen([sys.executable, "-m", "kb", "index", "--rebuild"], cwd=tmp_path,
-                                env=env_for(tmp_path, shipped), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kb", "index", "--rebuild"],
+            cwd=tmp_path,
+            env=env_for(tmp_path, shipped),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while not list(cache.glob(".kb-tmp-*")) and time.monotonic() < deadline:
             time.sleep(0.005)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.check.parse import read_source
+from kb.check.source import read_source
 from kb.cli import main
 from kb.scan import sources
 from kb.scan.globs import PatternError, PatternSet, compile_pattern
@@ -74,14 +74,25 @@ def _capped_python(tmp: Path, code: str) -> subprocess.CompletedProcess[str]:
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True, text=True,
-                          env=env_for(tmp), timeout=60, check=False, preexec_fn=cap)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        env=env_for(tmp),
+        timeout=60,
+        check=False,
+        preexec_fn=cap,
+    )
 
 
 def test_dev_zero_as_config_is_refused(tmp_path: Path) -> None:
     _project(tmp_path, pyproject=None)
-    proc = _capped_python(tmp_path, "import sys\nfrom kb.cli import main\n"
-                          "sys.exit(main(['scan', '--config', '/dev/zero', 'proj']))\n")  # fmt: skip
+    proc = _capped_python(
+        tmp_path,
+        "import sys\nfrom kb.cli import main\n"
+        "sys.exit(main(['scan', '--config', '/dev/zero', 'proj']))\n",
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "/dev/zero" in proc.stderr and "character device" in proc.stderr
 
@@ -92,9 +103,11 @@ def test_sparse_gigabyte_pyproject_is_refused_quickly_in_bounded_memory(tmp_path
         fh.truncate(1 << 30)  # sparse: no disk used
     # VmHWM, not ru_maxrss: Linux carries the forking parent's peak (pytest's, hundreds of
     # MB late in a full run) into the child's ru_maxrss across exec; VmHWM is this process's
-    probe = ("import re, sys\nfrom kb.cli import main\nrc = main(['scan', 'proj'])\n"
-             "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())\n"
-             "print(hwm.group(1), file=sys.stderr)\nsys.exit(rc)\n")  # fmt: skip
+    probe = (
+        "import re, sys\nfrom kb.cli import main\nrc = main(['scan', 'proj'])\n"
+        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())\n"
+        "print(hwm.group(1), file=sys.stderr)\nsys.exit(rc)\n"
+    )
     started = time.monotonic()
     proc = _capped_python(tmp_path, probe)
     assert time.monotonic() - started < 30
@@ -127,11 +140,20 @@ def test_bad_exclude_pattern_is_a_usage_error_naming_it(pattern: str, capsys) ->
     assert rc == 2 and "--exclude" in err and repr(pattern) in err, err
 
 
-@pytest.mark.parametrize(("table", "key"), [
-    ('[tool.kb.per-file-ignores]\n"[z-a].py" = ["KB6"]\n', "per-file-ignores: bad glob '[z-a].py'"),
-    ('[[tool.kb.overrides]]\nfiles = ["!"]\nproduct = "atlas-a3"\n', "overrides[0] files: bad glob '!'"),
-    ('[tool.kb]\nexclude = ["tests\\\\"]\n', "exclude: bad glob 'tests\\\\'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        (
+            '[tool.kb.per-file-ignores]\n"[z-a].py" = ["KB6"]\n',
+            "per-file-ignores: bad glob '[z-a].py'",
+        ),
+        (
+            '[[tool.kb.overrides]]\nfiles = ["!"]\nproduct = "atlas-a3"\n',
+            "overrides[0] files: bad glob '!'",
+        ),
+        ('[tool.kb]\nexclude = ["tests\\\\"]\n', "exclude: bad glob 'tests\\\\'"),
+    ],
+)
 def test_bad_glob_in_tool_kb_names_the_key(tmp_path: Path, table: str, key: str, capsys) -> None:
     proj = _project(tmp_path, pyproject=table)
     rc, _out, err = _scan(capsys, "--product", "atlas-a3", str(proj))
@@ -165,9 +187,21 @@ def test_backtracking_pattern_matches_in_linear_time(tmp_path: Path) -> None:
 
 
 def test_glob_semantics_follow_gitignore() -> None:
-    spec = PatternSet.from_lines(["build/", "*.egg-info/", "/top.py", "docs/*", "x/**",
-                                  "[!a]x.py", "a\\*b.py", "**/deep/z.py", "!keep.py", "*.py",
-                                  "!keep.py"])  # fmt: skip
+    spec = PatternSet.from_lines(
+        [
+            "build/",
+            "*.egg-info/",
+            "/top.py",
+            "docs/*",
+            "x/**",
+            "[!a]x.py",
+            "a\\*b.py",
+            "**/deep/z.py",
+            "!keep.py",
+            "*.py",
+            "!keep.py",
+        ]
+    )
     assert spec.match("src/build", is_dir=True) and spec.match("src/build/y.txt")
     assert not spec.match("build") and spec.match("p.egg-info/s.txt")
     assert spec.match("top.py") and spec.match("docs/a/b.txt") and spec.match("x/y.txt")
@@ -187,12 +221,49 @@ def test_glob_matcher_agrees_with_pathspec_on_good_patterns() -> None:
     pathspec = pytest.importorskip("pathspec")
     import itertools
 
-    patterns = [".git/", "build/", "*.egg-info/", "tools/*.py", "model/_310p/**", "*.py",
-                "a/**/b.py", "/top.py", "top.py", "**/x/y.py", "foo", "docs/*", "[ab]*.py",
-                "?.py", "!keep.py", "!foo", "*", "!*.py", "x/*/", "!x/**", "**/", "x/**/"]  # fmt: skip
-    paths = ["a.py", "top.py", "sub/top.py", "build", "src/build/y.py", "foo/bar.py", "x/foo",
-             "x/foo/g.py", "a/c/d/b.py", "tools/s/a.py", "model/_310p/m.py", "docs/a/b.py",
-             "q/x/y.py", "keep.py", "p.egg-info/s.py", "x", "bq.py"]  # fmt: skip
+    patterns = [
+        ".git/",
+        "build/",
+        "*.egg-info/",
+        "tools/*.py",
+        "model/_310p/**",
+        "*.py",
+        "a/**/b.py",
+        "/top.py",
+        "top.py",
+        "**/x/y.py",
+        "foo",
+        "docs/*",
+        "[ab]*.py",
+        "?.py",
+        "!keep.py",
+        "!foo",
+        "*",
+        "!*.py",
+        "x/*/",
+        "!x/**",
+        "**/",
+        "x/**/",
+    ]
+    paths = [
+        "a.py",
+        "top.py",
+        "sub/top.py",
+        "build",
+        "src/build/y.py",
+        "foo/bar.py",
+        "x/foo",
+        "x/foo/g.py",
+        "a/c/d/b.py",
+        "tools/s/a.py",
+        "model/_310p/m.py",
+        "docs/a/b.py",
+        "q/x/y.py",
+        "keep.py",
+        "p.egg-info/s.py",
+        "x",
+        "bq.py",
+    ]
     for pair in itertools.combinations(patterns, 2):
         old, new = pathspec.GitIgnoreSpec.from_lines(pair), PatternSet.from_lines(pair)
         for path in paths:
@@ -224,8 +295,9 @@ def _tiny_site(tmp: Path, slow: bool = False) -> Path:
     (docs / "index.md").write_text("# Tiny\n", encoding="utf-8")
     text = f"site_name: tiny\ndocs_dir: {docs}\n"
     if slow:
-        (tmp / "slow.py").write_text("import time\n\n\ndef on_pre_build(config):\n"
-                                     "    time.sleep(60)\n", encoding="utf-8")  # fmt: skip
+        (tmp / "slow.py").write_text(
+            "import time\n\n\ndef on_pre_build(config):\n    time.sleep(60)\n", encoding="utf-8"
+        )
         text += f"hooks:\n  - {tmp / 'slow.py'}\n"
     config = tmp / ("slow.yml" if slow else "mkdocs.yml")
     config.write_text(text, encoding="utf-8")
@@ -268,10 +340,24 @@ def test_read_only_site_parent_is_a_message(tmp_path: Path, monkeypatch, capsys)
 
 def _start_slow_build(tmp: Path, site: Path) -> tuple[subprocess.Popen[bytes], Path]:
     config = _tiny_site(tmp / "slowcfg", slow=True)
-    proc = subprocess.Popen([sys.executable, "-m", "kb", "site", "build", "-q", "-f",
-                             str(config), "--site-dir", str(site)], cwd=tmp,
-                            env=env_for(tmp), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kb",
+            "site",
+            "build",
+            "-q",
+            "-f",
+            str(config),
+            "--site-dir",
+            str(site),
+        ],
+        cwd=tmp,
+        env=env_for(tmp),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         staging = [p for p in site.parent.iterdir() if p.name.startswith(".site.building-")]

@@ -29,27 +29,52 @@ def check(tmp: Path, text: str, *args: str) -> tuple[int | None, str, str]:
     ("text", "where"),
     [
         (HEAD.replace("version: 1", f"version: {H}"), "c.yaml:1:10: KB001"),
-        (f"version: 1\ntarget: {{product: atlas-a3, parallel: {{tp: {H}}}}}\ncandidates: []\n",
-         "c.yaml:2:44: KB001"),
+        (
+            f"version: 1\ntarget: {{product: atlas-a3, parallel: {{tp: {H}}}}}\ncandidates: []\n",
+            "c.yaml:2:44: KB001",
+        ),
         (HEAD + POINT.replace("max_size: 64MiB", f"max_size: {H}"), "c.yaml:11:15: KB001"),
-        (f"version: 1\ntarget: {{product: atlas-a3, torch_npu: {H}}}\ncandidates: []\n",
-         "c.yaml:2:40: KB001"),
+        (
+            f"version: 1\ntarget: {{product: atlas-a3, torch_npu: {H}}}\ncandidates: []\n",
+            "c.yaml:2:40: KB001",
+        ),
         (HEAD + POINT.replace("max_size: 64MiB", f"max_size: {BIG}"), "c.yaml:11:15: KB001"),
-        (HEAD + POINT.replace("shape: [18432, 7168]", f"shape: [{BIG}, 7168]"), "c.yaml:9:22: KB001"),
-        (HEAD + f"  - {{module: m, operator: npu_moe_gating_top_k_softmax, args: {{k: {BIG}}}}}\n",
-         "c.yaml:4:67: KB001"),
+        (
+            HEAD + POINT.replace("shape: [18432, 7168]", f"shape: [{BIG}, 7168]"),
+            "c.yaml:9:22: KB001",
+        ),
+        (
+            HEAD
+            + f"  - {{module: m, operator: npu_moe_gating_top_k_softmax, args: {{k: {BIG}}}}}\n",
+            "c.yaml:4:67: KB001",
+        ),
         (HEAD.replace("version: 1", f"version: '{H}'"), "c.yaml:1:10: KB002"),
-        (f"version: 1\ntarget: {{product: atlas-a3, torch_npu: '2.{H}'}}\ncandidates: []\n",
-         "c.yaml:2:40: KB005"),
+        (
+            f"version: 1\ntarget: {{product: atlas-a3, torch_npu: '2.{H}'}}\ncandidates: []\n",
+            "c.yaml:2:40: KB005",
+        ),
         # YAML 1.1 reads 1.0e400 (no exponent sign) as text; as a float it would be inf
-        (HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: 1.0e400}}\n",
-         "c.yaml:4:57: KB106"),
+        (
+            HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: 1.0e400}}\n",
+            "c.yaml:4:57: KB106",
+        ),
     ],
-    ids=["version", "tp", "max_size", "torch_npu", "max_size-10**400", "shape-10**400",
-         "args-10**400", "version-text", "torch_npu-text", "float-text-overflow"],
-)  # fmt: skip
-def test_unbounded_numbers_are_findings_at_their_position(tmp_path: Path, text: str,
-                                                          where: str) -> None:  # fmt: skip
+    ids=[
+        "version",
+        "tp",
+        "max_size",
+        "torch_npu",
+        "max_size-10**400",
+        "shape-10**400",
+        "args-10**400",
+        "version-text",
+        "torch_npu-text",
+        "float-text-overflow",
+    ],
+)
+def test_unbounded_numbers_are_findings_at_their_position(
+    tmp_path: Path, text: str, where: str
+) -> None:
     rc, out, _ = check(tmp_path, text)
     assert rc == 1 and out.startswith(where), out[:300]
     assert max(len(line) for line in out.splitlines()) < 400, "the number is not echoed whole"
@@ -79,15 +104,23 @@ def test_doctor_reads_a_huge_metadata_version_as_unknown(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("text", "where"),
-    [("version: 1\nmodel: 2024-13-45\ntarget: {product: atlas-a3}\ncandidates: []\n", None),
-     ("version: 1\nmodel: !!binary 'a'\ntarget: {product: atlas-a3}\ncandidates: []\n",
-      "c.yaml:2:8: KB001 error: bad scalar"),
-     ("version: 1\nmodel: !!python/name:os.system x\ntarget: {product: atlas-a3}\ncandidates: []\n",
-      "c.yaml:2:8: KB001"),
-     (HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: 1.0e+999}}\n",
-      "c.yaml:4:57: KB001")],
+    [
+        ("version: 1\nmodel: 2024-13-45\ntarget: {product: atlas-a3}\ncandidates: []\n", None),
+        (
+            "version: 1\nmodel: !!binary 'a'\ntarget: {product: atlas-a3}\ncandidates: []\n",
+            "c.yaml:2:8: KB001 error: bad scalar",
+        ),
+        (
+            "version: 1\nmodel: !!python/name:os.system x\ntarget: {product: atlas-a3}\ncandidates: []\n",
+            "c.yaml:2:8: KB001",
+        ),
+        (
+            HEAD + "  - {module: m, operator: npu_rms_norm, args: {epsilon: 1.0e+999}}\n",
+            "c.yaml:4:57: KB001",
+        ),
+    ],
     ids=["bad-date", "bad-base64", "python-tag", "float-overflow"],
-)  # fmt: skip
+)
 def test_yaml_scalars_never_raise(tmp_path: Path, text: str, where: str | None) -> None:
     rc, out, _ = check(tmp_path, text)
     if where is None:  # dates stay text: a model named 2024-13-45 is just a name
@@ -97,7 +130,12 @@ def test_yaml_scalars_never_raise(tmp_path: Path, text: str, where: str | None) 
 
 
 def test_nul_and_control_characters_are_reported_where_they_are(tmp_path: Path) -> None:
-    late_nul = HEAD + "  - module: m\n    operator: npu_rms_norm\n" + "# pad\n" * 2000 + "  - module: x\x00\n"
+    late_nul = (
+        HEAD
+        + "  - module: m\n    operator: npu_rms_norm\n"
+        + "# pad\n" * 2000
+        + "  - module: x\x00\n"
+    )
     rc, out, _ = check(tmp_path, late_nul)
     assert rc == 1 and out.startswith("c.yaml:2006:14: KB001 error: control character U+0000")
     rc, out, _ = check(tmp_path, HEAD + "  - module: m\n    notes: a\x07b\n")
@@ -142,7 +180,9 @@ def test_ignore_words_inside_values_are_data_not_comments(tmp_path: Path) -> Non
     rc, out, _ = check(tmp_path, HEAD + block)
     assert "KB006" in out and "4:" in out and "6:" not in out, out
     # a real comment still works
-    rc, out, _ = check(tmp_path, HEAD + "  - operator: nope_op  # kb: ignore[KB101]\n    module: m\n")
+    rc, out, _ = check(
+        tmp_path, HEAD + "  - operator: nope_op  # kb: ignore[KB101]\n    module: m\n"
+    )
     assert rc == 0, out
 
 
@@ -151,16 +191,23 @@ def test_zero_or_negative_dimensions_are_findings(tmp_path: Path, shape: str) ->
     rc, out, _ = check(tmp_path, HEAD + POINT.replace("[18432, 7168]", shape))
     assert rc == 1 and "KB002 error: candidates[0].weight.shape[" in out
     assert "a dimension is a positive integer" in out
-    rc, out, _ = check(tmp_path, HEAD + "  - module: m\n    operator: npu_rms_norm\n"
-                       f"    tensors:\n      self: {{dtype: bfloat16, shape: {shape}}}\n")  # fmt: skip
+    rc, out, _ = check(
+        tmp_path,
+        HEAD + "  - module: m\n    operator: npu_rms_norm\n"
+        f"    tensors:\n      self: {{dtype: bfloat16, shape: {shape}}}\n",
+    )
     assert rc == 1 and "candidates[0].tensors.self.shape[" in out
 
 
 def test_keys_1_and_true_are_different_keys(tmp_path: Path) -> None:
-    rc, out, _ = check(tmp_path, HEAD + "  - {module: m, operator: npu_moe_gating_top_k_softmax, "
-                       "args: {1: a, true: b}}\n")  # fmt: skip
+    rc, out, _ = check(
+        tmp_path,
+        HEAD + "  - {module: m, operator: npu_moe_gating_top_k_softmax, args: {1: a, true: b}}\n",
+    )
     assert "duplicate key" not in out
-    rc, out, _ = check(tmp_path, HEAD + "  - {module: m, operator: npu_rms_norm, args: {1: a, 1: b}}\n")
+    rc, out, _ = check(
+        tmp_path, HEAD + "  - {module: m, operator: npu_rms_norm, args: {1: a, 1: b}}\n"
+    )
     assert rc == 1 and "KB001 error: duplicate key 1" in out
 
 

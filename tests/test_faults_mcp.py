@@ -38,8 +38,11 @@ PROTOCOL = "2025-06-18"
 
 
 def _env() -> dict[str, str]:
-    keep = {k: os.environ[k] for k in ("KB_CACHE_DIR", "KB_RECORDS_DIR", "PATH", "HOME")
-            if k in os.environ}  # fmt: skip
+    keep = {
+        k: os.environ[k]
+        for k in ("KB_CACHE_DIR", "KB_RECORDS_DIR", "PATH", "HOME")
+        if k in os.environ
+    }
     return {**keep, "PYTHONPATH": str(REPO)}
 
 
@@ -47,9 +50,14 @@ class RawServer:
     """``kb mcp`` on a pipe: write raw lines, read replies (one JSON object a line)."""
 
     def __init__(self, *args: str, cwd: Path = REPO) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "kb", "mcp", *args], cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=_env())  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kb", "mcp", *args],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+        )
         self.replies: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -78,8 +86,15 @@ class RawServer:
         return json.loads(line)  # type: ignore[no-any-return]
 
     def initialize(self) -> None:
-        self.request(0, "initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                       "clientInfo": {"name": "faults", "version": "1"}})  # fmt: skip
+        self.request(
+            0,
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "faults", "version": "1"},
+            },
+        )
         assert self.reply(30)["id"] == 0
         self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
@@ -121,14 +136,17 @@ def _plant(tmp: Path, token: str) -> Path:
     root, outside = tmp / "root", tmp / "outside"
     root.mkdir()
     outside.mkdir()
-    (outside / "secret.yaml").write_text(f"password: {token}\n{token}: 1\n- {token}\n",
-                                         encoding="utf-8")  # fmt: skip
+    (outside / "secret.yaml").write_text(
+        f"password: {token}\n{token}: 1\n- {token}\n", encoding="utf-8"
+    )
     (outside / "list.yaml").write_text(  # a candidate list whose values hold the secret
         f"version: 1\ntarget: {{product: {token}}}\ncandidates:\n  - kind: {token}\n",
-        encoding="utf-8")  # fmt: skip
+        encoding="utf-8",
+    )
     (outside / "secret.py").write_text(
         f"import torch_npu\n\n\ndef f(x, g):\n    return torch_npu.npu_rms_norm(x, g, {token}=1)\n",
-        encoding="utf-8")  # fmt: skip
+        encoding="utf-8",
+    )
     (tmp / "pyproject.toml").write_text(f"[tool.kb]\n{token} = 1\n", encoding="utf-8")
     (root / "secret.yaml").write_text(f"password: {token}\n{token}: [1, 2]\n", encoding="utf-8")
     (root / "list.yaml").write_text(f"password: {token}\ncandidates: []\n", encoding="utf-8")
@@ -146,10 +164,24 @@ def _plant(tmp: Path, token: str) -> Path:
     return root
 
 
-OUTSIDE = ["{out}/secret.yaml", "{out}/list.yaml", "{out}/secret.py", "../outside/secret.yaml",
-           "../outside/secret.py", "pkg/../../outside/secret.py", "link.yaml", "link-list.yaml",
-           "link.py", "pkg/leak.py", "out/secret.py", "out", "pkg/out", "..", "/",
-           "/etc/passwd"]  # fmt: skip
+OUTSIDE = [
+    "{out}/secret.yaml",
+    "{out}/list.yaml",
+    "{out}/secret.py",
+    "../outside/secret.yaml",
+    "../outside/secret.py",
+    "pkg/../../outside/secret.py",
+    "link.yaml",
+    "link-list.yaml",
+    "link.py",
+    "pkg/leak.py",
+    "out/secret.py",
+    "out",
+    "pkg/out",
+    "..",
+    "/",
+    "/etc/passwd",
+]
 INSIDE = ["secret.yaml", "list.yaml", "flow.yaml", "broken.yaml", "secret.txt", "pkg", "."]
 
 
@@ -157,16 +189,18 @@ def test_no_path_taking_tool_leaks_a_planted_secret(tmp_path: Path) -> None:
     token = "SECRET" + secrets.token_hex(12)
     root = _plant(tmp_path, token)
     out = str(tmp_path / "outside")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kb", "mcp"],
-                                   env=_env(), cwd=str(root))  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kb", "mcp"], env=_env(), cwd=str(root)
+    )
     replies: dict[tuple[str, str], Any] = {}
 
     async def run() -> None:
         with anyio.fail_after(60), (tmp_path / "server.log").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 tools = (await client.list_tools()).tools
-                path_tools = sorted(t.name for t in tools
-                                    if "path" in t.input_schema.get("properties", {}))  # fmt: skip
+                path_tools = sorted(
+                    t.name for t in tools if "path" in t.input_schema.get("properties", {})
+                )
                 assert path_tools == ["check", "scan"], path_tools  # a new one: cover it here
                 for tool in path_tools:
                     for raw in OUTSIDE + INSIDE:
@@ -194,7 +228,8 @@ def test_no_path_taking_tool_leaks_a_planted_secret(tmp_path: Path) -> None:
 
 
 def test_a_symlink_swapped_in_after_the_path_check_is_not_followed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The path check passes, then the file is replaced by a link out of the root before
     it is opened (a race an attacker controlling the tree can win): the read is judged on
     the opened descriptor, so nothing of the secret comes back.  The race is made certain
@@ -218,8 +253,9 @@ def test_a_symlink_swapped_in_after_the_path_check_is_not_followed(
         answer = checked(path)  # the check sees a plain file inside the root ...
         target = root / path
         target.unlink()  # ... which is then swapped for a link out of it
-        target.symlink_to(tmp_path / "outside" / ("list.yaml" if path.endswith(".yaml")
-                                                  else "secret.py"))  # fmt: skip
+        target.symlink_to(
+            tmp_path / "outside" / ("list.yaml" if path.endswith(".yaml") else "secret.py")
+        )
         return answer
 
     monkeypatch.setattr(confine, "inside", check_then_swap)
@@ -241,11 +277,16 @@ def test_a_symlink_swapped_in_after_the_path_check_is_not_followed(
 def test_root_option_confines_to_that_directory(tmp_path: Path, raw_server: Any) -> None:
     token = "SECRET" + secrets.token_hex(12)
     root = _plant(tmp_path, token)
-    (root / "ok.yaml").write_text((REPO / "examples" / "qwen3-moe-a2.yaml").read_text("utf-8"),
-                                  encoding="utf-8")  # fmt: skip
+    (root / "ok.yaml").write_text(
+        (REPO / "examples" / "qwen3-moe-a2.yaml").read_text("utf-8"), encoding="utf-8"
+    )
     server = raw_server("--root", str(root), cwd=tmp_path)
-    calls = {1: "ok.yaml", 2: "../outside/secret.yaml", 3: "outside/secret.yaml",
-             4: str(root / "ok.yaml")}  # fmt: skip
+    calls = {
+        1: "ok.yaml",
+        2: "../outside/secret.yaml",
+        3: "outside/secret.yaml",
+        4: str(root / "ok.yaml"),
+    }
     for id, path in calls.items():
         server.request(id, "tools/call", {"name": "check", "arguments": {"path": path}})
     got = {r["id"]: r for r in (server.reply() for _ in calls)}
@@ -265,23 +306,25 @@ MALFORMED = {
     1: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":5}',
     2: '{"jsonrpc":"1.0","id":2,"method":"tools/list"}',
     3: '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search",'
-       '"arguments":{"query":' + DEEP + '}}}',
+    '"arguments":{"query":' + DEEP + "}}}",
     4: '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"search",'
-       '"arguments":{"query":"\\ud800"}}}',
+    '"arguments":{"query":"\\ud800"}}}',
     5: '{"jsonrpc":"2.0","id":5,"method":"tools/list","params":[]}',
     6: '{"jsonrpc":"2.0","id":6,"method":7}',
     7: '{"jsonrpc":"2.0","id":7,"method":"tools/list",',  # cut short
     8: '{"id":8,"method":"tools/list"}',
     9: '{"jsonrpc":"2.0","method":"tools/list","id":"nine","params":"x"}',
-}  # fmt: skip
+}
 
 
 def test_every_request_with_an_id_gets_a_reply(raw_server: Any) -> None:
     server = raw_server()
     for line in MALFORMED.values():
         server.send(line)
-    server.send(b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"search",'
-                b'"arguments":{"query":"\xed\xa0\x80 rms"}}}')  # a raw lone surrogate: replaced
+    server.send(
+        b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"search",'
+        b'"arguments":{"query":"\xed\xa0\x80 rms"}}}'
+    )  # a raw lone surrogate: replaced
     server.send("not json at all")
     server.send('[{"jsonrpc":"2.0","id":11,"method":"tools/list"}]')
     server.request(12, "tools/list")
@@ -303,9 +346,11 @@ def test_every_request_with_an_id_gets_a_reply(raw_server: Any) -> None:
 
 # --------------------------------------------------------------------------- D: slow calls
 
-SLOW_UNIT = ("import torch\nimport torch_npu\n\n\ndef f{i}(x, g, w):\n"
-             "    y = torch_npu.npu_rms_norm(x, g, epsilon=1e-6)[0]\n"
-             "    z = torch.matmul(y, w)\n    return torch.nn.functional.silu(z) * z\n\n")  # fmt: skip
+SLOW_UNIT = (
+    "import torch\nimport torch_npu\n\n\ndef f{i}(x, g, w):\n"
+    "    y = torch_npu.npu_rms_norm(x, g, epsilon=1e-6)[0]\n"
+    "    z = torch.matmul(y, w)\n    return torch.nn.functional.silu(z) * z\n\n"
+)
 SLOW_TEXT = "".join(SLOW_UNIT.replace("{i}", str(i)) for i in range(2000))  # ~350 KB
 
 
@@ -339,8 +384,11 @@ def test_a_call_over_its_time_budget_is_a_tool_error(raw_server: Any) -> None:
 # --------------------------------------------------------------------------- E: reasons
 
 
-@pytest.mark.parametrize("exc", [RuntimeError(), MemoryError(), KeyError("x"), ValueError(""),
-                                 OSError()], ids=lambda e: type(e).__name__)  # fmt: skip
+@pytest.mark.parametrize(
+    "exc",
+    [RuntimeError(), MemoryError(), KeyError("x"), ValueError(""), OSError()],
+    ids=lambda e: type(e).__name__,
+)
 def test_a_tool_error_always_says_why(exc: BaseException, monkeypatch: pytest.MonkeyPatch) -> None:
     import functools
 

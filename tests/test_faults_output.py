@@ -53,14 +53,18 @@ def test_check_output_escapes_hostile_file_names(tmp_path: Path, fmt: str) -> No
         assert "esc\\x1b[31mred\\x9b2J.yaml:5:15:" in run.out
         assert "sp ace%:,é.yaml:5:15:" in run.out  # ordinary characters stay as they are
     else:
-        assert "::error file=evil%0A%3A%3Awarning file=x%2Cline=1%3A%3AFORGED.yaml,line=5" in run.out
+        assert (
+            "::error file=evil%0A%3A%3Awarning file=x%2Cline=1%3A%3AFORGED.yaml,line=5" in run.out
+        )
         assert "::error file=sp ace%25%3A%2Cé.yaml,line=5" in run.out
 
 
 @pytest.mark.parametrize("fmt", ["text", "github"])
 def test_scan_output_escapes_hostile_file_names(tmp_path: Path, fmt: str) -> None:
     _hostile_files(tmp_path, ".py", PY_CALL)
-    run = kb(tmp_path, "scan", "--no-config", "--format", fmt, "--color", "never", "-v", ".", timeout=60)  # fmt: skip
+    run = kb(
+        tmp_path, "scan", "--no-config", "--format", fmt, "--color", "never", "-v", ".", timeout=60
+    )
     assert run.clean and run.rc == 1, run.err
     _no_forged_lines(run.out)
     if fmt == "text":
@@ -84,8 +88,17 @@ def test_stderr_escapes_hostile_names_of_unreadable_paths(tmp_path: Path, verb: 
 def test_stderr_escapes_the_emit_target_name(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(PY_CALL, encoding="utf-8")
     target = "plan\n::warning file=x::FORGED.yaml"
-    run = kb(tmp_path, "scan", "--no-config", "--product", "atlas-a3", "--emit-candidates",
-             target, "m.py", timeout=60)  # fmt: skip
+    run = kb(
+        tmp_path,
+        "scan",
+        "--no-config",
+        "--product",
+        "atlas-a3",
+        "--emit-candidates",
+        target,
+        "m.py",
+        timeout=60,
+    )
     assert run.clean and run.rc in (0, 1), run.err
     _no_forged_lines(run.err)
     assert (tmp_path / target).is_file()
@@ -95,13 +108,22 @@ def test_stderr_escapes_the_emit_target_name(tmp_path: Path) -> None:
 def test_sarif_uris_are_percent_encoded(tmp_path: Path) -> None:
     _hostile_files(tmp_path, ".py", PY_CALL)
     (tmp_path / "ok.py").write_text(PY_CALL, encoding="utf-8")
-    run = kb(tmp_path, "scan", "--no-config", "--format", "sarif", ".", timeout=60)  # fmt: skip
+    run = kb(tmp_path, "scan", "--no-config", "--format", "sarif", ".", timeout=60)
     assert run.clean and run.rc == 1, run.err
     doc = json.loads(run.out)
-    uris = sorted(loc["physicalLocation"]["artifactLocation"]["uri"]
-                  for r in doc["runs"][0]["results"] for loc in r["locations"])  # fmt: skip
-    assert uris == sorted(["evil%0A%3A%3Awarning%20file=x,line=1%3A%3AFORGED.py",
-                           "esc%1B%5B31mred%C2%9B2J.py", "sp%20ace%25%3A,%C3%A9.py", "ok.py"])  # fmt: skip
+    uris = sorted(
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for r in doc["runs"][0]["results"]
+        for loc in r["locations"]
+    )
+    assert uris == sorted(
+        [
+            "evil%0A%3A%3Awarning%20file=x,line=1%3A%3AFORGED.py",
+            "esc%1B%5B31mred%C2%9B2J.py",
+            "sp%20ace%25%3A,%C3%A9.py",
+            "ok.py",
+        ]
+    )
 
 
 # -- E: an unusable cache, unbounded numbers ------------------------------------------------
@@ -144,16 +166,25 @@ sys.exit(main(sys.argv[1:]))
 def test_a_full_disk_under_the_cache_is_worked_around(tmp_path: Path) -> None:
     for verb in (["show", "npu_rms_norm"], ["search", "rms norm"], ["check", "c.yaml"]):
         (tmp_path / "c.yaml").write_text(YAML_BAD, encoding="utf-8")
-        proc = subprocess.run([sys.executable, "-c", _DISK_FULL, *verb], cwd=tmp_path,
-                              capture_output=True, text=True, env=env_for(tmp_path),
-                              timeout=60, check=False)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", _DISK_FULL, *verb],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env_for(tmp_path),
+            timeout=60,
+            check=False,
+        )
         assert "Traceback" not in proc.stderr and "OperationalError" not in proc.stderr, proc.stderr
         assert proc.returncode in (0, 1), proc.stderr
-        assert "database or disk is full" in proc.stderr and "working without a cache" in proc.stderr
+        assert (
+            "database or disk is full" in proc.stderr and "working without a cache" in proc.stderr
+        )
 
 
-def test_sqlite_errors_building_the_cache_fall_back_to_memory(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_sqlite_errors_building_the_cache_fall_back_to_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kb.catalog import compiled
 
     monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
@@ -173,16 +204,33 @@ BIG = "1" + "0" * 400
 HUGE = "9" * 5000  # past the 4,300-digit int <-> str limit
 
 
-@pytest.mark.parametrize("args", [
-    ["--hidden", BIG], ["--hidden", HUGE], ["--hidden", "²"], ["--shape", f"{HUGE}x2"],
-    ["--shape", f"{BIG}x2"], ["--shape", "100000000000000x100000000000000x100000"],
-    ["--hidden", "99999999999", "--intermediate", "99999999999", "--gate-up"],
-    ["--moe", "--hidden", "7168", "--moe-intermediate", "2048", "--experts-per-rank", BIG],
-    ["--moe", "--hidden", "8", "--moe-intermediate", "8", "--experts-per-rank", "2", "--moe-tp", HUGE],
-    ["--hidden", "7168", "--window-us", "1e308", "--bandwidth", "1e308"],
-    ["--hidden", "7168", "--window-us", HUGE, "--bandwidth", "1"],
-    ["--hidden", "7168", "--tp", BIG],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--hidden", BIG],
+        ["--hidden", HUGE],
+        ["--hidden", "²"],
+        ["--shape", f"{HUGE}x2"],
+        ["--shape", f"{BIG}x2"],
+        ["--shape", "100000000000000x100000000000000x100000"],
+        ["--hidden", "99999999999", "--intermediate", "99999999999", "--gate-up"],
+        ["--moe", "--hidden", "7168", "--moe-intermediate", "2048", "--experts-per-rank", BIG],
+        [
+            "--moe",
+            "--hidden",
+            "8",
+            "--moe-intermediate",
+            "8",
+            "--experts-per-rank",
+            "2",
+            "--moe-tp",
+            HUGE,
+        ],
+        ["--hidden", "7168", "--window-us", "1e308", "--bandwidth", "1e308"],
+        ["--hidden", "7168", "--window-us", HUGE, "--bandwidth", "1"],
+        ["--hidden", "7168", "--tp", BIG],
+    ],
+)
 def test_prefetch_size_numbers_are_bounded(tmp_path: Path, args: list[str]) -> None:
     run = kb(tmp_path, "prefetch-size", *args, timeout=30)
     assert run.clean and run.rc == 2, run.err[-500:]
@@ -198,10 +246,16 @@ def test_search_limit_is_bounded(tmp_path: Path) -> None:
 def test_one_release_grammar_for_the_command_line_and_the_config() -> None:
     from kb.core.releasenumber import release_text
 
-    assert [release_text(v) for v in ("2.7.1", "2.7", 2.7, "2.7.1rc1", "2.7.1.post2")] == \
-        ["2.7.1", "2.7", "2.7", "2.7.1rc1", "2.7.1.post2"]  # fmt: skip
-    assert [release_text(v) for v in (float("inf"), 1e400, "inf", "nan", 2, True, None, "9" * 50)] \
-        == [None] * 8  # fmt: skip
+    assert [release_text(v) for v in ("2.7.1", "2.7", 2.7, "2.7.1rc1", "2.7.1.post2")] == [
+        "2.7.1",
+        "2.7",
+        "2.7",
+        "2.7.1rc1",
+        "2.7.1.post2",
+    ]
+    assert [
+        release_text(v) for v in (float("inf"), 1e400, "inf", "nan", 2, True, None, "9" * 50)
+    ] == [None] * 8
 
 
 def test_scan_refuses_a_release_that_is_not_one(tmp_path: Path) -> None:
@@ -219,9 +273,11 @@ def test_stray_line_separators_in_python_do_not_shift_positions(tmp_path: Path) 
     body = 'x = "é"; torch_npu.npu_rms_norm(x, 1e-6, bogus=1)\n'
     (tmp_path / "a.py").write_text(f"import torch_npu\n# a{STRAY}b\n\n{body}", encoding="utf-8")
     (tmp_path / "b.py").write_text(f"import torch_npu\n# ab\n\n{body}", encoding="utf-8")
-    run = kb(tmp_path, "scan", "--no-config", "--format", "json", "a.py", "b.py")  # fmt: skip
+    run = kb(tmp_path, "scan", "--no-config", "--format", "json", "a.py", "b.py")
     assert run.clean, run.err
-    found = {(f["file"], f["line"], f["column"], f["code"]) for f in json.loads(run.out)["findings"]}
+    found = {
+        (f["file"], f["line"], f["column"], f["code"]) for f in json.loads(run.out)["findings"]
+    }
     assert found == {("a.py", 4, 42, "KB104"), ("b.py", 4, 42, "KB104")}
 
 
@@ -261,14 +317,21 @@ def test_decode_errors_count_yaml_line_breaks() -> None:
 
 # -- I: a strict ignore-comment grammar ------------------------------------------------------
 
-MALFORMED = ["# kb: ignore[KB104", "# kb: ignore KB104", "# kb: ignore", "# kb: ignore[KB1O4]",
-             "# kb: ignore[]", "# kb: ignore[KB104 because]"]  # fmt: skip
+MALFORMED = [
+    "# kb: ignore[KB104",
+    "# kb: ignore KB104",
+    "# kb: ignore",
+    "# kb: ignore[KB1O4]",
+    "# kb: ignore[]",
+    "# kb: ignore[KB104 because]",
+]
 
 
 @pytest.mark.parametrize("comment", MALFORMED)
 def test_a_malformed_ignore_comment_silences_nothing_in_scan(tmp_path: Path, comment: str) -> None:
-    (tmp_path / "m.py").write_text(f"import torch_npu\ntorch_npu.npu_rms_norm(x, 1e-6, bogus=1)  "
-                                   f"{comment}\n", encoding="utf-8")  # fmt: skip
+    (tmp_path / "m.py").write_text(
+        f"import torch_npu\ntorch_npu.npu_rms_norm(x, 1e-6, bogus=1)  {comment}\n", encoding="utf-8"
+    )
     run = kb(tmp_path, "scan", "--no-config", "--format", "json", "m.py")
     assert run.clean and run.rc == 1, run.err
     codes = [(f["line"], f["code"]) for f in json.loads(run.out)["findings"]]
@@ -277,8 +340,9 @@ def test_a_malformed_ignore_comment_silences_nothing_in_scan(tmp_path: Path, com
 
 @pytest.mark.parametrize("comment", MALFORMED)
 def test_a_malformed_ignore_comment_silences_nothing_in_check(tmp_path: Path, comment: str) -> None:
-    (tmp_path / "c.yaml").write_text(HEAD + f"  - module: m  {comment}\n    operator: nope_op\n",
-                                     encoding="utf-8")  # fmt: skip
+    (tmp_path / "c.yaml").write_text(
+        HEAD + f"  - module: m  {comment}\n    operator: nope_op\n", encoding="utf-8"
+    )
     run = kb(tmp_path, "check", "--format", "json", "c.yaml")
     assert run.clean and run.rc == 1, run.err
     codes = sorted((f["line"], f["code"]) for f in json.loads(run.out)["findings"])
@@ -286,9 +350,15 @@ def test_a_malformed_ignore_comment_silences_nothing_in_check(tmp_path: Path, co
 
 
 def test_well_formed_ignore_comments_still_silence(tmp_path: Path) -> None:
-    lines = ["# kb: ignore[KB104]", "# kb: ignore[KB104] tuned on purpose", "#kb:ignore[kb1]",
-             "# KB: Ignore [KB104, KB107]"]  # fmt: skip
-    src = "import torch_npu\n" + "".join(f"torch_npu.npu_rms_norm(x, 1e-6, bogus=1)  {c}\n" for c in lines)
+    lines = [
+        "# kb: ignore[KB104]",
+        "# kb: ignore[KB104] tuned on purpose",
+        "#kb:ignore[kb1]",
+        "# KB: Ignore [KB104, KB107]",
+    ]
+    src = "import torch_npu\n" + "".join(
+        f"torch_npu.npu_rms_norm(x, 1e-6, bogus=1)  {c}\n" for c in lines
+    )
     (tmp_path / "m.py").write_text(src, encoding="utf-8")
     run = kb(tmp_path, "scan", "--no-config", "--format", "json", "m.py")
     assert run.clean and run.rc == 0 and json.loads(run.out)["findings"] == [], run.out

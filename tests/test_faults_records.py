@@ -12,8 +12,16 @@ import pytest
 from tests.conftest import operator_yaml
 from tests.fault_helpers import HEAD, kb, one_operator, tree
 
-VERBS = [("show", "npu_test_op"), ("search", "testing"), ("list",), ("index",),
-         ("check", "c.yaml"), ("validate",), ("tree", "attention"), ("advise", "attention")]  # fmt: skip
+VERBS = [
+    ("show", "npu_test_op"),
+    ("search", "testing"),
+    ("list",),
+    ("index",),
+    ("check", "c.yaml"),
+    ("validate",),
+    ("tree", "attention"),
+    ("advise", "attention"),
+]
 
 
 def test_a_directory_named_like_a_record_is_a_directory(tmp_path: Path) -> None:
@@ -46,8 +54,13 @@ def test_a_fifo_among_the_records_is_never_opened(tmp_path: Path) -> None:
 
 
 def test_colons_in_file_names_keep_positions_readable(tmp_path: Path) -> None:
-    root = tree(tmp_path / "rec", {"operators/npu_test_op.yaml": operator_yaml(),
-                                   "operators/a:b.yaml": "kind: operator\nname: [\n"})  # fmt: skip
+    root = tree(
+        tmp_path / "rec",
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "operators/a:b.yaml": "kind: operator\nname: [\n",
+        },
+    )
     run = kb(tmp_path, "validate", records=root)
     assert run.clean and run.rc == 2
     assert f"{root}/operators/a:b.yaml:3:1: YAML does not parse" in run.out
@@ -65,16 +78,28 @@ def test_an_empty_records_dir_says_so(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [(lambda t: t + "since: 2024-13-45\n", "since: unknown field"),
-     (lambda t: t.replace("allowed: [a, b]", f"allowed: [a, b, {'7' * 5000}]"),
-      "is 5000 characters long"),
-     (lambda t: t.replace("allowed: [a, b]", "allowed: [a, b]\n    range: {max: 1" + "0" * 400 + "}"),
-      "is 401 characters long"),
-     (lambda t: t.replace("description: A small", "description: A \x00small"),
-      "npu_test_op.yaml:7:16: binary file (NUL bytes)")],
+    [
+        (lambda t: t + "since: 2024-13-45\n", "since: unknown field"),
+        (
+            lambda t: t.replace("allowed: [a, b]", f"allowed: [a, b, {'7' * 5000}]"),
+            "is 5000 characters long",
+        ),
+        (
+            lambda t: t.replace(
+                "allowed: [a, b]", "allowed: [a, b]\n    range: {max: 1" + "0" * 400 + "}"
+            ),
+            "is 401 characters long",
+        ),
+        (
+            lambda t: t.replace("description: A small", "description: A \x00small"),
+            "npu_test_op.yaml:7:16: binary file (NUL bytes)",
+        ),
+    ],
     ids=["bad-date", "5000-digits", "10**400", "nul"],
-)  # fmt: skip
-def test_bad_values_in_a_record_are_problems_at_their_line(tmp_path: Path, change, message: str) -> None:
+)
+def test_bad_values_in_a_record_are_problems_at_their_line(
+    tmp_path: Path, change, message: str
+) -> None:
     root = one_operator(tmp_path / "rec", change(operator_yaml()))
     for args in (("validate",), ("show", "npu_test_op"), ("search", "testing")):
         run = kb(tmp_path, *args, records=root)
@@ -83,7 +108,9 @@ def test_bad_values_in_a_record_are_problems_at_their_line(tmp_path: Path, chang
 
 
 def test_a_broken_store_exits_2_from_every_verb(tmp_path: Path) -> None:
-    root = one_operator(tmp_path / "rec", operator_yaml().replace("status: stable", "status: stabel"))
+    root = one_operator(
+        tmp_path / "rec", operator_yaml().replace("status: stable", "status: stabel")
+    )
     (tmp_path / "c.yaml").write_text(HEAD)
     codes = {args[0]: kb(tmp_path, *args, records=root).rc for args in VERBS}
     assert codes == {args[0]: 2 for args in VERBS}
@@ -131,8 +158,9 @@ def test_a_record_torn_during_the_load_is_read_again(rewritten, monkeypatch) -> 
     assert len(calls) >= 2 and not found.broken and found.problems == [], found.problems
 
 
-def test_a_record_changed_before_the_cross_checks_is_not_a_traceback(rewritten,
-                                                                     monkeypatch) -> None:  # fmt: skip
+def test_a_record_changed_before_the_cross_checks_is_not_a_traceback(
+    rewritten, monkeypatch
+) -> None:
     """The load saw a valid tree; the cross-checks reopen the catalog after a save began
     (before: StoreInvalid escaped as a traceback from kb validate)."""
     import kb.audit.crosscheck as crosscheck

@@ -35,8 +35,11 @@ def sc() -> Any:
 
 
 def _module(body: str) -> str:
-    return ("import torch_npu\n\n\ndef f(x, g):\n" + textwrap.indent(body, "    ")
-            + "    return torch_npu.npu_rms_norm(x, g, **kw)\n")  # fmt: skip
+    return (
+        "import torch_npu\n\n\ndef f(x, g):\n"
+        + textwrap.indent(body, "    ")
+        + "    return torch_npu.npu_rms_norm(x, g, **kw)\n"
+    )
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, budget: int) -> list[int]:
@@ -56,17 +59,21 @@ def _counted(monkeypatch: pytest.MonkeyPatch, budget: int) -> list[int]:
 
 BIG_DICTS = {
     "literal": "kw = {" + ", ".join(f'"k{i}": {i}' for i in range(KEYS)) + "}\n",
-    "literal, one key a line": "kw = {\n" + "".join(f'    "k{i}": {i},\n' for i in range(KEYS)) + "}\n",
+    "literal, one key a line": "kw = {\n"
+    + "".join(f'    "k{i}": {i},\n' for i in range(KEYS))
+    + "}\n",
     "item stores": "kw = {}\n" + "".join(f'kw["k{i}"] = {i}\n' for i in range(KEYS)),
     "update": "kw = {}\nkw.update(" + ", ".join(f"k{i}={i}" for i in range(KEYS)) + ")\n",
     # half the keys: each statement is a call the scan walks, the slowest of these to read
-    "update in pieces": "kw = {}\n" + "".join(f'kw.update({{"k{i}": {i}}})\n' for i in range(KEYS // 2)),
+    "update in pieces": "kw = {}\n"
+    + "".join(f'kw.update({{"k{i}": {i}}})\n' for i in range(KEYS // 2)),
 }
 
 
 @pytest.mark.parametrize("body", BIG_DICTS.values(), ids=BIG_DICTS.keys())
-def test_a_20000_key_kwargs_dict_is_traced_in_linear_time(sc: Any, body: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_20000_key_kwargs_dict_is_traced_in_linear_time(
+    sc: Any, body: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = _module(body)
     start = time.perf_counter()
     ast.parse(text)
@@ -114,12 +121,18 @@ print(len(report.sites), peak, tracemalloc.get_traced_memory()[0])
 
 def test_a_scan_holds_one_files_ast_at_a_time(tmp_path: Path) -> None:
     for k in range(FILES):
-        rows = "".join(f"T{r} = [" + ", ".join(str(j % 10) for j in range(200)) + "]\n"
-                       for r in range(40))  # fmt: skip
+        rows = "".join(
+            f"T{r} = [" + ", ".join(str(j % 10) for j in range(200)) + "]\n" for r in range(40)
+        )
         (tmp_path / f"m{k}.py").write_text(_module('kw = {"epsilon": 1e-6}\n') + rows)
     env = {**os.environ, "PYTHONPATH": str(CODE)}
-    run = subprocess.run([sys.executable, "-c", _MEASURE, str(tmp_path)], capture_output=True,
-                         text=True, timeout=120, env=env)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     sites, peak, tree_bytes = (int(x) for x in run.stdout.split())
     assert sites == FILES

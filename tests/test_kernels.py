@@ -69,8 +69,9 @@ def test_registration_reader_reads_socs_lists_and_configs() -> None:
     assert small is not None and [(t.name, t.dtypes) for t in small] == [("x", ["FLOAT16"])]
     assert kd.tensors_for("ascend950") == kd.tensors
     # the SoC held in a variable is reported, never guessed
-    assert kd.unreadable == ["gate/fix_gate/op_host/fix_gate_def.cpp:24: AddConfig without a "
-                             "literal SoC name"]
+    assert kd.unreadable == [
+        "gate/fix_gate/op_host/fix_gate_def.cpp:24: AddConfig without a literal SoC name"
+    ]
     assert kd.first_line == 5 and kd.last_line == 27
     assert not kd.conditional
 
@@ -105,11 +106,15 @@ def test_reader_reports_what_it_cannot_follow() -> None:
 
 
 def test_reader_is_linear_on_a_large_file() -> None:
-    body = "\n".join(f'        this->Input("x{i}").DataType({{ge::DT_INT8}}).Format({{ge::FORMAT_ND}});'
-                     for i in range(4000))  # fmt: skip
-    text = ("class Big : public OpDef {\npublic:\n    explicit Big(const char* n) : OpDef(n)\n"
-            f"    {{\n{body}\n        this->AICore().AddConfig(\"ascend910b\");\n    }}\n}};\n"
-            "OP_ADD(Big);\n")  # fmt: skip
+    body = "\n".join(
+        f'        this->Input("x{i}").DataType({{ge::DT_INT8}}).Format({{ge::FORMAT_ND}});'
+        for i in range(4000)
+    )
+    text = (
+        "class Big : public OpDef {\npublic:\n    explicit Big(const char* n) : OpDef(n)\n"
+        f'    {{\n{body}\n        this->AICore().AddConfig("ascend910b");\n    }}\n}};\n'
+        "OP_ADD(Big);\n"
+    )
     [kd] = parse_def(text, "big_def.cpp")
     assert len(kd.tensors) == 4000 and list(kd.socs) == ["ascend910b"]
 
@@ -123,7 +128,10 @@ def _write(root: Path, rel: str, text: str) -> None:
 @pytest.fixture()
 def trees(tmp_path: Path) -> tuple[Path, Path]:
     plugin, ops = tmp_path / "plugin", tmp_path / "ops"
-    _write(plugin, "op_plugin/ops/opapi/FixKernelNpuOpApi.cpp", """\
+    _write(
+        plugin,
+        "op_plugin/ops/opapi/FixKernelNpuOpApi.cpp",
+        """\
         namespace op_api {
         static void launch(const at::Tensor &x, at::Tensor &y)
         {
@@ -160,21 +168,28 @@ def trees(tmp_path: Path) -> tuple[Path, Path]:
             return x;
         }
         }
-        """)
-    _write(plugin, "op_plugin/config/op_plugin_functions.yaml", """\
+        """,
+    )
+    _write(
+        plugin,
+        "op_plugin/config/op_plugin_functions.yaml",
+        """\
         custom:
           - func: npu_fix_generated(Tensor self) -> Tensor
             op_api: all_version
             gen_opapi:
               exec: aclnnFixGate
-        """)
+        """,
+    )
     _write(ops, "gate/fix_gate/op_host/fix_gate_def.cpp", DEF_CPP)
     _write(ops, "gate/fix_gate/docs/aclnnFixGate.md", "# fixture page\n")
     _write(ops, "experimental/gate/fix_gate/docs/aclnnFixGate.md", "# fixture page\n")
     return plugin, ops
 
 
-def test_wrapper_links_follow_helpers_symint_and_generated_entries(trees: tuple[Path, Path]) -> None:
+def test_wrapper_links_follow_helpers_symint_and_generated_entries(
+    trees: tuple[Path, Path],
+) -> None:
     wrappers = load_wrappers(trees[0])
     [link] = wrappers.links("npu_fix_gate")
     assert (link.aclnn, link.gated, link.refuses) == ("aclnnFixGate", False, [])
@@ -197,8 +212,9 @@ def test_aclnn_directory_prefers_the_released_one(trees: tuple[Path, Path]) -> N
 def _harvest(trees: tuple[Path, Path], api: str) -> list[dict]:
     repo = KernelRepo("example/ops", "abc1234", trees[1])
     repo.load()
-    outcome = harvest_record(api, load_wrappers(trees[0]), [repo], ("example/plugin", "def5678"),
-                             PRODUCT_SOCS)  # fmt: skip
+    outcome = harvest_record(
+        api, load_wrappers(trees[0]), [repo], ("example/plugin", "def5678"), PRODUCT_SOCS
+    )
     for block in outcome.kernels:
         Kernel.model_validate(block)
     return outcome.kernels
@@ -209,8 +225,9 @@ def test_harvest_builds_validated_blocks_and_kernel_products(trees: tuple[Path, 
     assert block["op_type"] == "FixGate" and block["lines"] == "5-27"
     assert block["products"] == ["atlas-a2", "atlas-a3", "atlas-inference", "ascend-950"]
     groups = {tuple(g["socs"]): g["inputs"] for g in block["inputs"]}
-    assert groups[("ascend310p", "kirinx90")] == [{"name": "x", "dtypes": ["FLOAT16"],
-                                                   "formats": ["ND"]}]  # fmt: skip
+    assert groups[("ascend310p", "kirinx90")] == [
+        {"name": "x", "dtypes": ["FLOAT16"], "formats": ["ND"]}
+    ]
     assert groups[("ascend910b", "ascend910_93", "ascend950")][0]["dtypes"] == ["FLOAT16", "BF16"]
     assert kernel_products({"kernels": [block]}) == block["products"]
     [refused] = _harvest(trees, "npu_fix_refused")
@@ -310,14 +327,23 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     ]
     for name, products, unsupported, extra in rows:
         (ops / f"{name}.yaml").write_text(
-            _RECORD.format(name=name, category="activation", products=products,
-                           unsupported=unsupported, extra=extra), encoding="utf-8")  # fmt: skip
+            _RECORD.format(
+                name=name,
+                category="activation",
+                products=products,
+                unsupported=unsupported,
+                extra=extra,
+            ),
+            encoding="utf-8",
+        )
     return open_catalog(root)
 
 
 def _check(catalog: Catalog, op: str, product: str, extra: str = "") -> list[Finding]:
-    text = (f"version: 1\ntarget: {{product: {product}}}\ncandidates:\n"
-            f"  - module: model.layers.*.mlp\n    operator: {op}\n{extra}")  # fmt: skip
+    text = (
+        f"version: 1\ntarget: {{product: {product}}}\ncandidates:\n"
+        f"  - module: model.layers.*.mlp\n    operator: {op}\n{extra}"
+    )
     return check_text(text, "c.yaml", catalog=catalog)
 
 
@@ -370,23 +396,35 @@ def test_a_partly_documented_family_stays_silent_in_kb208_and_kb209(catalog: Cat
     assert _codes(_check(catalog, "npu_fix_plain", "atlas-a2-inference")) == [("KB208", "warning")]
 
 
-def test_harvest_script_writes_blocks_in_place(trees: tuple[Path, Path], tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_harvest_script_writes_blocks_in_place(
+    trees: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "harvest_kernels", Path(__file__).parent.parent / "scripts" / "harvest_kernels.py")
+        "harvest_kernels", Path(__file__).parent.parent / "scripts" / "harvest_kernels.py"
+    )
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     records = tmp_path / "records" / "operators"
     records.mkdir(parents=True)
-    text = _RECORD.format(name="npu_fix_gate", category="activation", products="[atlas-a2]",
-                          unsupported="[]", extra="# a curated comment stays\n")  # fmt: skip
+    text = _RECORD.format(
+        name="npu_fix_gate",
+        category="activation",
+        products="[atlas-a2]",
+        unsupported="[]",
+        extra="# a curated comment stays\n",
+    )
     (records / "npu_fix_gate.yaml").write_text(text, encoding="utf-8")
-    argv = ["--records", str(tmp_path / "records"),
-            "--kernels", f"example/ops@abc1234={trees[1]}",
-            "--op-plugin", f"example/plugin@def5678={trees[0]}"]  # fmt: skip
+    argv = [
+        "--records",
+        str(tmp_path / "records"),
+        "--kernels",
+        f"example/ops@abc1234={trees[1]}",
+        "--op-plugin",
+        f"example/plugin@def5678={trees[0]}",
+    ]
     assert script.main(argv) == 0
     out = capsys.readouterr().out
     assert "records matched to kernels: 1" in out and "ascend-950 1" in out

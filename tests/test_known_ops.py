@@ -25,27 +25,44 @@ HEAD = "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
 
 def _releases(ops: dict[str, str]) -> ReleaseData:
     """Two harvested releases; every operator in both with one schema."""
-    return ReleaseData({"format": 1, "releases": ["9.8.0", "9.9.0"],
-                        "operators": {k: {"runs": [["9.8.0", "9.9.0", 0]], "schemas": [v]}
-                                      for k, v in ops.items()}})  # fmt: skip
+    return ReleaseData(
+        {
+            "format": 1,
+            "releases": ["9.8.0", "9.9.0"],
+            "operators": {
+                k: {"runs": [["9.8.0", "9.9.0", 0]], "schemas": [v]} for k, v in ops.items()
+            },
+        }
+    )
 
 
 # -- the maintainer step ------------------------------------------------------------------
 
 
 def test_step_writes_only_what_the_harvest_lacks() -> None:
-    harvested = _releases({"npu_fake_codegen_only": "npu_fake_codegen_only(Tensor x, int n=2) -> Tensor",
-                           "npu_fake_scatter": "npu_fake_scatter(Tensor self, Tensor indices, Tensor updates) -> Tensor"})  # fmt: skip
-    report = knownops.build(UPSTREAM / "op-plugin", UPSTREAM / "wheel", "abc1234", harvested, "9.9.0")
+    harvested = _releases(
+        {
+            "npu_fake_codegen_only": "npu_fake_codegen_only(Tensor x, int n=2) -> Tensor",
+            "npu_fake_scatter": "npu_fake_scatter(Tensor self, Tensor indices, Tensor updates) -> Tensor",
+        }
+    )
+    report = knownops.build(
+        UPSTREAM / "op-plugin", UPSTREAM / "wheel", "abc1234", harvested, "9.9.0"
+    )
     ops = report.data["operators"]
     assert report.covered == 1  # npu_fake_codegen_only: same schema in releases.json
     assert "npu_fake_codegen_only" not in ops and "npu_fake_scatter" not in ops
-    assert ops["_npu_fake_codegen_only"] == {"namespace": "npu", "source": "wheel 9.9.0",
-                                             "schemas": ["_npu_fake_codegen_only(Tensor x) -> Tensor"]}  # fmt: skip
+    assert ops["_npu_fake_codegen_only"] == {
+        "namespace": "npu",
+        "source": "wheel 9.9.0",
+        "schemas": ["_npu_fake_codegen_only(Tensor x) -> Tensor"],
+    }
     assert any("_npu_fake_codegen_only" in w for w in report.warnings)
     # op-plugin's own sections; ATen ("official") and .out overloads are left out
     assert ops["npu_fake_cast"]["source"] == "op_plugin_functions.yaml"
-    assert ops["npu_fake_undoc_backward"]["schemas"] == ["npu_fake_undoc_backward(Tensor grad, Tensor x) -> Tensor"]
+    assert ops["npu_fake_undoc_backward"]["schemas"] == [
+        "npu_fake_undoc_backward(Tensor grad, Tensor x) -> Tensor"
+    ]
     assert "add" not in ops and "npu_fake_outonly" not in ops
     # ATB: schema from atb_schemas.txt, names of atb_ops.yaml without one, _out left out
     assert ops["_npu_fake_paged"]["namespace"] == "atb"
@@ -58,8 +75,12 @@ def test_step_writes_only_what_the_harvest_lacks() -> None:
 def test_step_output_is_deterministic(tmp_path: Path) -> None:
     harvested = _releases({})
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    knownops.write(knownops.build(UPSTREAM / "op-plugin", UPSTREAM / "wheel", "abc1234", harvested, "9.9.0"), a)
-    knownops.write(knownops.build(UPSTREAM / "op-plugin", UPSTREAM / "wheel", "abc1234", harvested, "9.9.0"), b)
+    knownops.write(
+        knownops.build(UPSTREAM / "op-plugin", UPSTREAM / "wheel", "abc1234", harvested, "9.9.0"), a
+    )
+    knownops.write(
+        knownops.build(UPSTREAM / "op-plugin", UPSTREAM / "wheel", "abc1234", harvested, "9.9.0"), b
+    )
     assert a.read_bytes() == b.read_bytes()
 
 
@@ -79,16 +100,34 @@ def test_step_cli_reports_usage_errors(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_lookup_folds_overloads_and_strips_call_paths() -> None:
-    known = KnownOperators(_releases({"npu_x": "npu_x(Tensor a) -> Tensor",
-                                      "npu_x.Tensor": "npu_x.Tensor(Tensor a, Tensor b) -> Tensor"}),
-                           {"format": 1, "sources": {"op-plugin": {"commit": "abc1234def567"}},
-                            "operators": {"_npu_y": {"namespace": "atb", "source": "atb_schemas.txt",
-                                                     "schemas": ["_npu_y(Tensor q, int n) -> ()"]}}})  # fmt: skip
+    known = KnownOperators(
+        _releases(
+            {
+                "npu_x": "npu_x(Tensor a) -> Tensor",
+                "npu_x.Tensor": "npu_x.Tensor(Tensor a, Tensor b) -> Tensor",
+            }
+        ),
+        {
+            "format": 1,
+            "sources": {"op-plugin": {"commit": "abc1234def567"}},
+            "operators": {
+                "_npu_y": {
+                    "namespace": "atb",
+                    "source": "atb_schemas.txt",
+                    "schemas": ["_npu_y(Tensor q, int n) -> ()"],
+                }
+            },
+        },
+    )
     x = known.get("torch.ops.npu.npu_x")
     assert x is not None and len(x.schemas) == 2 and x.arg_names() == {"a", "b"}
     assert x.origin == "the torch_npu 9.9.0 wheel"
     y = known.get("torch_npu.atb._npu_y")
-    assert y is not None and y.namespace == "atb" and y.origin == "op-plugin atb_schemas.txt at abc1234def56"
+    assert (
+        y is not None
+        and y.namespace == "atb"
+        and y.origin == "op-plugin atb_schemas.txt at abc1234def56"
+    )
     assert known.get("npu_z") is None
 
 
@@ -115,8 +154,10 @@ def test_shipped_data_adds_to_releases_json_without_repeating_it() -> None:
 
 
 def test_check_known_operator_is_info_with_its_schema_and_binds_keywords() -> None:
-    text = HEAD + ("  - module: a\n    operator: _npu_dtype_cast\n    args: {dtype: 1, bogus: 2}\n"
-                   "  - module: b\n    operator: npu_not_a_real_op_zz\n")  # fmt: skip
+    text = HEAD + (
+        "  - module: a\n    operator: _npu_dtype_cast\n    args: {dtype: 1, bogus: 2}\n"
+        "  - module: b\n    operator: npu_not_a_real_op_zz\n"
+    )
     found = {(f.code, f.severity, f.line) for f in check_text(text, "c.yaml")}
     assert ("KB120", "info", 5) in found
     assert ("KB104", "error", 6) in found
@@ -130,7 +171,9 @@ def test_scan_binds_a_known_operator_to_its_schema(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(
         "import torch\nimport torch_npu\n\n\ndef f(x):\n"
         "    a = torch.ops.npu._npu_dtype_cast(x, torch.float16, 3)\n"
-        "    return torch_npu.npu_not_a_real_op_zz(a)\n", encoding="utf-8")  # fmt: skip
+        "    return torch_npu.npu_not_a_real_op_zz(a)\n",
+        encoding="utf-8",
+    )
     report = scan_paths([str(tmp_path)], ScanOptions(fusion=False, use_config=False))
     got = {(f.code, f.line) for f in report.findings}
     assert {("KB120", 6), ("KB501", 6), ("KB101", 7)} <= got
@@ -151,8 +194,10 @@ def test_show_prints_the_schema_and_exits_as_not_found(capsys: pytest.CaptureFix
 
 def test_vendor_evidence_turns_the_value_error_into_a_warning() -> None:
     catalog = open_catalog(FIXTURE_RECORDS)
-    cand = ("  - module: a\n    phase: prefill\n    operator: npu_fused_infer_attention_score_v2\n"
-            "    args: {{query_quant_mode: {}}}\n")  # fmt: skip
+    cand = (
+        "  - module: a\n    phase: prefill\n    operator: npu_fused_infer_attention_score_v2\n"
+        "    args: {{query_quant_mode: {}}}\n"
+    )
     cited = check_text(HEAD + cand.format(7), "v.yaml", catalog=catalog)
     assert [(f.code, f.severity) for f in cited] == [("KB121", "warning")]
     assert "Ascend/MindIE-SD" in cited[0].message

@@ -21,9 +21,14 @@ from kb.reference.mappings import BY_ID
 from kb.reference.proofs import verify
 
 #: ids the planner can emit that have no passing proof yet (issue 22, item 3)
-UNPROVEN: frozenset[str] = frozenset({
-    "attention_gqa_type_bsnd", "attention_mla_type_bsnd", "attention_noncausal_type_bsnd", "mla_prolog",
-})  # fmt: skip
+UNPROVEN: frozenset[str] = frozenset(
+    {
+        "attention_gqa_type_bsnd",
+        "attention_mla_type_bsnd",
+        "attention_noncausal_type_bsnd",
+        "mla_prolog",
+    }
+)
 
 
 def _layouts() -> set[str]:
@@ -40,7 +45,9 @@ def _layouts() -> set[str]:
 
 def emitted() -> set[str]:
     """The ids a plan stage can carry (the fallbacks say "undecided" and are not ids of a mapping)."""
-    return set(ids.PLANNED) | {ids.attention(f, lay) for f in ids.ATTENTION_FAMILIES for lay in _layouts()}
+    return set(ids.PLANNED) | {
+        ids.attention(f, lay) for f in ids.ATTENTION_FAMILIES for lay in _layouts()
+    }
 
 
 def _proven(mapping_id: str) -> bool:
@@ -57,9 +64,13 @@ def test_every_planned_id_is_proven_or_listed_unproven() -> None:
     ids_now = emitted()
     unproven = {i for i in ids_now if not _proven(i)}
     new = sorted(unproven - UNPROVEN)
-    assert not new, f"the planner can emit ids without a passing proof, not listed in UNPROVEN: {new}"
+    assert not new, (
+        f"the planner can emit ids without a passing proof, not listed in UNPROVEN: {new}"
+    )
     proven_now = sorted(UNPROVEN - unproven)
-    assert not proven_now, f"proven now (or no longer emitted): take them off UNPROVEN: {proven_now}"
+    assert not proven_now, (
+        f"proven now (or no longer emitted): take them off UNPROVEN: {proven_now}"
+    )
 
 
 def test_a_listed_id_is_one_the_planner_can_emit() -> None:

@@ -26,7 +26,9 @@ CORPUS = HERE.parent.parent / "shared" / "corpus" / "vllm-ascend"
 
 def test_transcribed_shipping_calls_pass_kb_check() -> None:
     findings = check_paths(PRACTICE)
-    assert [f"{f.file}:{f.line}: {f.code} {f.message}" for f in findings if f.severity == "error"] == []
+    assert [
+        f"{f.file}:{f.line}: {f.code} {f.message}" for f in findings if f.severity == "error"
+    ] == []
 
 
 def test_the_transcription_covers_every_module_family() -> None:
@@ -43,17 +45,51 @@ def test_the_transcription_covers_every_module_family() -> None:
         families.add(rec["category"])
         if rec["category"] == "matmul" and "quant" in rec["name"]:
             families.add("quantized-matmul")
-    assert {"attention", "mla", "moe", "quantized-matmul", "norm", "rope", "kv-cache",
-            "prefetch"} <= families  # fmt: skip
+    assert {
+        "attention",
+        "mla",
+        "moe",
+        "quantized-matmul",
+        "norm",
+        "rope",
+        "kv-cache",
+        "prefetch",
+    } <= families
 
 
 # -- the corpus ----------------------------------------------------------------------------
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not here")
-SUBMODULES = {"npu", "profiler", "_C", "multiprocessing", "_inductor", "testing", "op_plugin",
-              "contrib", "utils", "dynamo", "distributed", "optim", "onnx", "asd"}  # fmt: skip
-DTYPES = {"hifloat8", "float8_e8m0fnu", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4",
-          "float8_e5m2", "float8_e4m3fn", "bfloat16", "float16", "float32", "int8", "int32"}  # fmt: skip
+SUBMODULES = {
+    "npu",
+    "profiler",
+    "_C",
+    "multiprocessing",
+    "_inductor",
+    "testing",
+    "op_plugin",
+    "contrib",
+    "utils",
+    "dynamo",
+    "distributed",
+    "optim",
+    "onnx",
+    "asd",
+}
+DTYPES = {
+    "hifloat8",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "float4_e1m2fn_x2",
+    "int4",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "bfloat16",
+    "float16",
+    "float32",
+    "int8",
+    "int32",
+}
 
 
 def _dotted(node: ast.AST) -> list[str]:
@@ -77,10 +113,19 @@ def independent_count(root: Path) -> int:
                 tree = ast.parse(Path(dirpath, name).read_text(encoding="utf-8"))
             except (SyntaxError, UnicodeDecodeError):
                 continue
-            aliases = {"torch_npu"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import)
-                                       for a in n.names if a.name == "torch_npu" and a.asname}  # fmt: skip
-            imported = {a.asname or a.name for n in ast.walk(tree)
-                        if isinstance(n, ast.ImportFrom) and n.module == "torch_npu" for a in n.names}  # fmt: skip
+            aliases = {"torch_npu"} | {
+                a.asname
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Import)
+                for a in n.names
+                if a.name == "torch_npu" and a.asname
+            }
+            imported = {
+                a.asname or a.name
+                for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module == "torch_npu"
+                for a in n.names
+            }
             for node in ast.walk(tree):
                 if not isinstance(node, ast.Call):
                     continue
@@ -89,7 +134,10 @@ def independent_count(root: Path) -> int:
                     parts = parts[:-1]
                 if len(parts) == 2 and parts[0] in aliases and parts[1] not in SUBMODULES | DTYPES:
                     total += not parts[1].startswith("__")
-                elif (len(parts) == 4 and parts[:3] in (["torch", "ops", "npu"], ["torch", "ops", "atb"])) or (len(parts) == 1 and parts[0] in imported):
+                elif (
+                    len(parts) == 4
+                    and parts[:3] in (["torch", "ops", "npu"], ["torch", "ops", "atb"])
+                ) or (len(parts) == 1 and parts[0] in imported):
                     total += 1
     return total
 
@@ -103,9 +151,13 @@ def test_scan_reads_the_corpus_with_no_false_errors() -> None:
     errors = [f for f in report.findings if f.severity == "error"]
     # the one known defect (../shared/corpus/README.md): the non-fp8 branch of the A5
     # adaptor's npu_grouped_matmul_swiglu_quant_v2 call
-    defect = [f for f in errors if f.file.endswith("vllm_ascend/device/device_op.py")
-              and 1190 <= f.line <= 1202]  # fmt: skip
+    defect = [
+        f
+        for f in errors
+        if f.file.endswith("vllm_ascend/device/device_op.py") and 1190 <= f.line <= 1202
+    ]
     assert {f.code for f in defect} == {"KB104", "KB506"}
-    assert {m for f in defect for m in re.findall(r"'(swiglu_limit|use_mxfp_quant)'", f.message)} == {
-        "swiglu_limit", "use_mxfp_quant"}
+    assert {
+        m for f in defect for m in re.findall(r"'(swiglu_limit|use_mxfp_quant)'", f.message)
+    } == {"swiglu_limit", "use_mxfp_quant"}
     assert [f"{f.file}:{f.line} {f.code} {f.message}" for f in errors if f not in defect] == []

@@ -31,7 +31,9 @@ _CITE = re.compile(r"@[0-9a-f]{7,40} (\S+\.py):(\d+)")
 
 
 def _candidates() -> list[tuple[Path, dict]]:
-    return [(p, c) for p in LISTS for c in yaml.safe_load(p.read_text(encoding="utf-8"))["candidates"]]
+    return [
+        (p, c) for p in LISTS for c in yaml.safe_load(p.read_text(encoding="utf-8"))["candidates"]
+    ]
 
 
 def test_transcribed_engine_calls_pass_kb_check_but_the_known_record_faults() -> None:
@@ -46,12 +48,15 @@ def test_transcribed_engine_calls_pass_kb_check_but_the_known_record_faults() ->
         if f.severity != "error":
             continue
         name = Path(f.file).name
-        cand = [c for p, c in cands if p.name == name][f.candidate] if f.candidate is not None else {}
+        cand = (
+            [c for p, c in cands if p.name == name][f.candidate] if f.candidate is not None else {}
+        )
         cite = _CITE.search(cand.get("evidence", ""))
         errors.add((name, f"{cite.group(1)}:{cite.group(2)}" if cite else "?", f.code))
     assert errors == set(EXPECTED_UNTIL_RECORD_FIXES), (
         "new errors, or a record fixed (drop its EXPECTED_UNTIL_RECORD_FIXES entry): "
-        f"{errors ^ set(EXPECTED_UNTIL_RECORD_FIXES)}")
+        f"{errors ^ set(EXPECTED_UNTIL_RECORD_FIXES)}"
+    )
 
 
 def test_the_transcription_is_large_and_cites_every_call() -> None:

@@ -61,18 +61,44 @@ def test_hidden_only_is_a_square_projection(capsys: pytest.CaptureFixture[str]) 
 
 
 @pytest.mark.parametrize("dtype,nbytes", [("bf16", 2), ("int8", 1)])
-def test_moe_gmm_sizes_follow_the_formula(capsys: pytest.CaptureFixture[str], dtype: str,
-                                          nbytes: int) -> None:  # fmt: skip
+def test_moe_gmm_sizes_follow_the_formula(
+    capsys: pytest.CaptureFixture[str], dtype: str, nbytes: int
+) -> None:
     hidden, inter, experts, tp = 7168, 2048, 16, 2
-    gmm1, gmm2 = sizes(capsys, "--moe", "--hidden", str(hidden), "--moe-intermediate", str(inter),
-                       "--experts-per-rank", str(experts), "--moe-tp", str(tp), "--dtype", dtype)  # fmt: skip
+    gmm1, gmm2 = sizes(
+        capsys,
+        "--moe",
+        "--hidden",
+        str(hidden),
+        "--moe-intermediate",
+        str(inter),
+        "--experts-per-rank",
+        str(experts),
+        "--moe-tp",
+        str(tp),
+        "--dtype",
+        dtype,
+    )
     # by hand: each local expert holds gate+up (2 * I / tp) and down (I / tp) slices of width H
     assert gmm1["theoretical_bytes"] == experts * hidden * (2 * inter // tp) * nbytes
     assert gmm2["theoretical_bytes"] == experts * hidden * (inter // tp) * nbytes
     assert gmm1["max_size"] == gmm1["theoretical_bytes"] // 2
-    (only2,) = sizes(capsys, "--moe", "--hidden", str(hidden), "--moe-intermediate", str(inter),
-                     "--experts-per-rank", str(experts), "--moe-tp", str(tp), "--dtype", dtype,
-                     "--gmm", "2")  # fmt: skip
+    (only2,) = sizes(
+        capsys,
+        "--moe",
+        "--hidden",
+        str(hidden),
+        "--moe-intermediate",
+        str(inter),
+        "--experts-per-rank",
+        str(experts),
+        "--moe-tp",
+        str(tp),
+        "--dtype",
+        dtype,
+        "--gmm",
+        "2",
+    )
     assert only2 == gmm2
 
 
@@ -82,13 +108,27 @@ def test_factor_override_and_ladder(capsys: pytest.CaptureFixture[str]) -> None:
     assert [step["factor"] for step in r["ladder"]] == [0.1, 0.3, 0.5, 0.7, 1.0]
 
 
-def test_formulas_and_factor_come_from_the_playbook(record_tree: Callable[..., Path],
-                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_formulas_and_factor_come_from_the_playbook(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     record_tree({"playbooks/prefetch.yaml": playbook("elements * dtype_bytes * 3", factor=0.25)})
     (r,) = sizes(capsys, "--shape", "100x100", "--dtype", "fp32")
     assert r["theoretical_bytes"] == 100 * 100 * 4 * 3 and r["max_size"] == 30_000
-    assert main(["prefetch-size", "--moe", "--hidden", "8", "--moe-intermediate", "8",
-                 "--experts-per-rank", "2"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "prefetch-size",
+                "--moe",
+                "--hidden",
+                "8",
+                "--moe-intermediate",
+                "8",
+                "--experts-per-rank",
+                "2",
+            ]
+        )
+        == 2
+    )
     assert "has no formula 'moe-gmm1'" in capsys.readouterr().err
 
 
@@ -121,18 +161,40 @@ def test_formulas_and_factor_come_from_the_playbook(record_tree: Callable[..., P
         (["--shape", "10x10", "--factor", "1.5"], "must be above 0 and at most 1"),
         (["--shape", "10x10", "--factor", "half"], "is not a number"),
         (["--shape", "10x10", "--tp", "0"], "--tp '0' must be a positive whole number"),
-        (["--moe", "--hidden", "8", "--moe-intermediate", "8", "--experts-per-rank", "2", "--tp", "2"],
-         "for expert weights use --moe-tp"),
+        (
+            [
+                "--moe",
+                "--hidden",
+                "8",
+                "--moe-intermediate",
+                "8",
+                "--experts-per-rank",
+                "2",
+                "--tp",
+                "2",
+            ],
+            "for expert weights use --moe-tp",
+        ),
         (["--shape", "10x10", "--window-us", "40"], "--window-us and --bandwidth go together"),
-        (["--shape", "10x10", "--window-us", "fast", "--bandwidth", "100"], "--window-us 'fast' is not a number"),
-        (["--shape", "10x10", "--window-us", "10", "--bandwidth", "-1"], "--bandwidth '-1' must be a positive"),
+        (
+            ["--shape", "10x10", "--window-us", "fast", "--bandwidth", "100"],
+            "--window-us 'fast' is not a number",
+        ),
+        (
+            ["--shape", "10x10", "--window-us", "10", "--bandwidth", "-1"],
+            "--bandwidth '-1' must be a positive",
+        ),
         (["--shape", "10x10", "--l2", "96 parsecs"], "unknown unit 'parsecs'"),
-        (["--shape", "10x10", "--l2", "L2_BYTES"], "--l2 'L2_BYTES' names something kb cannot size"),
+        (
+            ["--shape", "10x10", "--l2", "L2_BYTES"],
+            "--l2 'L2_BYTES' names something kb cannot size",
+        ),
         (["--shape", "10x10", "--l2", "0"], "--l2 '0' must be above 0"),
     ],
 )
-def test_bad_or_missing_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str],
-                                      expected: str) -> None:  # fmt: skip
+def test_bad_or_missing_input_exits_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
     assert main(["prefetch-size", *argv]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -158,8 +220,9 @@ def test_human_units() -> None:
 def test_tp_sharded_weights_are_sized_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
     """LongCat-Flash: hidden * intermediate * 2 * bytes // dense_tp_size for gate_up."""
     hidden, inter, tp = 6144, 12288, 2
-    (r,) = sizes(capsys, "--hidden", str(hidden), "--intermediate", str(inter), "--gate-up",
-                 "--tp", str(tp))  # fmt: skip
+    (r,) = sizes(
+        capsys, "--hidden", str(hidden), "--intermediate", str(inter), "--gate-up", "--tp", str(tp)
+    )
     assert r["theoretical_bytes"] == hidden * inter * 2 * 2 // tp
     assert r["tp"] == 2 and r["inputs"]["tp"] == 2
     (whole,) = sizes(capsys, "--shape", f"{hidden}x{inter}", "--tp", str(tp))
@@ -168,29 +231,45 @@ def test_tp_sharded_weights_are_sized_per_rank(capsys: pytest.CaptureFixture[str
 
 def test_window_and_l2_caps_bound_max_size(capsys: pytest.CaptureFixture[str]) -> None:
     # 40 us x 1200 GB/s = 48,000,000 bytes < 0.5 x 264,241,152
-    (r,) = sizes(capsys, "--shape", "7168x18432", "--window-us", "40", "--bandwidth", "1200",
-                 "--l2", "96MiB")  # fmt: skip
+    (r,) = sizes(
+        capsys, "--shape", "7168x18432", "--window-us", "40", "--bandwidth", "1200", "--l2", "96MiB"
+    )
     assert [c["id"] for c in r["caps"]] == ["window-cap", "l2-cap"]
     assert [c["bytes"] for c in r["caps"]] == [48_000_000, 96 * 1024**2]
     assert r["uncapped_max_size"] == 132120576 and r["max_size"] == 48_000_000
     assert r["limited_by"] == "window-cap"
     assert max(step["max_size"] for step in r["ladder"]) == 48_000_000
     (loose,) = sizes(capsys, "--shape", "1000x1000", "--l2", "96MiB")
-    assert loose["max_size"] == loose["uncapped_max_size"] == 1_000_000 and loose["limited_by"] is None
+    assert (
+        loose["max_size"] == loose["uncapped_max_size"] == 1_000_000 and loose["limited_by"] is None
+    )
     assert main(["prefetch-size", "--shape", "7168x18432", "--l2", "32MiB"]) == 0
     out = capsys.readouterr().out
-    assert "max_size     33554432 bytes" in out and "= l2-cap (the conservative factor 0.5 gives" in out
+    assert (
+        "max_size     33554432 bytes" in out
+        and "= l2-cap (the conservative factor 0.5 gives" in out
+    )
 
 
 def test_json_without_caps_keeps_its_shape(capsys: pytest.CaptureFixture[str]) -> None:
     (r,) = sizes(capsys, "--shape", "100x100")
     assert r["caps"] == [] and r["limited_by"] is None and r["uncapped_max_size"] == r["max_size"]
-    assert {"label", "formula", "inputs", "dtype", "theoretical_bytes", "factor", "max_size",
-            "human", "ladder"} <= set(r)  # fmt: skip
+    assert {
+        "label",
+        "formula",
+        "inputs",
+        "dtype",
+        "theoretical_bytes",
+        "factor",
+        "max_size",
+        "human",
+        "ladder",
+    } <= set(r)
 
 
-def test_a_formula_without_tp_refuses_a_tp_degree(record_tree: Callable[..., Path],
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_formula_without_tp_refuses_a_tp_degree(
+    record_tree: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     record_tree({"playbooks/prefetch.yaml": playbook("elements * dtype_bytes", factor=0.5)})
     assert main(["prefetch-size", "--shape", "10x10", "--tp", "2"]) == 2
     assert "does not divide by tp" in capsys.readouterr().err
@@ -206,8 +285,13 @@ def codes(text: str) -> set[str]:
 
 
 def test_the_router_classifier_is_a_legal_target() -> None:
-    router = point(target="router.classifier", target_op="router", weight="{shape: [6144, 768], dtype: float32}",
-                   dependency='{name: "o_proj output", op: matmul, output: true}', max_size="9MiB")  # fmt: skip
+    router = point(
+        target="router.classifier",
+        target_op="router",
+        weight="{shape: [6144, 768], dtype: float32}",
+        dependency='{name: "o_proj output", op: matmul, output: true}',
+        max_size="9MiB",
+    )
     assert "KB401" not in codes(HEAD + router)
     assert "KB401" in codes(HEAD + point(target="input_layernorm", target_op="rms_norm"))
 
@@ -220,7 +304,9 @@ def test_the_router_classifier_is_a_legal_target() -> None:
         ('{name: "kv concat", op: concat}', {"KB402"}),
     ],
 )
-def test_a_finished_communication_output_is_a_legal_window(dependency: str, expected: set[str]) -> None:
+def test_a_finished_communication_output_is_a_legal_window(
+    dependency: str, expected: set[str]
+) -> None:
     found = codes(HEAD + point(dependency=dependency)) & {"KB402", "KB403"}
     assert found == expected
 

@@ -46,8 +46,11 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tracked files only, as a fresh clone would have them."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout to know the tracked files")
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
-                            check=True).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     dest = tmp_path_factory.mktemp("clone")
     for rel in filter(None, listed):
         src = ROOT / rel
@@ -61,8 +64,15 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_tour_command(command: str, codes: set[int], clone: Path) -> None:
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    proc = subprocess.run(shlex.split(command), cwd=clone, env=env, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        shlex.split(command),
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     assert proc.returncode in codes, f"{command} exited {proc.returncode}:\n{proc.stderr[-2000:]}"
     assert "Traceback" not in proc.stderr
     assert proc.stdout.strip() or proc.stderr.strip(), f"{command} printed nothing"

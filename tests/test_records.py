@@ -31,10 +31,50 @@ def test_json_schemas_are_current() -> None:
     for name, text in schemas().items():
         path = PACKAGE_DIR.parent / "schema" / name
         assert path.exists(), f"schema/{name} missing: run scripts/export_schema.py"
-        assert path.read_text(encoding="utf-8") == text, f"schema/{name} is stale: run scripts/export_schema.py"
+        assert path.read_text(encoding="utf-8") == text, (
+            f"schema/{name} is stale: run scripts/export_schema.py"
+        )
 
 
-ISSUE_2_OPERATORS = ["npu_mla_prolog", "npu_mla_prolog_v2", "npu_mla_prolog_v3", "npu_kv_rmsnorm_rope_cache", "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_incre_flash_attention", "npu_prompt_flash_attention", "npu_sparse_flash_attention", "npu_kv_quant_sparse_flash_attention", "npu_lightning_indexer", "npu_quant_lightning_indexer", "npu_scatter_pa_kv_cache", "npu_scatter_nd_update_", "scatter_update_", "npu_interleave_rope", "npu_apply_rotary_pos_emb", "npu_rotary_mul", "npu_rms_norm", "npu_add_rms_norm", "npu_transpose_batchmatmul", "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k", "npu_moe_init_routing_v2", "npu_moe_re_routing", "npu_grouped_matmul", "npu_moe_finalize_routing", "npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2", "npu_moe_distribute_combine_add_rms_norm", "npu_dynamic_quant", "npu_dequant_swiglu_quant", "npu_swiglu", "npu_quant_matmul", "npu_weight_quant_batchmatmul", "npu_prefetch", "npu_format_cast"]
+ISSUE_2_OPERATORS = [
+    "npu_mla_prolog",
+    "npu_mla_prolog_v2",
+    "npu_mla_prolog_v3",
+    "npu_kv_rmsnorm_rope_cache",
+    "npu_fused_infer_attention_score",
+    "npu_fused_infer_attention_score_v2",
+    "npu_incre_flash_attention",
+    "npu_prompt_flash_attention",
+    "npu_sparse_flash_attention",
+    "npu_kv_quant_sparse_flash_attention",
+    "npu_lightning_indexer",
+    "npu_quant_lightning_indexer",
+    "npu_scatter_pa_kv_cache",
+    "npu_scatter_nd_update_",
+    "scatter_update_",
+    "npu_interleave_rope",
+    "npu_apply_rotary_pos_emb",
+    "npu_rotary_mul",
+    "npu_rms_norm",
+    "npu_add_rms_norm",
+    "npu_transpose_batchmatmul",
+    "npu_moe_gating_top_k_softmax",
+    "npu_moe_gating_top_k",
+    "npu_moe_init_routing_v2",
+    "npu_moe_re_routing",
+    "npu_grouped_matmul",
+    "npu_moe_finalize_routing",
+    "npu_moe_distribute_dispatch_v2",
+    "npu_moe_distribute_combine_v2",
+    "npu_moe_distribute_combine_add_rms_norm",
+    "npu_dynamic_quant",
+    "npu_dequant_swiglu_quant",
+    "npu_swiglu",
+    "npu_quant_matmul",
+    "npu_weight_quant_batchmatmul",
+    "npu_prefetch",
+    "npu_format_cast",
+]
 
 
 @pytest.mark.parametrize("name", ISSUE_2_OPERATORS)
@@ -45,7 +85,9 @@ def test_workflow_operators_are_complete(catalog, name: str) -> None:
     assert rec["upstream"]["path"] and rec["upstream"]["url"]
     for p in rec["parameters"]:
         assert p["description"], f"{name}.{p['name']} has no description"
-        if p["type"].startswith("Tensor") and not (p.get("reserved") or p.get("any_dtype") or p.get("undocumented")):
+        if p["type"].startswith("Tensor") and not (
+            p.get("reserved") or p.get("any_dtype") or p.get("undocumented")
+        ):
             assert p["dtypes"], f"{name}.{p['name']} lists no dtypes"
 
 
@@ -57,7 +99,9 @@ def test_mla_prolog_v3_facts(catalog, capsys) -> None:
         "Tensor weight_dkv_kr, Tensor rmsnorm_gamma_cq, Tensor rmsnorm_gamma_ckv, Tensor rope_sin, "
         "Tensor rope_cos, Tensor(a!) kv_cache, Tensor(b!) kr_cache, *, Tensor? cache_index=None, "
     )
-    assert rec["signature"].endswith("int? kv_cache_dtype=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
+    assert rec["signature"].endswith(
+        "int? kv_cache_dtype=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+    )
     params = {p["name"]: p for p in rec["parameters"]}
     assert params["weight_dq"]["formats"] == ["FRACTAL_NZ"]
     assert sorted(rec["products"]) == ["ascend-950", "atlas-a2", "atlas-a3"]
@@ -99,8 +143,11 @@ def test_examples_pass_kb_scan(tmp_path: Any) -> None:
             path.write_text(ex["code"], encoding="utf-8")
             options = ScanOptions(fusion=False, use_config=False, product=product)
             report = scanner(catalog, options).scan([str(path)])
-            problems += [f"{rec['name']} example {i}: {f.line}: {f.code} {f.message}"
-                         for f in report.findings if f.severity == "error"]  # fmt: skip
+            problems += [
+                f"{rec['name']} example {i}: {f.line}: {f.code} {f.message}"
+                for f in report.findings
+                if f.severity == "error"
+            ]
     assert problems == []
 
 
@@ -131,8 +178,11 @@ def test_top_level_help_lists_verbs(capsys) -> None:
 
 def test_no_placeholder_words_ship() -> None:
     """Importer drafts carry 'TODO:' words; a shipped record must have ours instead."""
-    offenders = [str(p.relative_to(records_dir())) for p in records_dir().rglob("*.yaml")
-                 if "TODO:" in p.read_text(encoding="utf-8")]  # fmt: skip
+    offenders = [
+        str(p.relative_to(records_dir()))
+        for p in records_dir().rglob("*.yaml")
+        if "TODO:" in p.read_text(encoding="utf-8")
+    ]
     assert offenders == []
 
 
@@ -142,13 +192,22 @@ def _example_candidates(rec: dict[str, Any], catalog: Any) -> list[dict[str, Any
     for ex in rec["examples"]:
         for call in _calls(ast.parse(ex["code"])):
             callee = _callee(call)
-            target = catalog.get(callee) if callee and callee.startswith(("torch_npu.", "torch.ops.")) else None
+            target = (
+                catalog.get(callee)
+                if callee and callee.startswith(("torch_npu.", "torch.ops."))
+                else None
+            )
             if target is None or target["name"] != rec["name"]:
                 continue
             params = {p["name"]: p for p in target["parameters"]}
-            args = {kw.arg: kw.value.value for kw in call.keywords
-                    if kw.arg in params and not params[kw.arg]["type"].startswith("Tensor")
-                    and isinstance(kw.value, ast.Constant) and kw.value.value is not None}  # fmt: skip
+            args = {
+                kw.arg: kw.value.value
+                for kw in call.keywords
+                if kw.arg in params
+                and not params[kw.arg]["type"].startswith("Tensor")
+                and isinstance(kw.value, ast.Constant)
+                and kw.value.value is not None
+            }
             out.append({"module": ex["title"], "operator": rec["name"], "args": args})
     return out
 
@@ -165,8 +224,11 @@ def test_examples_pass_the_records_own_rules(rec: dict[str, Any]) -> None:
         errors_per_product = []
         for product in rec["products"] or ["atlas-a3"]:
             doc = {"version": 1, "target": {"product": product}, "candidates": [cand]}
-            errors = [f"{f.code} {f.message}" for f in check_text(yaml.safe_dump(doc), catalog=catalog)
-                      if f.severity == "error"]  # fmt: skip
+            errors = [
+                f"{f.code} {f.message}"
+                for f in check_text(yaml.safe_dump(doc), catalog=catalog)
+                if f.severity == "error"
+            ]
             errors_per_product.append(errors)
             if not errors:
                 break

@@ -16,13 +16,30 @@ from kb.reference.mappings import BY_ID, MAPPINGS
 from kb.reference.proofs import PROOFS, verify
 
 #: the ids the planner relies on (issue 22); the table may hold more
-REQUIRED = {"rms_norm", "rms_norm_one_plus_w", "add_rms_norm", "layer_norm", "rope_half",
-            "rope_interleave", "swiglu", "geglu", "gelu_tanh", "router_softmax_topk",
-            "router_softmax_bias_topk", "router_sigmoid_bias_group_topk",
-            "router_topk_then_sigmoid", "moe_experts_loop", "attention_gqa_bsh",
-            "attention_gqa_bsnd", "attention_gqa_bnsd", "attention_gqa_tnd",
-            "attention_sliding_window", "cache_write_paged", "cache_write_contiguous",
-            "dynamic_quant_int8_matmul"}  # fmt: skip
+REQUIRED = {
+    "rms_norm",
+    "rms_norm_one_plus_w",
+    "add_rms_norm",
+    "layer_norm",
+    "rope_half",
+    "rope_interleave",
+    "swiglu",
+    "geglu",
+    "gelu_tanh",
+    "router_softmax_topk",
+    "router_softmax_bias_topk",
+    "router_sigmoid_bias_group_topk",
+    "router_topk_then_sigmoid",
+    "moe_experts_loop",
+    "attention_gqa_bsh",
+    "attention_gqa_bsnd",
+    "attention_gqa_bnsd",
+    "attention_gqa_tnd",
+    "attention_sliding_window",
+    "cache_write_paged",
+    "cache_write_contiguous",
+    "dynamic_quant_int8_matmul",
+}
 
 
 def test_the_table_holds_the_required_ids_once() -> None:
@@ -46,12 +63,15 @@ def test_mapping_is_proven(mapping_id: str) -> None:
     assert verify(mapping_id) == []
 
 
-@pytest.mark.parametrize("mapping_id", ["rms_norm", "router_sigmoid_bias_group_topk", "attention_gqa_tnd"])
+@pytest.mark.parametrize(
+    "mapping_id", ["rms_norm", "router_sigmoid_bias_group_topk", "attention_gqa_tnd"]
+)
 def test_proofs_hold_for_other_seeds(mapping_id: str) -> None:
     assert verify(mapping_id, seed=7) == []
 
 
 # -- the newer proofs can fail: the classic mistake of each differs beyond tolerance ----------
+
 
 def test_gelu_erf_is_not_the_tanh_curve() -> None:
     import numpy as np
@@ -97,9 +117,19 @@ def test_noncausal_attention_is_not_the_causal_call() -> None:
 
     rng = np.random.default_rng(3)
     q, k, v = (rng.standard_normal((1, 2, 5, 8)).astype(np.float16) for _ in range(3))
-    full = run("npu_fused_infer_attention_score", q, k, v, num_heads=2, input_layout="BNSD", sparse_mode=0)[0]
-    causal = run("npu_fused_infer_attention_score", q, k, v, num_heads=2, input_layout="BNSD", sparse_mode=3,
-                 atten_mask=COMPRESSED)[0]  # fmt: skip
+    full = run(
+        "npu_fused_infer_attention_score", q, k, v, num_heads=2, input_layout="BNSD", sparse_mode=0
+    )[0]
+    causal = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k,
+        v,
+        num_heads=2,
+        input_layout="BNSD",
+        sparse_mode=3,
+        atten_mask=COMPRESSED,
+    )[0]
     assert Check("causal vs full", causal, full).error()
 
 
@@ -115,9 +145,21 @@ def test_mla_cache_write_rotates_the_deinterleaved_k_pe() -> None:
     ang = rng.random((1, 1, 2, 32)).astype(np.float32)
     cos, sin = (f(np.concatenate([ang, ang], -1)).astype(LOW["bfloat16"]) for f in (np.cos, np.sin))
     kc, cc = np.zeros((1, 1, 4, 64), LOW["bfloat16"]), np.zeros((1, 1, 4, 512), LOW["bfloat16"])
-    run("npu_kv_rmsnorm_rope_cache", kv, gamma, cos, sin, np.array([[0, 1]]), kc, cc, cache_mode="Norm")
+    run(
+        "npu_kv_rmsnorm_rope_cache",
+        kv,
+        gamma,
+        cos,
+        sin,
+        np.array([[0, 1]]),
+        kc,
+        cc,
+        cache_mode="Norm",
+    )
     pe = kv[..., 512:].astype(np.float32)  # the mistake: no view(32, 2).transpose
-    wrong = pe * cos.astype(np.float32) + np.concatenate([-pe[..., 32:], pe[..., :32]], -1) * sin.astype(np.float32)
+    wrong = pe * cos.astype(np.float32) + np.concatenate(
+        [-pe[..., 32:], pe[..., :32]], -1
+    ) * sin.astype(np.float32)
     assert Check("interleaved rope", kc[:, :, :2], wrong.astype(LOW["bfloat16"])).error()
 
 
@@ -129,16 +171,51 @@ def test_mla_attention_needs_the_rope_part_and_the_192_scale() -> None:
     from kb.reference.proving import Check
 
     rng = np.random.default_rng(5)
-    q, qr = rng.standard_normal((3, 2, 512)).astype(np.float16), rng.standard_normal((3, 2, 64)).astype(np.float16)
-    c, kr = rng.standard_normal((3, 1, 512)).astype(np.float16), rng.standard_normal((3, 1, 64)).astype(np.float16)
-    args = {"num_heads": 2, "num_key_value_heads": 1, "input_layout": "TND", "actual_seq_lengths": [3],
-            "actual_seq_lengths_kv": [3]}  # fmt: skip
-    right = run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, scale=1 / np.sqrt(192),
-                **args)[0]  # fmt: skip
+    q, qr = (
+        rng.standard_normal((3, 2, 512)).astype(np.float16),
+        rng.standard_normal((3, 2, 64)).astype(np.float16),
+    )
+    c, kr = (
+        rng.standard_normal((3, 1, 512)).astype(np.float16),
+        rng.standard_normal((3, 1, 64)).astype(np.float16),
+    )
+    args = {
+        "num_heads": 2,
+        "num_key_value_heads": 1,
+        "input_layout": "TND",
+        "actual_seq_lengths": [3],
+        "actual_seq_lengths_kv": [3],
+    }
+    right = run(
+        "npu_fused_infer_attention_score",
+        q,
+        c,
+        c,
+        query_rope=qr,
+        key_rope=kr,
+        scale=1 / np.sqrt(192),
+        **args,
+    )[0]
     no_rope = run("npu_fused_infer_attention_score", q, c, c, scale=1 / np.sqrt(192), **args)[0]
-    wide = run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, scale=1 / np.sqrt(576),
-               **args)[0]  # fmt: skip
+    wide = run(
+        "npu_fused_infer_attention_score",
+        q,
+        c,
+        c,
+        query_rope=qr,
+        key_rope=kr,
+        scale=1 / np.sqrt(576),
+        **args,
+    )[0]
     assert Check("no rope", no_rope, right).error() and Check("scale 576", wide, right).error()
-    ntd = run("npu_fused_infer_attention_score", q, c, c, query_rope=qr, key_rope=kr, scale=1 / np.sqrt(192),
-              **{**args, "input_layout": "TND_NTD"})[0]  # fmt: skip
+    ntd = run(
+        "npu_fused_infer_attention_score",
+        q,
+        c,
+        c,
+        query_rope=qr,
+        key_rope=kr,
+        scale=1 / np.sqrt(192),
+        **{**args, "input_layout": "TND_NTD"},
+    )[0]
     assert ntd.shape == (2, 3, 512) and Check("TND_NTD", ntd.swapaxes(0, 1), right).error() is None

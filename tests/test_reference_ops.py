@@ -22,7 +22,9 @@ RNG = np.random.default_rng(3)
 
 
 def close(a, b, tol: float = 1e-4) -> bool:
-    return bool(np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=tol, rtol=tol))
+    return bool(
+        np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=tol, rtol=tol)
+    )
 
 
 def randn(*shape: int, scale: float = 1.0):
@@ -63,23 +65,60 @@ def test_call_paths_and_bare_names_resolve_alike() -> None:
     assert close(a, b)
 
 
-@pytest.mark.parametrize(("call", "fragment"), [
-    (lambda: run("npu_rms_norm", randn(2, 8).astype(np.float64), np.ones(8)), "dtype float64"),
-    (lambda: run("npu_rms_norm", randn(2, 8), np.ones(8, np.float32), eps=1e-5), "no parameter 'eps'"),
-    (lambda: run("npu_rms_norm", randn(2, 8)), "needs 'gamma'"),
-    (lambda: run("npu_rms_norm", randn(2, 8), np.ones(4, np.float32)), "trailing dims"),
-    (lambda: run("npu_moe_gating_top_k", randn(2, 8), 2, renorm=1), "allowed values"),
-    (lambda: run("npu_rotary_mul", randn(1, 1, 2, 8), randn(8), randn(8), rotary_mode="sideways"), "rotary_mode"),
-    (lambda: run("npu_swiglu", randn(2, 7)), "must be even"),
-    (lambda: run("npu_no_such_op", 1), "no operator record"),
-    (lambda: run("npu_mla_prolog_v3"), "no numpy reference"),
-    (lambda: run("npu_moe_gating_top_k", randn(2, 16), 2, group_count=8, k_group=2), "groups of more than 2"),
-    (lambda: run("npu_fused_infer_attention_score", half(1, 2, 8), half(1, 2, 8), half(1, 2, 8),
-                 sparse_mode=3), "needs the compressed atten_mask"),
-    (lambda: run("npu_fused_infer_attention_score", randn(1, 2, 8), randn(1, 2, 8), randn(1, 2, 8)), "query dtype float32"),
-    (lambda: run("npu_fused_infer_attention_score_v2", half(1, 2, 8), half(4, 128, 8), half(4, 128, 8),
-                 block_table=np.zeros((1, 1), np.int32), block_size=64, actual_seq_kvlen=[3]), "multiple of 128"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda: run("npu_rms_norm", randn(2, 8).astype(np.float64), np.ones(8)), "dtype float64"),
+        (
+            lambda: run("npu_rms_norm", randn(2, 8), np.ones(8, np.float32), eps=1e-5),
+            "no parameter 'eps'",
+        ),
+        (lambda: run("npu_rms_norm", randn(2, 8)), "needs 'gamma'"),
+        (lambda: run("npu_rms_norm", randn(2, 8), np.ones(4, np.float32)), "trailing dims"),
+        (lambda: run("npu_moe_gating_top_k", randn(2, 8), 2, renorm=1), "allowed values"),
+        (
+            lambda: run(
+                "npu_rotary_mul", randn(1, 1, 2, 8), randn(8), randn(8), rotary_mode="sideways"
+            ),
+            "rotary_mode",
+        ),
+        (lambda: run("npu_swiglu", randn(2, 7)), "must be even"),
+        (lambda: run("npu_no_such_op", 1), "no operator record"),
+        (lambda: run("npu_mla_prolog_v3"), "no numpy reference"),
+        (
+            lambda: run("npu_moe_gating_top_k", randn(2, 16), 2, group_count=8, k_group=2),
+            "groups of more than 2",
+        ),
+        (
+            lambda: run(
+                "npu_fused_infer_attention_score",
+                half(1, 2, 8),
+                half(1, 2, 8),
+                half(1, 2, 8),
+                sparse_mode=3,
+            ),
+            "needs the compressed atten_mask",
+        ),
+        (
+            lambda: run(
+                "npu_fused_infer_attention_score", randn(1, 2, 8), randn(1, 2, 8), randn(1, 2, 8)
+            ),
+            "query dtype float32",
+        ),
+        (
+            lambda: run(
+                "npu_fused_infer_attention_score_v2",
+                half(1, 2, 8),
+                half(4, 128, 8),
+                half(4, 128, 8),
+                block_table=np.zeros((1, 1), np.int32),
+                block_size=64,
+                actual_seq_kvlen=[3],
+            ),
+            "multiple of 128",
+        ),
+    ],
+)
 def test_input_outside_the_record_is_refused_by_name(call, fragment: str) -> None:
     with pytest.raises(ReferenceInputError, match=fragment):
         call()
@@ -103,8 +142,12 @@ def test_add_rms_norm_returns_the_residual_sum_third() -> None:
 def test_layer_norm_uses_population_variance() -> None:
     x = randn(4, 6)
     y = run("npu_layer_norm_eval", x, [6])
-    assert close(y, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), 1e-5)
-    assert not close(y, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + 1e-5), 1e-3)
+    assert close(
+        y, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), 1e-5
+    )
+    assert not close(
+        y, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + 1e-5), 1e-3
+    )
 
 
 # ------------------------------------------------------------------ rope
@@ -131,7 +174,9 @@ def test_interleave_rope_reorders_its_output() -> None:
 def test_apply_rotary_pos_emb_rotates_query_and_key_alike() -> None:
     q, k, cos, sin = randn(1, 2, 2, 8), randn(1, 2, 1, 8), randn(1, 2, 1, 8), randn(1, 2, 1, 8)
     qo, ko = run("npu_apply_rotary_pos_emb", q, k, cos, sin)
-    assert close(qo, run("npu_rotary_mul", q, cos, sin), 1e-5) and close(ko, run("npu_rotary_mul", k, cos, sin), 1e-5)
+    assert close(qo, run("npu_rotary_mul", q, cos, sin), 1e-5) and close(
+        ko, run("npu_rotary_mul", k, cos, sin), 1e-5
+    )
 
 
 # ------------------------------------------------------------------ GLUs and GELU
@@ -181,15 +226,22 @@ def test_dynamic_quant_scales_per_row_not_per_tensor() -> None:
     x = randn(3, 16) * np.array([[1.0], [10.0], [0.1]], np.float32)
     y, s = run("npu_dynamic_quant", x.astype(np.float16))
     assert close(s, np.abs(x.astype(np.float16).astype(np.float32)).max(-1) / 127, 1e-6)
-    assert np.abs(y).max(-1).tolist() == [127, 127, 127]  # a per-tensor scale would shrink rows 0 and 2
+    # a per-tensor scale would shrink rows 0 and 2
+    assert np.abs(y).max(-1).tolist() == [127, 127, 127]
 
 
 def test_add_rms_norm_quant_divides_by_scales_and_adds_zero_points() -> None:
-    x1, x2, g = randn(3, 16, scale=0.5), randn(3, 16, scale=0.5).astype(np.float16), np.ones(16, np.float16)
+    x1, x2, g = (
+        randn(3, 16, scale=0.5),
+        randn(3, 16, scale=0.5).astype(np.float16),
+        np.ones(16, np.float16),
+    )
     x1 = x1.astype(np.float16)
     s, z = np.full(16, 0.05, np.float32), np.full(16, 2, np.int32)
     y1, y2, h = run("npu_add_rms_norm_quant", x1, x2, g, s, z)
-    norm = run("npu_rms_norm", (x1.astype(np.float32) + x2.astype(np.float32)), g.astype(np.float32))[0]
+    norm = run(
+        "npu_rms_norm", (x1.astype(np.float32) + x2.astype(np.float32)), g.astype(np.float32)
+    )[0]
     assert close(y1, np.clip(np.rint(norm / s + z), -128, 127), 1) and y1.dtype == np.int8
     assert not close(y1, np.clip(np.rint(norm * s + z), -128, 127), 1)  # div_mode=True divides
     assert close(h, x1.astype(np.float32) + x2.astype(np.float32), 1e-2) and h.dtype == np.float16
@@ -217,7 +269,9 @@ def test_weight_quant_adds_the_offset_before_scaling() -> None:
 def test_weight_quant_per_group_rows() -> None:
     x, w = np.ones((1, 4), np.float16), np.ones((4, 2), np.int8)
     scale = np.array([[1, 1], [3, 3]], np.float16)  # K=4 in groups of 2
-    assert run("npu_weight_quant_batchmatmul", x, w, scale, antiquant_group_size=2).tolist() == [[8.0, 8.0]]
+    assert run("npu_weight_quant_batchmatmul", x, w, scale, antiquant_group_size=2).tolist() == [
+        [8.0, 8.0]
+    ]
 
 
 # ------------------------------------------------------------------ routing
@@ -226,7 +280,11 @@ def test_sigmoid_gating_renormalises_and_softmax_does_not() -> None:
     y1, ids1, norm = run("npu_moe_gating_top_k", logits, 3, norm_type=1, out_flag=True)
     assert close(y1.sum(-1), np.ones(4), 1e-5)
     assert not close(y1, np.take_along_axis(sigmoid(logits), ids1.astype(int), -1), 1e-3)
-    assert close(np.take_along_axis(norm, ids1.astype(int), -1), np.take_along_axis(sigmoid(logits), ids1.astype(int), -1), 1e-6)
+    assert close(
+        np.take_along_axis(norm, ids1.astype(int), -1),
+        np.take_along_axis(sigmoid(logits), ids1.astype(int), -1),
+        1e-6,
+    )
     y0, _ids0, _ = run("npu_moe_gating_top_k", logits, 3, norm_type=0)
     assert (y0.sum(-1) < 1).all()
 
@@ -262,20 +320,44 @@ def test_finalize_index_arrangement_matters() -> None:
     x = randn(5, 4)
     ids = np.array([[0, 2], [1, 0], [2, 1], [0, 1], [2, 0]], np.int32)
     w = np.full((5, 2), 0.5, np.float32)
-    ex, row_idx, _, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=3, active_expert_range=[0, 3])
-    right = run("npu_moe_finalize_routing", ex, None, None, None, w, row_idx, ids, drop_pad_mode=2, k=2)
-    wrong = run("npu_moe_finalize_routing", ex, None, None, None, w, row_idx, ids, drop_pad_mode=0, k=2)
+    ex, row_idx, _, _ = run(
+        "npu_moe_init_routing_v2", x, ids, expert_num=3, active_expert_range=[0, 3]
+    )
+    right = run(
+        "npu_moe_finalize_routing", ex, None, None, None, w, row_idx, ids, drop_pad_mode=2, k=2
+    )
+    wrong = run(
+        "npu_moe_finalize_routing", ex, None, None, None, w, row_idx, ids, drop_pad_mode=0, k=2
+    )
     assert close(right, x, 1e-6) and not close(wrong, x, 1e-3)
 
 
 def test_init_routing_sorts_by_expert_and_counts() -> None:
     x = np.arange(4, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
     ids = np.array([[2], [0], [2], [1]], np.int32)
-    ex, row_idx, cum, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=3, active_expert_range=[0, 3],
-                              expert_tokens_num_flag=True)  # fmt: skip
-    assert ex[:, 0].tolist() == [1, 3, 0, 2] and row_idx.tolist() == [2, 0, 3, 1] and cum.tolist() == [1, 2, 4]
-    _, scatter, count, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=3, active_expert_range=[0, 3],
-                               expert_tokens_num_flag=True, expert_tokens_num_type=1, row_idx_type=1)  # fmt: skip
+    ex, row_idx, cum, _ = run(
+        "npu_moe_init_routing_v2",
+        x,
+        ids,
+        expert_num=3,
+        active_expert_range=[0, 3],
+        expert_tokens_num_flag=True,
+    )
+    assert (
+        ex[:, 0].tolist() == [1, 3, 0, 2]
+        and row_idx.tolist() == [2, 0, 3, 1]
+        and cum.tolist() == [1, 2, 4]
+    )
+    _, scatter, count, _ = run(
+        "npu_moe_init_routing_v2",
+        x,
+        ids,
+        expert_num=3,
+        active_expert_range=[0, 3],
+        expert_tokens_num_flag=True,
+        expert_tokens_num_type=1,
+        row_idx_type=1,
+    )
     assert scatter.tolist() == [1, 3, 0, 2] and count.tolist() == [1, 1, 2]
 
 
@@ -283,10 +365,25 @@ def test_group_list_types_describe_the_same_split() -> None:
     x, w = randn(5, 3), randn(2, 3, 2)
     want = np.concatenate([x[:2] @ w[0], x[2:] @ w[1]])
     for kind, gl in ((0, [2, 5]), (1, [2, 3]), (2, [[0, 2], [1, 3]])):
-        got = run("npu_grouped_matmul", [x], [w], group_list=np.array(gl), group_list_type=kind, group_type=0, split_item=3)
+        got = run(
+            "npu_grouped_matmul",
+            [x],
+            [w],
+            group_list=np.array(gl),
+            group_list_type=kind,
+            group_type=0,
+            split_item=3,
+        )
         assert close(got[0], want, 1e-5), kind
-    counts_as_cumsum = run("npu_grouped_matmul", [x], [w], group_list=np.array([2, 3]), group_list_type=0,
-                           group_type=0, split_item=3)[0]  # fmt: skip
+    counts_as_cumsum = run(
+        "npu_grouped_matmul",
+        [x],
+        [w],
+        group_list=np.array([2, 3]),
+        group_list_type=0,
+        group_type=0,
+        split_item=3,
+    )[0]
     assert not close(counts_as_cumsum, want, 1e-3)
 
 
@@ -302,14 +399,36 @@ def test_permute_unpermute_round_trip() -> None:
 # ------------------------------------------------------------------ attention
 def test_layout_labels_must_match_the_tensors() -> None:
     q, k = half(1, 4, 6, 8), half(1, 2, 6, 8)  # BNSD, 4 query heads over 2 kv heads
-    right = run("npu_fused_infer_attention_score", q, k, k, num_heads=4, num_key_value_heads=2, input_layout="BNSD",
-                scale=1 / math.sqrt(8), sparse_mode=3, atten_mask=COMPRESSED)[0]  # fmt: skip
+    right = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k,
+        k,
+        num_heads=4,
+        num_key_value_heads=2,
+        input_layout="BNSD",
+        scale=1 / math.sqrt(8),
+        sparse_mode=3,
+        atten_mask=COMPRESSED,
+    )[0]
     assert close(right, causal_attention(q, k, k), 2e-3)
     with pytest.raises(ReferenceInputError):  # the same tensors read as BSND have 6 "heads"
-        run("npu_fused_infer_attention_score", q, k, k, num_heads=4, num_key_value_heads=2, input_layout="BSND")
+        run(
+            "npu_fused_infer_attention_score",
+            q,
+            k,
+            k,
+            num_heads=4,
+            num_key_value_heads=2,
+            input_layout="BSND",
+        )
     square = half(1, 4, 4, 8)
-    wrong = run("npu_fused_infer_attention_score", square, square, square, num_heads=4, input_layout="BSND")[0]
-    good = run("npu_fused_infer_attention_score", square, square, square, num_heads=4, input_layout="BNSD")[0]
+    wrong = run(
+        "npu_fused_infer_attention_score", square, square, square, num_heads=4, input_layout="BSND"
+    )[0]
+    good = run(
+        "npu_fused_infer_attention_score", square, square, square, num_heads=4, input_layout="BNSD"
+    )[0]
     assert not close(wrong.transpose(0, 2, 1, 3), good, 1e-3)
 
 
@@ -317,14 +436,20 @@ def test_causal_alignment_top_left_versus_bottom_right() -> None:
     q, k = half(1, 2, 3, 8), half(1, 2, 7, 8)
     want = causal_attention(q, k, k)
     common = dict(num_heads=2, scale=1 / math.sqrt(8), input_layout="BNSD", atten_mask=COMPRESSED)
-    assert close(run("npu_fused_infer_attention_score", q, k, k, sparse_mode=3, **common)[0], want, 2e-3)
-    assert not close(run("npu_fused_infer_attention_score", q, k, k, sparse_mode=2, **common)[0], want, 1e-3)
+    assert close(
+        run("npu_fused_infer_attention_score", q, k, k, sparse_mode=3, **common)[0], want, 2e-3
+    )
+    assert not close(
+        run("npu_fused_infer_attention_score", q, k, k, sparse_mode=2, **common)[0], want, 1e-3
+    )
 
 
 def test_no_mask_means_full_attention_even_with_tokens() -> None:
     q = half(1, 1, 4, 8)
     full = run("npu_prompt_flash_attention", q, q, q, input_layout="BNSD")
-    banded = run("npu_prompt_flash_attention", q, q, q, input_layout="BNSD", pre_tokens=0, next_tokens=0)
+    banded = run(
+        "npu_prompt_flash_attention", q, q, q, input_layout="BNSD", pre_tokens=0, next_tokens=0
+    )
     assert close(full, banded)  # the defaults next_tokens=0 do not make it causal without a mask
     mask = np.triu(np.ones((4, 4), bool), 1)
     causal = run("npu_prompt_flash_attention", q, q, q, input_layout="BNSD", atten_mask=mask)
@@ -333,20 +458,37 @@ def test_no_mask_means_full_attention_even_with_tokens() -> None:
 
 def test_learnable_sink_absorbs_weight() -> None:
     q = half(1, 2, 2, 8)
-    plain = run("npu_fused_infer_attention_score_v2", q, q, q, num_query_heads=2, input_layout="BNSD")[0]
+    plain = run(
+        "npu_fused_infer_attention_score_v2", q, q, q, num_query_heads=2, input_layout="BNSD"
+    )[0]
     import ml_dtypes
 
     sink = np.array([50.0, -50.0], np.float32)
 
-    sunk = run("npu_fused_infer_attention_score_v2", q, q, q, num_query_heads=2, input_layout="BNSD",
-               learnable_sink=sink.astype(ml_dtypes.bfloat16))[0]  # fmt: skip
+    sunk = run(
+        "npu_fused_infer_attention_score_v2",
+        q,
+        q,
+        q,
+        num_query_heads=2,
+        input_layout="BNSD",
+        learnable_sink=sink.astype(ml_dtypes.bfloat16),
+    )[0]
     assert close(sunk[:, 0], 0, 1e-3) and close(sunk[:, 1], plain[:, 1], 2e-3)
 
 
 def test_softmax_lse_is_returned_only_when_asked() -> None:
     q = half(1, 2, 3, 8)
     _, none = run("npu_fused_infer_attention_score", q, q, q, num_heads=2, input_layout="BNSD")
-    _, lse = run("npu_fused_infer_attention_score", q, q, q, num_heads=2, input_layout="BNSD", softmax_lse_flag=True)
+    _, lse = run(
+        "npu_fused_infer_attention_score",
+        q,
+        q,
+        q,
+        num_heads=2,
+        input_layout="BNSD",
+        softmax_lse_flag=True,
+    )
     qf = q.astype(np.float32)
     s = np.einsum("bnqd,bnkd->bnqk", qf, qf)
     assert none.shape == (1,) and close(lse[..., 0], np.log(np.exp(s).sum(-1)), 1e-4)
@@ -355,7 +497,12 @@ def test_softmax_lse_is_returned_only_when_asked() -> None:
 def test_fusion_attention_outputs() -> None:
     q = half(1, 3, 2 * 8)
     out, smax, ssum, _, seed, offset, _ = run("npu_fusion_attention", q, q, q, 2, "BSH")
-    assert out.shape == q.shape and smax.shape == (1, 2, 3, 8) and ssum.shape == (1, 2, 3, 8) and (seed, offset) == (0, 0)
+    assert (
+        out.shape == q.shape
+        and smax.shape == (1, 2, 3, 8)
+        and ssum.shape == (1, 2, 3, 8)
+        and (seed, offset) == (0, 0)
+    )
 
 
 # ------------------------------------------------------------------ caches
@@ -364,7 +511,15 @@ def test_scatter_pa_kv_cache_default_mode_is_nz() -> None:
     nd = np.zeros((2, 4, 2, 16), np.float16)
     with pytest.raises(ReferenceInputError, match="NZ cache"):
         run("npu_scatter_pa_kv_cache", k, k, nd, nd.copy(), np.array([0, 5], np.int32))
-    run("npu_scatter_pa_kv_cache", k, k, nd, nd.copy(), np.array([0, 5], np.int32), cache_mode="Norm")
+    run(
+        "npu_scatter_pa_kv_cache",
+        k,
+        k,
+        nd,
+        nd.copy(),
+        np.array([0, 5], np.int32),
+        cache_mode="Norm",
+    )
     assert close(nd[1, 1], k[1]) and close(nd[0, 0], k[0])
 
 
@@ -382,8 +537,17 @@ def test_kv_rmsnorm_rope_cache_deinterleaves_the_rope_part() -> None:
     kv = randn(1, 1, 1, 576).astype(bf)
     cos, sin = np.ones((1, 1, 1, 64), bf), np.zeros((1, 1, 1, 64), bf)
     kc, cc = np.zeros((1, 1, 2, 64), bf), np.zeros((1, 1, 2, 512), bf)
-    _, _, k_out, _ = run("npu_kv_rmsnorm_rope_cache", kv, np.ones(512, bf), cos, sin, np.array([[1]]), kc, cc,
-                         is_output_kv=True)  # fmt: skip
+    _, _, k_out, _ = run(
+        "npu_kv_rmsnorm_rope_cache",
+        kv,
+        np.ones(512, bf),
+        cos,
+        sin,
+        np.array([[1]]),
+        kc,
+        cc,
+        is_output_kv=True,
+    )
     pe = kv[0, 0, 0, 512:].astype(np.float32)
     assert close(kc[0, 0, 1], np.concatenate([pe[0::2], pe[1::2]]), 1e-2)
     assert not close(kc[0, 0, 1], pe, 1e-2) and close(k_out[0, 0, 0], kc[0, 0, 1])
@@ -391,9 +555,24 @@ def test_kv_rmsnorm_rope_cache_deinterleaves_the_rope_part() -> None:
 
 def test_actual_lengths_cut_each_batch() -> None:
     q, k = half(2, 4, 2, 8), half(2, 5, 2, 8)  # BSND
-    out = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BSND",
-              actual_seq_lengths=[2, 4], actual_seq_lengths_kv=[3, 5])[0]  # fmt: skip
-    b0 = run("npu_fused_infer_attention_score", q[:1, :2], k[:1, :3], k[:1, :3], num_heads=2, input_layout="BSND")[0]
+    out = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k,
+        k,
+        num_heads=2,
+        input_layout="BSND",
+        actual_seq_lengths=[2, 4],
+        actual_seq_lengths_kv=[3, 5],
+    )[0]
+    b0 = run(
+        "npu_fused_infer_attention_score",
+        q[:1, :2],
+        k[:1, :3],
+        k[:1, :3],
+        num_heads=2,
+        input_layout="BSND",
+    )[0]
     assert close(out[:1, :2], b0, 2e-3) and not out[0, 2:].any()
     full = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BSND")[0]
     assert close(out[1], full[1], 2e-3) and not close(out[:1, :2], full[:1, :2], 1e-3)
@@ -402,8 +581,18 @@ def test_actual_lengths_cut_each_batch() -> None:
 def test_mode_0_band_counts_from_the_top_left() -> None:
     q = half(1, 1, 5, 8)
     no_mask_entries = np.zeros((5, 5), bool)
-    got = run("npu_fused_infer_attention_score", q, q, q, num_heads=1, input_layout="BNSD",
-              atten_mask=no_mask_entries, pre_tokens=1, next_tokens=0, scale=0.3)[0]  # fmt: skip
+    got = run(
+        "npu_fused_infer_attention_score",
+        q,
+        q,
+        q,
+        num_heads=1,
+        input_layout="BNSD",
+        atten_mask=no_mask_entries,
+        pre_tokens=1,
+        next_tokens=0,
+        scale=0.3,
+    )[0]
     qf = q.astype(np.float32)[0, 0]
     s = qf @ qf.T * 0.3
     i, j = np.indices((5, 5))
@@ -415,13 +604,34 @@ def test_mode_0_band_counts_from_the_top_left() -> None:
 def test_one_query_row_ignores_sparse_mode_in_fia() -> None:
     q, k = half(1, 2, 1, 8), half(1, 2, 6, 8)
     full = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BNSD")[0]
-    top_left = run("npu_fused_infer_attention_score", q, k, k, num_heads=2, input_layout="BNSD", sparse_mode=2,
-                   atten_mask=COMPRESSED)[0]  # fmt: skip
-    assert close(top_left, full)  # one decode row: sparse_mode does not apply (it would see key 0 only)
+    top_left = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k,
+        k,
+        num_heads=2,
+        input_layout="BNSD",
+        sparse_mode=2,
+        atten_mask=COMPRESSED,
+    )[0]
+    # one decode row: sparse_mode does not apply (it would see key 0 only)
+    assert close(top_left, full)
     wide = half(1, 2, 2, 8)
-    two_rows = run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD", sparse_mode=2,
-                   atten_mask=COMPRESSED)[0]  # fmt: skip
-    assert not close(two_rows, run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD")[0], 1e-3)
+    two_rows = run(
+        "npu_fused_infer_attention_score",
+        wide,
+        k,
+        k,
+        num_heads=2,
+        input_layout="BNSD",
+        sparse_mode=2,
+        atten_mask=COMPRESSED,
+    )[0]
+    assert not close(
+        two_rows,
+        run("npu_fused_infer_attention_score", wide, k, k, num_heads=2, input_layout="BNSD")[0],
+        1e-3,
+    )
 
 
 def test_transpose_batchmatmul_moves_the_batch_axis() -> None:
@@ -430,7 +640,8 @@ def test_transpose_batchmatmul_moves_the_batch_axis() -> None:
     want = np.einsum("tnk,nkd->tnd", x, w)
     assert close(run("npu_transpose_batchmatmul", x, w, perm_x1=[1, 0, 2]), want)
     with pytest.raises(ReferenceInputError):
-        run("npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2])  # (3, 4, 32) @ (4, 32, 16): batches differ
+        # (3, 4, 32) @ (4, 32, 16): batches differ
+        run("npu_transpose_batchmatmul", x, w, perm_x1=[0, 1, 2])
     y = run("npu_transpose_batchmatmul", randn(4, 3, 32), w, perm_x1=[0, 1, 2])
     assert y.shape == (3, 4, 16) and not close(y, want)
 
@@ -448,7 +659,14 @@ def test_lightning_indexer_weights_after_the_relu_and_masks_causally() -> None:
     q2[0, 0, 0, :2], q2[0, 0, 1, 0] = (2, 1), -3
     k2 = np.zeros((1, 2, 1, 16), np.float16)
     k2[0, 0, 0, 0] = k2[0, 1, 0, 1] = 1
-    top, _ = run("npu_lightning_indexer", q2, k2, np.ones((1, 1, 2), np.float16), sparse_count=1, sparse_mode=0)
+    top, _ = run(
+        "npu_lightning_indexer",
+        q2,
+        k2,
+        np.ones((1, 1, 2), np.float16),
+        sparse_count=1,
+        sparse_mode=0,
+    )
     assert top[0, 0, 0, 0] == 0  # relu-after-sum would score key 0 at 0 and pick key 1
 
 
@@ -467,7 +685,9 @@ def test_gated_delta_rule_state_is_value_by_key() -> None:
         s = s + 0.5 * np.outer(vf[i, 0] - s @ kf[i, 0], kf[i, 0])
     assert final.shape == (1, 1, dv, dk) and close(final[0, 0], s, 1e-3)
     assert close(o[-1, 0].astype(np.float32), s @ qf[-1, 0], 3e-2)
-    o2, _ = run("npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g, scale=dk ** -0.5)
+    o2, _ = run(
+        "npu_chunk_gated_delta_rule", q, k, v, beta=beta, initial_state=s0, g=g, scale=dk**-0.5
+    )
     assert not close(o2.astype(np.float32), o.astype(np.float32), 1e-2)
 
 
@@ -477,8 +697,19 @@ def test_sparse_flash_attention_reads_only_the_chosen_blocks() -> None:
     q, qr = randn(1, 1, 2, 512).astype(bf), randn(1, 1, 2, 64).astype(bf)
     c, kr = randn(1, 6, 1, 512).astype(bf), randn(1, 6, 1, 64).astype(bf)
     idx = np.array([[[[1, -1]]]], np.int32)
-    got = run("npu_sparse_flash_attention", q, c, c, idx, 0.05, query_rope=qr, key_rope=kr, sparse_block_size=2,
-              sparse_mode=0, attention_mode=2)[0].astype(np.float32)  # fmt: skip
+    got = run(
+        "npu_sparse_flash_attention",
+        q,
+        c,
+        c,
+        idx,
+        0.05,
+        query_rope=qr,
+        key_rope=kr,
+        sparse_block_size=2,
+        sparse_mode=0,
+        attention_mode=2,
+    )[0].astype(np.float32)
     qf = np.concatenate([q, qr], -1)[0, 0].astype(np.float32)
     kf = np.concatenate([c, kr], -1)[0, 2:4, 0].astype(np.float32)
     s = qf @ kf.T * 0.05
@@ -486,7 +717,11 @@ def test_sparse_flash_attention_reads_only_the_chosen_blocks() -> None:
     want = (p / p.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32)
     assert close(got[0, 0], want, 2e-2)
     no_rope = np.exp(q[0, 0].astype(np.float32) @ c[0, 2:4, 0].astype(np.float32).T * 0.05)
-    assert not close(got[0, 0], (no_rope / no_rope.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32), 1e-3)
+    assert not close(
+        got[0, 0],
+        (no_rope / no_rope.sum(-1, keepdims=True)) @ c[0, 2:4, 0].astype(np.float32),
+        1e-3,
+    )
 
 
 def test_kv_rmsnorm_rope_cache_v2_writes_in_place_and_returns_two() -> None:
@@ -495,9 +730,21 @@ def test_kv_rmsnorm_rope_cache_v2_writes_in_place_and_returns_two() -> None:
     kv, gamma = randn(1, 1, 2, 576).astype(bf), np.ones(512, bf)
     cos, sin = np.ones((1, 1, 2, 64), bf), np.zeros((1, 1, 2, 64), bf)
     kc, cc = np.zeros((1, 16, 1, 64), bf), np.zeros((1, 16, 1, 512), bf)
-    out = run("npu_kv_rmsnorm_rope_cache_v2", kv, gamma, cos, sin, np.array([3, 4]), kc, cc, cache_mode="PA",
-              is_output_kv=True)  # fmt: skip
+    out = run(
+        "npu_kv_rmsnorm_rope_cache_v2",
+        kv,
+        gamma,
+        cos,
+        sin,
+        np.array([3, 4]),
+        kc,
+        cc,
+        cache_mode="PA",
+        is_output_kv=True,
+    )
     assert len(out) == 2 and out[0].shape == (1, 1, 2, 64) and out[1].shape == (1, 1, 2, 512)
     assert close(kc[0, 3, 0].astype(np.float32), out[0][0, 0, 0].astype(np.float32), 0)
     assert close(cc[0, 4, 0].astype(np.float32), out[1][0, 0, 1].astype(np.float32), 0)
-    assert not close(out[0][0, 0, 0].astype(np.float32), kv[0, 0, 0, 512:].astype(np.float32), 1e-3)  # de-interleaved
+    assert not close(
+        out[0][0, 0, 0].astype(np.float32), kv[0, 0, 0, 512:].astype(np.float32), 1e-3
+    )  # de-interleaved

@@ -54,15 +54,24 @@ def test_site_page_has_what_it_computes() -> None:
     assert reference_section(open_catalog().get("npu_mla_prolog_v3")) == ""
 
 
-@pytest.mark.parametrize("argv", [["show", "npu_rms_norm", "--section", "reference"],
-                                  ["search", "rms norm"], ["show", "npu_swiglu"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "npu_rms_norm", "--section", "reference"],
+        ["search", "rms norm"],
+        ["show", "npu_swiglu"],
+    ],
+)
 def test_show_and_search_do_not_import_numpy(argv: list[str]) -> None:
-    code = (f"import sys\nfrom kb.cli import main\nrc = main({argv!r})\n"
-            "heavy = sorted(m for m in ('numpy', 'ml_dtypes') if m in sys.modules)\n"
-            "print('HEAVY', heavy)\nsys.exit(rc)\n")  # fmt: skip
+    code = (
+        f"import sys\nfrom kb.cli import main\nrc = main({argv!r})\n"
+        "heavy = sorted(m for m in ('numpy', 'ml_dtypes') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\nsys.exit(rc)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stdout, proc.stdout[-300:]
 
@@ -73,32 +82,45 @@ np = pytest.importorskip("numpy", reason="the [reference] extra is not installed
 def test_run_json_returns_outputs_in_order_and_mutated_caches() -> None:
     from kb.api.reference import run_json
 
-    doc = run_json("npu_add_rms_norm", [{"data": [[1, 2]], "dtype": "float16"},
-                                        {"data": [[3, 4]], "dtype": "float16"},
-                                        {"data": [1, 1], "dtype": "float16"}])  # fmt: skip
+    doc = run_json(
+        "npu_add_rms_norm",
+        [
+            {"data": [[1, 2]], "dtype": "float16"},
+            {"data": [[3, 4]], "dtype": "float16"},
+            {"data": [1, 1], "dtype": "float16"},
+        ],
+    )
     assert doc["returns"] == ["y", "rstd", "x"] and doc["outputs"][2]["data"] == [[4.0, 6.0]]
-    doc = run_json("_npu_reshape_and_cache", [{"data": [[[1, 2]]], "dtype": "float16"},
-                                              {"data": [[[3, 4]]], "dtype": "float16"},
-                                              {"shape": [1, 2, 1, 2], "dtype": "float16"},
-                                              {"shape": [1, 2, 1, 2], "dtype": "float16"},
-                                              {"data": [1], "dtype": "int32"}])  # fmt: skip
+    doc = run_json(
+        "_npu_reshape_and_cache",
+        [
+            {"data": [[[1, 2]]], "dtype": "float16"},
+            {"data": [[[3, 4]]], "dtype": "float16"},
+            {"shape": [1, 2, 1, 2], "dtype": "float16"},
+            {"shape": [1, 2, 1, 2], "dtype": "float16"},
+            {"data": [1], "dtype": "int32"},
+        ],
+    )
     assert doc["outputs"] == [] and doc["mutated"]["key_cache"]["data"][0][1] == [[1.0, 2.0]]
 
 
-@pytest.mark.parametrize(("args", "kwargs", "fragment"), [
-    ([{"shape": [5000]}], {}, "4096 elements"),
-    ([{"shape": [64, 64]}] * 17, {}, "65536 elements in all"),
-    ([{"shape": [-1]}], {}, "non-negative integers"),
-    ([{"shape": "big"}], {}, "non-negative integers"),
-    ([{"data": [[1], [2, 3]]}], {}, "rectangular"),
-    ([{"data": ["a"]}], {}, "rectangular"),
-    ([{"data": [1, 2], "dtype": "complex128"}], {}, "dtype 'complex128'"),
-    ([{"nothing": 1}], {}, "an array is"),
-    ([[[1, 2]]], {}, "flat list of scalars"),
-    ([{"shape": [1, 2]}, 1, 2, 3, 4, 5], {}, "at most"),
-    ([{"data": [[1, 2]]}], {"dim": "x"}, "cannot run"),
-    ([{"data": [[1, 2]]}], {"dim": 99}, "outside"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "kwargs", "fragment"),
+    [
+        ([{"shape": [5000]}], {}, "4096 elements"),
+        ([{"shape": [64, 64]}] * 17, {}, "65536 elements in all"),
+        ([{"shape": [-1]}], {}, "non-negative integers"),
+        ([{"shape": "big"}], {}, "non-negative integers"),
+        ([{"data": [[1], [2, 3]]}], {}, "rectangular"),
+        ([{"data": ["a"]}], {}, "rectangular"),
+        ([{"data": [1, 2], "dtype": "complex128"}], {}, "dtype 'complex128'"),
+        ([{"nothing": 1}], {}, "an array is"),
+        ([[[1, 2]]], {}, "flat list of scalars"),
+        ([{"shape": [1, 2]}, 1, 2, 3, 4, 5], {}, "at most"),
+        ([{"data": [[1, 2]]}], {"dim": "x"}, "cannot run"),
+        ([{"data": [[1, 2]]}], {"dim": 99}, "outside"),
+    ],
+)
 def test_hostile_json_is_a_usage_error(args, kwargs, fragment: str) -> None:
     from kb.api.reference import run_json
 
@@ -112,10 +134,20 @@ def test_hostile_scalars_cannot_allocate() -> None:
     x = {"data": [[0.0, 1.0]], "dtype": "float32"}
     ids = {"data": [[0]], "dtype": "int32"}
     with pytest.raises(UsageError, match="outside the record's range"):
-        run_json("npu_moe_init_routing_v2", [x, ids], {"expert_num": 10**12, "expert_tokens_num_flag": True})
+        run_json(
+            "npu_moe_init_routing_v2",
+            [x, ids],
+            {"expert_num": 10**12, "expert_tokens_num_flag": True},
+        )
     q = {"shape": [1, 1, 8], "dtype": "float16"}
     cache = {"shape": [1, 128, 8], "dtype": "float16"}
     with pytest.raises(UsageError, match="blocks"):
-        run_json("npu_fused_infer_attention_score_v2", [q, cache, cache],
-                 {"block_table": {"data": [[0]], "dtype": "int32"}, "block_size": 128,
-                  "actual_seq_kvlen": [10**9]})  # fmt: skip
+        run_json(
+            "npu_fused_infer_attention_score_v2",
+            [q, cache, cache],
+            {
+                "block_table": {"data": [[0]], "dtype": "int32"},
+                "block_size": 128,
+                "actual_seq_kvlen": [10**9],
+            },
+        )

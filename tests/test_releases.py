@@ -39,8 +39,9 @@ OLD_ALPHA = "npu_alpha(Tensor x, float eps=1e-06) -> Tensor"
 
 
 def load_harvester() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("harvest_releases",
-                                                  ROOT / "scripts" / "harvest_releases.py")  # fmt: skip
+    spec = importlib.util.spec_from_file_location(
+        "harvest_releases", ROOT / "scripts" / "harvest_releases.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("harvest_releases", module)
@@ -68,8 +69,12 @@ def fixture_wheel(version: str, dest: Path) -> Path:
     return path
 
 
-def fake_downloader(store: Path, fail: set[str] = frozenset(), no_wheel: set[str] = frozenset(),  # type: ignore[assignment]
-                    calls: list[str] | None = None) -> Callable[[str, Path], Path]:  # fmt: skip
+def fake_downloader(
+    store: Path,
+    fail: set[str] = frozenset(),
+    no_wheel: set[str] = frozenset(),  # type: ignore[assignment]
+    calls: list[str] | None = None,
+) -> Callable[[str, Path], Path]:
     """Stands in for ``pip download``: copies fixture wheels, or fails as told."""
 
     def download(version: str, cache: Path) -> Path:
@@ -91,8 +96,9 @@ def fake_downloader(store: Path, fail: set[str] = frozenset(), no_wheel: set[str
 def build_fixture_data(tmp: Path) -> Path:
     """Harvest the fixture releases into ``tmp/releases.json`` (what tests point KB at)."""
     out = tmp / "releases.json"
-    code = harvester.harvest(VERSIONS, tmp / "cache", out, fake_downloader(tmp / "store"),
-                             log=lambda _: None)  # fmt: skip
+    code = harvester.harvest(
+        VERSIONS, tmp / "cache", out, fake_downloader(tmp / "store"), log=lambda _: None
+    )
     assert code == 0
     return out
 
@@ -114,8 +120,12 @@ def test_harvest_reads_the_wheels_and_is_byte_identical_on_rerun(tmp_path: Path)
     out = tmp_path / "releases.json"
     calls: list[str] = []
     download = fake_downloader(tmp_path / "store", calls=calls)
-    assert harvester.harvest(list(reversed(VERSIONS)), tmp_path / "cache", out, download,
-                             log=lambda _: None) == 0  # fmt: skip
+    assert (
+        harvester.harvest(
+            list(reversed(VERSIONS)), tmp_path / "cache", out, download, log=lambda _: None
+        )
+        == 0
+    )
     first = out.read_bytes()
     assert sorted(calls) == sorted(VERSIONS)
     calls.clear()
@@ -141,9 +151,13 @@ def test_failed_download_leaves_the_previous_file_untouched(tmp_path: Path) -> N
     out = tmp_path / "releases.json"
     out.write_text('{"previous": true}\n')
     lines: list[str] = []
-    code = harvester.harvest(VERSIONS, tmp_path / "cache", out,
-                             fake_downloader(tmp_path / "store", fail={"2.1.0.post10"}),
-                             log=lines.append)  # fmt: skip
+    code = harvester.harvest(
+        VERSIONS,
+        tmp_path / "cache",
+        out,
+        fake_downloader(tmp_path / "store", fail={"2.1.0.post10"}),
+        log=lines.append,
+    )
     assert code == 1
     assert out.read_text() == '{"previous": true}\n'
     assert any("2.1.0.post10: FAILED" in line for line in lines)
@@ -158,9 +172,13 @@ def test_offline_without_a_cached_wheel_fails_without_writing(tmp_path: Path) ->
 
 def test_a_release_without_any_wheel_is_recorded_not_fatal(tmp_path: Path) -> None:
     out = tmp_path / "releases.json"
-    code = harvester.harvest(VERSIONS, tmp_path / "cache", out,
-                             fake_downloader(tmp_path / "store", no_wheel={"2.1.0.post10"}),
-                             log=lambda _: None)  # fmt: skip
+    code = harvester.harvest(
+        VERSIONS,
+        tmp_path / "cache",
+        out,
+        fake_downloader(tmp_path / "store", no_wheel={"2.1.0.post10"}),
+        log=lambda _: None,
+    )
     assert code == 0
     data = json.loads(out.read_text())
     assert data["releases"] == ["2.1.0.post8", "2.2.0"]
@@ -181,9 +199,11 @@ def test_a_wheel_without_the_schema_file_is_a_failure(tmp_path: Path) -> None:
 
 def test_read_schemas_keeps_custom_operators_only() -> None:
     got = read_schemas((FIXTURES / "2.1.0.post8.yaml").read_text())
-    assert got == {"npu_alpha": OLD_ALPHA,
-                   "npu_alpha_backward": "npu_alpha_backward(Tensor grad, Tensor x) -> Tensor",
-                   "npu_gone": "npu_gone(Tensor x) -> Tensor"}  # fmt: skip
+    assert got == {
+        "npu_alpha": OLD_ALPHA,
+        "npu_alpha_backward": "npu_alpha_backward(Tensor grad, Tensor x) -> Tensor",
+        "npu_gone": "npu_gone(Tensor x) -> Tensor",
+    }
     with pytest.raises(ValueError, match="custom"):
         read_schemas("backend: NPU\n")
 
@@ -217,8 +237,15 @@ def test_release_order_is_numeric_not_textual() -> None:
         "2.1.0",
         "2.9.0.post2",
     ]
-    assert sort_releases(shuffled) == ["2.1.0", "2.1.0.post8", "2.1.0.post10", "2.2.0rc1",
-                                       "2.2.0", "2.9.0.post2", "2.10.0"]  # fmt: skip
+    assert sort_releases(shuffled) == [
+        "2.1.0",
+        "2.1.0.post8",
+        "2.1.0.post10",
+        "2.2.0rc1",
+        "2.2.0",
+        "2.9.0.post2",
+        "2.10.0",
+    ]
     assert release_key("not a version") is None
     with pytest.raises(ValueError):
         sort_releases(["2.1.0", "banana"])
@@ -237,8 +264,9 @@ def test_release_order_is_numeric_not_textual() -> None:
         (" v2.2.0 ", "2.2.0", False),
     ],
 )
-def test_match_a_typed_version(fixture_data: ReleaseData, typed: str, release: str,
-                               exact: bool) -> None:  # fmt: skip
+def test_match_a_typed_version(
+    fixture_data: ReleaseData, typed: str, release: str, exact: bool
+) -> None:
     got = fixture_data.match(typed)
     assert got is not None and (got.release, got.exact) == (release, exact)
 
@@ -265,15 +293,26 @@ def test_history_queries(fixture_data: ReleaseData) -> None:
 
 
 def test_enrich_fills_empty_versions(fixture_data: ReleaseData) -> None:
-    body: dict[str, Any] = {"kind": "operator", "name": "npu_alpha", "calls": ["torch_npu.npu_alpha"],
-            "versions": {"first": None, "last": None, "releases": [], "changes": [],
-                         "pytorch": ["2.1"]}}  # fmt: skip
+    body: dict[str, Any] = {
+        "kind": "operator",
+        "name": "npu_alpha",
+        "calls": ["torch_npu.npu_alpha"],
+        "versions": {
+            "first": None,
+            "last": None,
+            "releases": [],
+            "changes": [],
+            "pytorch": ["2.1"],
+        },
+    }
     enrich(body)
     v = body["versions"]
     assert v["first"] == "2.1.0.post8" and v["last"] is None, "still shipped: no last"
     assert v["releases"] == VERSIONS
-    assert v["changes"] == [{"release": "2.1.0.post8", "schema": OLD_ALPHA},
-                            {"release": "2.2.0", "schema": NEW_ALPHA}]  # fmt: skip
+    assert v["changes"] == [
+        {"release": "2.1.0.post8", "schema": OLD_ALPHA},
+        {"release": "2.2.0", "schema": NEW_ALPHA},
+    ]
     assert v["pytorch"] == ["2.1"], "curated fields are kept"
     gone: dict[str, Any] = {"kind": "operator", "name": "npu_gone", "versions": {}}
     enrich(gone)
@@ -291,8 +330,12 @@ def test_enrich_respects_curated_versions_and_other_kinds(fixture_data: ReleaseD
     chain: dict[str, Any] = {"kind": "chain", "name": "npu_alpha"}
     enrich(chain)
     assert "versions" not in chain
-    by_call: dict[str, Any] = {"kind": "operator", "name": "alpha_alias", "calls": ["torch.ops.npu.npu_beta"],
-               "versions": {}}  # fmt: skip
+    by_call: dict[str, Any] = {
+        "kind": "operator",
+        "name": "alpha_alias",
+        "calls": ["torch.ops.npu.npu_beta"],
+        "versions": {},
+    }
     enrich(by_call)
     assert by_call["versions"]["first"] == "2.1.0.post10"
     unknown: dict[str, Any] = {"kind": "operator", "name": "npu_never", "versions": {}}
@@ -311,8 +354,12 @@ def test_record_helpers_answer_from_the_record(fixture_data: ReleaseData) -> Non
     beta: dict = {"kind": "operator", "name": "npu_beta", "versions": {}}
     enrich(beta)
     got = availability(beta, "2.1.0.post8")
-    assert (got.release, got.has, got.first, got.upgrade) == ("2.1.0.post8", False,
-                                                               "2.1.0.post10", "2.1.0.post10")  # fmt: skip
+    assert (got.release, got.has, got.first, got.upgrade) == (
+        "2.1.0.post8",
+        False,
+        "2.1.0.post10",
+        "2.1.0.post10",
+    )
     old = availability(rec, "2.1.0.post10")
     assert old.has and old.schema == OLD_ALPHA
     assert args_missing(old.schema, ["x", "mode"]) == ["mode"]
@@ -323,16 +370,23 @@ def test_schema_diff_phrases() -> None:
     assert schema_diff(OLD_ALPHA, NEW_ALPHA) == ['+ str mode="a"']
     assert schema_diff(NEW_ALPHA, OLD_ALPHA) == ["- mode"]
     assert schema_diff("f(Tensor x, int k=0) -> Tensor", "f(Tensor x, int k=1) -> Tensor") == [
-        "int k=0 -> int k=1"]  # fmt: skip
+        "int k=0 -> int k=1"
+    ]
     assert schema_diff("f(Tensor x) -> Tensor", "f(Tensor(a!) x) -> (Tensor, Tensor)") == [
-        "Tensor x -> Tensor(!) x", "returns (Tensor) -> (Tensor, Tensor)"]  # fmt: skip
+        "Tensor x -> Tensor(!) x",
+        "returns (Tensor) -> (Tensor, Tensor)",
+    ]
     assert schema_diff(OLD_ALPHA, " ".join(OLD_ALPHA.split(" "))) == []
 
 
 def test_is_public() -> None:
     assert is_public("npu_alpha") and is_public("npu_cast.Tensor") and is_public("scatter_update_")
-    for name in ("npu_alpha_backward", "npu_fusion_attention_grad_v2", "_npu_dropout",
-                 "npu_roi_alignbk"):  # fmt: skip
+    for name in (
+        "npu_alpha_backward",
+        "npu_fusion_attention_grad_v2",
+        "_npu_dropout",
+        "npu_roi_alignbk",
+    ):
         assert not is_public(name), name
 
 
@@ -340,11 +394,13 @@ def test_is_public() -> None:
 
 
 def _tree(record_tree: Callable[..., Path]) -> Path:
-    return record_tree({
-        "operators/npu_alpha.yaml": operator_yaml("npu_alpha", keyword="zebra"),
-        "operators/npu_beta.yaml": operator_yaml("npu_beta", keyword="zebra"),
-        "operators/npu_ghost.yaml": operator_yaml("npu_ghost", keyword="zebra"),
-    })  # fmt: skip
+    return record_tree(
+        {
+            "operators/npu_alpha.yaml": operator_yaml("npu_alpha", keyword="zebra"),
+            "operators/npu_beta.yaml": operator_yaml("npu_beta", keyword="zebra"),
+            "operators/npu_ghost.yaml": operator_yaml("npu_ghost", keyword="zebra"),
+        }
+    )
 
 
 def test_compiled_records_carry_release_facts(fixture_data: ReleaseData, record_tree) -> None:
@@ -357,8 +413,9 @@ def test_compiled_records_carry_release_facts(fixture_data: ReleaseData, record_
     assert ghost is not None and ghost["versions"]["first"] is None
 
 
-def test_show_prints_history_without_loading_the_data(fixture_data: ReleaseData, record_tree,
-                                                     monkeypatch, capsys) -> None:  # fmt: skip
+def test_show_prints_history_without_loading_the_data(
+    fixture_data: ReleaseData, record_tree, monkeypatch, capsys
+) -> None:
     _tree(record_tree)
     open_catalog()  # compile with the fixture data
     # a cached ReleaseData is gone and the file is missing: any read would fail
@@ -403,8 +460,9 @@ def test_search_filters_by_release(fixture_data: ReleaseData, record_tree, capsy
 def test_release_ranges_keep_gaps() -> None:
     from kb.catalog.releases import ReleaseData, format_ranges, release_ranges
 
-    data = ReleaseData({"format": 1, "releases": ["2.1.0", "2.2.0", "2.3.0", "2.4.0", "2.5.0"],
-                        "operators": {}})  # fmt: skip
+    data = ReleaseData(
+        {"format": 1, "releases": ["2.1.0", "2.2.0", "2.3.0", "2.4.0", "2.5.0"], "operators": {}}
+    )
     runs = release_ranges(["2.1.0", "2.3.0", "2.4.0", "2.5.0"], data)
     assert runs == [("2.1.0", "2.1.0"), ("2.3.0", None)]
     assert format_ranges(runs) == "2.1.0, 2.3.0+"

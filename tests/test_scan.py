@@ -96,8 +96,14 @@ def test_both_arms_are_checked_and_correlated_arms_stay_together() -> None:
 
 def test_defects_are_found_at_their_lines() -> None:
     report = _scan(DEFECTS, fusion=False)
-    assert _found(report) == [(8, "KB106"), (12, "KB104"), (16, "KB503"), (20, "KB106"),
-                              (25, "KB101"), (43, "KB104")]  # fmt: skip
+    assert _found(report) == [
+        (8, "KB106"),
+        (12, "KB104"),
+        (16, "KB503"),
+        (20, "KB106"),
+        (25, "KB101"),
+        (43, "KB104"),
+    ]
     by_line = {f.line: f for f in report.findings}
     assert "did you mean epsilon" in by_line[12].message
     assert by_line[20].column == 18  # the value written in the dict, not the call
@@ -129,15 +135,19 @@ def test_custom_operators_are_not_judged_against_official_records(tmp_path: Path
     assert len(report.notes) == 1 and "custom operator" in report.notes[0]
     declared = tmp_path / "declared"
     declared.mkdir()
-    (declared / "m.py").write_text("import torch_npu\n\n\ndef f(x):\n    return torch_npu.npu_zz(x)\n")
+    (declared / "m.py").write_text(
+        "import torch_npu\n\n\ndef f(x):\n    return torch_npu.npu_zz(x)\n"
+    )
     assert _found(_scan(declared, fusion=False)) == [(5, "KB101")]
     assert _scan(declared, fusion=False, custom_ops=["npu_zz"]).findings == []
 
 
 def test_release_schemas_decide_positional_binding(tmp_path: Path) -> None:
     src = tmp_path / "cast.py"
-    src.write_text("import torch\nimport torch_npu\n\n\ndef f(w):\n"
-                   "    return torch_npu.npu_format_cast(w, 29, torch.float8_e4m3fn)\n")  # fmt: skip
+    src.write_text(
+        "import torch\nimport torch_npu\n\n\ndef f(w):\n"
+        "    return torch_npu.npu_format_cast(w, 29, torch.float8_e4m3fn)\n"
+    )
     loose = _scan(src, fusion=False).findings
     assert [(f.code, f.severity) for f in loose] == [("KB502", "warning")]
     assert "accepts the call" in loose[0].message  # some releases take it positionally
@@ -180,17 +190,24 @@ def test_scan_rule_snippets(rule, tmp_path: Path) -> None:
 
 def test_fusion_opportunities_name_fused_operators_from_the_records() -> None:
     report = _scan(MODELS, product="atlas-a3")
-    found = {(Path(o.file).name, o.code): o.operators[:1] or o.chains[:1] for o in report.opportunities}
+    found = {
+        (Path(o.file).name, o.code): o.operators[:1] or o.chains[:1] for o in report.opportunities
+    }
     assert found[("modeling_llama_style.py", "KB601")] == ["npu_rms_norm"]
     assert found[("modeling_llama_style.py", "KB602")] == ["npu_add_rms_norm"]
-    assert found[("modeling_llama_style.py", "KB603")][0] in ("npu_apply_rotary_pos_emb", "npu_rotary_mul")
+    assert found[("modeling_llama_style.py", "KB603")][0] in (
+        "npu_apply_rotary_pos_emb",
+        "npu_rotary_mul",
+    )
     assert found[("modeling_llama_style.py", "KB604")][0] in ("npu_swiglu",)
     assert found[("modeling_llama_style.py", "KB606")] == ["npu_fused_infer_attention_score_v2"]
     assert found[("modeling_llama_style.py", "KB607")] == ["npu_fused_infer_attention_score_v2"]
     assert found[("modeling_llama_style.py", "KB609")][0].startswith("gqa-")
     assert found[("modeling_qwen_moe_style.py", "KB605")] == ["npu_moe_gating_top_k_softmax"]
-    assert found[("modeling_deepseek_style.py", "KB605")][0] in ("npu_moe_gating_top_k",
-                                                                  "npu_fused_add_topk_div")  # fmt: skip
+    assert found[("modeling_deepseek_style.py", "KB605")][0] in (
+        "npu_moe_gating_top_k",
+        "npu_fused_add_topk_div",
+    )
     assert found[("modeling_deepseek_style.py", "KB610")] == ["npu_dynamic_quant"]
     assert ("modeling_deepseek_style.py", "KB608") in found
     assert all(f.severity == "info" for f in report.findings)
@@ -202,8 +219,12 @@ def test_emitted_candidate_list_passes_kb_check(tmp_path: Path, capsys) -> None:
     plan = yaml.safe_load(out.read_text())
     assert plan["version"] == 1 and plan["target"] == {"product": "atlas-a3"}
     ops = {c["operator"] for c in plan["candidates"]}
-    assert {"npu_rms_norm", "npu_add_rms_norm", "npu_fused_infer_attention_score_v2",
-            "npu_dynamic_quant"} <= ops  # fmt: skip
+    assert {
+        "npu_rms_norm",
+        "npu_add_rms_norm",
+        "npu_fused_infer_attention_score_v2",
+        "npu_dynamic_quant",
+    } <= ops
     # the softmax router: the dedicated gate kernel or the grouped one in softmax mode
     # (both proven for router_softmax_topk; the plan ranks them)
     assert {"npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k"} & ops
@@ -260,11 +281,15 @@ def test_pyproject_tool_kb_settings_and_overrides(tmp_path: Path) -> None:
     )
     for folder in ("legacy", "strict", "gen"):
         (tmp_path / folder).mkdir()
-    body = ("import torch_npu\n\n\ndef f(x, g):\n    a = torch_npu.npu_rms_norm(x, g, eps=1)\n"
-            "    b = torch_npu.npu_swiglu(x, dim='z')\n    return torch_npu.npu_zz(x), a, b\n")  # fmt: skip
+    body = (
+        "import torch_npu\n\n\ndef f(x, g):\n    a = torch_npu.npu_rms_norm(x, g, eps=1)\n"
+        "    b = torch_npu.npu_swiglu(x, dim='z')\n    return torch_npu.npu_zz(x), a, b\n"
+    )
     for folder in ("legacy", "strict", "gen"):
         (tmp_path / folder / "m.py").write_text(body)
-    found = sorted((Path(f.file).parent.name, f.code) for f in _scan(tmp_path, fusion=False).findings)
+    found = sorted(
+        (Path(f.file).parent.name, f.code) for f in _scan(tmp_path, fusion=False).findings
+    )
     # legacy: KB104 ignored by the table, KB106 by per-file-ignores; strict: the override
     # clears the ignores; gen/: excluded; npu_zz: a declared custom operator everywhere
     assert found == [("strict", "KB104"), ("strict", "KB106")]
@@ -285,13 +310,21 @@ def test_bad_files_get_one_finding_each_and_the_scan_goes_on(tmp_path: Path, cap
     (tmp_path / "a_syntax.py").write_text("def f(:\n    pass\n")
     (tmp_path / "b_binary.py").write_bytes(b"import torch_npu\x00\x01")
     (tmp_path / "c_latin1.py").write_bytes("x = 'caf\u00e9'\n".encode("latin-1"))
-    (tmp_path / "d_ok.py").write_text("import torch_npu\n\n\ndef f(x):\n    return torch_npu.npu_swiglu(x)\n")
-    (tmp_path / "e_cookie.py").write_bytes("# -*- coding: latin-1 -*-\nx = 'caf\u00e9'\n".encode("latin-1"))
+    (tmp_path / "d_ok.py").write_text(
+        "import torch_npu\n\n\ndef f(x):\n    return torch_npu.npu_swiglu(x)\n"
+    )
+    (tmp_path / "e_cookie.py").write_bytes(
+        "# -*- coding: latin-1 -*-\nx = 'caf\u00e9'\n".encode("latin-1")
+    )
     (tmp_path / "loop").symlink_to(tmp_path)
     os.mkfifo(tmp_path / "f_fifo.py")
     report = _scan(tmp_path, fusion=False)
     found = [(Path(f.file).name, f.line, f.code) for f in report.findings]
-    assert found == [("a_syntax.py", 1, "KB500"), ("b_binary.py", 1, "KB500"), ("c_latin1.py", 1, "KB500")]
+    assert found == [
+        ("a_syntax.py", 1, "KB500"),
+        ("b_binary.py", 1, "KB500"),
+        ("c_latin1.py", 1, "KB500"),
+    ]
     assert report.calls == 1
     assert [Path(s.path).name for s in report.skipped] == ["f_fifo.py"]
     capsys.readouterr()
@@ -301,6 +334,10 @@ def test_bad_files_get_one_finding_each_and_the_scan_goes_on(tmp_path: Path, cap
 def test_nothing_is_imported_or_run(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nimport torch_npu\n")
-    code = subprocess.run([sys.executable, "-m", "kb", "scan", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    code = subprocess.run(
+        [sys.executable, "-m", "kb", "scan", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert code.returncode == 0 and not marker.exists()

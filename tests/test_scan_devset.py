@@ -23,7 +23,9 @@ CITE = re.compile(r"^(vllm-ascend|diffusers):([\w./-]+\.py):(\d+)$")
 
 
 def _measure() -> Any:
-    spec = importlib.util.spec_from_file_location("scan_devset", HERE.parent / "scripts" / "scan_devset.py")
+    spec = importlib.util.spec_from_file_location(
+        "scan_devset", HERE.parent / "scripts" / "scan_devset.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -52,11 +54,13 @@ def test_vllm_ascend_citations_call_the_family() -> None:
                 if port != "vllm-ascend":
                     continue
                 lines = (root / path).read_text(encoding="utf-8").splitlines()
-                near = "\n".join(lines[int(line) - 3:int(line) + 2])
+                near = "\n".join(lines[int(line) - 3 : int(line) + 2])
                 assert any(op in near for op in MANIFEST["families"][family]), (cite, family)
 
 
-@pytest.mark.skipif(not os.environ.get("KB_SCAN_DEVSET"), reason="set KB_SCAN_DEVSET to the unpacked wheels")
+@pytest.mark.skipif(
+    not os.environ.get("KB_SCAN_DEVSET"), reason="set KB_SCAN_DEVSET to the unpacked wheels"
+)
 def test_plan_meets_the_bar_on_the_development_set() -> None:
     rows = _measure()(Path(os.environ["KB_SCAN_DEVSET"]))
     present = [r for r in rows if not r.get("missing")]

@@ -17,7 +17,9 @@ from kb.scan.sources import SourceError, decode
 
 
 def _scan(*paths: Path, **options: object):
-    return scan_paths([str(p) for p in paths], ScanOptions(fusion=False, use_config=False, **options))  # type: ignore[arg-type]
+    return scan_paths(
+        [str(p) for p in paths], ScanOptions(fusion=False, use_config=False, **options)
+    )  # type: ignore[arg-type]
 
 
 def _found(report) -> list[tuple[str, int, str, str]]:
@@ -26,7 +28,7 @@ def _found(report) -> list[tuple[str, int, str, str]]:
 
 # -- reading C++ registrations ------------------------------------------------------------
 
-CPP = r'''
+CPP = r"""
 #define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
 // m.def("commented_out(Tensor x) -> Tensor");
 TORCH_LIBRARY_FRAGMENT(myk, m)
@@ -41,26 +43,39 @@ int axis=0) -> ()");
 }
 TORCH_LIBRARY_IMPL(myk, PrivateUse1, m) { m.impl("blend", &blend_npu); }
 TORCH_LIBRARY_EXPAND(CONCAT(_k, _ext), ops) { ops.def(TORCH_SELECTIVE_SCHEMA("joined(Tensor x) -> Tensor")); }
-'''
+"""
 
 
 def test_native_registrations_read_defs_not_comments_impls_or_class_methods() -> None:
     regs = {(r.namespace, r.name): r for r in reversed(native_registrations(CPP, "k.cpp"))}
-    assert set(regs) == {("myk", "blend"), ("myk", "scatter_rows"), ("myk", "by_name_only"),
-                         (None, "joined")}  # fmt: skip
+    assert set(regs) == {
+        ("myk", "blend"),
+        ("myk", "scatter_rows"),
+        ("myk", "by_name_only"),
+        (None, "joined"),
+    }
     assert [r.schema for r in native_registrations(CPP, "k.cpp") if r.name == "blend"] == [
-        "blend(Tensor a, Tensor b, *, float w=0.5) -> Tensor", None]  # the def, then the impl
+        "blend(Tensor a, Tensor b, *, float w=0.5) -> Tensor",
+        None,
+    ]  # the def, then the impl
     assert regs[("myk", "blend")].schema == "blend(Tensor a, Tensor b, *, float w=0.5) -> Tensor"
-    assert regs[("myk", "scatter_rows")].schema == "scatter_rows(Tensor(a!) dst, Tensor idx, int axis=0) -> ()"
+    assert (
+        regs[("myk", "scatter_rows")].schema
+        == "scatter_rows(Tensor(a!) dst, Tensor idx, int axis=0) -> ()"
+    )
     assert regs[("myk", "blend")].line == 6
     assert regs[("myk", "by_name_only")].parameters() is None
     params = regs[("myk", "blend")].parameters()
     assert params is not None and [(p["name"], p["keyword_only"]) for p in params] == [
-        ("a", False), ("b", False), ("w", True)]
+        ("a", False),
+        ("b", False),
+        ("w", True),
+    ]
 
 
-@pytest.mark.parametrize("body", ['m.def(R"x(' * 20000, '"\\' * 100000, "/*" * 100000,
-                                  'm.def("' * 20000])  # fmt: skip
+@pytest.mark.parametrize(
+    "body", ['m.def(R"x(' * 20000, '"\\' * 100000, "/*" * 100000, 'm.def("' * 20000]
+)
 def test_native_reader_is_linear_on_hostile_input(body: str) -> None:
     found = native_registrations("TORCH_LIBRARY(a, m) {" + body, "x.cpp")
     assert all(r.schema is None for r in found)
@@ -73,9 +88,9 @@ def test_tree_registrations_are_checked_against_their_schema(tmp_path: Path) -> 
     (tmp_path / "csrc").mkdir()
     (tmp_path / "csrc" / "ops.cpp").write_text(CPP)
     (tmp_path / "defs.py").write_text(
-        "import torch\n\nlib = torch.library.Library(\"pyk\", \"FRAGMENT\")\n"
-        "lib.define(\"twice(Tensor x, int n) -> Tensor\")\n\n\n"
-        "@torch.library.custom_op(\"pyk::halve\", mutates_args=())\n"
+        'import torch\n\nlib = torch.library.Library("pyk", "FRAGMENT")\n'
+        'lib.define("twice(Tensor x, int n) -> Tensor")\n\n\n'
+        '@torch.library.custom_op("pyk::halve", mutates_args=())\n'
         "def halve(x: torch.Tensor, *, exact: bool = False) -> torch.Tensor:\n"
         "    return x\n"
     )
@@ -90,8 +105,11 @@ def test_tree_registrations_are_checked_against_their_schema(tmp_path: Path) -> 
         "    return torch.ops.myk.by_name_only(x, 1, 2, q=3), y, z, u, v, w\n"  # 11 not checkable
     )
     report = _scan(tmp_path)
-    assert _found(report) == [("model.py", 6, "KB502", "error"), ("model.py", 7, "KB104", "error"),
-                              ("model.py", 8, "KB503", "error")]  # fmt: skip
+    assert _found(report) == [
+        ("model.py", 6, "KB502", "error"),
+        ("model.py", 7, "KB104", "error"),
+        ("model.py", 8, "KB503", "error"),
+    ]
     assert "schema registered at" in report.findings[0].message
     assert any("registered by this tree" in n and "ops.cpp" in n for n in report.notes)
 
@@ -99,7 +117,7 @@ def test_tree_registrations_are_checked_against_their_schema(tmp_path: Path) -> 
 def test_a_custom_op_decorated_in_torch_npus_namespace_is_the_trees(tmp_path: Path) -> None:
     (tmp_path / "ext_ops.py").write_text(
         "import torch\nfrom torch import Tensor\n\n\n"
-        "@torch._custom_op.impl.custom_op(\"atb::fused_mix\")\n"
+        '@torch._custom_op.impl.custom_op("atb::fused_mix")\n'
         "def fused_mix(a: Tensor, b: Tensor, flag: bool) -> Tensor: ...\n"
     )
     (tmp_path / "use.py").write_text(
@@ -162,8 +180,11 @@ def test_extension_records_name_the_package_and_check_its_schema(tmp_path: Path)
         "    return torch.ops.npu.helloworld(x, y, x), a\n"
     )
     report = _scan(tmp_path)
-    assert _found(report) == [("m.py", 6, "KB507", "info"), ("m.py", 7, "KB507", "info"),
-                              ("m.py", 7, "KB501", "warning")]  # fmt: skip
+    assert _found(report) == [
+        ("m.py", 6, "KB507", "info"),
+        ("m.py", 7, "KB507", "info"),
+        ("m.py", 7, "KB501", "warning"),
+    ]
     assert "the sgl-kernel-npu package registers npu::helloworld" in report.findings[0].message
 
 
@@ -196,17 +217,25 @@ def test_undecodable_comment_bytes_compile_as_cpython_does() -> None:
 # -- product guards -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("atom", "truth", "only", "never"), [
-    ("SocVersion.is_Ascend310P()", True, {"atlas-inference"}, set()),
-    ("SocVersion.is_Ascend910()", True, {"atlas-training", "atlas-a2", "atlas-a3"}, set()),
-    ("torch_npu.npu.get_soc_version() in (220, 223)", True, {"atlas-a2"}, set()),
-    ("220 <= soc_version <= 225", False, set(), {"atlas-a2"}),
-    ("self.soc_version >= 250 and self.soc_version < 260 and tp > 4", True, {"atlas-a3"}, set()),
-    ("soc_version == 260", True, {"ascend-950"}, set()),
-    ("use_mxfp8", True, {"ascend-950"}, set()),
-    ("use_mxfp8", False, set(), set()),  # a path taken without MX runs anywhere
-    ("count >= 250", True, set(), set()),  # not a SoC id
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("atom", "truth", "only", "never"),
+    [
+        ("SocVersion.is_Ascend310P()", True, {"atlas-inference"}, set()),
+        ("SocVersion.is_Ascend910()", True, {"atlas-training", "atlas-a2", "atlas-a3"}, set()),
+        ("torch_npu.npu.get_soc_version() in (220, 223)", True, {"atlas-a2"}, set()),
+        ("220 <= soc_version <= 225", False, set(), {"atlas-a2"}),
+        (
+            "self.soc_version >= 250 and self.soc_version < 260 and tp > 4",
+            True,
+            {"atlas-a3"},
+            set(),
+        ),
+        ("soc_version == 260", True, {"ascend-950"}, set()),
+        ("use_mxfp8", True, {"ascend-950"}, set()),
+        ("use_mxfp8", False, set(), set()),  # a path taken without MX runs anywhere
+        ("count >= 250", True, set(), set()),  # not a SoC id
+    ],
+)
 def test_product_guards(atom: str, truth: bool, only: set[str], never: set[str]) -> None:
     assert products(frozenset({(atom, truth)}), []) == (only, never)
 

@@ -22,10 +22,17 @@ from kb.scan.engine import ScanOptions
 PLAN = Path(__file__).resolve().parent / "fixtures" / "modelplan"
 
 
-def _scan(name: str, product: str = "atlas-a3", quantization: str | None = None,
-          parallel: str | None = None) -> Any:  # fmt: skip
-    made = scanner(options=ScanOptions(product=product, quantization=quantization, parallel=parallel,
-                                       use_config=False))  # fmt: skip
+def _scan(
+    name: str,
+    product: str = "atlas-a3",
+    quantization: str | None = None,
+    parallel: str | None = None,
+) -> Any:
+    made = scanner(
+        options=ScanOptions(
+            product=product, quantization=quantization, parallel=parallel, use_config=False
+        )
+    )
     return made.scan([str(PLAN / name)])
 
 
@@ -68,7 +75,9 @@ def test_dense_gqa_plan_splits_phases_and_carries_rope_cache_and_prerequisites()
     mlp = _entries(report, "DenseMLP")["both"]
     assert mlp["chain"] == "dense-gated-ffn" and _ops(mlp) == ["npu_swiglu"]
     assert "merged-gate-up" in mlp["prerequisites"]
-    assert _module(report, "DenseMLP").facts["activation_from"] == "config hidden_act default 'silu'"
+    assert (
+        _module(report, "DenseMLP").facts["activation_from"] == "config hidden_act default 'silu'"
+    )
     layer = _entries(report, "DenseLayer")["both"]
     assert _ops(layer) == ["npu_add_rms_norm"] and layer["stages"][0]["mapping"] == "add_rms_norm"
     assert _ops(_entries(report, "DenseNorm")["both"]) == ["npu_rms_norm"]
@@ -83,27 +92,39 @@ def test_softmax_moe_plan_router_and_expert_routing() -> None:
     # two proven chains express a softmax-then-top-k router (router_softmax_topk): the
     # dedicated kernel and the grouped gating kernel in softmax mode; one is planned, the
     # other offered as the first alternative
-    pair = {"moe-gate-softmax": "npu_moe_gating_top_k_softmax",
-            "moe-gate-softmax-gating-top-k": "npu_moe_gating_top_k"}
+    pair = {
+        "moe-gate-softmax": "npu_moe_gating_top_k_softmax",
+        "moe-gate-softmax-gating-top-k": "npu_moe_gating_top_k",
+    }
     assert gate["chain"] in pair and _ops(gate) == [pair[gate["chain"]]]
     assert (set(pair) - {gate["chain"]}) <= set(gate["alternatives"])
     if gate["chain"] == "moe-gate-softmax-gating-top-k":  # softmax mode, no groups, no renorm
         assert {k: gate["stages"][0]["args"][k] for k in ("norm_type", "renorm")} == {
-            "norm_type": 0, "renorm": 0}
+            "norm_type": 0,
+            "renorm": 0,
+        }
     experts = _module(report, "SoftExperts")
-    assert experts.facts["form"] == "loop over one_hot masks" and experts.facts["activation"] == "silu"
+    assert (
+        experts.facts["form"] == "loop over one_hot masks" and experts.facts["activation"] == "silu"
+    )
     plan = _entries(report, "SoftExperts")["both"]
     # nothing in a single-device modelling file says expert parallelism: the chain that
     # runs on one device is planned (its TP all-reduce drops out on one rank, and so does
     # its moe-tp-group prerequisite); the expert-parallel chains are named, not planned
     assert plan["chain"] == "moe-tp-routing"
-    assert _ops(plan) == ["npu_moe_init_routing_v2", "npu_grouped_matmul", "npu_swiglu",
-                          "npu_moe_finalize_routing"]  # fmt: skip
+    assert _ops(plan) == [
+        "npu_moe_init_routing_v2",
+        "npu_grouped_matmul",
+        "npu_swiglu",
+        "npu_moe_finalize_routing",
+    ]
     assert {s["mapping"] for s in plan["stages"]} == {"moe_experts_loop", "swiglu"}
     assert plan["prerequisites"] == ["int32-expert-ids"]
     assert any("--parallel tp" in n and "moe-tp-group" in n for n in plan["notes"])
     held = {h["chain"]: h for h in plan["not_proposed"] if "chain" in h}
-    assert {"moe-ep-alltoall-token-permute", "moe-ep-prefill-alltoall", "moe-ep-allgather"} <= set(held)
+    assert {"moe-ep-alltoall-token-permute", "moe-ep-prefill-alltoall", "moe-ep-allgather"} <= set(
+        held
+    )
     assert {h["reason"] for h in held.values()} == {"needs expert parallelism (--parallel ep)"}
     assert not set(held) & set(plan.get("alternatives", []))
 
@@ -119,7 +140,11 @@ def test_mla_and_sigmoid_router_plan() -> None:
     assert "npu_interleave_rope" in _ops(plan["prefill"])
     assert "absorbed-weights" in plan["decode"]["prerequisites"]
     router = _module(report, "GroupedSigmoidRouter")
-    assert (router.facts["score"], router.facts["bias"], router.facts["groups"]) == ("sigmoid", True, True)
+    assert (router.facts["score"], router.facts["bias"], router.facts["groups"]) == (
+        "sigmoid",
+        True,
+        True,
+    )
     gate = _entries(report, "GroupedSigmoidRouter")["both"]
     assert gate["chain"] == "moe-gate-sigmoid"
     stage = _stage(gate, "npu_moe_gating_top_k")
@@ -182,8 +207,12 @@ def test_training_paths_and_state_lists_are_not_opportunities() -> None:
     assert "SoftForCausalLM" not in names  # the auxiliary loss is not a router
     dense = _scan("modeling_dense_gqa.py")
     assert "DenseModel" not in {m.name for m in dense.inventory}  # a list of states is not a cache
-    assert not any("cache" in s["mapping"] for e in dense.plan if e["module"] != "DenseAttention"
-                   for s in e["stages"])  # fmt: skip
+    assert not any(
+        "cache" in s["mapping"]
+        for e in dense.plan
+        if e["module"] != "DenseAttention"
+        for s in e["stages"]
+    )
 
 
 @pytest.mark.parametrize("product", ["atlas-inference", "ascend-950"])
@@ -208,13 +237,19 @@ def test_on_atlas_a3_every_moe_stage_planned_runs_there(parallel: str | None) ->
                 notes = [n for s in entry["stages"] for n in s.get("notes", [])]
                 assert not [n for n in notes if "on atlas-a3" in n], (name, entry["chain"], notes)
 
+
 def test_parallel_ep_plans_the_expert_parallel_chain_and_tp_keeps_its_group() -> None:
     ep = _entries(_scan("modeling_moe_softmax.py", parallel="ep"), "SoftExperts")["both"]
-    assert ep["chain"] == "moe-ep-prefill-alltoall"  # the CANN recipes' double routing, as kb advise says
+    # the CANN recipes' double routing, as kb advise says
+    assert ep["chain"] == "moe-ep-prefill-alltoall"
     assert "ep-groups" in ep["prerequisites"]
-    assert "moe-ep-alltoall-token-permute" in ep["alternatives"] and "moe-tp-routing" not in ep["alternatives"]
+    assert (
+        "moe-ep-alltoall-token-permute" in ep["alternatives"]
+        and "moe-tp-routing" not in ep["alternatives"]
+    )
     assert [(h["chain"], h["reason"]) for h in ep["not_proposed"] if "chain" in h] == [
-        ("moe-tp-routing", "needs tensor parallelism (--parallel tp)")]
+        ("moe-tp-routing", "needs tensor parallelism (--parallel tp)")
+    ]
     assert "npu_grouped_matmul" in _ops(ep)
     tp = _entries(_scan("modeling_moe_softmax.py", parallel="tp"), "SoftExperts")["both"]
     assert tp["chain"] == "moe-tp-routing" and "moe-tp-group" in tp["prerequisites"]
@@ -224,12 +259,15 @@ def test_parallel_ep_plans_the_expert_parallel_chain_and_tp_keeps_its_group() ->
     # Atlas 300I kernel), the all-gather chain vLLM-Ascend runs there is planned, with its
     # collectives and its group prerequisite left out on one device
     inference = _entries(_scan("modeling_moe_softmax.py", "atlas-inference"), "SoftExperts")["both"]
-    assert inference["chain"] == "moe-ep-allgather" and "ep-groups" not in inference["prerequisites"]
+    assert (
+        inference["chain"] == "moe-ep-allgather" and "ep-groups" not in inference["prerequisites"]
+    )
     assert any("--parallel ep keeps them" in n for n in inference["notes"])
     # the router and the dense parts do not depend on the deployment
     for name in ("SoftRouter",):
-        assert (_entries(_scan("modeling_moe_softmax.py", parallel="ep"), name)
-                == _entries(_scan("modeling_moe_softmax.py"), name))  # fmt: skip
+        assert _entries(_scan("modeling_moe_softmax.py", parallel="ep"), name) == _entries(
+            _scan("modeling_moe_softmax.py"), name
+        )
 
 
 def test_a_chain_says_its_deployment_through_its_prerequisites() -> None:
@@ -240,18 +278,26 @@ def test_a_chain_says_its_deployment_through_its_prerequisites() -> None:
     from kb.catalog.compiled import open_catalog
     from kb.scan.model.plan import Target, deployment, unasked
 
-    assert deployment({"prerequisites": [{"id": "ep-groups"}, {"id": "int32-expert-ids"}]}) == ["ep"]
+    assert deployment({"prerequisites": [{"id": "ep-groups"}, {"id": "int32-expert-ids"}]}) == [
+        "ep"
+    ]
     assert deployment({"prerequisites": [{"id": "paged-kv-cache"}]}) == []
     ctx, single = _ctx(), Target("atlas-a3", None, None)
     # MC2 dispatch/combine take the EP group (group_ep): never on one device; the all-gather
     # chain's collectives are plain torch and leave its fused stages runnable on one rank
     assert unasked(ctx, open_catalog().get("moe-ep-decode-mc2"), single) == (["ep"], [])
     assert unasked(ctx, open_catalog().get("moe-ep-allgather"), single) == ([], ["ep"])
-    assert unasked(ctx, open_catalog().get("moe-ep-allgather"), Target("atlas-a3", None, None, "ep")) == ([], [])
+    assert unasked(
+        ctx, open_catalog().get("moe-ep-allgather"), Target("atlas-a3", None, None, "ep")
+    ) == ([], [])
     cat = open_catalog()
     for chain in cat.records("chain"):
-        params = {p.get("name") for s in chain["stages"] if s.get("operator") != "plain-torch"
-                  for p in (cat.get(s["operator"]) or {}).get("parameters") or []}  # fmt: skip
+        params = {
+            p.get("name")
+            for s in chain["stages"]
+            if s.get("operator") != "plain-torch"
+            for p in (cat.get(s["operator"]) or {}).get("parameters") or []
+        }
         torch = " ".join(s.get("torch", "") for s in chain["stages"])
         if "group_ep" in params or "all_to_all" in torch:
             assert "ep" in deployment(chain), chain["name"]
@@ -264,17 +310,27 @@ def test_a_stage_written_for_one_phase_or_scheme_is_planned_only_there() -> None
     quantization scheme (mla-absorb-decode): each phase and scheme gets its own variant, and
     phases whose variants differ are separate plan entries."""
     from kb.catalog.compiled import open_catalog
-    from kb.scan.model.plan import Need, kept_stages
+    from kb.scan.model.needs import Need
+    from kb.scan.model.plan import kept_stages
 
     cat = open_catalog()
     sinks = cat.get("gqa-sinks-paged")
-    n = Need("attention", frozenset({"attention"}), keep=frozenset({"attention", "flash_attention"}))
+    n = Need(
+        "attention", frozenset({"attention"}), keep=frozenset({"attention", "flash_attention"})
+    )
     for phase in ("prefill", "decode"):
         (stage,) = kept_stages(_ctx(), sinks, n, phase, "bf16")
         assert stage["phase"] == phase
     prolog = Need("attention", frozenset({"q_projection"}), keep=frozenset({"q_projection"}))
     mla = cat.get("mla-absorb-decode")
-    schemes = sorted({q for s in mla["stages"] if s["operator"] == "npu_mla_prolog_v3" for q in s["quantization"]})
+    schemes = sorted(
+        {
+            q
+            for s in mla["stages"]
+            if s["operator"] == "npu_mla_prolog_v3"
+            for q in s["quantization"]
+        }
+    )
     assert len(schemes) >= 3
     for scheme in schemes:
         (stage,) = kept_stages(_ctx(), mla, prolog, "decode", scheme)
@@ -290,7 +346,9 @@ def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_va
     approximate takes 'gelu_erf'/'gelu_tanh' (default erf): writing 'tanh' there fails
     kb check and dropping it computes erf. The operator that takes 'tanh' is planned."""
     plan = _entries(_scan("transformer_dit.py", quantization="w8a8"), "TanhFeedForward")["prefill"]
-    assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [("npu_gelu", {"approximate": "tanh"})]
+    assert [(s["operator"], s.get("args")) for s in plan["stages"]] == [
+        ("npu_gelu", {"approximate": "tanh"})
+    ]
 
 
 def test_a_chain_stage_whose_operator_lacks_the_value_is_held_with_the_reason(monkeypatch) -> None:
@@ -303,13 +361,18 @@ def test_a_chain_stage_whose_operator_lacks_the_value_is_held_with_the_reason(mo
 
     def narrowed(ctx: Any, op: str, name: str) -> dict[str, Any]:
         p = real(ctx, op, name)
-        return {**p, "allowed": ["quarter"]} if (op, name) == ("npu_apply_rotary_pos_emb", "rotary_mode") else p
+        return (
+            {**p, "allowed": ["quarter"]}
+            if (op, name) == ("npu_apply_rotary_pos_emb", "rotary_mode")
+            else p
+        )
 
     monkeypatch.setattr(plan_module, "_param", narrowed)
     decode = _entries(_scan("modeling_dense_gqa.py"), "DenseAttention")["decode"]
     assert "npu_apply_rotary_pos_emb" not in _ops(decode) and decode["chain"] == "gqa-decode-paged"
     held = [h for h in decode["not_proposed"] if h.get("operator") == "npu_apply_rotary_pos_emb"]
     assert held and "needs 'half'" in held[0]["reason"] and "quarter" in held[0]["reason"]
+
 
 def test_release_notes_operators_it_lacks() -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", torch_npu="2.1.0", use_config=False))
@@ -342,8 +405,19 @@ def test_json_and_api_carry_inventory_and_plan() -> None:
 
 
 def test_plan_text_view(capsys) -> None:
-    assert main(["scan", str(PLAN / "modeling_dense_gqa.py"), "--product", "atlas-a3", "--plan",
-                 "--no-config"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scan",
+                str(PLAN / "modeling_dense_gqa.py"),
+                "--product",
+                "atlas-a3",
+                "--plan",
+                "--no-config",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "DenseAttention [attention.gqa]" in out
     assert "decode: chain gqa-decode-paged" in out and "prerequisites: rope-precompute" in out
@@ -351,8 +425,22 @@ def test_plan_text_view(capsys) -> None:
 
 def test_emitted_plan_is_kb_check_clean(tmp_path: Path, capsys) -> None:
     out = tmp_path / "draft.yaml"
-    assert main(["scan", str(PLAN), "--product", "atlas-a3", "--quant", "bf16", "--no-config",
-                 "--emit-candidates", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scan",
+                str(PLAN),
+                "--product",
+                "atlas-a3",
+                "--quant",
+                "bf16",
+                "--no-config",
+                "--emit-candidates",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     draft = yaml.safe_load(out.read_text())
     assert draft["target"] == {"product": "atlas-a3", "quantization": "bf16"}
@@ -365,8 +453,22 @@ def test_emitted_plan_is_kb_check_clean(tmp_path: Path, capsys) -> None:
 
 def test_emitted_expert_parallel_plan_is_kb_check_clean(tmp_path: Path, capsys) -> None:
     out = tmp_path / "draft.yaml"
-    assert main(["scan", str(PLAN), "--product", "atlas-a3", "--parallel", "ep", "--no-config",
-                 "--emit-candidates", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scan",
+                str(PLAN),
+                "--product",
+                "atlas-a3",
+                "--parallel",
+                "ep",
+                "--no-config",
+                "--emit-candidates",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     draft = yaml.safe_load(out.read_text())
     assert "moe-ep-prefill-alltoall" in {c.get("chain") for c in draft["candidates"]}
@@ -375,8 +477,19 @@ def test_emitted_expert_parallel_plan_is_kb_check_clean(tmp_path: Path, capsys) 
 
 
 def test_plan_text_names_the_chains_another_deployment_would_take(capsys) -> None:
-    assert main(["scan", str(PLAN / "modeling_moe_softmax.py"), "--product", "atlas-a3", "--plan",
-                 "--no-config"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "scan",
+                str(PLAN / "modeling_moe_softmax.py"),
+                "--product",
+                "atlas-a3",
+                "--plan",
+                "--no-config",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "both: chain moe-tp-routing" in out
     line = next(x for x in out.splitlines() if "--parallel ep" in x)
@@ -401,10 +514,16 @@ def test_parallel_from_the_projects_tool_kb_table(tmp_path: Path, capsys) -> Non
     (tmp_path / "tp").mkdir()
     for where in (tmp_path / "m.py", tmp_path / "tp" / "m.py"):
         where.write_text(source, encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text('[tool.kb]\nparallel = "ep"\n\n[[tool.kb.overrides]]\n'
-                                             'files = ["tp/*.py"]\nparallel = "tp"\n')  # fmt: skip
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.kb]\nparallel = "ep"\n\n[[tool.kb.overrides]]\n'
+        'files = ["tp/*.py"]\nparallel = "tp"\n'
+    )
     report = scanner(options=ScanOptions(product="atlas-a3")).scan([str(tmp_path)])
-    chains = {(Path(e["file"]).parent.name, e.get("chain")) for e in report.plan if e["module"] == "SoftExperts"}
+    chains = {
+        (Path(e["file"]).parent.name, e.get("chain"))
+        for e in report.plan
+        if e["module"] == "SoftExperts"
+    }
     assert chains == {(tmp_path.name, "moe-ep-prefill-alltoall"), ("tp", "moe-tp-routing")}
     (tmp_path / "pyproject.toml").write_text('[tool.kb]\nparallel = "sp"\n')
     assert main(["scan", str(tmp_path / "m.py")]) == 2
@@ -416,8 +535,15 @@ def test_unknown_quant_is_a_usage_error(capsys) -> None:
     assert "quantization" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("source", ["", "x = 1\n", "class A:\n    pass\n",
-                                    "class B(nn.Module):\n    def forward(self):\n        return self.q(1)\n"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "",
+        "x = 1\n",
+        "class A:\n    pass\n",
+        "class B(nn.Module):\n    def forward(self):\n        return self.q(1)\n",
+    ],
+)
 def test_files_without_modules_give_an_empty_inventory(source: str) -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
     report = made.scan_text(source, "<text>")
@@ -438,8 +564,10 @@ def test_kb6_findings_skip_losses_state_lists_and_linear_attention_heads() -> No
     linear = _scan("modeling_linear_attention.py")
     assert "KB607" not in {c for c, _ in _kb6(linear)}
     made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
-    states = made.scan_text("class Keep:\n    def put(self, layer_idx, s):\n"
-                            "        self.linear_cache[layer_idx] = s\n", "m.py")  # fmt: skip
+    states = made.scan_text(
+        "class Keep:\n    def put(self, layer_idx, s):\n        self.linear_cache[layer_idx] = s\n",
+        "m.py",
+    )
     assert _kb6(states) == []
     slots = made.scan_text("def put(k_cache, k, slots):\n    k_cache[slots] = k\n", "m.py")
     assert [c for c, _ in _kb6(slots)] == ["KB608"]
@@ -447,8 +575,10 @@ def test_kb6_findings_skip_losses_state_lists_and_linear_attention_heads() -> No
 
 def test_topk_then_softmax_router_is_named_as_written() -> None:
     made = scanner(options=ScanOptions(product="atlas-a3", use_config=False))
-    text = ("import torch\n\n\ndef route(logits, k):\n    top, idx = torch.topk(logits, k, dim=-1)\n"
-            "    return torch.softmax(top, dim=-1), idx\n")  # fmt: skip
+    text = (
+        "import torch\n\n\ndef route(logits, k):\n    top, idx = torch.topk(logits, k, dim=-1)\n"
+        "    return torch.softmax(top, dim=-1), idx\n"
+    )
     found = [f.message for f in made.scan_text(text, "m.py").findings if f.code == "KB605"]
     assert found and found[0].startswith("topk then softmax")
 
@@ -463,18 +593,25 @@ def test_a_stage_without_an_equivalence_proof_is_not_proposed(monkeypatch) -> No
     report = _scan("modeling_linear_attention.py")
     for entry in report.plan:
         assert all(s["mapping"] in BY_ID for s in entry["stages"]), entry
-    monkeypatch.setattr(plan_module, "PROVEN", {k: v for k, v in BY_ID.items() if k != "gated_delta_rule"})
+    monkeypatch.setattr(
+        plan_module, "PROVEN", {k: v for k, v in BY_ID.items() if k != "gated_delta_rule"}
+    )
     plan = _entries(_scan("modeling_linear_attention.py"), "DeltaNet")
     assert _ops(plan["prefill"]) == [] and _ops(plan["decode"]) == []
     held = plan["prefill"]["not_proposed"][0]
-    assert held["operator"] == "npu_chunk_gated_delta_rule" and held["mapping"] == "gated_delta_rule"
+    assert (
+        held["operator"] == "npu_chunk_gated_delta_rule" and held["mapping"] == "gated_delta_rule"
+    )
     assert any("no equivalence proof yet" in n for n in plan["prefill"]["notes"])
 
 
 def test_renormalising_softmax_router_is_told_to_divide_after_the_gate() -> None:
     """router_softmax_topk's operators do not renormalise (its proof divides after the call)."""
     plan = _entries(_scan("modeling_moe_softmax.py"), "SoftRouter")
-    assert all(any("divide the weights by their sum" in n for n in e.get("notes", [])) for e in plan.values())
+    assert all(
+        any("divide the weights by their sum" in n for n in e.get("notes", []))
+        for e in plan.values()
+    )
 
 
 def test_attention_causality_decides_phases_and_masks() -> None:
@@ -494,8 +631,11 @@ def test_attention_causality_decides_phases_and_masks() -> None:
     assert any("every query sees every key" in n for n in prefill.get("notes", []))
     shared = _module(report, "TinySharedAttention")
     assert shared.facts["causal"].startswith("per instance")
-    assert any("the caller decides" in n for e in _entries(report, "TinySharedAttention").values()
-               for n in e.get("notes", []))  # fmt: skip
+    assert any(
+        "the caller decides" in n
+        for e in _entries(report, "TinySharedAttention").values()
+        for n in e.get("notes", [])
+    )
     for e in report.plan:
         assert e.get("chain") != "gqa-sliding-window", e["module"]
 
@@ -507,7 +647,9 @@ def test_lookalikes_are_not_planned() -> None:
     kinds = {m.name: (m.kind, m.facts.get("variant")) for m in report.inventory}
     assert kinds.get("ScanMixer") == ("attention.linear", "state-space")
     assert "DecayGate" not in kinds and "QuerySelector" not in kinds
-    assert [e for e in report.plan if e["module"] in ("ScanMixer", "DecayGate", "QuerySelector")] == []
+    assert [
+        e for e in report.plan if e["module"] in ("ScanMixer", "DecayGate", "QuerySelector")
+    ] == []
 
 
 def test_the_planner_needs_no_numpy() -> None:
@@ -515,12 +657,14 @@ def test_the_planner_needs_no_numpy() -> None:
     import subprocess
     import sys
 
-    probe = ("import sys\n"
-             "class Block:\n"
-             "    def find_spec(self, name, path=None, target=None):\n"
-             "        if name.split('.')[0] in ('numpy', 'ml_dtypes'):\n"
-             "            raise ImportError(name)\n"
-             "sys.meta_path.insert(0, Block())\n"
-             "import kb.scan.model.plan, kb.scan.engine\n")  # fmt: skip
+    probe = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('numpy', 'ml_dtypes'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import kb.scan.model.plan, kb.scan.engine\n"
+    )
     root = str(Path(__file__).resolve().parent.parent)
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=root, capture_output=True)

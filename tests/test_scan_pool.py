@@ -116,17 +116,29 @@ raise SystemExit(rc)
 def _kb(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("KB_SCAN_JOBS", None)
-    return subprocess.run([sys.executable, "-c", _RUN, *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", _RUN, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
+    )
 
 
 @pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
 def test_parallel_scan_is_byte_identical_to_serial(tmp_path: Path) -> None:
     tree = _tree(tmp_path)
     emit = ["--product", "atlas-a3", "--emit-candidates"]
-    for extra in (["--format", "json"], ["--format", "sarif"], ["--format", "github"], [],
-                  ["--plan", "--product", "atlas-a3"], ["--format", "json", "-v", *emit],
-                  [*emit]):  # fmt: skip
+    for extra in (
+        ["--format", "json"],
+        ["--format", "sarif"],
+        ["--format", "github"],
+        [],
+        ["--plan", "--product", "atlas-a3"],
+        ["--format", "json", "-v", *emit],
+        [*emit],
+    ):
         outs = {}
         for jobs in ("1", "3"):
             emitted = tmp_path / f"emit-{jobs}.yaml"
@@ -135,8 +147,11 @@ def test_parallel_scan_is_byte_identical_to_serial(tmp_path: Path) -> None:
             run = _kb(["scan", str(tree), "--jobs", jobs, *args], tmp_path)
             assert run.returncode == 1, run.stderr[-2000:]  # the misspelt keyword is an error
             assert f"PROCESSES [{jobs}]" in run.stderr
-            outs[jobs] = (run.stdout, emitted.read_text(encoding="utf-8") if emitted.exists() else "",
-                          run.stderr.replace(f"PROCESSES [{jobs}]", "").replace(str(emitted), "E"))  # fmt: skip
+            outs[jobs] = (
+                run.stdout,
+                emitted.read_text(encoding="utf-8") if emitted.exists() else "",
+                run.stderr.replace(f"PROCESSES [{jobs}]", "").replace(str(emitted), "E"),
+            )
         assert outs["1"] == outs["3"], extra
         assert "--emit-candidates" not in extra or "candidates:" in outs["3"][1]
     outs = {}
@@ -187,12 +202,15 @@ print("ok")
 @pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
 def test_pool_keeps_file_order_first_error_and_survives_a_dead_worker() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    run = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True, timeout=120,
-                         env=env)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", _POOL], capture_output=True, text=True, timeout=120, env=env
+    )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
 
 
-def test_small_scans_and_explicit_serial_stay_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_scans_and_explicit_serial_stay_in_one_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     big = [pool.MIN_BYTES] * 4
     assert pool.processes_for(None, [100, 200]) == 1  # too little source to pay for a fork
     assert pool.processes_for(1, big) == 1
@@ -206,7 +224,9 @@ def test_small_scans_and_explicit_serial_stay_in_one_process(monkeypatch: pytest
     assert pool.jobs_wanted(2) == 2  # --jobs wins over the environment
 
 
-def test_a_machine_without_an_idle_core_scans_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_machine_without_an_idle_core_scans_in_one_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(pool.JOBS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     monkeypatch.setattr(pool, "others_running", lambda: 7)
@@ -227,7 +247,9 @@ def test_others_running_reads_the_kernels_count() -> None:
 
 def test_no_pool_from_a_thread_as_under_the_mcp_server() -> None:
     seen: list[int] = []
-    worker = threading.Thread(target=lambda: seen.append(pool.processes_for(4, [pool.MIN_BYTES] * 4)))
+    worker = threading.Thread(
+        target=lambda: seen.append(pool.processes_for(4, [pool.MIN_BYTES] * 4))
+    )
     worker.start()
     worker.join()
     assert seen == [1]

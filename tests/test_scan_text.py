@@ -29,10 +29,12 @@ BAD = {
     "too large": ("#" * (MAX_BYTES + 1), ["KB500"]),
     "unknown coding cookie": ("# coding: no-such-codec\nx = 1\n", ["KB500"]),
     # read as latin-1, as Python would read such a file: epsilon is the text 'Ã©'
-    "latin-1 cookie": ("# -*- coding: latin-1 -*-\nimport torch_npu\n"
-                       "torch_npu.npu_rms_norm(x, g, epsilon='é')\n", ["KB106"]),
+    "latin-1 cookie": (
+        "# -*- coding: latin-1 -*-\nimport torch_npu\ntorch_npu.npu_rms_norm(x, g, epsilon='é')\n",
+        ["KB106"],
+    ),
     "byte order mark": ("\ufeffimport torch_npu\ntorch_npu.npu_rms_norm(x)\n", ["KB503"]),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,14 @@ def _no_file_system(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_a: object, **_k: object) -> None:
         raise AssertionError("scanning text touched the file system")
 
-    for name in ("mkdtemp", "mkstemp", "TemporaryDirectory", "NamedTemporaryFile",
-                 "TemporaryFile", "SpooledTemporaryFile"):  # fmt: skip
+    for name in (
+        "mkdtemp",
+        "mkstemp",
+        "TemporaryDirectory",
+        "NamedTemporaryFile",
+        "TemporaryFile",
+        "SpooledTemporaryFile",
+    ):
         monkeypatch.setattr(tempfile, name, refuse)
     real_open, real_os_open = builtins.open, os.open
     cwd = os.getcwd()
@@ -78,8 +86,9 @@ def _summary(report: Any) -> dict[str, Any]:
     }
 
 
-def _file_then_text(sc: Any, text: str, shown_as: str, tmp_path: Path,
-                    monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+def _file_then_text(
+    sc: Any, text: str, shown_as: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Scan ``text`` as the file ``shown_as`` (relative to an empty dir), then as text
     with the file gone and the file system closed."""
     monkeypatch.chdir(tmp_path)
@@ -97,10 +106,12 @@ def _file_then_text(sc: Any, text: str, shown_as: str, tmp_path: Path,
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
 @pytest.mark.parametrize("shown_as", ["model.py", "vllm_ascend/_310p/model.py"])
-def test_text_scans_like_the_same_file(sc: Any, fixture: Path, shown_as: str, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from_file, from_text = _file_then_text(sc, fixture.read_text(encoding="utf-8"), shown_as,
-                                           tmp_path, monkeypatch)  # fmt: skip
+def test_text_scans_like_the_same_file(
+    sc: Any, fixture: Path, shown_as: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from_file, from_text = _file_then_text(
+        sc, fixture.read_text(encoding="utf-8"), shown_as, tmp_path, monkeypatch
+    )
     assert from_text == from_file
     assert from_text["sites"] or from_text["opportunities"], "the fixture finds something"
     assert {f.file for f in from_text["findings"]} <= {shown_as}
@@ -116,8 +127,9 @@ def test_the_label_gives_the_path_hints(sc: Any) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_bad_text_fails_as_the_file_does(sc: Any, name: str, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_bad_text_fails_as_the_file_does(
+    sc: Any, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text, codes = BAD[name]
     from_file, from_text = _file_then_text(sc, text, "model.py", tmp_path, monkeypatch)
     assert from_text == from_file

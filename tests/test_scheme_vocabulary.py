@@ -46,7 +46,9 @@ def _answer_paths(tree: dict[str, Any]) -> Iterator[dict[str, str]]:
     """Every full answer set from the root to a leaf (a key answered once holds on)."""
     nodes = {n["id"]: n for n in tree["nodes"]}
 
-    def dfs(node_id: str | None, answers: dict[str, str], seen: frozenset[str]) -> Iterator[dict[str, str]]:
+    def dfs(
+        node_id: str | None, answers: dict[str, str], seen: frozenset[str]
+    ) -> Iterator[dict[str, str]]:
         if node_id is None or node_id in seen:
             yield answers
             return
@@ -64,15 +66,23 @@ def _plan(doc: dict[str, Any], product: str) -> str:
     """The candidate list an advice prescribes: one candidate per operator stage, with the
     stage's arguments and tensors, in the scheme the walk answered."""
     scheme = doc["quantization"]
-    lines = ["version: 1", "target:", f"  product: {product}", f"  quantization: {scheme}",
-             "candidates:"]  # fmt: skip
+    lines = [
+        "version: 1",
+        "target:",
+        f"  product: {product}",
+        f"  quantization: {scheme}",
+        "candidates:",
+    ]
     for chain in doc["chains"]:
         for st in chain["stages"]:
             if st["operator"] == "plain-torch":
                 continue
-            cand: dict[str, Any] = {"module": f"{chain['name']}.{st['stage']}",
-                                    "operator": st["operator"], "chain": chain["name"],
-                                    "phase": st["phase"]}  # fmt: skip
+            cand: dict[str, Any] = {
+                "module": f"{chain['name']}.{st['stage']}",
+                "operator": st["operator"],
+                "chain": chain["name"],
+                "phase": st["phase"],
+            }
             if st.get("quantization"):
                 cand["quantization"] = scheme
             for field in ("args", "tensors"):
@@ -92,8 +102,11 @@ def _advised_plans(catalog: Catalog) -> Iterator[tuple[str, str, str, str]]:
             doc = advise(catalog, tree, answers)
             if not doc["complete"] or not doc["chains"] or doc["quantization"] is None:
                 continue
-            products = ([answers["product"]] if "product" in answers
-                        else sorted({p for c in doc["chains"] for p in c["products"]}))  # fmt: skip
+            products = (
+                [answers["product"]]
+                if "product" in answers
+                else sorted({p for c in doc["chains"] for p in c["products"]})
+            )
             for product in products:
                 text = _plan(doc, product)
                 if text not in done:
@@ -104,16 +117,23 @@ def _advised_plans(catalog: Catalog) -> Iterator[tuple[str, str, str, str]]:
 def test_the_plan_advise_prescribes_checks_clean_for_every_scheme_the_trees_offer(
     catalog: Catalog,
 ) -> None:
-    offered = {o["value"] for t in catalog.records("tree") for n in t["nodes"]
-               if n["key"] == SCHEME_FLAG for o in n["options"]
-               if o.get("chain") or o.get("goto")}  # fmt: skip
+    offered = {
+        o["value"]
+        for t in catalog.records("tree")
+        for n in t["nodes"]
+        if n["key"] == SCHEME_FLAG
+        for o in n["options"]
+        if o.get("chain") or o.get("goto")
+    }
     checked: set[str] = set()
     problems: list[str] = []
     for tree, scheme, product, text in _advised_plans(catalog):
         checked.add(scheme)
         for f in check_text(text, "plan.yaml", catalog=catalog):
             if f.code in SCHEME_CODES:
-                problems.append(f"{tree} --{SCHEME_FLAG} {scheme} on {product}: {f.code} {f.message}")
+                problems.append(
+                    f"{tree} --{SCHEME_FLAG} {scheme} on {product}: {f.code} {f.message}"
+                )
     assert not problems, "\n".join(problems[:20])
     assert offered and offered <= checked, f"never reached: {sorted(offered - checked)}"
 
@@ -123,14 +143,21 @@ def test_every_chain_runs_each_scheme_it_lists_without_a_scheme_finding(catalog:
     problems: list[str] = []
     for chain in catalog.records("chain"):
         for scheme in chain.get("quantization") or []:
-            stages = [st for st in chain["stages"]
-                      if not st.get("quantization") or scheme in st["quantization"]]  # fmt: skip
-            doc = {"quantization": scheme,
-                   "chains": [{**chain, "stages": [{"phase": "both", **st} for st in stages]}]}  # fmt: skip
+            stages = [
+                st
+                for st in chain["stages"]
+                if not st.get("quantization") or scheme in st["quantization"]
+            ]
+            doc = {
+                "quantization": scheme,
+                "chains": [{**chain, "stages": [{"phase": "both", **st} for st in stages]}],
+            }
             for product in chain.get("products") or []:
                 for f in check_text(_plan(doc, product), "plan.yaml", catalog=catalog):
                     if f.code in SCHEME_CODES:
-                        problems.append(f"{chain['name']} in {scheme} on {product}: {f.code} {f.message}")
+                        problems.append(
+                            f"{chain['name']} in {scheme} on {product}: {f.code} {f.message}"
+                        )
     assert not problems, "\n".join(problems[:20])
 
 
@@ -138,13 +165,19 @@ def test_every_scheme_id_in_records_chains_and_trees_is_canonical(catalog: Catal
     used: list[tuple[str, str]] = []
     for rec in catalog.records("operator"):
         for mode in rec.get("quantization") or []:
-            used += [(rec["name"], mode["scheme"])] + ([(rec["name"], mode["kv"])] if mode.get("kv") else [])
+            used += [(rec["name"], mode["scheme"])] + (
+                [(rec["name"], mode["kv"])] if mode.get("kv") else []
+            )
     for chain in catalog.records("chain"):
         used += [(chain["name"], s) for s in chain.get("quantization") or []]
         used += [(chain["name"], s) for st in chain["stages"] for s in st.get("quantization") or []]
     for tree in catalog.records("tree"):
-        used += [(tree["name"], o["value"]) for n in tree["nodes"] if n["key"] == SCHEME_FLAG
-                 for o in n["options"]]  # fmt: skip
+        used += [
+            (tree["name"], o["value"])
+            for n in tree["nodes"]
+            if n["key"] == SCHEME_FLAG
+            for o in n["options"]
+        ]
     assert used
     wrong = [(where, s) for where, s in used if normalize_scheme(s) != s]
     assert not wrong, wrong
@@ -162,27 +195,46 @@ def test_a_spelling_of_two_schemes_names_both_and_picks_neither() -> None:
     assert scheme_meanings("w8a8 + kv_int8") == ("w8a8-static+kv-int8", "w8a8-dynamic+kv-int8")
     message = ambiguous_scheme_message("W8A8") or ""
     assert "w8a8-static" in message and "w8a8-dynamic" in message
-    assert ambiguous_scheme_message("w8a8-dynamic") is None and ambiguous_scheme_message("nope") is None
+    assert (
+        ambiguous_scheme_message("w8a8-dynamic") is None
+        and ambiguous_scheme_message("nope") is None
+    )
     # the one difference between the two, stated on the rows
     assert SCHEMES["w8a8-static"].timing == "static" and SCHEMES["w8a8-dynamic"].timing == "dynamic"
 
 
 def test_kb_check_asks_which_w8a8_instead_of_judging_one(catalog: Catalog) -> None:
-    text = ("version: 1\ntarget: {product: atlas-a3, quantization: W8A8}\ncandidates:\n"
-            "  - module: attn\n    operator: npu_mla_prolog_v3\n    quantization: w8a8\n"
-            "    args: {weight_quant_mode: 2}\n")  # fmt: skip
+    text = (
+        "version: 1\ntarget: {product: atlas-a3, quantization: W8A8}\ncandidates:\n"
+        "  - module: attn\n    operator: npu_mla_prolog_v3\n    quantization: w8a8\n"
+        "    args: {weight_quant_mode: 2}\n"
+    )
     found = check_text(text, "c.yaml", catalog=catalog)
     asked = [f for f in found if f.code == "KB005"]
-    assert len(asked) == 2 and all("w8a8-static" in f.message and "w8a8-dynamic" in f.message
-                                   for f in asked)  # fmt: skip
+    assert len(asked) == 2 and all(
+        "w8a8-static" in f.message and "w8a8-dynamic" in f.message for f in asked
+    )
     assert not [f for f in found if f.code in {"KB203", "KB204"}]  # no scheme was guessed
 
 
 def test_kb_advise_asks_which_w8a8_and_names_the_question_s_options(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["advise", "attention", "--arch", "mla", "--indexer", "no", "--phase", "decode",
-            "--prolog", "yes", "--mtp", "no", "--no-input"]  # fmt: skip
+    argv = [
+        "advise",
+        "attention",
+        "--arch",
+        "mla",
+        "--indexer",
+        "no",
+        "--phase",
+        "decode",
+        "--prolog",
+        "yes",
+        "--mtp",
+        "no",
+        "--no-input",
+    ]
     assert main([*argv, "--quant", "w8a8"]) == 2
     err = capsys.readouterr().err
     assert "w8a8-static" in err and "w8a8-dynamic" in err
@@ -199,28 +251,47 @@ def test_kb_scan_asks_which_w8a8(capsys: pytest.CaptureFixture[str], tmp_path: A
 
 def test_a_tree_cannot_offer_an_ambiguous_or_unknown_scheme() -> None:
     def tree(value: str) -> dict[str, Any]:
-        return {"kind": "tree", "name": "t", "title": {"en": "t", "zh": "t"},
-                "summary": {"en": "t", "zh": "t"}, "root": "q",
-                "nodes": [{"id": "q", "key": SCHEME_FLAG, "question": {"en": "q", "zh": "q"},
-                           "options": [{"value": "bf16", "label": "none", "note": "n"},
-                                       {"value": value, "label": "int8", "note": "n"}]}]}  # fmt: skip
+        return {
+            "kind": "tree",
+            "name": "t",
+            "title": {"en": "t", "zh": "t"},
+            "summary": {"en": "t", "zh": "t"},
+            "root": "q",
+            "nodes": [
+                {
+                    "id": "q",
+                    "key": SCHEME_FLAG,
+                    "question": {"en": "q", "zh": "q"},
+                    "options": [
+                        {"value": "bf16", "label": "none", "note": "n"},
+                        {"value": value, "label": "int8", "note": "n"},
+                    ],
+                }
+            ],
+        }
 
     DecisionTree.model_validate(tree("w8a8-dynamic"))
-    for value, says in (("w8a8", "w8a8-static"), ("w8a8_dynamic", "'w8a8-dynamic'"), ("nope", "canonical")):
+    for value, says in (
+        ("w8a8", "w8a8-static"),
+        ("w8a8_dynamic", "'w8a8-dynamic'"),
+        ("nope", "canonical"),
+    ):
         with pytest.raises(ValueError, match=says):
             DecisionTree.model_validate(tree(value))
 
 
 # -- the contradiction of issue 23 --------------------------------------------------------
 
-_DEEPSEEK = ("version: 1\ntarget: {{product: atlas-a3, quantization: {scheme}}}\ncandidates:\n"
-             "  - module: model.layers.*.self_attn\n    phase: decode\n"
-             "    operator: npu_mla_prolog_v3\n    chain: mla-absorb-decode\n"
-             "    quantization: {scheme}\n"
-             "    args: {{cache_mode: PA_NZ, weight_quant_mode: {mode}, kv_cache_quant_mode: 0,"
-             " query_quant_mode: 0}}\n"
-             "    tensors:\n      token_x: {{dtype: {token_x}}}\n"
-             "      weight_dq: {{dtype: int8, format: FRACTAL_NZ}}\n")  # fmt: skip
+_DEEPSEEK = (
+    "version: 1\ntarget: {{product: atlas-a3, quantization: {scheme}}}\ncandidates:\n"
+    "  - module: model.layers.*.self_attn\n    phase: decode\n"
+    "    operator: npu_mla_prolog_v3\n    chain: mla-absorb-decode\n"
+    "    quantization: {scheme}\n"
+    "    args: {{cache_mode: PA_NZ, weight_quant_mode: {mode}, kv_cache_quant_mode: 0,"
+    " query_quant_mode: 0}}\n"
+    "    tensors:\n      token_x: {{dtype: {token_x}}}\n"
+    "      weight_dq: {{dtype: int8, format: FRACTAL_NZ}}\n"
+)
 
 
 def _codes(found: list[Finding]) -> list[str]:
@@ -233,24 +304,52 @@ def _deepseek(catalog: Catalog, scheme: str, mode: int, token_x: str) -> list[Fi
 
 
 def test_advise_prescribes_mode_2_under_the_scheme_its_record_gives_mode_2(
-    catalog: Catalog, capsys: pytest.CaptureFixture[str],
+    catalog: Catalog,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["advise", "attention", "--arch", "mla", "--indexer", "no", "--phase", "decode",
-                 "--prolog", "yes", "--mtp", "no", "--quant", "w8a8-dynamic",
-                 "--format", "json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "advise",
+                "attention",
+                "--arch",
+                "mla",
+                "--indexer",
+                "no",
+                "--phase",
+                "decode",
+                "--prolog",
+                "yes",
+                "--mtp",
+                "no",
+                "--quant",
+                "w8a8-dynamic",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
-    prolog = [st for c in doc["chains"] for st in c["stages"] if st["operator"] == "npu_mla_prolog_v3"]
+    prolog = [
+        st for c in doc["chains"] for st in c["stages"] if st["operator"] == "npu_mla_prolog_v3"
+    ]
     assert [st["args"]["weight_quant_mode"] for st in prolog] == [2]
     rec = catalog.get("npu_mla_prolog_v3")
     assert rec is not None
-    mode_2 = {m["scheme"] for m in rec["quantization"]
-              if (m.get("select") or {}) == {"weight_quant_mode": 2, "kv_cache_quant_mode": 0,
-                                             "query_quant_mode": 0}}  # fmt: skip
+    mode_2 = {
+        m["scheme"]
+        for m in rec["quantization"]
+        if (m.get("select") or {})
+        == {"weight_quant_mode": 2, "kv_cache_quant_mode": 0, "query_quant_mode": 0}
+    }
     assert mode_2 == {"w8a8-dynamic"}
     assert _codes(_deepseek(catalog, "w8a8-dynamic", 2, "int8")) == []
 
 
-def test_mode_2_with_a_16_bit_token_x_is_one_dtype_error_not_a_mode_1_hint(catalog: Catalog) -> None:
+def test_mode_2_with_a_16_bit_token_x_is_one_dtype_error_not_a_mode_1_hint(
+    catalog: Catalog,
+) -> None:
     found = _deepseek(catalog, "w8a8-dynamic", 2, "bfloat16")
     assert _codes(found) == ["KB109"]  # token_x must be int8; KB204 no longer proposes mode 1
     assert "token_x" in next(f.message for f in found if f.code == "KB109")
@@ -258,6 +357,9 @@ def test_mode_2_with_a_16_bit_token_x_is_one_dtype_error_not_a_mode_1_hint(catal
 
 def test_a_real_scheme_mismatch_is_still_reported(catalog: Catalog) -> None:
     wrong_mode = [f for f in _deepseek(catalog, "w8a8-dynamic", 0, "int8") if f.code == "KB204"]
-    assert wrong_mode and "weight_quant_mode=1 or 2, not 0 (weight_quant_mode=0 is bf16)" in wrong_mode[0].message
+    assert (
+        wrong_mode
+        and "weight_quant_mode=1 or 2, not 0 (weight_quant_mode=0 is bf16)" in wrong_mode[0].message
+    )
     static = [f for f in _deepseek(catalog, "w8a8-static", 2, "int8") if f.code == "KB203"]
     assert static and "no w8a8-static mode" in static[0].message  # the prolog quantizes per token

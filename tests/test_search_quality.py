@@ -68,7 +68,9 @@ def test_a_dtype_in_the_query_is_a_requirement() -> None:
     """'flash attention int8': operators that never take int8 fall behind those that do."""
     hits = [h.name for h in search(open_catalog(), "flash attention int8", limit=10)]
     assert "npu_sparse_flash_attention" in hits  # still found, but
-    assert hits.index("npu_sparse_flash_attention") > hits.index("npu_kv_quant_sparse_flash_attention")
+    assert hits.index("npu_sparse_flash_attention") > hits.index(
+        "npu_kv_quant_sparse_flash_attention"
+    )
 
 
 def reciprocal_rank(q: dict, hits: list[tuple[str, str]]) -> float:
@@ -110,9 +112,18 @@ def test_a_chinese_run_counts_as_one_word() -> None:
     assert query_words("the swiglu then quant") == [["swiglu"], ["quant"]]
 
 
-@pytest.mark.parametrize(("query", "first"), [("rmsnorm", "npu_rms_norm"), ("rms norm", "npu_rms_norm"),
-                                              ("swiglu", "npu_swiglu"), ("flash attention", None)])
-def test_the_basic_operator_leads_its_specialisations(query: str, first: str | None, results) -> None:
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("rmsnorm", "npu_rms_norm"),
+        ("rms norm", "npu_rms_norm"),
+        ("swiglu", "npu_swiglu"),
+        ("flash attention", None),
+    ],
+)
+def test_the_basic_operator_leads_its_specialisations(
+    query: str, first: str | None, results
+) -> None:
     """A record named for a step the query does not ask about (npu_add_rms_norm for
     residual_add, npu_sparse_flash_attention for sparse_attention) falls behind."""
     got = names(results[query])
@@ -137,7 +148,8 @@ def test_steps_are_read_from_the_query() -> None:
         toks = set(tokens(text, query=True))
         return named_steps(toks | {a + b for a in toks for b in toks})
 
-    assert steps("residual add then rmsnorm") == {"residual_add", "rms_norm"}  # add is residual_add's
+    # add is residual_add's
+    assert steps("residual add then rmsnorm") == {"residual_add", "rms_norm"}
     assert steps("swiglu then quantize") == {"swiglu", "quantize"}
     named = frozenset({"residual_add", "rms_norm"})
     exact = step_factor(frozenset({"residual_add", "rms_norm"}), named)
@@ -146,7 +158,9 @@ def test_steps_are_read_from_the_query() -> None:
     assert step_factor(frozenset({"rms_norm"}), frozenset({"rms_norm"})) == 1.0  # one step: a topic
     # a named step is done by a fused step whose words hold its own
     generic = frozenset({"attention", "mask"})
-    assert step_factor(frozenset({"flash_attention", "mask"}), generic) == step_factor(generic, generic)
+    assert step_factor(frozenset({"flash_attention", "mask"}), generic) == step_factor(
+        generic, generic
+    )
     assert step_factor(frozenset({"mask", "convolution"}), generic) < step_factor(generic, generic)
 
 
@@ -159,7 +173,9 @@ def test_a_step_named_by_its_joined_spelling_is_asked() -> None:
     named = named_steps(query)
     fused = frozenset({"rms_norm", "dynamic_quantize", "bias_add"})
     assert unasked_named_steps(name_stems("npu_rms_norm_dynamic_quant"), fused, query, named) == 0
-    assert unasked_named_steps(name_stems("npu_add_rms_norm_dynamic_quant"), fused, query, named) == 1
+    assert (
+        unasked_named_steps(name_stems("npu_add_rms_norm_dynamic_quant"), fused, query, named) == 1
+    )
 
 
 def test_an_exact_name_is_answered_without_whoosh(tmp_path) -> None:
@@ -169,14 +185,21 @@ def test_an_exact_name_is_answered_without_whoosh(tmp_path) -> None:
     import subprocess
     import sys
 
-    probe = ("import sys\nfrom kb.catalog.compiled import open_catalog\nfrom kb.index.search import search\n"
-             "hits = search(open_catalog(), sys.argv[1], limit=3)\n"
-             "print(hits[0].name, 'whoosh.index' in sys.modules or 'whoosh.searching' in sys.modules)\n")  # fmt: skip
+    probe = (
+        "import sys\nfrom kb.catalog.compiled import open_catalog\nfrom kb.index.search import search\n"
+        "hits = search(open_catalog(), sys.argv[1], limit=3)\n"
+        "print(hits[0].name, 'whoosh.index' in sys.modules or 'whoosh.searching' in sys.modules)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
     def run(query: str) -> str:
-        return subprocess.run([sys.executable, "-c", probe, query], capture_output=True, text=True,
-                              env=env, check=True).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-c", probe, query],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout.strip()
 
     assert run("npu_rms_norm") == "npu_rms_norm False"
     assert run("torch_npu.npu_mla_prolog_v3") == "npu_mla_prolog_v3 False"

@@ -25,8 +25,10 @@ def project(tmp_path: Path) -> Path:
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     stub = bin_dir / "python"
-    stub.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/pip-calls.log"\n'
-                    f'touch "{bin_dir}/kb"; chmod +x "{bin_dir}/kb"\n')  # fmt: skip
+    stub.write_text(
+        f'#!/bin/sh\necho "$@" >> "{tmp_path}/pip-calls.log"\n'
+        f'touch "{bin_dir}/kb"; chmod +x "{bin_dir}/kb"\n'
+    )
     stub.chmod(0o755)
     return tmp_path
 
@@ -35,11 +37,16 @@ def setup(project: Path, extras: str) -> list[str]:
     """Run setup.sh; return the pip calls it made."""
     log = project / "pip-calls.log"
     before = log.read_text().splitlines() if log.exists() else []
-    proc = subprocess.run(["bash", "scripts/setup.sh", extras], cwd=project, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "scripts/setup.sh", extras],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     after = log.read_text().splitlines() if log.exists() else []
-    return after[len(before):]
+    return after[len(before) :]
 
 
 def test_pip_runs_only_when_something_changed(project: Path) -> None:

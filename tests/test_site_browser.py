@@ -190,7 +190,9 @@ def wait_for_title(p: Page, title: str) -> None:
     (whether it arrives by a swap or by a full load)."""
     from playwright.sync_api import expect
 
-    expect(p.page.locator("article.md-content__inner h1")).to_have_text(re.compile("^" + re.escape(title)))
+    expect(p.page.locator("article.md-content__inner h1")).to_have_text(
+        re.compile("^" + re.escape(title))
+    )
 
 
 # -- pages that fit ----------------------------------------------------------------------
@@ -297,8 +299,10 @@ def test_chain_variants_are_branches_of_one_step(sized_page: Page, site_url: str
         assert len(schemes) == branches.count() and len(set(schemes)) == len(schemes)
         links = fork.locator("a.kb-node--operator")
         assert links.count() == branches.count()
-        assert all("/operators/" in (links.nth(i).get_attribute("href") or "")
-                   for i in range(links.count()))  # fmt: skip
+        assert all(
+            "/operators/" in (links.nth(i).get_attribute("href") or "")
+            for i in range(links.count())
+        )
         if p.page.viewport_size["width"] == WIDTHS["desktop"]:
             tops = {round(branches.nth(i).bounding_box()["y"]) for i in range(branches.count())}
             assert len(tops) == 1  # side by side
@@ -308,9 +312,7 @@ def test_chain_variants_are_branches_of_one_step(sized_page: Page, site_url: str
         assert not [u for u in p.requests if "mermaid" in u.lower()]
 
 
-def test_product_chips_read_on_a_phone_without_hover(
-    browser: Any, request, site_url: str
-) -> None:
+def test_product_chips_read_on_a_phone_without_hover(browser: Any, request, site_url: str) -> None:
     """Supported and unsupported products differ in text (a mark and the product's own
     name), not only in a tooltip; at 390 px every chip shows whole, inside the screen."""
     from kb.catalog.compiled import open_catalog
@@ -320,8 +322,7 @@ def test_product_chips_read_on_a_phone_without_hover(
         op["name"]
         for op in open_catalog().records()
         if op.get("kind") == "operator"
-        and {products.YES, products.NO}
-        <= {products.support(op, f) for f in products.families()}
+        and {products.YES, products.NO} <= {products.support(op, f) for f in products.families()}
     )
     for p in open_page(browser, request, WIDTHS["phone"]):
         with screenshot_on_failure(p):
@@ -463,7 +464,9 @@ def test_site_search_ranks_like_the_cli(page: Page, site_url: str) -> None:
             if box.is_visible():
                 box.fill("")
                 box.press("End")
-                page.page.wait_for_function("() => !document.querySelector('.md-search-result__item')")
+                page.page.wait_for_function(
+                    "() => !document.querySelector('.md-search-result__item')"
+                )
             hits = search(page, "", q["q"])
             if not hits or f"/{want}/" not in hits[0]:
                 misses.append((q["q"], want, hits[:1]))

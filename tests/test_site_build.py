@@ -88,7 +88,9 @@ def test_search_index_is_kbs_own_and_bilingual(real_site: RealSite) -> None:
     assert any(p[1] == "Checker rules" or "KB204" in p[1] for p in head["pages"])
     from site_plugins.search_index import shard_of
 
-    shard = json.loads((site / "search" / "kb" / f"s{shard_of('预取')}.json").read_text(encoding="utf-8"))
+    shard = json.loads(
+        (site / "search" / "kb" / f"s{shard_of('预取')}.json").read_text(encoding="utf-8")
+    )
     assert names.index("npu_prefetch") in shard["t"]["预取"][::2]
 
 
@@ -232,8 +234,21 @@ def test_a_build_for_no_known_address_has_no_canonical_links(
     monkeypatch.delenv("KB_SITE_URL", raising=False)
     site = tmp_path / "site"
     config = fixture_config(tmp_path / "cfg")
-    assert main(["site", "build", "-f", str(config), "--records", str(FIXTURES),
-                 "--site-dir", str(site)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "site",
+                "build",
+                "-f",
+                str(config),
+                "--records",
+                str(FIXTURES),
+                "--site-dir",
+                str(site),
+            ]
+        )
+        == 0
+    )
     assert "instant navigation off" in capsys.readouterr().err
     pages = list(site.rglob("*.html"))
     assert len(pages) > 10

@@ -35,7 +35,9 @@ def test_every_record_page_ships_its_markdown_and_links_resolve() -> None:
     built = {md.page_url(p) for p in pages}
     for path, text in copies.items():
         # page markup is gone: no chips, wrappers, folds, tabs, attribute lists, diagrams
-        assert not re.search(r"<span|<div|</div>|^\s*(\?\?\?|!!!|===) |\{ ?[.#:]|kb:diagram", text, re.M), path
+        assert not re.search(
+            r"<span|<div|</div>|^\s*(\?\?\?|!!!|===) |\{ ?[.#:]|kb:diagram", text, re.M
+        ), path
         for target in re.findall(r"\]\((?!https?:|#)([^)\s]+)\)", text):
             resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
             if resolved.endswith("index.md"):

@@ -363,7 +363,7 @@ def test_matrices_group_by_category_under_a_filter(data: SiteData) -> None:
         '<td style="text-align: right">1</td>' in quant
     )
     # the row says how the activation scale is made and that "w8a8" also names another scheme
-    static_row = quant.split("kb-chip--scheme\">w8a8-static</span></td>")[1].split("</tr>")[0]
+    static_row = quant.split('kb-chip--scheme">w8a8-static</span></td>')[1].split("</tr>")[0]
     assert "calibrated offline" in static_row and "<code>w8a8</code> <em>shared</em>" in static_row
 
 

@@ -44,12 +44,12 @@ def test_scheme_variants_are_branches_of_one_step() -> None:
     data = _data()
     chain = data.chains["mla-absorb-decode"]
     page = chain_page(chain, data)
-    stages = page[page.index("## Stages"):page.index("## Flow")]
+    stages = page[page.index("## Stages") : page.index("## Flow")]
     assert "**mla_prolog**: one of, by scheme" in stages
     assert stages.count("**mla_prolog**") == 1
     numbered = [ln for ln in stages.splitlines() if ln[:1].isdigit()]
     assert len(numbered) == len(stage_groups(chain["stages"]))
-    flow = page[page.index("## Flow"):]
+    flow = page[page.index("## Flow") :]
     fork = flow.split('<span class="kb-flow__fork">mla_prolog: one of</span>')[1].split("</ul>")[0]
     labels = re.findall(r'<span class="kb-flow__scheme">([^<]+)</span>', fork)
     assert labels == ["bf16", "w8a8-dynamic", "w8a8c8"]  # branches are labelled in the diagram

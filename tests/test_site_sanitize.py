@@ -108,7 +108,9 @@ def test_page_structure_survives_and_handlers_do_not(render) -> None:
         "| a | b |\n| :-: | --: |\n| 1 | 2 |\n\n"
         '??? note "More"\n\n    folded\n\n'
         "## Flow { data-search-exclude }\n\n"
-        + flow([Lane("decode", [("a", [Branch(box("<code>op</code>", "../x/", "operator"))])])], "F")
+        + flow(
+            [Lane("decode", [("a", [Branch(box("<code>op</code>", "../x/", "operator"))])])], "F"
+        )
         + "\n\n"
         "```python\nx = 1\n```\n"
     )

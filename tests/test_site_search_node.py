@@ -47,15 +47,30 @@ vm.runInContext(fs.readFileSync(worker, "utf8"), ctx);
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_the_worker_ranks_every_query_like_the_cli(tmp_path: Path) -> None:
     catalog = open_catalog()
-    for path, text in search_index.build(catalog, SiteData.from_records(catalog.records()), []).items():
+    for path, text in search_index.build(
+        catalog, SiteData.from_records(catalog.records()), []
+    ).items():
         target = tmp_path / "site" / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    queries = [q["q"] for q in yaml.safe_load((ROOT / "tests" / "data" / "search_queries.yaml").read_text())]
+    queries = [
+        q["q"]
+        for q in yaml.safe_load((ROOT / "tests" / "data" / "search_queries.yaml").read_text())
+    ]
     (tmp_path / "queries.json").write_text(json.dumps(queries), encoding="utf-8")
     (tmp_path / "harness.js").write_text(HARNESS, encoding="utf-8")
-    run = subprocess.run([str(NODE), str(tmp_path / "harness.js"), str(tmp_path / "site"), str(WORKER),
-                          str(tmp_path / "queries.json")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [
+            str(NODE),
+            str(tmp_path / "harness.js"),
+            str(tmp_path / "site"),
+            str(WORKER),
+            str(tmp_path / "queries.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     site = json.loads(run.stdout)
     session = Session(open_index(catalog))

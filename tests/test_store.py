@@ -60,11 +60,17 @@ def test_unknown_product(record_tree) -> None:
 
 
 def test_dangling_reference(record_tree) -> None:
-    root = record_tree({"operators/npu_test_op.yaml": operator_yaml(related="npu_tset_op2"),
-                        "operators/npu_test_op2.yaml": operator_yaml("npu_test_op2")})  # fmt: skip
+    root = record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(related="npu_tset_op2"),
+            "operators/npu_test_op2.yaml": operator_yaml("npu_test_op2"),
+        }
+    )
     (msg,) = problems(root)
     line = line_of(operator_yaml(), "related:")
-    assert msg.startswith(f"operators/npu_test_op.yaml:{line}:11: related[0]: 'npu_tset_op2' names no")
+    assert msg.startswith(
+        f"operators/npu_test_op.yaml:{line}:11: related[0]: 'npu_tset_op2' names no"
+    )
     assert "did you mean npu_test_op2" in msg
 
 

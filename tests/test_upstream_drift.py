@@ -311,8 +311,7 @@ def test_products_named_by_evidence_are_not_drift(
     code, report = _drift(op_plugin, wheel, records, capsys)
     assert code == 1 and report["drift"][0]["removed"] == ["atlas-200i-500-a2"]
     path.write_text(
-        path.read_text()
-        + "evidence:\n  - about: [products]\n    values: [atlas-200i-500-a2]\n"
+        path.read_text() + "evidence:\n  - about: [products]\n    values: [atlas-200i-500-a2]\n"
         "    kind: page\n    repo: example/kernels\n    commit: abc1234\n"
         "    path: docs/fake_norm.md\n    says: A newer kernel reference lists it.\n"
     )

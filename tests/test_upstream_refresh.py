@@ -289,8 +289,10 @@ def test_growing_a_block_list_of_mappings_keeps_it_in_block_style() -> None:
     data = yaml.safe_load(text)
     data["constraints"].insert(1, {"text": "new one"})
     out = update_text(text, data, {}, {})
-    assert out == ("name: x\nconstraints:\n  - text: one\n  - text: new one\n  - text: two\n"
-                   "    rule: r\nnote: kept\n")  # fmt: skip
+    assert out == (
+        "name: x\nconstraints:\n  - text: one\n  - text: new one\n  - text: two\n"
+        "    rule: r\nnote: kept\n"
+    )
 
 
 def test_long_paragraphs_are_written_folded() -> None:

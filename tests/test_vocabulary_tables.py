@@ -21,7 +21,8 @@ from kb.vocab import parallel
 ROOT = Path(__file__).resolve().parent.parent
 
 VOCABULARIES: dict[str, frozenset[str]] = {
-    "call-path prefix": frozenset(vocab.LOOSE_CALL_PREFIXES) | frozenset(vocab.NAMESPACE_PATHS.values()),
+    "call-path prefix": frozenset(vocab.LOOSE_CALL_PREFIXES)
+    | frozenset(vocab.NAMESPACE_PATHS.values()),
     "dtype": frozenset(d.name for d in vocab.DTYPES),
     "parallel mode": frozenset(parallel.PARALLEL_MODES),
     "communication-domain prerequisite": frozenset(parallel.PARALLEL_OF_PREREQUISITE),
@@ -34,8 +35,7 @@ VOCABULARIES: dict[str, frozenset[str]] = {
 
 #: (file, scope) → why the literal there is not a second vocabulary table.  The scope
 #: is the dotted name of the enclosing class/function/assignment ("*": the whole file).
-ALLOWED: dict[tuple[str, str], str] = {
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _strings(nodes: list[ast.expr | None]) -> set[str]:
@@ -100,8 +100,11 @@ def duplicates(root: Path) -> list[str]:
                 continue
             finder = _Finder(rel)
             finder.visit(ast.parse(file.read_text(encoding="utf-8"), rel))
-            out += [f"{where}: {what}" for scope, where, what in finder.found
-                    if (rel, scope) not in ALLOWED]  # fmt: skip
+            out += [
+                f"{where}: {what}"
+                for scope, where, what in finder.found
+                if (rel, scope) not in ALLOWED
+            ]
     return out
 
 
@@ -121,24 +124,30 @@ def test_allow_list_entries_still_needed() -> None:
             assert any(s == scope for s, _, _ in finder.found), (rel, scope)
 
 
-@pytest.mark.parametrize("source", [
-    'PREFIXES = ("torch_npu.", "torch.ops.npu.")',
-    'def f(m):\n    return m in ("aclgraph", "torchair")',
-    'BYTES = {"bfloat16": 2, "float16": 2}',
-    'from typing import Literal\nP = Literal["prefill", "decode", "both"]',
-    'TOKENS = {"a3": "atlas-a3", "a2": "atlas-a2"}',
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "source",
+    [
+        'PREFIXES = ("torch_npu.", "torch.ops.npu.")',
+        'def f(m):\n    return m in ("aclgraph", "torchair")',
+        'BYTES = {"bfloat16": 2, "float16": 2}',
+        'from typing import Literal\nP = Literal["prefill", "decode", "both"]',
+        'TOKENS = {"a3": "atlas-a3", "a2": "atlas-a2"}',
+    ],
+)
 def test_finder_sees_a_second_table(source: str) -> None:
     finder = _Finder("example.py")
     finder.visit(ast.parse(source))
     assert finder.found
 
 
-@pytest.mark.parametrize("source", [
-    'KINDS = ("fusion", "prefetch")',
-    'TYPES = ("bool", "int", "float")',
-    'ONE = {"phase": "decode", "operator": "npu_prefetch"}',
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "source",
+    [
+        'KINDS = ("fusion", "prefetch")',
+        'TYPES = ("bool", "int", "float")',
+        'ONE = {"phase": "decode", "operator": "npu_prefetch"}',
+    ],
+)
 def test_finder_ignores_other_literals(source: str) -> None:
     finder = _Finder("example.py")
     finder.visit(ast.parse(source))
@@ -154,7 +163,16 @@ def test_scanner_dtype_constants_are_rows_records_may_not_name() -> None:
         assert name in vocab.TORCH_NPU_DTYPE_ATTRS
         assert name not in vocab.CANONICAL["dtype"]
         assert vocab.normalize("dtype", name) is None
-    assert {"half", "float", "double", "long", "int", "short", "cfloat", "chalf"} <= vocab.TORCH_DTYPE_ATTRS
+    assert {
+        "half",
+        "float",
+        "double",
+        "long",
+        "int",
+        "short",
+        "cfloat",
+        "chalf",
+    } <= vocab.TORCH_DTYPE_ATTRS
     assert "hifloat8" in vocab.TORCH_NPU_DTYPE_ATTRS and "hifloat8" not in vocab.TORCH_DTYPE_ATTRS
     assert vocab.normalize("dtype", "torch.half") == "float16"
     assert vocab.normalize("dtype", 292) == vocab.normalize("dtype", "torch.float8_e4m3fn")
@@ -196,8 +214,11 @@ def test_captured_graph_modes_are_the_record_fields() -> None:
 def test_call_paths_of_records_use_the_table() -> None:
     from kb.catalog.compiled import open_catalog
 
-    prefixes = {c.rsplit(".", 1)[0] + "." for r in open_catalog().records("operator")
-                for c in r.get("calls") or []}  # fmt: skip
+    prefixes = {
+        c.rsplit(".", 1)[0] + "."
+        for r in open_catalog().records("operator")
+        for c in r.get("calls") or []
+    }
     assert prefixes == set(vocab.CALL_PREFIXES)
 
 
@@ -208,9 +229,16 @@ def test_the_advice_trees_ask_parallel_modes_of_the_table() -> None:
     from kb.catalog.compiled import open_catalog
 
     cat = open_catalog()
-    asked = {o["value"] for t in cat.records("tree") for node in t.get("nodes") or []
-             if node.get("key") == "parallel" for o in node.get("options") or []}  # fmt: skip
+    asked = {
+        o["value"]
+        for t in cat.records("tree")
+        for node in t.get("nodes") or []
+        if node.get("key") == "parallel"
+        for o in node.get("options") or []
+    }
     assert asked and asked <= set(parallel.PARALLEL_MODES), asked
     stated = {p["id"] for c in cat.records("chain") for p in c.get("prerequisites") or []}
     assert set(parallel.PARALLEL_OF_PREREQUISITE) <= stated
-    assert vocab.normalize("parallel", "Expert") == "ep" and vocab.normalize("parallel", "sp") is None
+    assert (
+        vocab.normalize("parallel", "Expert") == "ep" and vocab.normalize("parallel", "sp") is None
+    )

@@ -20,7 +20,11 @@ import torch
 from kb.emulate import compare
 
 DTYPE = torch.bfloat16
-BLOCKS = {"decoder": orig.DecoderLayer, "moe-decoder": orig.MoEDecoderLayer, "encoder": orig.EncoderLayer}
+BLOCKS = {
+    "decoder": orig.DecoderLayer,
+    "moe-decoder": orig.MoEDecoderLayer,
+    "encoder": orig.EncoderLayer,
+}
 
 
 def check(name: str, make: type, cfg: orig.Config, seed: int = 0) -> object:

@@ -49,14 +49,23 @@ class FusedAttention(nn.Module):
 
     def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         # cos/sin [seq, head_dim] broadcast over batch and heads of a BSND tensor
-        return torch_npu.npu_rotary_mul(x, cos[None, :, None], sin[None, :, None], rotary_mode="half")
+        return torch_npu.npu_rotary_mul(
+            x, cos[None, :, None], sin[None, :, None], rotary_mode="half"
+        )
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         cfg = self.cfg
         mask = dict(atten_mask=CAUSAL_2K, sparse_mode=3) if self.causal else dict(sparse_mode=0)
         out, _ = torch_npu.npu_fused_infer_attention_score_v2(
-            q, k, v, num_query_heads=cfg.heads, num_key_value_heads=cfg.kv_heads,
-            softmax_scale=cfg.head_dim**-0.5, input_layout="BSND", **mask)
+            q,
+            k,
+            v,
+            num_query_heads=cfg.heads,
+            num_key_value_heads=cfg.kv_heads,
+            softmax_scale=cfg.head_dim**-0.5,
+            input_layout="BSND",
+            **mask,
+        )
         return out
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -128,5 +137,7 @@ class FusedDecoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         attn = self.self_attn(self.input_layernorm(x), cos, sin)
         # one kernel: h = x + attn, normed = RMSNorm(h)
-        normed, _rstd, h = torch_npu.npu_add_rms_norm(attn, x, self.post_norm_weight, epsilon=self.eps)
+        normed, _rstd, h = torch_npu.npu_add_rms_norm(
+            attn, x, self.post_norm_weight, epsilon=self.eps
+        )
         return h + self.mlp(normed)

@@ -56,11 +56,18 @@ class Step:
     alternatives: tuple[tuple[str, str], ...] = ()  # (chain, what decides for it)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "flag": f"--{self.key}", "question": self.question,
-                "answer": self.value, "label": self.label, "note": self.note,
-                "chain": self.chain, "operators": list(self.operators),
-                "assumed": self.assumed,
-                "alternatives": [c for c, _ in self.alternatives]}  # fmt: skip
+        return {
+            "node": self.node,
+            "flag": f"--{self.key}",
+            "question": self.question,
+            "answer": self.value,
+            "label": self.label,
+            "note": self.note,
+            "chain": self.chain,
+            "operators": list(self.operators),
+            "assumed": self.assumed,
+            "alternatives": [c for c, _ in self.alternatives],
+        }
 
 
 @dataclass
@@ -160,8 +167,9 @@ def match(node: Record, answer: str) -> Record | None:
                 return opt
         shared = ambiguous_scheme_message(text) if vocab == "quantization" else None
         if shared:  # ``w8a8``: static or dynamic - say so, never pick one
-            raise AdviceError(f"--{node['key']} {shared}; this question offers:"
-                              f"{describe_options(node)}")  # fmt: skip
+            raise AdviceError(
+                f"--{node['key']} {shared}; this question offers:{describe_options(node)}"
+            )
     return None
 
 
@@ -171,8 +179,12 @@ def describe_options(node: Record) -> str:
     return "".join(f"\n  {o['value']:<{width}}  {o['label']}" for o in node["options"])
 
 
-def walk(tree: Record, answers: Mapping[str, str],
-         ask: Callable[[Record, list[Step]], str] | None = None, assume: bool = False) -> Walk:  # fmt: skip
+def walk(
+    tree: Record,
+    answers: Mapping[str, str],
+    ask: Callable[[Record, list[Step]], str] | None = None,
+    assume: bool = False,
+) -> Walk:
     """Follow the tree from its root using ``answers`` (flag name → value).
 
     A node without an answer is put to ``ask`` (a prompt) when given; else, with
@@ -212,7 +224,8 @@ def walk(tree: Record, answers: Mapping[str, str],
             after = f" after {so_far}" if so_far else ""
             raise MissingAnswer(
                 f"missing --{key}{after}: {node['question']['en']}{describe_options(node)}",
-                node, list(result.steps),
+                node,
+                list(result.steps),
             )
         opt = match(node, answer)
         if opt is None:
@@ -220,13 +233,22 @@ def walk(tree: Record, answers: Mapping[str, str],
                 f"--{key} {answer!r} is not an answer to {node['question']['en']!r}; "
                 f"use one of:{describe_options(node)}"
             )
-        result.steps.append(Step(node=node_id, key=key, question=node["question"]["en"],
-                                 value=opt["value"], label=opt["label"], note=opt.get("note", ""),
-                                 chain=opt.get("chain"),
-                                 operators=tuple(opt.get("operators") or ()),
-                                 stop=opt.get("stop"), assumed=assumed, when=opt.get("when", ""),
-                                 alternatives=tuple((a["chain"], a["when"])
-                                                    for a in opt.get("alternatives") or ())))  # fmt: skip
+        result.steps.append(
+            Step(
+                node=node_id,
+                key=key,
+                question=node["question"]["en"],
+                value=opt["value"],
+                label=opt["label"],
+                note=opt.get("note", ""),
+                chain=opt.get("chain"),
+                operators=tuple(opt.get("operators") or ()),
+                stop=opt.get("stop"),
+                assumed=assumed,
+                when=opt.get("when", ""),
+                alternatives=tuple((a["chain"], a["when"]) for a in opt.get("alternatives") or ()),
+            )
+        )
         node_id = opt.get("goto")
     result.ignored = [k for k in answers if k not in used]
     return result
@@ -280,7 +302,9 @@ def _in_scheme(stage: Record, scheme: str | None) -> bool:
     return bool({canon, canon.split("+")[0]} & set(only))
 
 
-def _stages(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> tuple[list[Record], int]:
+def _stages(
+    chain: Record, walked: Walk, get: Callable[[str], Record | None]
+) -> tuple[list[Record], int]:
     """The stages the answered phase and scheme run, each with its complete call line."""
     from kb.advice.stagecall import arguments, call_line
 
@@ -294,25 +318,33 @@ def _stages(chain: Record, walked: Walk, get: Callable[[str], Record | None]) ->
         rec = None if st["operator"] == "plain-torch" else get(st["operator"])
         shown = dict(st)
         shown["call"] = call_line(st, rec)
-        shown["arguments"] = ([] if st["operator"] == "plain-torch"
-                              else [a.as_dict() for a in arguments(st, rec)])  # fmt: skip
+        shown["arguments"] = (
+            [] if st["operator"] == "plain-torch" else [a.as_dict() for a in arguments(st, rec)]
+        )
         keep.append(shown)
     return keep, dropped
 
 
-def _chain_entry(chain: Record, walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
+def _chain_entry(
+    chain: Record, walked: Walk, get: Callable[[str], Record | None]
+) -> dict[str, Any]:
     from kb.advice.practice import practice
 
     stages, dropped = _stages(chain, walked, get)
     return {
-        "name": chain["name"], "title": chain["title"]["en"], "summary": chain["summary"]["en"],
-        "phases": chain["phases"], "products": chain.get("products") or [],
+        "name": chain["name"],
+        "title": chain["title"]["en"],
+        "summary": chain["summary"]["en"],
+        "phases": chain["phases"],
+        "products": chain.get("products") or [],
         "quantization": chain.get("quantization") or [],
-        "stages": stages, "stages_omitted": dropped,
-        "differences": chain.get("differences", ""), "models": chain.get("models") or [],
+        "stages": stages,
+        "stages_omitted": dropped,
+        "differences": chain.get("differences", ""),
+        "models": chain.get("models") or [],
         "sources": chain.get("sources") or [],
         "practice": practice(chain, get),
-    }  # fmt: skip
+    }
 
 
 def _ranked(walked: Walk) -> list[tuple[str, int, str, str | None]]:
@@ -339,8 +371,9 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "tree": walked.tree,
         "answers": {f"--{s.key}": s.value for s in walked.steps},
-        "assumed": [{"flag": f"--{s.key}", "answer": s.value, "label": s.label}
-                    for s in walked.assumed],
+        "assumed": [
+            {"flag": f"--{s.key}", "answer": s.value, "label": s.label} for s in walked.assumed
+        ],
         "path": [s.as_dict() for s in walked.steps],
         "outcome": "stop" if walked.stop else "advice",
         "verdict": walked.steps[-1].note if walked.stop and walked.steps else "",
@@ -360,8 +393,11 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
             continue
         done.add(chain_name)
         chain = get(chain_name)
-        entry: dict[str, Any] = ({"name": chain_name, "missing": True} if chain is None
-                                 else _chain_entry(chain, walked, get))  # fmt: skip
+        entry: dict[str, Any] = (
+            {"name": chain_name, "missing": True}
+            if chain is None
+            else _chain_entry(chain, walked, get)
+        )
         entry.update({"rank": rank, "when": when})
         if beside is not None:
             out["alternatives"].append({**entry, "instead_of": beside})

@@ -33,8 +33,12 @@ class Completion:
 def needed(missing: MissingAnswer) -> dict[str, Any]:
     """The question a walk stopped at, as the advice document lists it."""
     node = missing.node
-    return {"flag": f"--{node['key']}", "key": node["key"], "question": node["question"]["en"],
-            "options": [{"value": o["value"], "label": o["label"]} for o in node["options"]]}  # fmt: skip
+    return {
+        "flag": f"--{node['key']}",
+        "key": node["key"],
+        "question": node["question"]["en"],
+        "options": [{"value": o["value"], "label": o["label"]} for o in node["options"]],
+    }
 
 
 def completions(tree: Record, answers: Mapping[str, str]) -> tuple[list[Completion], int]:
@@ -64,17 +68,23 @@ def summary(rank: int, done: Completion) -> dict[str, Any]:
     """A completion for the advice document: what it adds, assumes, and reaches."""
     walked = done.walked
     last = walked.steps[-1] if walked.steps else None
-    reached = [] if walked.stop else [
-        {"name": s.chain, "alternatives": [c for c, _ in s.alternatives]}
-        for s in walked.steps if s.chain
-    ]  # fmt: skip
+    reached = (
+        []
+        if walked.stop
+        else [
+            {"name": s.chain, "alternatives": [c for c, _ in s.alternatives]}
+            for s in walked.steps
+            if s.chain
+        ]
+    )
     return {
         "rank": rank,
         "adds": {f"--{k}": v for k, v in done.added},
         "assumed": {f"--{s.key}": s.value for s in walked.assumed},
         "answers": {f"--{s.key}": s.value for s in walked.steps},
-        "labels": [f"--{s.key} {s.value}: {s.label}" for s in walked.steps
-                   if s.key in dict(done.added)],
+        "labels": [
+            f"--{s.key} {s.value}: {s.label}" for s in walked.steps if s.key in dict(done.added)
+        ],
         "outcome": "stop" if walked.stop else "advice",
         "verdict": last.note if walked.stop and last else "",
         "chains": reached,

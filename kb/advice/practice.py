@@ -24,7 +24,9 @@ def _operators(chain: Record, get: Callable[[str], Record | None]) -> list[Recor
     for st in chain.get("stages") or []:
         if st["operator"] != "plain-torch" and st["operator"] not in names:
             names.append(st["operator"])
-    return [rec for rec in (get(n) for n in names) if rec is not None and rec.get("kind") == "operator"]
+    return [
+        rec for rec in (get(n) for n in names) if rec is not None and rec.get("kind") == "operator"
+    ]
 
 
 def engines(chain: Record, ops: list[Record]) -> list[dict[str, Any]]:
@@ -45,8 +47,15 @@ def engines(chain: Record, ops: list[Record]) -> list[dict[str, Any]]:
     out = []
     for repo in sorted(set(seen) | cited):
         count = total if repo in cited else len(seen.get(repo, ()))
-        out.append({"repo": repo, "commit": commits.get(repo, ""), "operators_seen": count,
-                    "operators": total, "cited": repo in cited})  # fmt: skip
+        out.append(
+            {
+                "repo": repo,
+                "commit": commits.get(repo, ""),
+                "operators_seen": count,
+                "operators": total,
+                "cited": repo in cited,
+            }
+        )
     return sorted(out, key=lambda e: (-e["operators_seen"], not e["cited"], e["repo"]))
 
 
@@ -79,6 +88,8 @@ def practice(chain: Record, get: Callable[[str], Record | None]) -> dict[str, An
         "engines": engines(chain, ops),
         "releases": releases(ops),
         "products": products(chain, ops),
-        "cited": [{k: src[k] for k in ("model", "repo", "commit", "path", "lines")}
-                  for src in chain.get("sources") or []],
+        "cited": [
+            {k: src[k] for k in ("model", "repo", "commit", "path", "lines")}
+            for src in chain.get("sources") or []
+        ],
     }

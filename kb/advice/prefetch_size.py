@@ -55,8 +55,11 @@ def evaluate(formula: str, variables: Mapping[str, float]) -> float:
     def ev(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
-                and not isinstance(node.value, bool):  # fmt: skip
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool)
+        ):
             return node.value
         if isinstance(node, ast.Name):
             if node.id not in variables:
@@ -105,8 +108,10 @@ def dtype_bytes(name: str) -> tuple[str, float]:
     canon = normalize("dtype", name)
     if canon is None or canon not in DTYPE_BYTES:
         common = "bf16, fp16, fp32, int8, int4, fp8"
-        raise SizeInputError(f"--dtype {name!r} is not a known dtype (e.g. {common}; all: "
-                             f"{', '.join(CANONICAL['dtype'])})")  # fmt: skip
+        raise SizeInputError(
+            f"--dtype {name!r} is not a known dtype (e.g. {common}; all: "
+            f"{', '.join(CANONICAL['dtype'])})"
+        )
     return canon, DTYPE_BYTES[canon]
 
 
@@ -169,9 +174,13 @@ class Cap:
     bytes: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.formula_id, "expression": self.formula,
-                "inputs": {k: _plain(v) for k, v in self.inputs.items()},
-                "bytes": self.bytes, "human": human(self.bytes)}  # fmt: skip
+        return {
+            "id": self.formula_id,
+            "expression": self.formula,
+            "inputs": {k: _plain(v) for k, v in self.inputs.items()},
+            "bytes": self.bytes,
+            "human": human(self.bytes),
+        }
 
 
 def _plain(v: float) -> float | int:
@@ -187,10 +196,10 @@ def human(n: int) -> str:
     """Binary and decimal units side by side: people quote both ("126 MiB", "18 MB")."""
     if n < 1024:
         return f"{n} B"
-    binary = next(((n / 1024**i, u) for i, u in ((3, "GiB"), (2, "MiB"), (1, "KiB"))
-                   if n >= 1024**i))  # fmt: skip
-    decimal = next(((n / 1000**i, u) for i, u in ((3, "GB"), (2, "MB"), (1, "KB"))
-                    if n >= 1000**i))  # fmt: skip
+    binary = next(
+        ((n / 1024**i, u) for i, u in ((3, "GiB"), (2, "MiB"), (1, "KiB")) if n >= 1024**i)
+    )
+    decimal = next(((n / 1000**i, u) for i, u in ((3, "GB"), (2, "MB"), (1, "KB")) if n >= 1000**i))
     return f"{_number(binary[0], 2)} {binary[1]} / {_number(decimal[0], 2)} {decimal[1]}"
 
 
@@ -224,9 +233,15 @@ def cap(playbook: Mapping[str, Any], formula_id: str, inputs: Mapping[str, float
     return Cap(formula_id, entry["formula"], dict(inputs), value)
 
 
-def compute(playbook: Mapping[str, Any], formula_id: str, label: str,
-            inputs: Mapping[str, float], dtype: str, factor: float | None = None,
-            caps: list[Cap] | None = None) -> Size:  # fmt: skip
+def compute(
+    playbook: Mapping[str, Any],
+    formula_id: str,
+    label: str,
+    inputs: Mapping[str, float],
+    dtype: str,
+    factor: float | None = None,
+    caps: list[Cap] | None = None,
+) -> Size:
     """Evaluate one playbook formula for ``inputs``, apply the (or a given) factor and caps.
 
     A ``tp`` input other than 1 must appear in the formula: a sharded weight the formula
@@ -234,8 +249,10 @@ def compute(playbook: Mapping[str, Any], formula_id: str, label: str,
     """
     entry = _formula(playbook, formula_id)
     if inputs.get("tp", 1) != 1 and "tp" not in _names(entry["formula"]):
-        raise SizeInputError(f"formula {formula_id!r} ({entry['formula']}) does not divide by "
-                             "tp; --tp applies to dense weights only")  # fmt: skip
+        raise SizeInputError(
+            f"formula {formula_id!r} ({entry['formula']}) does not divide by "
+            "tp; --tp applies to dense weights only"
+        )
     canon, nbytes = dtype_bytes(dtype)
     default_factor, ladder = playbook_settings(playbook)
     use = default_factor if factor is None else factor
@@ -254,12 +271,20 @@ def compute(playbook: Mapping[str, Any], formula_id: str, label: str,
 
     start = math.floor(theoretical * use)
     return Size(
-        label=label, formula_id=formula_id, formula=entry["formula"],
-        applies_to=entry["applies_to"], inputs=dict(inputs), dtype=canon, dtype_bytes=nbytes,
-        theoretical=theoretical, factor=use, max_size=capped(start),
+        label=label,
+        formula_id=formula_id,
+        formula=entry["formula"],
+        applies_to=entry["applies_to"],
+        inputs=dict(inputs),
+        dtype=canon,
+        dtype_bytes=nbytes,
+        theoretical=theoretical,
+        factor=use,
+        max_size=capped(start),
         ladder=[(f, capped(math.floor(theoretical * f))) for f in steps],
-        caps=list(caps or []), uncapped=start if caps else None,
-    )  # fmt: skip
+        caps=list(caps or []),
+        uncapped=start if caps else None,
+    )
 
 
 def render(sizes: list[Size], playbook: Mapping[str, Any]) -> str:
@@ -276,21 +301,31 @@ def render(sizes: list[Size], playbook: Mapping[str, Any]) -> str:
         which = "conservative" if s.factor == default_factor else "chosen"
         for c in s.caps:
             given = ", ".join(f"{k}={_plain(v)}" for k, v in c.inputs.items())
-            out.append(f"  cap          {c.bytes} bytes  ({human(c.bytes)})  "
-                       f"[{c.formula_id}: {c.formula}; {given}]")  # fmt: skip
+            out.append(
+                f"  cap          {c.bytes} bytes  ({human(c.bytes)})  "
+                f"[{c.formula_id}: {c.formula}; {given}]"
+            )
         if s.limited_by:
-            out.append(f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
-                       f"= {s.limited_by} (the {which} factor {s.factor:g} gives {s.uncapped})")  # fmt: skip
+            out.append(
+                f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
+                f"= {s.limited_by} (the {which} factor {s.factor:g} gives {s.uncapped})"
+            )
         else:
-            out.append(f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
-                       f"= {which} factor {s.factor:g}")  # fmt: skip
+            out.append(
+                f"  max_size     {s.max_size} bytes  ({human(s.max_size)})  "
+                f"= {which} factor {s.factor:g}"
+            )
         out.append("  ladder (start at the factor marked *, step up while the target gains and the")
-        out.append("          window holds, step down when the window slows"
-                   + ("; steps above the cap are cut to it):" if s.caps else "):"))  # fmt: skip
+        out.append(
+            "          window holds, step down when the window slows"
+            + ("; steps above the cap are cut to it):" if s.caps else "):")
+        )
         for f, b in s.ladder:
             mark = "*" if f == s.factor else " "
             out.append(f"     {mark} {f:<4g} {b:>14} bytes  ({human(b)})")
-        out.append(f"  call: torch_npu.npu_prefetch(weight, dependency, {s.max_size})"
-                   "  # behind a switch that defaults to off")  # fmt: skip
+        out.append(
+            f"  call: torch_npu.npu_prefetch(weight, dependency, {s.max_size})"
+            "  # behind a switch that defaults to off"
+        )
         out.append("")
     return "\n".join(out)

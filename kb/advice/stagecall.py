@@ -71,7 +71,8 @@ def arguments(stage: Mapping[str, Any], record: Mapping[str, Any] | None) -> lis
         positional_open = positional
         out.append(Argument(name, value, given, positional))
         seen.add(name)
-    for name, value in args.items():  # names the record does not know (the cross-check reports them)
+    # names the record does not know (the cross-check reports them)
+    for name, value in args.items():
         if name not in seen:
             out.append(Argument(name, literal(value), "literal", False))
     for name, expr in passed.items():
@@ -91,6 +92,5 @@ def call_line(stage: Mapping[str, Any], record: Mapping[str, Any] | None) -> str
     """``torch_npu.op(pos, …, key=value, …)`` for an operator stage; the torch code otherwise."""
     if stage.get("operator") == "plain-torch":
         return str(stage.get("torch") or "")
-    parts = [a.value if a.positional else f"{a.name}={a.value}"
-             for a in arguments(stage, record)]  # fmt: skip
+    parts = [a.value if a.positional else f"{a.name}={a.value}" for a in arguments(stage, record)]
     return f"{call_path(stage, record)}({', '.join(parts)})"

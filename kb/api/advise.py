@@ -25,8 +25,13 @@ def tree_record(catalog: Catalog, name: str) -> Record:
     return lookup(catalog, name)
 
 
-def advise(catalog: Catalog, tree: Record, answers: Mapping[str, str],
-           ask: Ask | None = None, strict: bool = False) -> dict[str, Any]:  # fmt: skip
+def advise(
+    catalog: Catalog,
+    tree: Record,
+    answers: Mapping[str, str],
+    ask: Ask | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
     """The ``--format json`` document of ``kb advise`` and of the MCP tool.
 
     Unanswered questions go to ``ask`` when given.  Without it, a question that names
@@ -49,21 +54,36 @@ def advise(catalog: Catalog, tree: Record, answers: Mapping[str, str],
             raise UsageError(str(exc)) from None
         steps = stop.steps
         return {
-            "tree": tree["name"], "complete": False, "outcome": "completions",
+            "tree": tree["name"],
+            "complete": False,
+            "outcome": "completions",
             "answers": {f"--{s.key}": s.value for s in steps},
-            "assumed": [{"flag": f"--{s.key}", "answer": s.value, "label": s.label}
-                        for s in steps if s.assumed],
+            "assumed": [
+                {"flag": f"--{s.key}", "answer": s.value, "label": s.label}
+                for s in steps
+                if s.assumed
+            ],
             "path": [s.as_dict() for s in steps],
             "needed": [needed(stop)],
             "completions": [summary(k, c) for k, c in enumerate(found, 1)],
             "completions_total": total,
-            "verdict": "", "ignored": [],
-            "chains": [], "alternatives": [], "prerequisites": [], "operators": {}, "notes": [],
-        }  # fmt: skip
+            "verdict": "",
+            "ignored": [],
+            "chains": [],
+            "alternatives": [],
+            "prerequisites": [],
+            "operators": {},
+            "notes": [],
+        }
     except AdviceError as exc:
         raise UsageError(str(exc)) from None
-    return {**advice(walked, catalog.get), "complete": True, "needed": [], "completions": [],
-            "completions_total": 0}  # fmt: skip
+    return {
+        **advice(walked, catalog.get),
+        "complete": True,
+        "needed": [],
+        "completions": [],
+        "completions_total": 0,
+    }
 
 
 def advise_step(catalog: Catalog, tree: str, answers: Mapping[str, str | int]) -> dict[str, Any]:

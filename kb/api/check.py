@@ -18,18 +18,28 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kb.check.parse import InputError
+from kb.check.source import InputError
 from kb.lint.findings import Finding, Severity
 
-__all__ = ["Finding", "InputError", "Severity", "check", "check_paths", "check_text", "checker",
-           "document", "foreign"]  # fmt: skip
+__all__ = [
+    "Finding",
+    "InputError",
+    "Severity",
+    "check",
+    "check_paths",
+    "check_text",
+    "checker",
+    "document",
+    "foreign",
+]
 
 if TYPE_CHECKING:
     from kb.lint.engine import Report
 
 
-def checker(catalog: Any = None, *, select: Sequence[str] | None = None,
-            ignore: Sequence[str] | None = None) -> Any:  # fmt: skip
+def checker(
+    catalog: Any = None, *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None
+) -> Any:
     """A :class:`kb.check.engine.Checker` running the whole registry's selection."""
     from kb.check.engine import Checker
     from kb.rules import RULES
@@ -37,17 +47,28 @@ def checker(catalog: Any = None, *, select: Sequence[str] | None = None,
     return Checker(catalog, rules=RULES, select=select, ignore=ignore)
 
 
-def check_paths(paths: Iterable[str | os.PathLike[str]], *, select: Sequence[str] | None = None,
-                ignore: Sequence[str] | None = None, catalog: Any = None) -> list[Finding]:  # fmt: skip
+def check_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    catalog: Any = None,
+) -> list[Finding]:
     """Findings for candidate-list files (``-`` is standard input), file by file, by line."""
-    from kb.check.parse import read_source
+    from kb.check.source import read_source
 
     sources = [read_source(p) for p in paths]
     return checker(catalog, select=select, ignore=ignore).check_sources(sources).findings
 
 
-def check_text(text: str, file: str = "<string>", *, select: Sequence[str] | None = None,
-               ignore: Sequence[str] | None = None, catalog: Any = None) -> list[Finding]:  # fmt: skip
+def check_text(
+    text: str,
+    file: str = "<string>",
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    catalog: Any = None,
+) -> list[Finding]:
     """Findings for one candidate list given as text."""
     return checker(catalog, select=select, ignore=ignore).check_text(file, text)
 
@@ -86,21 +107,34 @@ def foreign(file: str, text: str) -> Finding | None:
         return SYNTAX.finding(file, line, column, f"not valid YAML or JSON{tail}")
     data = doc.located.data
     if not isinstance(data, dict):
-        return WRONG_TYPE.finding(file, 1, 1, "the file is not a mapping with version, target "
-                                  f"and candidates{tail}")  # fmt: skip
+        return WRONG_TYPE.finding(
+            file, 1, 1, f"the file is not a mapping with version, target and candidates{tail}"
+        )
     for key in data:
         if key not in TOP_FIELDS:
-            return UNKNOWN_FIELD.at(doc, (key,), "the file has a top-level field a candidate "
-                                    f"list does not have (allowed: {', '.join(TOP_FIELDS)}){tail}",
-                                    key=True)  # fmt: skip
+            return UNKNOWN_FIELD.at(
+                doc,
+                (key,),
+                "the file has a top-level field a candidate "
+                f"list does not have (allowed: {', '.join(TOP_FIELDS)}){tail}",
+                key=True,
+            )
     if "target" not in data and "candidates" not in data:
-        return MISSING_FIELD.finding(file, 1, 1, f"the file has neither target nor candidates{tail}")
+        return MISSING_FIELD.finding(
+            file, 1, 1, f"the file has neither target nor candidates{tail}"
+        )
     return None
 
 
-def check(catalog: Any = None, *, text: str | None = None, path: str | None = None,
-          select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
-          guard: bool = False) -> dict[str, Any]:  # fmt: skip
+def check(
+    catalog: Any = None,
+    *,
+    text: str | None = None,
+    path: str | None = None,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    guard: bool = False,
+) -> dict[str, Any]:
     """The document for one candidate list, given as ``text`` or as a ``path`` (never
     standard input: a server's stdin is its channel).  UsageError for a bad pair of
     arguments or oversized text, InputError for an unreadable file, ValueError for a
@@ -109,7 +143,7 @@ def check(catalog: Any = None, *, text: str | None = None, path: str | None = No
     With ``guard``, a file (not text) that is not a candidate list gives only its
     :func:`foreign` finding."""
     from kb.api.errors import UsageError
-    from kb.check.parse import read_source
+    from kb.check.source import read_source
     from kb.core import yamlpos
 
     if (text is None) == (path is None):

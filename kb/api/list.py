@@ -11,9 +11,16 @@ if TYPE_CHECKING:
 KINDS = ("operator", "chain", "tree", "playbook")
 
 
-def list_records(catalog: Catalog, *, kind: str | None = None, category: str | None = None,
-                 product: str | None = None, status: str | None = None,
-                 fuses: str | None = None, torch_npu: str | None = None) -> dict[str, Any]:  # fmt: skip
+def list_records(
+    catalog: Catalog,
+    *,
+    kind: str | None = None,
+    category: str | None = None,
+    product: str | None = None,
+    status: str | None = None,
+    fuses: str | None = None,
+    torch_npu: str | None = None,
+) -> dict[str, Any]:
     """``{"results", ["torch_npu"]}``; UsageError for a value outside its vocabulary."""
     from kb.api.errors import UsageError
     from kb.api.release import release_doc, shipped_in, torch_npu_release
@@ -46,9 +53,15 @@ def list_records(catalog: Catalog, *, kind: str | None = None, category: str | N
             continue
         if step and step not in rec.get("fuses", []):
             continue
-        rows.append({"kind": rec["kind"], "name": rec["name"],
-                     "category": rec.get("category", rec.get("module")),
-                     "status": rec.get("status"), "summary": rec["summary"]["en"]})  # fmt: skip
+        rows.append(
+            {
+                "kind": rec["kind"],
+                "name": rec["name"],
+                "category": rec.get("category", rec.get("module")),
+                "status": rec.get("status"),
+                "summary": rec["summary"]["en"],
+            }
+        )
     doc: dict[str, Any] = {"results": rows}
     if release and torch_npu:
         doc["torch_npu"] = release_doc(torch_npu, release)

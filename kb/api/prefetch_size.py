@@ -44,12 +44,24 @@ class Request:
     caps: list[Bound]
 
 
-def request(*, shape: str | Sequence[int] | None = None, dtype: str = "bf16",
-            hidden: Number | None = None, intermediate: Number | None = None,
-            gate_up: bool = False, moe: bool = False, moe_intermediate: Number | None = None,
-            experts_per_rank: Number | None = None, moe_tp: Number = 1, gmm: Number | None = None,
-            tp: Number = 1, factor: Number | None = None, window_us: Number | None = None,
-            bandwidth: Number | None = None, l2: Number | None = None) -> Request:  # fmt: skip
+def request(
+    *,
+    shape: str | Sequence[int] | None = None,
+    dtype: str = "bf16",
+    hidden: Number | None = None,
+    intermediate: Number | None = None,
+    gate_up: bool = False,
+    moe: bool = False,
+    moe_intermediate: Number | None = None,
+    experts_per_rank: Number | None = None,
+    moe_tp: Number = 1,
+    gmm: Number | None = None,
+    tp: Number = 1,
+    factor: Number | None = None,
+    window_us: Number | None = None,
+    bandwidth: Number | None = None,
+    l2: Number | None = None,
+) -> Request:
     """The checked request; UsageError saying which input cannot be sized and why."""
     from kb.advice.prefetch_size import SizeInputError
     from kb.api.errors import UsageError
@@ -57,10 +69,18 @@ def request(*, shape: str | Sequence[int] | None = None, dtype: str = "bf16",
     if shape is not None and not isinstance(shape, str):
         shape = "x".join(map(str, shape)) if shape else None
     try:
-        weights = _weights(shape=shape, hidden=_text(hidden), intermediate=_text(intermediate),
-                           gate_up=gate_up, moe=moe, moe_intermediate=_text(moe_intermediate),
-                           experts_per_rank=_text(experts_per_rank), moe_tp=str(moe_tp),
-                           gmm=_text(gmm), tp=str(tp))  # fmt: skip
+        weights = _weights(
+            shape=shape,
+            hidden=_text(hidden),
+            intermediate=_text(intermediate),
+            gate_up=gate_up,
+            moe=moe,
+            moe_intermediate=_text(moe_intermediate),
+            experts_per_rank=_text(experts_per_rank),
+            moe_tp=str(moe_tp),
+            gmm=_text(gmm),
+            tp=str(tp),
+        )
         fraction = _factor(_text(factor))
         caps = _caps(_text(window_us), _text(bandwidth), _text(l2))
     except SizeInputError as exc:
@@ -87,16 +107,20 @@ def sizes(catalog: Catalog, req: Request) -> tuple[dict[str, Any], list[Size]]:
         raise PlaybookMissing(f"the {PLAYBOOK!r} playbook record is missing")
     try:
         caps = [cap(playbook, fid, inputs) for fid, inputs in req.caps]
-        out = [compute(playbook, fid, label, inputs, req.dtype, req.factor, caps)
-               for fid, label, inputs in req.weights]  # fmt: skip
+        out = [
+            compute(playbook, fid, label, inputs, req.dtype, req.factor, caps)
+            for fid, label, inputs in req.weights
+        ]
     except SizeInputError as exc:
         raise UsageError(str(exc)) from None
     except (OverflowError, ValueError):  # bounded inputs make this unreachable; never a traceback
         raise UsageError("the inputs give a size too large to compute; check them") from None
     for size in out:
         if size.theoretical > MAX_RESULT_BYTES:
-            raise UsageError(f"{size.label}: {size.theoretical} bytes is more than any device "
-                             f"holds (at most 2**62); check the inputs")  # fmt: skip
+            raise UsageError(
+                f"{size.label}: {size.theoretical} bytes is more than any device "
+                f"holds (at most 2**62); check the inputs"
+            )
     return playbook, out
 
 
@@ -123,8 +147,9 @@ def _positive(flag: str, value: str | None) -> int:
         raise SizeInputError(f"{flag} is required here")
     text = value.strip().replace("_", "")
     if not text.isdecimal() or len(text) > 15 or not 0 < int(text) <= MAX_WHOLE:
-        raise SizeInputError(f"{flag} {_shown(value)} must be a positive whole number "
-                             "(at most 2**40)")  # fmt: skip
+        raise SizeInputError(
+            f"{flag} {_shown(value)} must be a positive whole number (at most 2**40)"
+        )
     return int(text)
 
 
@@ -154,19 +179,28 @@ def _caps(window_us: str | None, bandwidth: str | None, l2: str | None) -> list[
 
     out: list[Bound] = []
     if (window_us is None) != (bandwidth is None):
-        raise SizeInputError("--window-us and --bandwidth go together: the window cap is "
-                             "window time x bandwidth")  # fmt: skip
+        raise SizeInputError(
+            "--window-us and --bandwidth go together: the window cap is window time x bandwidth"
+        )
     if window_us is not None and bandwidth is not None:
-        out.append((CAP_WINDOW, {"window_us": _positive_number("--window-us", window_us),
-                                 "bandwidth_gbps": _positive_number("--bandwidth", bandwidth)}))  # fmt: skip
+        out.append(
+            (
+                CAP_WINDOW,
+                {
+                    "window_us": _positive_number("--window-us", window_us),
+                    "bandwidth_gbps": _positive_number("--bandwidth", bandwidth),
+                },
+            )
+        )
     if l2 is not None:
         try:
             size = parse_size(l2)
         except SizeError as exc:
             raise SizeInputError(f"--l2: {exc}") from None
         if size is None:
-            raise SizeInputError(f"--l2 {l2!r} names something kb cannot size; give bytes "
-                                 "or e.g. '96MiB'")  # fmt: skip
+            raise SizeInputError(
+                f"--l2 {l2!r} names something kb cannot size; give bytes or e.g. '96MiB'"
+            )
         if size <= 0:
             raise SizeInputError(f"--l2 {l2!r} must be above 0")
         out.append((CAP_L2, {"l2_bytes": size}))
@@ -187,22 +221,40 @@ def _factor(value: str | None) -> float | None:
     return f
 
 
-def _weights(*, shape: str | None, hidden: str | None, intermediate: str | None, gate_up: bool,
-             moe: bool, moe_intermediate: str | None, experts_per_rank: str | None,
-             moe_tp: str, gmm: str | None, tp: str) -> list[Weight]:  # fmt: skip
+def _weights(
+    *,
+    shape: str | None,
+    hidden: str | None,
+    intermediate: str | None,
+    gate_up: bool,
+    moe: bool,
+    moe_intermediate: str | None,
+    experts_per_rank: str | None,
+    moe_tp: str,
+    gmm: str | None,
+    tp: str,
+) -> list[Weight]:
     """(formula id, label, inputs) for every size asked for."""
     from kb.advice.prefetch_size import SizeInputError
 
-    moe_only = [f for f, v in (("--moe-intermediate", moe_intermediate),
-                               ("--experts-per-rank", experts_per_rank),
-                               ("--gmm", gmm)) if v is not None]  # fmt: skip
+    moe_only = [
+        f
+        for f, v in (
+            ("--moe-intermediate", moe_intermediate),
+            ("--experts-per-rank", experts_per_rank),
+            ("--gmm", gmm),
+        )
+        if v is not None
+    ]
     ranks = _positive("--tp", tp)
     if moe:
         if ranks != 1:
             raise SizeInputError("--tp shards dense weights; for expert weights use --moe-tp")
         if shape or intermediate or gate_up:
-            raise SizeInputError("--moe sizes expert weights from --hidden, --moe-intermediate, "
-                                 "--experts-per-rank and --moe-tp; drop --shape/--intermediate/--gate-up")  # fmt: skip
+            raise SizeInputError(
+                "--moe sizes expert weights from --hidden, --moe-intermediate, "
+                "--experts-per-rank and --moe-tp; drop --shape/--intermediate/--gate-up"
+            )
         return _moe_weights(hidden, moe_intermediate, experts_per_rank, moe_tp, gmm)
     if moe_only:
         raise SizeInputError(f"{', '.join(moe_only)} only apply with --moe")
@@ -211,31 +263,47 @@ def _weights(*, shape: str | None, hidden: str | None, intermediate: str | None,
     return [_dense_weight(hidden, intermediate, gate_up, ranks)]
 
 
-def _moe_weights(hidden: str | None, moe_intermediate: str | None, experts_per_rank: str | None,
-                 moe_tp: str, gmm: str | None) -> list[Weight]:  # fmt: skip
+def _moe_weights(
+    hidden: str | None,
+    moe_intermediate: str | None,
+    experts_per_rank: str | None,
+    moe_tp: str,
+    gmm: str | None,
+) -> list[Weight]:
     from kb.advice.prefetch_size import FORMULA_GMM, SizeInputError
 
-    missing = [f for f, v in (("--hidden", hidden),
-                              ("--moe-intermediate", moe_intermediate),
-                              ("--experts-per-rank", experts_per_rank)) if v is None]  # fmt: skip
+    missing = [
+        f
+        for f, v in (
+            ("--hidden", hidden),
+            ("--moe-intermediate", moe_intermediate),
+            ("--experts-per-rank", experts_per_rank),
+        )
+        if v is None
+    ]
     if missing:
         raise SizeInputError(
             f"--moe needs {', '.join(missing)} (and optionally --moe-tp, --gmm 1|2)"
         )
-    inputs = {"hidden": _positive("--hidden", hidden),
-              "moe_intermediate": _positive("--moe-intermediate", moe_intermediate),
-              "experts_per_rank": _positive("--experts-per-rank", experts_per_rank),
-              "moe_tp": _positive("--moe-tp", moe_tp)}  # fmt: skip
+    inputs = {
+        "hidden": _positive("--hidden", hidden),
+        "moe_intermediate": _positive("--moe-intermediate", moe_intermediate),
+        "experts_per_rank": _positive("--experts-per-rank", experts_per_rank),
+        "moe_tp": _positive("--moe-tp", moe_tp),
+    }
     if inputs["moe_intermediate"] % inputs["moe_tp"]:
-        raise SizeInputError(f"--moe-intermediate {inputs['moe_intermediate']} is not divisible by "
-                             f"--moe-tp {inputs['moe_tp']}")  # fmt: skip
+        raise SizeInputError(
+            f"--moe-intermediate {inputs['moe_intermediate']} is not divisible by "
+            f"--moe-tp {inputs['moe_tp']}"
+        )
     gmms = [int(gmm)] if gmm else [1, 2]
     names = {1: "GMM1 (gate+up, w13) per rank", 2: "GMM2 (down, w2) per rank"}
     return [(FORMULA_GMM[g], names[g], inputs) for g in gmms]
 
 
-def _shape_weight(shape: str, hidden: str | None, intermediate: str | None, gate_up: bool,
-                  tp: int) -> Weight:  # fmt: skip
+def _shape_weight(
+    shape: str, hidden: str | None, intermediate: str | None, gate_up: bool, tp: int
+) -> Weight:
     from kb.advice.prefetch_size import FORMULA_SHAPE, SizeInputError, parse_shape
 
     if hidden or intermediate or gate_up:
@@ -245,8 +313,9 @@ def _shape_weight(shape: str, hidden: str | None, intermediate: str | None, gate
     for d in dims:
         elements *= d
         if elements > MAX_WHOLE**2:
-            raise SizeInputError(f"--shape {_shown(shape)} has more than 2**80 elements; "
-                                 "check the dimensions")  # fmt: skip
+            raise SizeInputError(
+                f"--shape {_shown(shape)} has more than 2**80 elements; check the dimensions"
+            )
     label = "weight " + " x ".join(str(d) for d in dims) + (f" / tp {tp}" if tp > 1 else "")
     return (FORMULA_SHAPE, label, {"elements": elements, "tp": tp})
 
@@ -260,18 +329,29 @@ def _dense_weight(hidden: str | None, intermediate: str | None, gate_up: bool, t
     )
 
     if hidden is None:
-        raise SizeInputError("say which weight to size: --shape KxN, or --hidden H [--intermediate I "
-                             "[--gate-up]], or --moe with its sizes (see kb prefetch-size --help)")  # fmt: skip
+        raise SizeInputError(
+            "say which weight to size: --shape KxN, or --hidden H [--intermediate I "
+            "[--gate-up]], or --moe with its sizes (see kb prefetch-size --help)"
+        )
     size = _positive("--hidden", hidden)
     per_rank = f" / tp {tp}" if tp > 1 else ""
     if intermediate is None:
         if gate_up:
             raise SizeInputError("--gate-up needs --intermediate")
-        return (FORMULA_SQUARE, f"hidden x hidden projection ({size} x {size})" + per_rank,
-                {"hidden": size, "tp": tp})  # fmt: skip
+        return (
+            FORMULA_SQUARE,
+            f"hidden x hidden projection ({size} x {size})" + per_rank,
+            {"hidden": size, "tp": tp},
+        )
     inter = _positive("--intermediate", intermediate)
     if gate_up:
-        return (FORMULA_GATE_UP, f"gate_up_proj ({size} x 2*{inter})" + per_rank,
-                {"hidden": size, "intermediate": inter, "tp": tp})  # fmt: skip
-    return (FORMULA_HIDDEN_INTERMEDIATE, f"hidden x intermediate matrix ({size} x {inter})" + per_rank,
-            {"hidden": size, "intermediate": inter, "tp": tp})  # fmt: skip
+        return (
+            FORMULA_GATE_UP,
+            f"gate_up_proj ({size} x 2*{inter})" + per_rank,
+            {"hidden": size, "intermediate": inter, "tp": tp},
+        )
+    return (
+        FORMULA_HIDDEN_INTERMEDIATE,
+        f"hidden x intermediate matrix ({size} x {inter})" + per_rank,
+        {"hidden": size, "intermediate": inter, "tp": tp},
+    )

@@ -52,19 +52,30 @@ def semantics(rec: Record) -> Record | None:
 def _array(spec: Record, np: Any, lowp: Any, budget: list[int], where: str) -> Any:
     dtype_name = spec.get("dtype", "float32")
     if not isinstance(dtype_name, str) or dtype_name not in lowp.NUMPY:
-        raise UsageError(f"{where}: dtype {dtype_name!r} is not one of {', '.join(sorted(lowp.NUMPY))}")
+        raise UsageError(
+            f"{where}: dtype {dtype_name!r} is not one of {', '.join(sorted(lowp.NUMPY))}"
+        )
     dtype = lowp.NUMPY[dtype_name]
     if "data" in spec:
         try:
             raw = np.asarray(spec["data"], dtype=np.float64 if dtype_name != "bool" else bool)
         except (ValueError, TypeError, OverflowError):
-            raise UsageError(f"{where}: data must be a rectangular nested list of numbers") from None
+            raise UsageError(
+                f"{where}: data must be a rectangular nested list of numbers"
+            ) from None
     elif "shape" in spec:
         shape = spec["shape"]
-        if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool)
-                                                and 0 <= d <= MAX_ELEMENTS for d in shape)):  # fmt: skip
-            raise UsageError(f"{where}: shape is a list of non-negative integers "
-                             f"(at most {MAX_ELEMENTS} elements per array)")
+        if not (
+            isinstance(shape, list)
+            and all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_ELEMENTS
+                for d in shape
+            )
+        ):
+            raise UsageError(
+                f"{where}: shape is a list of non-negative integers "
+                f"(at most {MAX_ELEMENTS} elements per array)"
+            )
         fill = spec.get("fill", 0)
         if not isinstance(fill, (int, float)) or isinstance(fill, bool):
             raise UsageError(f"{where}: fill is a number")
@@ -72,7 +83,9 @@ def _array(spec: Record, np: Any, lowp: Any, budget: list[int], where: str) -> A
             raise UsageError(f"{where}: at most {MAX_DIMS} dims and {MAX_ELEMENTS} elements")
         raw = np.full(shape, fill, dtype=np.float64)
     else:
-        raise UsageError(f"{where}: an array is {{'data': [...]}} or {{'shape': [...]}}, with 'dtype'")
+        raise UsageError(
+            f"{where}: an array is {{'data': [...]}} or {{'shape': [...]}}, with 'dtype'"
+        )
     if raw.ndim > MAX_DIMS or raw.size > MAX_ELEMENTS:
         raise UsageError(f"{where}: at most {MAX_DIMS} dims and {MAX_ELEMENTS} elements per array")
     budget[0] += raw.size
@@ -93,7 +106,9 @@ def _value(value: Any, np: Any, lowp: Any, budget: list[int], where: str) -> Any
                 raise UsageError(f"{where}: at most 64 tensors in a list")
             return [_value(v, np, lowp, budget, f"{where}[{i}]") for i, v in enumerate(value)]
         if len(value) > MAX_ELEMENTS or any(isinstance(v, list) for v in value):
-            raise UsageError(f"{where}: a plain list is a flat list of scalars (arrays are objects)")
+            raise UsageError(
+                f"{where}: a plain list is a flat list of scalars (arrays are objects)"
+            )
         return value
     return value
 
@@ -104,9 +119,15 @@ def _out(value: Any, np: Any) -> Any:
         if value.dtype.kind == "b":
             data = value
         clean = np.where(np.isfinite(data), data, 0) if data.dtype.kind == "f" else data
-        out: Record = {"shape": list(value.shape), "dtype": _dtype_name(value), "data": clean.tolist()}
+        out: Record = {
+            "shape": list(value.shape),
+            "dtype": _dtype_name(value),
+            "data": clean.tolist(),
+        }
         if data.dtype.kind == "f" and not np.isfinite(data).all():
-            out["non_finite"] = [repr(x) for x in data.reshape(-1)[~np.isfinite(data.reshape(-1))][:8]]
+            out["non_finite"] = [
+                repr(x) for x in data.reshape(-1)[~np.isfinite(data.reshape(-1))][:8]
+            ]
         return out
     if isinstance(value, (list, tuple)):
         return [_out(v, np) for v in value]
@@ -121,8 +142,12 @@ def _dtype_name(value: Any) -> str:
     return name_of(value)
 
 
-def run_json(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
-             catalog: Any = None) -> Record:  # fmt: skip
+def run_json(
+    name: str,
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    catalog: Any = None,
+) -> Record:
     """Run ``name`` on JSON-given arguments; UsageError for anything it cannot run.
     ``catalog``: the caller's own (the MCP server's per-thread, fresh one)."""
     try:
@@ -131,7 +156,9 @@ def run_json(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | 
         from kb import reference
         from kb.reference import lowp
     except ImportError as exc:
-        raise UsageError(f"the numpy reference needs the [reference] extra (numpy, ml_dtypes): {exc}") from None
+        raise UsageError(
+            f"the numpy reference needs the [reference] extra (numpy, ml_dtypes): {exc}"
+        ) from None
     args, kwargs = list(args or []), dict(kwargs or {})
     budget = [0]
     values = [_value(v, np, lowp, budget, f"args[{i}]") for i, v in enumerate(args)]
@@ -141,9 +168,22 @@ def run_json(name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | 
         result = reference.run_record(rec, *values, **named)
     except reference.ReferenceInputError as exc:
         raise UsageError(str(exc)) from None
-    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, MemoryError) as exc:
-        raise UsageError(f"{name}: the reference cannot run on these arguments ({type(exc).__name__}: {exc})") from None
-    doc: Record = {"operator": rec["name"], "returns": [r["name"] for r in rec.get("returns") or []]}
+    except (
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        ZeroDivisionError,
+        OverflowError,
+        MemoryError,
+    ) as exc:
+        raise UsageError(
+            f"{name}: the reference cannot run on these arguments ({type(exc).__name__}: {exc})"
+        ) from None
+    doc: Record = {
+        "operator": rec["name"],
+        "returns": [r["name"] for r in rec.get("returns") or []],
+    }
     outs = result if isinstance(result, tuple) else (result,) if result is not None else ()
     doc["outputs"] = [_out(v, np) for v in outs]
     mutated = [p for p in rec.get("parameters") or [] if p.get("mutated")]

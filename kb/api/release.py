@@ -21,15 +21,19 @@ def torch_npu_release(text: str) -> Match:
     from kb.catalog.releases import resolve
 
     if len(text) > 40:
-        raise UsageError(f"--torch-npu {text[:20]}… ({len(text)} characters) is not a torch_npu "
-                         "release number such as 2.7.1")  # fmt: skip
+        raise UsageError(
+            f"--torch-npu {text[:20]}… ({len(text)} characters) is not a torch_npu "
+            "release number such as 2.7.1"
+        )
     try:
         got = resolve(text)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not got.exact:
-        print(f"kb: torch_npu {text} read as {got.release} (nearest harvested release)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"kb: torch_npu {text} read as {got.release} (nearest harvested release)",
+            file=sys.stderr,
+        )
     return got
 
 

@@ -24,8 +24,9 @@ def scanner(catalog: Any = None, options: ScanOptions | None = None) -> Any:
     return Scanner(catalog, options, rules=RULES)
 
 
-def scan_paths(paths: Iterable[str], options: ScanOptions | None = None,
-               catalog: Any = None) -> ScanReport:  # fmt: skip
+def scan_paths(
+    paths: Iterable[str], options: ScanOptions | None = None, catalog: Any = None
+) -> ScanReport:
     """Scan files and directories; raises ScanError for unusable settings."""
     return scanner(catalog, options).scan(list(paths))
 
@@ -107,17 +108,29 @@ def _scan_within(made: Any, path: str, root: str) -> ScanReport:
     found, skipped = discover([path], exclude)
     inside = {str(f): _within(os.path.realpath(f), root) for f in found}
     kept = [f for f, ok in inside.items() if ok]
-    outside = [Skipped(f, "a symlink to a file outside the server's root; not read")
-               for f, ok in inside.items() if not ok]  # fmt: skip
+    outside = [
+        Skipped(f, "a symlink to a file outside the server's root; not read")
+        for f, ok in inside.items()
+        if not ok
+    ]
     report: ScanReport = made.scan(kept)
     report.skipped = [*skipped, *outside, *report.skipped]
     return report
 
 
-def scan(catalog: Any = None, *, path: str | None = None, text: str | None = None,
-         product: str | None = None, torch_npu: str | None = None, parallel: str | None = None,
-         select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
-         fusion: bool = True, root: str | None = None) -> dict[str, Any]:  # fmt: skip
+def scan(
+    catalog: Any = None,
+    *,
+    path: str | None = None,
+    text: str | None = None,
+    product: str | None = None,
+    torch_npu: str | None = None,
+    parallel: str | None = None,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    fusion: bool = True,
+    root: str | None = None,
+) -> dict[str, Any]:
     """The document for a file or directory (``path``, honouring its ``[tool.kb]``) or for
     source given as ``text``; UsageError for unusable arguments or settings.  ``catalog``
     may be a function that opens it, called once the product is known to be one.
@@ -137,11 +150,20 @@ def scan(catalog: Any = None, *, path: str | None = None, text: str | None = Non
     if parallel and mode is None:
         from kb.vocab.parallel import PARALLEL_MODES
 
-        raise UsageError(f"unknown parallel mode {parallel[:40]!r}; one of {', '.join(PARALLEL_MODES)}")
+        raise UsageError(
+            f"unknown parallel mode {parallel[:40]!r}; one of {', '.join(PARALLEL_MODES)}"
+        )
     config = config_within(path, root) if path is not None and root is not None else None
-    options = ScanOptions(product=canon, torch_npu=torch_npu, parallel=mode, select=list(select or []),
-                          ignore=list(ignore or []), fusion=fusion, config=config,
-                          use_config=path is not None and (root is None or config is not None))  # fmt: skip
+    options = ScanOptions(
+        product=canon,
+        torch_npu=torch_npu,
+        parallel=mode,
+        select=list(select or []),
+        ignore=list(ignore or []),
+        fusion=fusion,
+        config=config,
+        use_config=path is not None and (root is None or config is not None),
+    )
     made = scanner(catalog() if callable(catalog) else catalog, options)
     try:
         if path is not None:

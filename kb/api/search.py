@@ -12,8 +12,15 @@ if TYPE_CHECKING:
 MAX_LIMIT = 100_000
 
 
-def search(catalog: Catalog, query: str, *, limit: int = 10, kind: str | None = None,
-           torch_npu: str | None = None, session: Session | None = None) -> dict[str, Any]:  # fmt: skip
+def search(
+    catalog: Catalog,
+    query: str,
+    *,
+    limit: int = 10,
+    kind: str | None = None,
+    torch_npu: str | None = None,
+    session: Session | None = None,
+) -> dict[str, Any]:
     """``{"query", "results", ["torch_npu"]}``, best first; UsageError for an unusable
     query or release."""
     from kb.api.errors import UsageError

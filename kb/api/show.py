@@ -22,13 +22,15 @@ def section_of(rec: Record, name: str) -> str:
 
     key = section_key(rec, name)
     if key is None:
-        raise UsageError(f"{rec['name']} has no section {name!r}; sections: "
-                         f"{', '.join(section_names(rec))}")  # fmt: skip
+        raise UsageError(
+            f"{rec['name']} has no section {name!r}; sections: {', '.join(section_names(rec))}"
+        )
     return key
 
 
-def view(rec: Record, *, section: str | None = None, brief: bool = False,
-         lang: str = "en") -> Record:  # fmt: skip
+def view(
+    rec: Record, *, section: str | None = None, brief: bool = False, lang: str = "en"
+) -> Record:
     """The ``--format json`` document: the record, ``{kind, name, SECTION}`` or the card."""
     from kb.api.errors import UsageError
     from kb.api.recordview import brief as card
@@ -64,6 +66,11 @@ def known_without_record(name: str) -> Record | None:
         return None
     if known is None:
         return None
-    return {"name": known.name, "record": None, "known_from": known.origin,
-            "namespace": known.namespace, "role": known.role, "schemas": list(known.schemas)}  # fmt: skip
-
+    return {
+        "name": known.name,
+        "record": None,
+        "known_from": known.origin,
+        "namespace": known.namespace,
+        "role": known.role,
+        "schemas": list(known.schemas),
+    }

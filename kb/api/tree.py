@@ -14,8 +14,12 @@ def tree(catalog: Catalog, name: str | None = None) -> dict[str, Any]:
     from kb.advice.advise import flags
 
     if not name:
-        return {"trees": [{"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)}
-                          for t in catalog.records("tree")]}  # fmt: skip
+        return {
+            "trees": [
+                {"name": t["name"], "summary": t["summary"]["en"], "flags": flags(t)}
+                for t in catalog.records("tree")
+            ]
+        }
     return tree_record(catalog, name)
 
 
@@ -28,11 +32,14 @@ def tree_record(catalog: Catalog, name: str) -> dict[str, Any]:
     tree_names = catalog.names("tree")
     names = ", ".join(tree_names)
     if rec is None:
-        raise NotFound(f"no decision tree named {name!r}{tree_hint(name, tree_names)}; "
-                         f"trees: {names}")  # fmt: skip
+        raise NotFound(
+            f"no decision tree named {name!r}{tree_hint(name, tree_names)}; trees: {names}"
+        )
     if rec["kind"] != "tree":
-        raise UsageError(f"{rec['name']!r} is a {rec['kind']}, not a decision tree (try 'kb show "
-                         f"{rec['name']}'); trees: {names}")  # fmt: skip
+        raise UsageError(
+            f"{rec['name']!r} is a {rec['kind']}, not a decision tree (try 'kb show "
+            f"{rec['name']}'); trees: {names}"
+        )
     return rec  # type: ignore[no-any-return]
 
 

@@ -63,9 +63,17 @@ def validate(records: Path | None = None) -> Validation:
         if fingerprint(root) == before:
             break
     else:
-        result.problems.append(Problem(".", 1, 1, "", f"the records kept changing while they "
-                                       f"were validated ({SNAPSHOT_TRIES} tries); run kb "
-                                       "validate again once they are written"))  # fmt: skip
+        result.problems.append(
+            Problem(
+                ".",
+                1,
+                1,
+                "",
+                f"the records kept changing while they "
+                f"were validated ({SNAPSHOT_TRIES} tries); run kb "
+                "validate again once they are written",
+            )
+        )
         broken = True
     counts: dict[str, int] = {}
     for loaded in result.records.values():
@@ -88,7 +96,13 @@ def practice_problems(root: Path, result: StoreResult) -> list[Problem]:
     for c in contradictions(catalog):
         loaded = result.records[c.record]
         line, col = loaded.located.where(("seen_in", c.repo, "sites", c.site))
-        problems.append(Problem(loaded.file, line, col, f"seen_in[{c.repo}].sites[{c.site}]",
-                                f"{c.message}; fix the record with evidence, or mark the site "
-                                "a defect"))  # fmt: skip
+        problems.append(
+            Problem(
+                loaded.file,
+                line,
+                col,
+                f"seen_in[{c.repo}].sites[{c.site}]",
+                f"{c.message}; fix the record with evidence, or mark the site a defect",
+            )
+        )
     return problems

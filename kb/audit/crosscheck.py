@@ -59,8 +59,9 @@ class _Candidate:
     passed: set[str] = field(default_factory=set)
 
 
-def _tensors(op: dict[str, Any] | None, passed: dict[str, str],
-             known: dict[str, StageTensor]) -> dict[str, dict[str, str]]:  # fmt: skip
+def _tensors(
+    op: dict[str, Any] | None, passed: dict[str, str], known: dict[str, StageTensor]
+) -> dict[str, dict[str, str]]:
     """Tensor arguments a call passes: its expressions naming tensors, with known facts."""
     params = {p["name"]: p for p in (op or {}).get("parameters") or []}
     out: dict[str, dict[str, str]] = {}
@@ -74,8 +75,12 @@ def _tensors(op: dict[str, Any] | None, passed: dict[str, str],
 
 
 def _document(product: str, candidates: list[_Candidate], model: str) -> str:
-    data = {"version": 1, "model": model, "target": {"product": product},
-            "candidates": [c.entry for c in candidates]}  # fmt: skip
+    data = {
+        "version": 1,
+        "model": model,
+        "target": {"product": product},
+        "candidates": [c.entry for c in candidates],
+    }
     return json.dumps(data, ensure_ascii=False, indent=1)
 
 
@@ -92,8 +97,12 @@ def _stage_candidates(chain: ReferenceChain, catalog: Any) -> list[_Candidate]:
         if stage.operator == "plain-torch":
             continue
         op = catalog.get(stage.operator)
-        entry: dict[str, Any] = {"module": f"chain.{chain.name}", "phase": _stage_phase(stage, chain),
-                                 "operator": stage.operator, "chain": chain.name}  # fmt: skip
+        entry: dict[str, Any] = {
+            "module": f"chain.{chain.name}",
+            "phase": _stage_phase(stage, chain),
+            "operator": stage.operator,
+            "chain": chain.name,
+        }
         if stage.args:
             entry["args"] = stage.args
         tensors = _tensors(op, stage.passed, stage.tensors)
@@ -150,14 +159,21 @@ def _gaps(text: str, candidates: list[_Candidate], catalog: Any) -> Iterator[tup
                 continue
             missing = [n for n in rule["require"] if stated(cand, n) is None and n not in given]
             if missing:
-                yield cand.index, (f"{rec['name']} requires {', '.join(missing)} here (record rule "
-                                   f"{rule.get('id')}: {rule.get('message', '')}); pass it in "
-                                   "args or passed")  # fmt: skip
+                yield (
+                    cand.index,
+                    (
+                        f"{rec['name']} requires {', '.join(missing)} here (record rule "
+                        f"{rule.get('id')}: {rule.get('message', '')}); pass it in "
+                        "args or passed"
+                    ),
+                )
 
 
 #: What a chain can do about an operator its product is not documented for.
-_CLAIM = ("; the chain claims {product}: cite a source for {product} in the operator record "
-          "(evidence, about: [products]) or drop {product} from the chain's products")  # fmt: skip
+_CLAIM = (
+    "; the chain claims {product}: cite a source for {product} in the operator record "
+    "(evidence, about: [products]) or drop {product} from the chain's products"
+)
 
 
 def _fails(finding: Any, product: str, chain: ReferenceChain) -> bool:
@@ -169,8 +185,10 @@ def _fails(finding: Any, product: str, chain: ReferenceChain) -> bool:
 
 def _waiver(stage: Stage, code: str, product: str) -> int | None:
     """The index of the stage's waiver for this finding, if any."""
-    return next((j for j, w in enumerate(stage.waivers)
-                 if w.code == code and w.product in (None, product)), None)  # fmt: skip
+    return next(
+        (j for j, w in enumerate(stage.waivers) if w.code == code and w.product in (None, product)),
+        None,
+    )
 
 
 def check_chain(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Problem]:
@@ -186,12 +204,20 @@ def check_chain(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Probl
     products: list[str] = list(chain.products) or [FALLBACK_PRODUCT]
     for product in products:
         text = _document(product, candidates, chain.name)
-        found = [(f.candidate, f.code, f"{f.code} on {product} for stage {{stage}}: {f.message}"
-                  + (_CLAIM.format(product=product) if f.code in UNDOCUMENTED_PRODUCT else ""))
-                 for f in checker.check_text(loaded.file, text)
-                 if f.candidate is not None and _fails(f, product, chain)]  # fmt: skip
-        found += [(index, GAP_CODE, f"{GAP_CODE} on {product}: {message}")
-                  for index, message in _gaps(text, candidates, catalog)]  # fmt: skip
+        found = [
+            (
+                f.candidate,
+                f.code,
+                f"{f.code} on {product} for stage {{stage}}: {f.message}"
+                + (_CLAIM.format(product=product) if f.code in UNDOCUMENTED_PRODUCT else ""),
+            )
+            for f in checker.check_text(loaded.file, text)
+            if f.candidate is not None and _fails(f, product, chain)
+        ]
+        found += [
+            (index, GAP_CODE, f"{GAP_CODE} on {product}: {message}")
+            for index, message in _gaps(text, candidates, catalog)
+        ]
         for index, code, message in found:
             path = candidates[index].path
             stage = chain.stages[path[1]]
@@ -203,12 +229,22 @@ def check_chain(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Probl
     for i, stage in enumerate(chain.stages):
         for j, w in enumerate(stage.waivers):
             if w.code in UNDOCUMENTED_PRODUCT:
-                problems.append(_problem(loaded, ("stages", i, "waivers", j),
-                                         f"{w.code} cannot be waived: a chain claims only products "
-                                         "its operators are documented for"))  # fmt: skip
+                problems.append(
+                    _problem(
+                        loaded,
+                        ("stages", i, "waivers", j),
+                        f"{w.code} cannot be waived: a chain claims only products "
+                        "its operators are documented for",
+                    )
+                )
             elif (i, j) not in used:
-                problems.append(_problem(loaded, ("stages", i, "waivers", j),
-                                         f"waiver {w.code} matches no finding any more; remove it"))  # fmt: skip
+                problems.append(
+                    _problem(
+                        loaded,
+                        ("stages", i, "waivers", j),
+                        f"waiver {w.code} matches no finding any more; remove it",
+                    )
+                )
     return sorted(set(problems), key=lambda p: (p.line, p.column, p.message))
 
 
@@ -258,39 +294,77 @@ def check_tree(loaded: Loaded, catalog: Any, checker: Any = None) -> list[Proble
             seen.add((n_i, o_i, product, phase))
             opt = tree.nodes[n_i].options[o_i]
             where = ("nodes", n_i, "options", o_i)
-            named: list[tuple[str, tuple[Any, ...]]] = [(opt.chain, where + ("chain",))] if opt.chain else []
-            named += [(alt.chain, where + ("alternatives", k, "chain"))
-                      for k, alt in enumerate(opt.alternatives)]  # an alternative must fit the path too
+            named: list[tuple[str, tuple[Any, ...]]] = (
+                [(opt.chain, where + ("chain",))] if opt.chain else []
+            )
+            # an alternative must fit the path too
+            named += [
+                (alt.chain, where + ("alternatives", k, "chain"))
+                for k, alt in enumerate(opt.alternatives)
+            ]
             for name, at in named:
                 chain = catalog.get(name)
-                if chain is not None and product and chain.get("products") and product not in chain["products"]:
-                    problems.add(_problem(loaded, at, f"the path answers --product {product}, but chain {name} "
-                                                      f"is for {', '.join(chain['products'])}"))  # fmt: skip
+                if (
+                    chain is not None
+                    and product
+                    and chain.get("products")
+                    and product not in chain["products"]
+                ):
+                    problems.add(
+                        _problem(
+                            loaded,
+                            at,
+                            f"the path answers --product {product}, but chain {name} "
+                            f"is for {', '.join(chain['products'])}",
+                        )
+                    )
                 if chain is not None and phase in INFERENCE_PHASES and phase not in chain["phases"]:
-                    problems.add(_problem(loaded, at, f"the path answers --phase {phase}, but chain {name} "
-                                                      f"covers {', '.join(chain['phases'])}"))  # fmt: skip
+                    problems.add(
+                        _problem(
+                            loaded,
+                            at,
+                            f"the path answers --phase {phase}, but chain {name} "
+                            f"covers {', '.join(chain['phases'])}",
+                        )
+                    )
             for k, op in enumerate(opt.operators):
                 entry: dict[str, Any] = {"module": f"tree.{tree.name}", "operator": op}
                 if phase in INFERENCE_PHASES:
                     entry["phase"] = phase
                 # an unanswered product: judge on a product the record claims, not a guess
-                target = product or ((catalog.get(op) or {}).get("products") or [FALLBACK_PRODUCT])[0]
-                text = json.dumps({"version": 1, "target": {"product": target},
-                                   "candidates": [entry]})  # fmt: skip
+                target = (
+                    product or ((catalog.get(op) or {}).get("products") or [FALLBACK_PRODUCT])[0]
+                )
+                text = json.dumps(
+                    {"version": 1, "target": {"product": target}, "candidates": [entry]}
+                )
                 for f in checker.check_text(loaded.file, text):
                     if f.severity == "error":
-                        problems.add(_problem(loaded, where + ("operators", k),
-                                              f"{f.code} on this path: {f.message}"))  # fmt: skip
+                        problems.add(
+                            _problem(
+                                loaded,
+                                where + ("operators", k),
+                                f"{f.code} on this path: {f.message}",
+                            )
+                        )
     for n_i, node in enumerate(tree.nodes):
         for o_i, opt in enumerate(node.options):
             for k, denial in enumerate(opt.denies):
-                problems |= set(_judge_denial(loaded, ("nodes", n_i, "options", o_i, "denies", k),
-                                              denial, catalog, checker))  # fmt: skip
+                problems |= set(
+                    _judge_denial(
+                        loaded,
+                        ("nodes", n_i, "options", o_i, "denies", k),
+                        denial,
+                        catalog,
+                        checker,
+                    )
+                )
     return sorted(problems, key=lambda p: (p.line, p.column, p.message))
 
 
-def _judge_denial(loaded: Loaded, path: tuple[Any, ...], denial: Denial, catalog: Any,
-                  checker: Any) -> Iterator[Problem]:  # fmt: skip
+def _judge_denial(
+    loaded: Loaded, path: tuple[Any, ...], denial: Denial, catalog: Any, checker: Any
+) -> Iterator[Problem]:
     op = catalog.get(denial.operator)
     entry: dict[str, Any] = {"module": "tree.denial", "operator": denial.operator}
     if denial.phase:
@@ -304,10 +378,13 @@ def _judge_denial(loaded: Loaded, path: tuple[Any, ...], denial: Denial, catalog
         text = json.dumps({"version": 1, "target": {"product": product}, "candidates": [entry]})
         errors = [f for f in checker.check_text(loaded.file, text) if f.severity == "error"]
         if not errors:
-            yield _problem(loaded, path,
-                           f"the note denies {_call(denial.operator, denial.args, tensors)} on "
-                           f"{product}, but the operator record allows it (kb check finds no "
-                           "error): correct the verdict, or put the missing fact into the record")  # fmt: skip
+            yield _problem(
+                loaded,
+                path,
+                f"the note denies {_call(denial.operator, denial.args, tensors)} on "
+                f"{product}, but the operator record allows it (kb check finds no "
+                "error): correct the verdict, or put the missing fact into the record",
+            )
 
 
 def crosscheck(result: StoreResult, root: Path) -> list[Problem]:

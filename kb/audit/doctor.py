@@ -109,21 +109,29 @@ def find_install(path: Path | None = None, search_path: Iterable[str] | None = N
                 return _install_at(candidate)
         if (path / _PACKAGE).is_dir() or path.name == _PACKAGE:
             pkg = path / _PACKAGE if (path / _PACKAGE).is_dir() else path
-            raise NotInstalled(f"{pkg} has no {_SCHEMA_IN_PACKAGE}: not a torch_npu release "
-                               "package (or a damaged one)")  # fmt: skip
-        raise NotInstalled(f"no torch_npu package in {path} (give a site-packages directory "
-                           "or the torch_npu package directory)")  # fmt: skip
+            raise NotInstalled(
+                f"{pkg} has no {_SCHEMA_IN_PACKAGE}: not a torch_npu release "
+                "package (or a damaged one)"
+            )
+        raise NotInstalled(
+            f"no torch_npu package in {path} (give a site-packages directory "
+            "or the torch_npu package directory)"
+        )
     entries = list(sys.path if search_path is None else search_path)
     for entry in entries:
         pkg = Path(entry or ".") / _PACKAGE
         if pkg.is_dir():
             if not (pkg / _SCHEMA_IN_PACKAGE).is_file():
-                raise NotInstalled(f"{pkg} has no {_SCHEMA_IN_PACKAGE}: not a torch_npu release "
-                                   "package (or a damaged one)")  # fmt: skip
+                raise NotInstalled(
+                    f"{pkg} has no {_SCHEMA_IN_PACKAGE}: not a torch_npu release "
+                    "package (or a damaged one)"
+                )
             return _install_at(pkg.resolve())
-    raise NotInstalled(f"no torch_npu in this Python environment ({sys.executable}); install "
-                       "it (pip install torch-npu==X --no-deps is enough) or pass --path "
-                       "SITE_PACKAGES")  # fmt: skip
+    raise NotInstalled(
+        f"no torch_npu in this Python environment ({sys.executable}); install "
+        "it (pip install torch-npu==X --no-deps is enough) or pass --path "
+        "SITE_PACKAGES"
+    )
 
 
 @dataclass
@@ -192,8 +200,7 @@ def _installed_name(rec: Mapping[str, Any], installed: Mapping[str, str]) -> str
     return next((n for n in names if n in installed), None)
 
 
-def compare(install: Install, records: Iterable[Mapping[str, Any]],
-            resolve: Any = None) -> Report:  # fmt: skip
+def compare(install: Install, records: Iterable[Mapping[str, Any]], resolve: Any = None) -> Report:
     """Read the install's schemas and compare them with the operator records.
 
     ``resolve`` maps a spelling to a record name (the catalog's), so an installed
@@ -227,8 +234,15 @@ def compare(install: Install, records: Iterable[Mapping[str, Any]],
             continue
         expected = record_schema_in(rec, release.release) if release else None
         same = None if expected is None else normalize_schema(expected) == schema
-        report.differs.append(Differs(rec["name"], normalize_schema(documented), schema,
-                                      schema_diff(schema, documented), same))  # fmt: skip
+        report.differs.append(
+            Differs(
+                rec["name"],
+                normalize_schema(documented),
+                schema,
+                schema_diff(schema, documented),
+                same,
+            )
+        )
     for name in sorted(installed):
         if "." in name or not is_public(name) or name in described:
             continue

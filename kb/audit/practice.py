@@ -43,8 +43,9 @@ def _is_test(rel: str, shipping: Sequence[str] = ()) -> bool:
     return any(p in TEST_PARTS or p.startswith("test_") for p in parts)
 
 
-def harvest(root: Path, *, include_tests: bool = False, catalog: Any = None,
-            shipping: Sequence[str] = ()) -> list[SiteFact]:  # fmt: skip
+def harvest(
+    root: Path, *, include_tests: bool = False, catalog: Any = None, shipping: Sequence[str] = ()
+) -> list[SiteFact]:
     """Every torch_npu operator call under ``root`` that a record knows, as facts.
 
     ``shipping`` names subtrees (relative to ``root``) that hold shipping code although a
@@ -66,8 +67,17 @@ def harvest(root: Path, *, include_tests: bool = False, catalog: Any = None,
         if not include_tests and _is_test(rel, shipping):
             continue
         args = {k: v for k, v in site.args.items() if _plain(v)}
-        out.append(SiteFact(site.record, rel, site.line, tuple(site.products),
-                            (site.phase,) if site.phase else (), args, tuple(site.passed)))  # fmt: skip
+        out.append(
+            SiteFact(
+                site.record,
+                rel,
+                site.line,
+                tuple(site.products),
+                (site.phase,) if site.phase else (),
+                args,
+                tuple(site.passed),
+            )
+        )
     return out
 
 
@@ -77,8 +87,12 @@ def _plain(value: Any) -> bool:
     return isinstance(value, list) and all(_plain(v) and not isinstance(v, list) for v in value)
 
 
-def seen_in_entry(repo: str, commit: str, facts: Iterable[SiteFact],
-                  keep: dict[tuple[str, int], dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def seen_in_entry(
+    repo: str,
+    commit: str,
+    facts: Iterable[SiteFact],
+    keep: dict[tuple[str, int], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The ``seen_in`` item of one repository for one record (sites in path/line order).
 
     ``keep`` maps (path, line) of the previous harvest to its site: the curated ``note``
@@ -130,9 +144,11 @@ def candidate_list(record: dict[str, Any]) -> list[tuple[str, list[tuple[int, in
     out = []
     for product, items in sorted(groups.items()):
         target: dict[str, Any] = {"product": product} if product else {}
-        text = yaml.safe_dump({"version": 1, "target": target,
-                               "candidates": [c for _, c in items]},
-                              sort_keys=False, allow_unicode=True)  # fmt: skip
+        text = yaml.safe_dump(
+            {"version": 1, "target": target, "candidates": [c for _, c in items]},
+            sort_keys=False,
+            allow_unicode=True,
+        )
         out.append((text, [where for where, _ in items]))
     return out
 
@@ -164,8 +180,14 @@ def contradictions(catalog: Any, names: Sequence[str] | None = None) -> list[Con
                 if f.severity == "error" and f.candidate is not None:
                     ri, si = where[f.candidate]
                     site = rec["seen_in"][ri]["sites"][si]
-                    out.append(Contradiction(rec["name"], ri, si,
-                                             f"{rec['seen_in'][ri]['repo']} calls it at "
-                                             f"{site['path']}:{site['line']}, but {f.code}: "
-                                             f"{f.message}"))  # fmt: skip
+                    out.append(
+                        Contradiction(
+                            rec["name"],
+                            ri,
+                            si,
+                            f"{rec['seen_in'][ri]['repo']} calls it at "
+                            f"{site['path']}:{site['line']}, but {f.code}: "
+                            f"{f.message}",
+                        )
+                    )
     return out

@@ -163,8 +163,14 @@ def _fill(con: sqlite3.Connection, root: Path, meta: dict[str, str]) -> None:
         body = rec.model_dump(mode="json", by_alias=True)
         enrich(body)  # torch_npu release facts, unless the record states its own
         text = json.dumps(body, ensure_ascii=False)
-        cols = (name, body["kind"], body.get("category") or body.get("module") or "",
-                body.get("status", ""), loaded.file, text)  # fmt: skip
+        cols = (
+            name,
+            body["kind"],
+            body.get("category") or body.get("module") or "",
+            body.get("status", ""),
+            loaded.file,
+            text,
+        )
         rows.append((*cols, _digest(*cols)))
     con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?)", rows)
     con.executemany("INSERT INTO names VALUES (?,?)", sorted(result.names.items()))
@@ -265,12 +271,14 @@ class Catalog:
             from kb.vocab import bare_operator  # only a miss pays for the vocabulary
 
             stripped = bare_operator(spelling.strip())
-            rows = self._rows("SELECT name FROM names WHERE spelling = ? COLLATE NOCASE",
-                              (stripped,))  # fmt: skip
+            rows = self._rows(
+                "SELECT name FROM names WHERE spelling = ? COLLATE NOCASE", (stripped,)
+            )
             head, dot, overload = stripped.partition(".")
             if not rows and dot and overload.isidentifier():
-                rows = self._rows("SELECT name FROM names WHERE spelling = ? COLLATE NOCASE",
-                                  (head,))  # fmt: skip
+                rows = self._rows(
+                    "SELECT name FROM names WHERE spelling = ? COLLATE NOCASE", (head,)
+                )
         return str(rows[0][0]) if rows else None
 
     def get(self, spelling: str) -> dict[str, Any] | None:
@@ -292,8 +300,12 @@ class Catalog:
 
     def names(self, kind: str | None = None) -> list[str]:
         if kind:
-            return [r[0] for r in self._rows("SELECT name FROM records WHERE kind = ? ORDER BY name",
-                                             (kind,))]  # fmt: skip
+            return [
+                r[0]
+                for r in self._rows(
+                    "SELECT name FROM records WHERE kind = ? ORDER BY name", (kind,)
+                )
+            ]
         return [r[0] for r in self._rows("SELECT name FROM records ORDER BY name")]
 
     def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
@@ -314,8 +326,9 @@ def _checked(row: tuple[Any, ...]) -> dict[str, Any]:
     return body  # type: ignore[no-any-return]
 
 
-def open_catalog(root: Path | None = None, *, rebuild: bool = False,
-                 memory: bool = False) -> Catalog:  # fmt: skip
+def open_catalog(
+    root: Path | None = None, *, rebuild: bool = False, memory: bool = False
+) -> Catalog:
     """The compiled catalog for ``root``, rebuilt first when stale, corrupt or asked.
 
     Raises StoreInvalid when the records do not validate.  ``memory`` (or a cache
@@ -361,8 +374,9 @@ def open_catalog(root: Path | None = None, *, rebuild: bool = False,
     return Catalog(*opened, root=root)
 
 
-def _fresh(target: Path, inputs: list[tuple[str, str]],
-           skey: str) -> tuple[sqlite3.Connection, dict[str, str]] | None:  # fmt: skip
+def _fresh(
+    target: Path, inputs: list[tuple[str, str]], skey: str
+) -> tuple[sqlite3.Connection, dict[str, str]] | None:
     """The cache at ``target`` when it holds exactly the current inputs."""
     opened = _open_ro(target)
     if opened is None:

@@ -72,37 +72,54 @@ def _params(rec: Operator) -> dict[str, tuple[int, Parameter]]:
 def _deprecation(rec: Operator, report: Report) -> None:
     dep = rec.upstream.deprecation
     if rec.status == "deprecated" and dep is None:
-        report(("status",), "deprecated, but upstream.deprecation is empty: upstream does not "
-               "deprecate it (run scripts/import_upstream.py import to record what it says)")  # fmt: skip
+        report(
+            ("status",),
+            "deprecated, but upstream.deprecation is empty: upstream does not "
+            "deprecate it (run scripts/import_upstream.py import to record what it says)",
+        )
     elif dep is not None and rec.status != "deprecated":
         where = " and ".join(dep.listed_in)
         report(("status",), f"{where} deprecate(s) this operator; status must be deprecated")
     named = replacement_operator(dep.replace) if dep else None
     succ = rec.superseded_by
     if named and succ != named and dep is not None:  # a named replacement comes from dep
-        report(("superseded_by",) if succ else ("upstream", "deprecation", "replace"),
-               f"upstream names {named} as the replacement ({dep.replace!r} in "
-               f"{dep.listed_in[0]}); superseded_by must be {named}, not {succ!r}")  # fmt: skip
+        report(
+            ("superseded_by",) if succ else ("upstream", "deprecation", "replace"),
+            f"upstream names {named} as the replacement ({dep.replace!r} in "
+            f"{dep.listed_in[0]}); superseded_by must be {named}, not {succ!r}",
+        )
     elif succ and succ != named and not backed(rec, "superseded_by", succ):
-        report(("superseded_by",), f"no upstream statement names {succ} as the successor: cite "
-               "one in evidence (about: [superseded_by]) or drop superseded_by")  # fmt: skip
+        report(
+            ("superseded_by",),
+            f"no upstream statement names {succ} as the successor: cite "
+            "one in evidence (about: [superseded_by]) or drop superseded_by",
+        )
 
 
 def _needs_evidence(rec: Operator, report: Report) -> None:
     page_marked = set(rec.upstream.unsupported_products)
     for i, product in enumerate(rec.unsupported_products):
         if product not in page_marked and not backed(rec, "unsupported_products", product):
-            report(("unsupported_products", i), f"{product} is not marked unsupported on the page; "
-                   "cite the statement or source check in evidence (about: [unsupported_products])")  # fmt: skip
+            report(
+                ("unsupported_products", i),
+                f"{product} is not marked unsupported on the page; "
+                "cite the statement or source check in evidence (about: [unsupported_products])",
+            )
     for i, phase in enumerate(rec.phase_limit):
         if not backed(rec, "phase_limit", phase):
-            report(("phase_limit", i), f"phase_limit {phase}: cite where upstream restricts the "
-                   "operator to it in evidence (about: [phase_limit]); 'phases' only documents")  # fmt: skip
+            report(
+                ("phase_limit", i),
+                f"phase_limit {phase}: cite where upstream restricts the "
+                "operator to it in evidence (about: [phase_limit]); 'phases' only documents",
+            )
     for name, (i, p) in _params(rec).items():
         for attr in ("also_accepted", "python_name"):
             if getattr(p, attr) and not backed(rec, f"parameters.{name}.{attr}"):
-                report(("parameters", i, attr), f"{attr} of {name} needs evidence: cite the "
-                       f"source that maps it (about: [parameters.{name}.{attr}])")  # fmt: skip
+                report(
+                    ("parameters", i, attr),
+                    f"{attr} of {name} needs evidence: cite the "
+                    f"source that maps it (about: [parameters.{name}.{attr}])",
+                )
     if rec.status == "undocumented":
         _undocumented(rec, report)
 
@@ -116,21 +133,33 @@ def _undocumented(rec: Operator, report: Report) -> None:
     for name, (i, p) in _params(rec).items():
         for attr in _PARAM_FACTS:
             if getattr(p, attr) and not backed(rec, f"parameters.{name}.{attr}"):
-                report(("parameters", i, attr), f"{name}.{attr}: {rec.name} has no page; cite the "
-                       f"source, test or docstring in evidence (about: [parameters.{name}])")  # fmt: skip
+                report(
+                    ("parameters", i, attr),
+                    f"{name}.{attr}: {rec.name} has no page; cite the "
+                    f"source, test or docstring in evidence (about: [parameters.{name}])",
+                )
     for i, ret in enumerate(rec.returns):
         if (ret.dtypes or ret.formats or ret.shapes) and not backed(rec, f"returns.{ret.name}"):
-            report(("returns", i), f"return {ret.name}: {rec.name} has no page; cite where its "
-                   "dtypes/shapes come from in evidence (about: [returns])")  # fmt: skip
+            report(
+                ("returns", i),
+                f"return {ret.name}: {rec.name} has no page; cite where its "
+                "dtypes/shapes come from in evidence (about: [returns])",
+            )
     _listed_values(rec, report)
     for field in ("products", "quantization"):
         if getattr(rec, field) and not backed(rec, field):
-            report((field,), f"{rec.name} has no page; cite where its {field} come from in "
-                   f"evidence (about: [{field}])")  # fmt: skip
+            report(
+                (field,),
+                f"{rec.name} has no page; cite where its {field} come from in "
+                f"evidence (about: [{field}])",
+            )
     for i, rule in enumerate(rec.rules):
         if not backed(rec, f"rules.{rule.id}"):
-            report(("rules", i), f"rule {rule.id}: {rec.name} has no page; cite its upstream "
-                   f"basis in evidence (about: [rules.{rule.id}]) or drop it")  # fmt: skip
+            report(
+                ("rules", i),
+                f"rule {rule.id}: {rec.name} has no page; cite its upstream "
+                f"basis in evidence (about: [rules.{rule.id}]) or drop it",
+            )
 
 
 def _listed_values(rec: Operator, report: Report) -> None:
@@ -145,8 +174,11 @@ def _listed_values(rec: Operator, report: Report) -> None:
         named = [v for ev in cites for v in ev.values]
         extra = [v for v in values if v not in named and _loose(v) not in map(_loose, named)]
         if extra:
-            report(where, f"{field} lists {extra}, which no evidence names (it names {named}); "
-                   "cite them or drop them")  # fmt: skip
+            report(
+                where,
+                f"{field} lists {extra}, which no evidence names (it names {named}); "
+                "cite them or drop them",
+            )
 
     check("products", list(rec.products or []), ("products",))
     for name, (i, p) in _params(rec).items():
@@ -169,9 +201,12 @@ def _limits_need_a_source(rec: Operator, report: Report) -> None:
     def only_usage(field: str, exact: bool, values: list[Any] | None = None) -> bool:
         # code evidence for values outside an allowed list is no support of the list
         # (KB121 reports those values), so it neither backs nor condemns it
-        kinds = {ev.kind for ev in rec.evidence
-                 if (field in ev.about if exact else _covers(ev, field))
-                 and not (values is not None and _vendor_only(ev, values))}  # fmt: skip
+        kinds = {
+            ev.kind
+            for ev in rec.evidence
+            if (field in ev.about if exact else _covers(ev, field))
+            and not (values is not None and _vendor_only(ev, values))
+        }
         return bool(kinds) and not kinds & LIMIT_KINDS
 
     exact = rec.status != "undocumented"  # a page backs what no evidence names exactly
@@ -180,22 +215,34 @@ def _limits_need_a_source(rec: Operator, report: Report) -> None:
             listed = getattr(p, attr)
             values = list(listed) if attr == "allowed" and listed else None
             if listed and only_usage(f"parameters.{name}.{attr}", exact, values):
-                report(("parameters", i, attr), f"{name}.{attr} rests only on a test or a caller's "
-                       "inputs, which show one use, not a limit: cite a page, a wrapper check or a "
-                       "kernel registration (kind: page/source), or drop it")  # fmt: skip
+                report(
+                    ("parameters", i, attr),
+                    f"{name}.{attr} rests only on a test or a caller's "
+                    "inputs, which show one use, not a limit: cite a page, a wrapper check or a "
+                    "kernel registration (kind: page/source), or drop it",
+                )
     if any(mode.tensors for mode in rec.quantization) and only_usage("quantization", exact):
-        report(("quantization",), "the quantization schemes' tensor dtypes rest only on a test "
-               "or a caller's inputs: cite a page, a wrapper check or a kernel registration")  # fmt: skip
+        report(
+            ("quantization",),
+            "the quantization schemes' tensor dtypes rest only on a test "
+            "or a caller's inputs: cite a page, a wrapper check or a kernel registration",
+        )
     for i, rule in enumerate(rec.rules):
         if only_usage(f"rules.{rule.id}", exact):
-            report(("rules", i), f"rule {rule.id} rests only on a test or a caller's inputs: cite "
-                   "a page, a wrapper check or a kernel registration, or drop the rule")  # fmt: skip
+            report(
+                ("rules", i),
+                f"rule {rule.id} rests only on a test or a caller's inputs: cite "
+                "a page, a wrapper check or a kernel registration, or drop the rule",
+            )
 
 
 def _vendor_only(ev: Any, values: list[Any]) -> bool:
     """Code evidence naming only values outside ``values``: the vendor passes them undocumented."""
-    return (ev.kind in ("shipping-code", "source") and bool(ev.values)
-            and not any(v in values or _loose(v) in map(_loose, values) for v in ev.values))  # fmt: skip
+    return (
+        ev.kind in ("shipping-code", "source")
+        and bool(ev.values)
+        and not any(v in values or _loose(v) in map(_loose, values) for v in ev.values)
+    )
 
 
 def _evidence_targets(rec: Operator, report: Report) -> None:
@@ -259,23 +306,32 @@ def _values(rec: Operator, report: Report) -> None:
         if default is None or (isinstance(default, str) and p.is_tensor):
             continue
         if not _admits(p, default) and not backed(rec, f"parameters.{name}.default"):
-            report(("parameters", i, "allowed"), f"the schema default of {name} ({p.default}) is "
-                   "not among its allowed values (cite upstream in evidence, about: "
-                   f"[parameters.{name}.default], if it really says so)")  # fmt: skip
+            report(
+                ("parameters", i, "allowed"),
+                f"the schema default of {name} ({p.default}) is "
+                "not among its allowed values (cite upstream in evidence, about: "
+                f"[parameters.{name}.default], if it really says so)",
+            )
     for r_i, rule in enumerate(rec.rules):
         for arg, values in rule.values.items():
             p = params[arg][1]
             bad = [v for v in values if not _admits(p, v)]
             if bad:
-                report(("rules", r_i, "values", arg), f"rule {rule.id} allows {bad} for {arg}, "
-                       "which the parameter's allowed values exclude")  # fmt: skip
+                report(
+                    ("rules", r_i, "values", arg),
+                    f"rule {rule.id} allows {bad} for {arg}, "
+                    "which the parameter's allowed values exclude",
+                )
         for attr in ("dtypes", "formats"):
             for tensor, listed in getattr(rule, attr).items():
                 have = getattr(params[tensor][1], attr)
                 extra = [x for x in listed if have and x not in have]
                 if extra:
-                    report(("rules", r_i, attr, tensor), f"rule {rule.id} names {attr} {extra} "
-                           f"for {tensor}, which its parameter does not list")  # fmt: skip
+                    report(
+                        ("rules", r_i, attr, tensor),
+                        f"rule {rule.id} names {attr} {extra} "
+                        f"for {tensor}, which its parameter does not list",
+                    )
         for cond in rule.when:
             if cond.arg is None:
                 continue
@@ -283,20 +339,28 @@ def _values(rec: Operator, report: Report) -> None:
             named = [cond.equals] if cond.equals is not None else list(cond.in_ or [])
             bad = [v for v in named if not _admits(p, v)]
             if bad:
-                report(("rules", r_i, "when"), f"rule {rule.id} conditions on {cond.arg} = {bad}, "
-                       "which is not an allowed value")  # fmt: skip
+                report(
+                    ("rules", r_i, "when"),
+                    f"rule {rule.id} conditions on {cond.arg} = {bad}, "
+                    "which is not an allowed value",
+                )
     for q_i, mode in enumerate(rec.quantization):
         for arg, value in mode.select.items():
             p = params[arg][1]
             if not p.is_tensor and not _admits(p, value):
-                report(("quantization", q_i, "select", arg), f"mode {mode.scheme} selects "
-                       f"{arg}={value!r}, which is not an allowed value")  # fmt: skip
+                report(
+                    ("quantization", q_i, "select", arg),
+                    f"mode {mode.scheme} selects {arg}={value!r}, which is not an allowed value",
+                )
         for tensor, dtypes in mode.tensors.items():
             have = params[tensor][1].dtypes
             extra = [d for d in dtypes if have and d not in have]
             if extra:
-                report(("quantization", q_i, "tensors", tensor), f"mode {mode.scheme} takes "
-                       f"{tensor} as {extra}, which its parameter does not list")  # fmt: skip
+                report(
+                    ("quantization", q_i, "tensors", tensor),
+                    f"mode {mode.scheme} takes "
+                    f"{tensor} as {extra}, which its parameter does not list",
+                )
 
 
 def _example_value(node: ast.expr) -> tuple[bool, object]:
@@ -305,8 +369,11 @@ def _example_value(node: ast.expr) -> tuple[bool, object]:
         return True, ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
-    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id in ("torch", "torch_npu")):  # fmt: skip
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("torch", "torch_npu")
+    ):
         return True, f"{node.value.id}.{node.attr}"
     return False, None
 
@@ -344,8 +411,10 @@ def _examples(rec: Operator, report: Report) -> None:
                     continue
                 schema = keywords.get(kw.arg)
                 if schema is None:
-                    report(("examples", e_i, "code"), f"example line {kw.lineno}: {rec.name} has "
-                           f"no keyword {kw.arg!r}")  # fmt: skip
+                    report(
+                        ("examples", e_i, "code"),
+                        f"example line {kw.lineno}: {rec.name} has no keyword {kw.arg!r}",
+                    )
                     continue
                 p = params[schema][1]
                 known, value = _example_value(kw.value)
@@ -354,8 +423,11 @@ def _examples(rec: Operator, report: Report) -> None:
                 if p.takes == "dtype" and isinstance(value, str):
                     value = normalize("dtype", value) or value
                 if not _admits(p, value):
-                    report(("examples", e_i, "code"), f"example line {kw.lineno}: {kw.arg}="
-                           f"{value!r} is not an allowed value of {schema}")  # fmt: skip
+                    report(
+                        ("examples", e_i, "code"),
+                        f"example line {kw.lineno}: {kw.arg}="
+                        f"{value!r} is not an allowed value of {schema}",
+                    )
 
 
 CHECKS: tuple[Callable[[Operator, Report], None], ...] = (
@@ -382,5 +454,8 @@ def check_lineage(ops: dict[str, Operator], report_for: Callable[[str], Report])
         for i, old in enumerate(rec.supersedes):
             prev = ops.get(old)
             if prev is not None and prev.superseded_by != name:
-                report_for(name)(("supersedes", i), f"{old} names {prev.superseded_by!r} as its "
-                                 f"successor, not {name}: drop it here or fix {old}")  # fmt: skip
+                report_for(name)(
+                    ("supersedes", i),
+                    f"{old} names {prev.superseded_by!r} as its "
+                    f"successor, not {name}: drop it here or fix {old}",
+                )

@@ -41,4 +41,6 @@ def kernel_only_products(record: Mapping[str, Any]) -> list[str]:
     """Products the kernels are built for and the page neither lists nor refuses, nor
     lists in part (a family whose page names some of its sub-series): kernel-only support."""
     page, refused = record.get("products") or [], record.get("unsupported_products") or []
-    return [p for p in kernel_products(record) if product_support(p, page, refused) == "undocumented"]
+    return [
+        p for p in kernel_products(record) if product_support(p, page, refused) == "undocumented"
+    ]

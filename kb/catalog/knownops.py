@@ -69,7 +69,9 @@ class KnownOperators:
             raise ValueError(f"known_ops format {extra.get('format')!r}, expected {DATA_FORMAT}")
         self._releases = releases
         self._extra: dict[str, Any] = dict(extra.get("operators") or {}) if extra else {}
-        self._commit = str(((extra or {}).get("sources") or {}).get("op-plugin", {}).get("commit") or "")
+        self._commit = str(
+            ((extra or {}).get("sources") or {}).get("op-plugin", {}).get("commit") or ""
+        )
         self._keys: dict[str, list[str]] = {}
         for key in releases.operators():
             self._keys.setdefault(key.split(".", 1)[0], []).append(key)
@@ -88,11 +90,14 @@ class KnownOperators:
         entry = self._extra.get(name)
         if entry is None:
             return None
-        where = f"op-plugin {entry['source']}" + (f" at {self._commit[:12]}" if self._commit else "")
+        where = f"op-plugin {entry['source']}" + (
+            f" at {self._commit[:12]}" if self._commit else ""
+        )
         if str(entry["source"]).startswith("wheel "):
             where = f"the torch_npu {entry['source'].removeprefix('wheel ')} wheel"
-        return KnownOperator(name, entry["namespace"], tuple(entry.get("schemas") or ()),
-                             where, role_of(name))  # fmt: skip
+        return KnownOperator(
+            name, entry["namespace"], tuple(entry.get("schemas") or ()), where, role_of(name)
+        )
 
     def _from_wheels(self, name: str) -> KnownOperator:
         data = self._releases
@@ -137,6 +142,14 @@ def params_of(schema: str) -> list[dict[str, Any]] | None:
         parsed = parse_schema(schema)
     except SchemaError:
         return None
-    return [{"name": a.name, "type": a.type, "required": a.default is None,
-             "default": a.default, "keyword_only": a.keyword_only, "mutated": a.mutated}
-            for a in parsed.args]  # fmt: skip
+    return [
+        {
+            "name": a.name,
+            "type": a.type,
+            "required": a.default is None,
+            "default": a.default,
+            "keyword_only": a.keyword_only,
+            "mutated": a.mutated,
+        }
+        for a in parsed.args
+    ]

@@ -71,8 +71,11 @@ def scan(root: str) -> tuple[list[str], list[Problem]]:
             with os.scandir(here) as it:
                 entries = list(it)
         except OSError as exc:
-            problems.append(Problem(here[cut:] or root, 1, 1, "",
-                                    f"cannot list directory: {exc.strerror or exc}"))  # fmt: skip
+            problems.append(
+                Problem(
+                    here[cut:] or root, 1, 1, "", f"cannot list directory: {exc.strerror or exc}"
+                )
+            )
             continue
         for entry in entries:
             name = entry.name
@@ -91,8 +94,15 @@ def scan(root: str) -> tuple[list[str], list[Problem]]:
                 mode = entry.stat(follow_symlinks=True).st_mode
             except OSError:
                 target = os.readlink(entry.path) if entry.is_symlink() else "?"
-                problems.append(Problem(rel, 1, 1, "", f"broken symbolic link (to {target!r}); "
-                                        "remove it or restore its target"))  # fmt: skip
+                problems.append(
+                    Problem(
+                        rel,
+                        1,
+                        1,
+                        "",
+                        f"broken symbolic link (to {target!r}); remove it or restore its target",
+                    )
+                )
                 continue
             if stat.S_ISREG(mode):
                 files.append(entry.path)
@@ -100,6 +110,7 @@ def scan(root: str) -> tuple[list[str], list[Problem]]:
                 problems.append(Problem(rel, 1, 1, "", f"is {file_kind(mode)}, not a record file"))
     files.sort()
     if not files and not problems:
-        problems.append(Problem(root, 1, 1, "", f"0 records loaded from {root}: no "
-                                "*.yaml record files there"))  # fmt: skip
+        problems.append(
+            Problem(root, 1, 1, "", f"0 records loaded from {root}: no *.yaml record files there")
+        )
     return files, problems

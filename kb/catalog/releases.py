@@ -219,8 +219,12 @@ class ReleaseData:
             return None
         schemas = raw["schemas"]
         segs = [Segment(a, b, schemas[k]) for a, b, k in raw["runs"]]
-        hist = OperatorHistory(op, segs, self._expand((s.first, s.last) for s in segs),
-                               self._expand(raw.get("documented", [])))  # fmt: skip
+        hist = OperatorHistory(
+            op,
+            segs,
+            self._expand((s.first, s.last) for s in segs),
+            self._expand(raw.get("documented", [])),
+        )
         self._ops[op] = hist
         return hist
 
@@ -272,8 +276,10 @@ def resolve(text: str, data: ReleaseData | None = None) -> Match:
     got = data.match(text)
     if got is None:
         lines = sorted({".".join(r.split(".")[:2]) for r in data.releases}, key=_order)
-        raise ValueError(f"torch_npu {text!r} is not a harvested release; harvested lines: "
-                         f"{', '.join(lines)} ({data.releases[0]} .. {data.latest})")  # fmt: skip
+        raise ValueError(
+            f"torch_npu {text!r} is not a harvested release; harvested lines: "
+            f"{', '.join(lines)} ({data.releases[0]} .. {data.latest})"
+        )
     return got
 
 
@@ -448,8 +454,11 @@ def availability(
         return Availability(asked, None, False, None, None, first, None)
     has = record_has(rec, match.release)
     key = release_key(match.release)
-    later = [r for r in (rec.get("versions") or {}).get("releases") or []
-             if key is not None and (release_key(r) or key) > key]  # fmt: skip
+    later = [
+        r
+        for r in (rec.get("versions") or {}).get("releases") or []
+        if key is not None and (release_key(r) or key) > key
+    ]
     schema = record_schema_in(rec, match.release) if has else None
     return Availability(
         asked,

@@ -15,7 +15,9 @@ def schemas() -> dict[str, str]:
         schema = model.model_json_schema(by_alias=True)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["$id"] = f"{kind}.schema.json"
-        out[f"{kind}.schema.json"] = json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+        out[f"{kind}.schema.json"] = (
+            json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+        )
     return out
 
 

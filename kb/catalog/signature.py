@@ -118,7 +118,5 @@ def parse_schema(text: str) -> Schema:
         typ, arg_name = pieces
         mutated = bool(_ALIAS.search(typ) and "!" in typ)
         typ = _ALIAS.sub("", typ).replace(" ", "")
-        args.append(
-            SchemaArg(arg_name, typ, default.strip() if eq else None, kw_only, mutated)
-        )
+        args.append(SchemaArg(arg_name, typ, default.strip() if eq else None, kw_only, mutated))
     return Schema(name, overload, tuple(args), returns, text)

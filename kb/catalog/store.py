@@ -197,8 +197,13 @@ def _check_signature(loaded: Loaded) -> list[Problem]:
         if arg.name not in by_name:
             continue
         i, p = by_name[arg.name]
-        want = {"type": arg.type, "required": arg.required, "default": arg.default,
-                "keyword_only": arg.keyword_only, "mutated": arg.mutated}  # fmt: skip
+        want = {
+            "type": arg.type,
+            "required": arg.required,
+            "default": arg.default,
+            "keyword_only": arg.keyword_only,
+            "mutated": arg.mutated,
+        }
         for attr, value in want.items():
             if getattr(p, attr) != value:
                 add(("parameters", i, attr), f"is {getattr(p, attr)!r}, the schema says {value!r}")

@@ -18,8 +18,17 @@ from typing import Any
 #: ``{subject}`` (the named argument or tensor), ``{value}`` (an ``equals`` value),
 #: ``{values}`` (the notation's spelling of a set) and ``{list}`` (the set as Python
 #: prints a list).
-PHRASES = ("equals", "in", "not_in", "dtype_in", "format_in", "present", "absent",
-           "product", "quantization")  # fmt: skip
+PHRASES = (
+    "equals",
+    "in",
+    "not_in",
+    "dtype_in",
+    "format_in",
+    "present",
+    "absent",
+    "product",
+    "quantization",
+)
 #: How clauses (and the dtype and format parts of one tensor clause) are joined.
 AND = " and "
 
@@ -41,12 +50,15 @@ class Notation:
 def condition_words(cond: Mapping[str, Any], notation: Notation) -> str:
     """One ``when`` clause in words ("" for a clause with no subject)."""
 
-    def say(kind: str, subject: object = "", values: Sequence[object] = (),
-            value: object = None) -> str:  # fmt: skip
+    def say(
+        kind: str, subject: object = "", values: Sequence[object] = (), value: object = None
+    ) -> str:
         return notation.phrases[kind].format(
-            subject=notation.name(subject), value=notation.value(value),
-            values=notation.values(values), list=list(values),
-        )  # fmt: skip
+            subject=notation.name(subject),
+            value=notation.value(value),
+            values=notation.values(values),
+            list=list(values),
+        )
 
     if cond.get("arg") is not None:
         if cond.get("equals") is not None:
@@ -55,8 +67,11 @@ def condition_words(cond: Mapping[str, Any], notation: Notation) -> str:
             return say("in", cond["arg"], cond["in"])
         return say("not_in", cond["arg"], cond.get("not_in") or [])
     if cond.get("tensor") is not None:
-        parts = [say(kind, cond["tensor"], cond[kind])
-                 for kind in ("dtype_in", "format_in") if cond.get(kind)]  # fmt: skip
+        parts = [
+            say(kind, cond["tensor"], cond[kind])
+            for kind in ("dtype_in", "format_in")
+            if cond.get(kind)
+        ]
         return AND.join(parts)
     for kind in ("present", "absent"):
         if cond.get(kind) is not None:
@@ -78,20 +93,36 @@ def _slashed(values: Sequence[object]) -> str:
 
 #: ``kb show``: Python-like, ``cache_mode == 'PA_NZ'``, ``x dtype in ['float16']``.
 TEXT = Notation(
-    name=str, value=repr, values=str,
-    phrases={"equals": "{subject} == {value}", "in": "{subject} in {list}",
-             "not_in": "{subject} not in {list}", "dtype_in": "{subject} dtype in {list}",
-             "format_in": "{subject} format in {list}", "present": "{subject} given",
-             "absent": "{subject} not given", "product": "product in {list}",
-             "quantization": "quantization in {list}"},
-)  # fmt: skip
+    name=str,
+    value=repr,
+    values=str,
+    phrases={
+        "equals": "{subject} == {value}",
+        "in": "{subject} in {list}",
+        "not_in": "{subject} not in {list}",
+        "dtype_in": "{subject} dtype in {list}",
+        "format_in": "{subject} format in {list}",
+        "present": "{subject} given",
+        "absent": "{subject} not given",
+        "product": "product in {list}",
+        "quantization": "quantization in {list}",
+    },
+)
 
 #: ``kb check`` findings ("… (record rule R, when …)"): short, ``x is float16/bfloat16``.
 MESSAGE = Notation(
-    name=str, value=str, values=_slashed,
-    phrases={"equals": "{subject}={value}", "in": "{subject} in {list}",
-             "not_in": "{subject} not in {list}", "dtype_in": "{subject} is {values}",
-             "format_in": "{subject} is {values}", "present": "{subject} given",
-             "absent": "{subject} not given", "product": "product {values}",
-             "quantization": "quantization {values}"},
-)  # fmt: skip
+    name=str,
+    value=str,
+    values=_slashed,
+    phrases={
+        "equals": "{subject}={value}",
+        "in": "{subject} in {list}",
+        "not_in": "{subject} not in {list}",
+        "dtype_in": "{subject} is {values}",
+        "format_in": "{subject} is {values}",
+        "present": "{subject} given",
+        "absent": "{subject} not given",
+        "product": "product {values}",
+        "quantization": "quantization {values}",
+    },
+)

@@ -160,28 +160,51 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
         for name, allowed in (rule.get("dtypes") or {}).items():
             spec = cand.tensors.get(name)
             if spec is not None and spec.dtype is not None and spec.dtype not in allowed:
-                yield Violation("dtype", rid, ("tensors", name, "dtype"),
-                                f"{name} is {spec.dtype}, expected {'/'.join(allowed)}{ctx}", msg,
-                                subject=name, severity=sev)  # fmt: skip
+                yield Violation(
+                    "dtype",
+                    rid,
+                    ("tensors", name, "dtype"),
+                    f"{name} is {spec.dtype}, expected {'/'.join(allowed)}{ctx}",
+                    msg,
+                    subject=name,
+                    severity=sev,
+                )
         for name, allowed in (rule.get("formats") or {}).items():
             spec = cand.tensors.get(name)
             if spec is not None and spec.format is not None and spec.format not in allowed:
-                yield Violation("format", rid, ("tensors", name, "format"),
-                                f"{name} is {spec.format}, expected {'/'.join(allowed)}{ctx}", msg,
-                                subject=name, severity=sev)  # fmt: skip
+                yield Violation(
+                    "format",
+                    rid,
+                    ("tensors", name, "format"),
+                    f"{name} is {spec.format}, expected {'/'.join(allowed)}{ctx}",
+                    msg,
+                    subject=name,
+                    severity=sev,
+                )
         for name, allowed in (rule.get("values") or {}).items():
             value = cand.args.get(name)
             if value is not None and not isinstance(value, list) and not one_of(value, allowed):
                 shown = ", ".join(map(str, allowed))
-                yield Violation("value", rid, ("args", name),
-                                f"{name}={value} is not allowed here, use {shown}{ctx}", msg,
-                                subject=name, severity=sev)  # fmt: skip
+                yield Violation(
+                    "value",
+                    rid,
+                    ("args", name),
+                    f"{name}={value} is not allowed here, use {shown}{ctx}",
+                    msg,
+                    subject=name,
+                    severity=sev,
+                )
         products = rule.get("products") or []
         fit = product_support(target.product, products) if products and target.product else "yes"
         if fit == "partial":  # a family target, the rule names some of its sub-series
             subs = ", ".join(sub_series_in(str(target.product), products))
-            yield Violation("product-sub-series", rid, ("operator",),
-                            f"only on {subs} of {target.product}{ctx}", msg)  # fmt: skip
+            yield Violation(
+                "product-sub-series",
+                rid,
+                ("operator",),
+                f"only on {subs} of {target.product}{ctx}",
+                msg,
+            )
         elif fit != "yes":
             yield Violation(
                 "product",
@@ -194,20 +217,36 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
         for name in rule.get("forbid") or []:
             if stated(cand, name):
                 where = ("args", name) if name in cand.args else ("tensors", name)
-                yield Violation("forbid", rid, where, f"{name} must not be passed{ctx}", msg,
-                                key=True, subject=name, severity=sev)  # fmt: skip
+                yield Violation(
+                    "forbid",
+                    rid,
+                    where,
+                    f"{name} must not be passed{ctx}",
+                    msg,
+                    key=True,
+                    subject=name,
+                    severity=sev,
+                )
         missing = []
         for name in rule.get("require") or []:
             given = stated(cand, name, maybe=True)
             if given is False:
                 where = ("args", name) if name in cand.args else ("tensors", name)
-                yield Violation("require-null", rid, where, f"{name} is required{ctx}", msg,
-                                subject=name, severity=sev)  # fmt: skip
+                yield Violation(
+                    "require-null",
+                    rid,
+                    where,
+                    f"{name} is required{ctx}",
+                    msg,
+                    subject=name,
+                    severity=sev,
+                )
             elif given is None:
                 missing.append(name)
         if missing and rule.get("when"):
-            yield Violation("require-unstated", rid, _trigger(rule),
-                            f"also pass {', '.join(missing)}{ctx}", msg)  # fmt: skip
+            yield Violation(
+                "require-unstated", rid, _trigger(rule), f"also pass {', '.join(missing)}{ctx}", msg
+            )
 
 
 def _trigger(rule: dict[str, Any]) -> Path:
@@ -228,7 +267,9 @@ def vendor_cited(rec: dict[str, Any], name: str, value: object) -> str:
     """
     fields = {f"parameters.{name}", f"parameters.{name}.allowed"}
     for ev in rec.get("evidence") or []:
-        if ev.get("kind") not in ("shipping-code", "source") or not fields & set(ev.get("about") or []):
+        if ev.get("kind") not in ("shipping-code", "source") or not fields & set(
+            ev.get("about") or []
+        ):
             continue
         if any(same(value, v) for v in ev.get("values") or []):
             return f"{ev.get('repo')} {ev.get('path')}"

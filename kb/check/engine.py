@@ -23,9 +23,14 @@ class Checker:
     codes that run and the ``check`` front end keeps the units meant for it.
     """
 
-    def __init__(self, catalog: Any = None, *, rules: Sequence[RuleUnit],
-                 select: Sequence[str] | None = None,
-                 ignore: Sequence[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        catalog: Any = None,
+        *,
+        rules: Sequence[RuleUnit],
+        select: Sequence[str] | None = None,
+        ignore: Sequence[str] | None = None,
+    ) -> None:
         if catalog is None:
             from kb.catalog.compiled import open_catalog
 

@@ -1,23 +1,20 @@
-"""Reading a candidate list: bytes → positioned YAML → checked structure.
+"""Reading a candidate list: text → positioned YAML → checked structure.
 
 Structure problems (does not parse, wrong type, unknown or missing field, a value
 outside a controlled vocabulary) become findings here, each at the key or value it is
 about.  Whatever is wrong is left out of the parsed :class:`~kb.lint.model.Document`,
-so the rules that run afterwards never see a value of the wrong type.
+so the rules that run afterwards never see a value of the wrong type.  Getting the text
+(files, standard input, byte-order marks) is :mod:`kb.check.source`.
 """
 
 from __future__ import annotations
 
-import codecs
-import os
-import sys
 from collections.abc import Iterable
 from typing import Any
 
 from kb.check.rules.file import MISSING_FIELD, SYNTAX, UNKNOWN_FIELD, UNKNOWN_VALUE, WRONG_TYPE
 from kb.check.values import SizeError, parse_size, parse_version
 from kb.core import yamlpos
-from kb.core.paths import NotRegularFile, read_regular_file
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Dependency, Document, Path, Target, TensorSpec, Weight
 from kb.lint.unit import RuleUnit
@@ -44,75 +41,31 @@ _KIND_ALIASES = {
 TOP_FIELDS = ("version", "model", "target", "candidates", "notes")
 TARGET_FIELDS = ("product", "torch_npu", "quantization", "parallel", "graph_mode")
 COMMON_FIELDS = ("kind", "module", "phase", "operator", "evidence", "notes")
-FUSION_FIELDS = COMMON_FIELDS + ("status", "replaces", "chain", "prerequisites", "args",
-                                 "tensors", "passed", "quantization", "graph_mode")  # fmt: skip
-PREFETCH_FIELDS = COMMON_FIELDS + ("target", "target_op", "weight", "dependency", "max_size",
-                                   "switch", "switch_default", "validated",
-                                   "graph_mode")  # fmt: skip
+FUSION_FIELDS = COMMON_FIELDS + (
+    "status",
+    "replaces",
+    "chain",
+    "prerequisites",
+    "args",
+    "tensors",
+    "passed",
+    "quantization",
+    "graph_mode",
+)
+PREFETCH_FIELDS = COMMON_FIELDS + (
+    "target",
+    "target_op",
+    "weight",
+    "dependency",
+    "max_size",
+    "switch",
+    "switch_default",
+    "validated",
+    "graph_mode",
+)
 TENSOR_FIELDS = ("dtype", "format", "shape")
 WEIGHT_FIELDS = ("shape", "dtype")
 DEPENDENCY_FIELDS = ("name", "op", "output")
-
-
-class InputError(Exception):
-    """An input that is not text we can read (missing, a directory, binary, too big)."""
-
-    def __init__(self, file: str, message: str) -> None:
-        super().__init__(f"{file}: {message}")
-        self.file = file
-        self.message = message
-
-
-def read_source(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """(display name, text) of one input; ``-`` reads standard input.
-
-    Only regular files are opened: a FIFO, device or socket could block ``open`` or
-    ``read`` forever, so it is refused from its ``stat`` first.
-    """
-    name = str(path)
-    limit = yamlpos.MAX_BYTES
-    try:
-        if name == "-":
-            name = "<stdin>"
-            stdin = sys.stdin
-            if stdin is None or stdin.closed:
-                raise InputError(name, "standard input is closed")
-            raw = stdin.buffer.read(limit + 1)
-        else:
-            raw = read_regular_file(name, limit + 1)
-    except NotRegularFile as exc:
-        raise InputError(name, f"is {exc.kind}, expected a candidate list file") from None
-    except OSError as exc:
-        raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:  # e.g. a stdin replaced by a closed file object
-        raise InputError(name, f"cannot read: {exc}") from None
-    if len(raw) <= limit:
-        raw = _utf16_or_32_as_utf8(name, raw)
-    try:
-        return name, yamlpos.decode(raw, max_bytes=limit)
-    except yamlpos.YamlError as exc:
-        if len(raw) > limit:
-            raise InputError(name, f"larger than the {limit} byte limit; split the list") from None
-        raise InputError(name, exc.message) from None
-
-
-#: Byte-order marks of the encodings YAML 1.2 allows besides UTF-8 (UTF-32 first: its
-#: little-endian mark begins with UTF-16's).
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
-
-
-def _utf16_or_32_as_utf8(name: str, raw: bytes) -> bytes:
-    """A list saved as UTF-16/32 with a BOM (Windows editors do) re-encoded as UTF-8;
-    its NUL bytes are the encoding, not a binary file."""
-    for bom, encoding in _BOMS:
-        if raw.startswith(bom):
-            try:
-                return raw.decode(encoding).encode("utf-8")
-            except UnicodeError as exc:
-                raise InputError(name, f"starts with a {encoding.upper()} byte-order mark "
-                                 f"but is not {encoding.upper()} text: {exc}") from None  # fmt: skip
-    return raw
 
 
 def _type_name(value: object) -> str:
@@ -145,16 +98,34 @@ class _Parser:
         self.findings: list[Finding] = []
 
     # -- reporting -------------------------------------------------------------------
-    def add(self, unit: RuleUnit, path: Path, message: str, *, key: bool = False,
-            candidate: int | None = None) -> None:  # fmt: skip
+    def add(
+        self,
+        unit: RuleUnit,
+        path: Path,
+        message: str,
+        *,
+        key: bool = False,
+        candidate: int | None = None,
+    ) -> None:
         self.findings.append(unit.at(self.doc, path, message, candidate=candidate, key=key))
 
     def wrong_type(self, path: Path, value: object, expected: str, cand: int | None) -> None:
-        self.add(WRONG_TYPE, path, f"{_field(path)} must be {expected}, not {_type_name(value)}",
-                 candidate=cand)  # fmt: skip
+        self.add(
+            WRONG_TYPE,
+            path,
+            f"{_field(path)} must be {expected}, not {_type_name(value)}",
+            candidate=cand,
+        )
 
-    def fields(self, mapping: dict[Any, Any], path: Path, allowed: Iterable[str],
-               cand: int | None, what: str, other: Iterable[str] = ()) -> None:  # fmt: skip
+    def fields(
+        self,
+        mapping: dict[Any, Any],
+        path: Path,
+        allowed: Iterable[str],
+        cand: int | None,
+        what: str,
+        other: Iterable[str] = (),
+    ) -> None:
         allowed = tuple(allowed)
         for key in mapping:
             if key in allowed:
@@ -164,24 +135,42 @@ class _Parser:
                 hint = f" ({key} belongs to the other kind of candidate; check 'kind')"
             elif isinstance(key, str):
                 hint = _did_you_mean(key, allowed)
-            self.add(UNKNOWN_FIELD, path + (key,),
-                     f"unknown field {_shown(key)} in {what}{hint}; allowed: {', '.join(allowed)}",
-                     key=True, candidate=cand)  # fmt: skip
+            self.add(
+                UNKNOWN_FIELD,
+                path + (key,),
+                f"unknown field {_shown(key)} in {what}{hint}; allowed: {', '.join(allowed)}",
+                key=True,
+                candidate=cand,
+            )
 
-    def text(self, mapping: dict[Any, Any], path: Path, name: str, cand: int | None,
-             *, required: bool = False, what: str = "", hint: str = "") -> str | None:  # fmt: skip
+    def text(
+        self,
+        mapping: dict[Any, Any],
+        path: Path,
+        name: str,
+        cand: int | None,
+        *,
+        required: bool = False,
+        what: str = "",
+        hint: str = "",
+    ) -> str | None:
         if name not in mapping:
             if required:
-                self.add(MISSING_FIELD, path, f"{what} needs '{name}'{hint}", key=True,
-                         candidate=cand)  # fmt: skip
+                self.add(
+                    MISSING_FIELD, path, f"{what} needs '{name}'{hint}", key=True, candidate=cand
+                )
             return None
         value = mapping[name]
         if isinstance(value, str) and value.strip():
             return value.strip()
         if isinstance(value, str) or value is None:
             if required:
-                self.add(MISSING_FIELD, path + (name,), f"'{name}' is empty; {what} needs it",
-                         candidate=cand)  # fmt: skip
+                self.add(
+                    MISSING_FIELD,
+                    path + (name,),
+                    f"'{name}' is empty; {what} needs it",
+                    candidate=cand,
+                )
             return None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not required:
             return str(value)
@@ -195,8 +184,14 @@ class _Parser:
         self.wrong_type(path + (name,), value, "true or false", cand)
         return None
 
-    def vocab(self, vocab: str, value: object, path: Path, cand: int | None,
-              choices: tuple[str, ...] | None = None) -> str | None:  # fmt: skip
+    def vocab(
+        self,
+        vocab: str,
+        value: object,
+        path: Path,
+        cand: int | None,
+        choices: tuple[str, ...] | None = None,
+    ) -> str | None:
         """Canonical id of ``value`` in ``vocab`` (or in ``choices``), else a finding."""
         if value is None:
             return None
@@ -219,8 +214,12 @@ class _Parser:
             options = CANONICAL[vocab]
         hint = _did_you_mean(str(value), options)
         listed = ", ".join(options)
-        self.add(UNKNOWN_VALUE, path, f"{_shown(value)} is not a known {vocab}{hint}; use one of: {listed}",
-                 candidate=cand)  # fmt: skip
+        self.add(
+            UNKNOWN_VALUE,
+            path,
+            f"{_shown(value)} is not a known {vocab}{hint}; use one of: {listed}",
+            candidate=cand,
+        )
         return None
 
     def scheme(self, value: object, path: Path, cand: int | None) -> str | None:
@@ -235,21 +234,33 @@ class _Parser:
             self.add(UNKNOWN_VALUE, path, shared, candidate=cand)
             return None
         if isinstance(value, str) and "+" in value:
-            self.add(UNKNOWN_VALUE, path, f"{value!r} is not a quantization scheme expression: "
-                     "one scheme, then optional KV-cache modifiers (kv-int8, kv-fp8, kv-hif8) "
-                     "joined with '+', e.g. mxfp8+kv-fp8", candidate=cand)  # fmt: skip
+            self.add(
+                UNKNOWN_VALUE,
+                path,
+                f"{value!r} is not a quantization scheme expression: "
+                "one scheme, then optional KV-cache modifiers (kv-int8, kv-fp8, kv-hif8) "
+                "joined with '+', e.g. mxfp8+kv-fp8",
+                candidate=cand,
+            )
             return None
         return self.vocab("quantization", value, path, cand)
 
     # -- sections --------------------------------------------------------------------
     def document(self, data: Any) -> None:
         if data is None:
-            self.add(MISSING_FIELD, (), "the file is empty; a candidate list needs 'target' "
-                     "and 'candidates'")  # fmt: skip
+            self.add(
+                MISSING_FIELD,
+                (),
+                "the file is empty; a candidate list needs 'target' and 'candidates'",
+            )
             return
         if not isinstance(data, dict):
-            self.add(WRONG_TYPE, (), f"a candidate list is a mapping with version, target and "
-                     f"candidates, not {_type_name(data)}")  # fmt: skip
+            self.add(
+                WRONG_TYPE,
+                (),
+                f"a candidate list is a mapping with version, target and "
+                f"candidates, not {_type_name(data)}",
+            )
             return
         self.fields(data, (), TOP_FIELDS, None, "the candidate list")
         if "version" in data:
@@ -259,15 +270,23 @@ class _Parser:
             if isinstance(version, bool) or not isinstance(version, int):
                 self.wrong_type(("version",), data["version"], "an integer (1)", None)
             elif version not in SUPPORTED_VERSIONS:
-                self.add(UNKNOWN_VALUE, ("version",), f"version {version} is not supported; this "
-                         "kb reads version 1 — write version: 1")  # fmt: skip
+                self.add(
+                    UNKNOWN_VALUE,
+                    ("version",),
+                    f"version {version} is not supported; this "
+                    "kb reads version 1 — write version: 1",
+                )
         if "model" in data and not _is_scalar(data["model"]):
             self.wrong_type(("model",), data["model"], "text", None)
         if "notes" in data and not _is_scalar(data["notes"]):
             self.wrong_type(("notes",), data["notes"], "text", None)
         if "target" not in data:
-            self.add(MISSING_FIELD, (), "the candidate list needs 'target' (at least "
-                     "target.product)", key=True)  # fmt: skip
+            self.add(
+                MISSING_FIELD,
+                (),
+                "the candidate list needs 'target' (at least target.product)",
+                key=True,
+            )
         elif not isinstance(data["target"], dict):
             self.wrong_type(("target",), data["target"], "a mapping (product, torch_npu, …)", None)
         else:
@@ -294,8 +313,12 @@ class _Parser:
             if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                 self.wrong_type(path + ("torch_npu",), raw, 'a release such as "2.7.1"', None)
             elif parse_version(str(raw)) is None:
-                self.add(UNKNOWN_VALUE, path + ("torch_npu",), f"{_shown(raw)} is not a torch_npu "
-                         "release; write it quoted, like \"2.7.1\" or \"2.1.0.post8\"")  # fmt: skip
+                self.add(
+                    UNKNOWN_VALUE,
+                    path + ("torch_npu",),
+                    f"{_shown(raw)} is not a torch_npu "
+                    'release; write it quoted, like "2.7.1" or "2.1.0.post8"',
+                )
             else:
                 out.torch_npu = str(raw)
         out.quantization = self.scheme(t.get("quantization"), path + ("quantization",), None)
@@ -308,8 +331,9 @@ class _Parser:
                 if canon and chosen:
                     out.graph_modes[canon] = chosen
         else:
-            out.graph_mode = self.vocab("graph mode", mode, path + ("graph_mode",), None,
-                                        GRAPH_MODES)  # fmt: skip
+            out.graph_mode = self.vocab(
+                "graph mode", mode, path + ("graph_mode",), None, GRAPH_MODES
+            )
         if "parallel" in t and t["parallel"] is not None:
             par = t["parallel"]
             if not isinstance(par, dict):
@@ -352,8 +376,9 @@ class _Parser:
             hint = ""
             if "operator" not in item and {"target", "max_size"} & cand.stated:
                 hint = "; for a prefetch point write kind: prefetch"
-            cand.operator = self.text(item, path, "operator", i, required=True,
-                                      what="a fusion candidate", hint=hint)  # fmt: skip
+            cand.operator = self.text(
+                item, path, "operator", i, required=True, what="a fusion candidate", hint=hint
+            )
             self.fusion(item, path, cand)
         return cand
 
@@ -363,8 +388,9 @@ class _Parser:
         cand.replaces = self.text(item, path, "replaces", i)
         cand.chain = self.text(item, path, "chain", i)
         cand.quantization = self.scheme(item.get("quantization"), path + ("quantization",), i)
-        cand.graph_mode = self.vocab("graph mode", item.get("graph_mode"), path + ("graph_mode",),
-                                     i, GRAPH_MODES)  # fmt: skip
+        cand.graph_mode = self.vocab(
+            "graph mode", item.get("graph_mode"), path + ("graph_mode",), i, GRAPH_MODES
+        )
         if item.get("passed") is not None:
             passed = item["passed"]
             if not isinstance(passed, list):
@@ -397,17 +423,20 @@ class _Parser:
                 for name, value in args.items():
                     if not isinstance(name, str):
                         self.wrong_type(path + ("args", name), name, "an argument name", i)
-                    elif _is_scalar(value) or (isinstance(value, list)
-                                               and all(_is_scalar(v) for v in value)):  # fmt: skip
+                    elif _is_scalar(value) or (
+                        isinstance(value, list) and all(_is_scalar(v) for v in value)
+                    ):
                         cand.args[name] = value
                     else:
-                        self.wrong_type(path + ("args", name), value,
-                                        "a scalar or a list of scalars", i)  # fmt: skip
+                        self.wrong_type(
+                            path + ("args", name), value, "a scalar or a list of scalars", i
+                        )
         if item.get("tensors") is not None:
             tensors = item["tensors"]
             if not isinstance(tensors, dict):
-                self.wrong_type(path + ("tensors",), tensors, "a mapping of tensor: {dtype, format, "
-                                "shape}", i)  # fmt: skip
+                self.wrong_type(
+                    path + ("tensors",), tensors, "a mapping of tensor: {dtype, format, shape}", i
+                )
             else:
                 for name, spec in tensors.items():
                     if not isinstance(name, str):
@@ -415,8 +444,12 @@ class _Parser:
                     elif spec is None:
                         cand.tensors[name] = None
                     elif not isinstance(spec, dict):
-                        self.wrong_type(path + ("tensors", name), spec,
-                                        "a mapping such as {dtype: bfloat16, format: ND}", i)  # fmt: skip
+                        self.wrong_type(
+                            path + ("tensors", name),
+                            spec,
+                            "a mapping such as {dtype: bfloat16, format: ND}",
+                            i,
+                        )
                     else:
                         cand.tensors[name] = self.tensor(spec, path + ("tensors", name), i)
 
@@ -439,8 +472,13 @@ class _Parser:
             return None
         for j, d in enumerate(shape):
             if isinstance(d, int) and d <= 0:
-                self.add(WRONG_TYPE, path + ("shape", j), f"{_field(path + ('shape', j))} is {d}; "
-                         "a dimension is a positive integer (or a name such as T)", candidate=i)  # fmt: skip
+                self.add(
+                    WRONG_TYPE,
+                    path + ("shape", j),
+                    f"{_field(path + ('shape', j))} is {d}; "
+                    "a dimension is a positive integer (or a name such as T)",
+                    candidate=i,
+                )
                 return None
         return shape
 
@@ -455,8 +493,10 @@ class _Parser:
             else:
                 wpath = path + ("weight",)
                 self.fields(w, wpath, WEIGHT_FIELDS, i, "weight")
-                cand.weight = Weight(shape=self.shape(w, wpath, i),
-                                     dtype=self.vocab("dtype", w.get("dtype"), wpath + ("dtype",), i))  # fmt: skip
+                cand.weight = Weight(
+                    shape=self.shape(w, wpath, i),
+                    dtype=self.vocab("dtype", w.get("dtype"), wpath + ("dtype",), i),
+                )
         if "dependency" in item:
             d = item["dependency"]
             if isinstance(d, dict):
@@ -482,8 +522,9 @@ class _Parser:
             elif s is not None:
                 self.wrong_type(path + ("switch",), s, "the name of a config flag", i)
         cand.switch_default = self.boolean(item, path, "switch_default", i)
-        cand.graph_mode = self.vocab("graph mode", item.get("graph_mode"), path + ("graph_mode",),
-                                     i, GRAPH_MODES)  # fmt: skip
+        cand.graph_mode = self.vocab(
+            "graph mode", item.get("graph_mode"), path + ("graph_mode",), i, GRAPH_MODES
+        )
         cand.validated = self.boolean(item, path, "validated", i)
 
 

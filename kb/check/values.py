@@ -8,18 +8,32 @@ from fractions import Fraction
 
 from kb.core.releasenumber import parse_version, release_text
 
-__all__ = ["SizeError", "format_size", "parse_size", "parse_version", "release_text",
-           "version_before"]  # fmt: skip
+__all__ = [
+    "SizeError",
+    "format_size",
+    "parse_size",
+    "parse_version",
+    "release_text",
+    "version_before",
+]
 
 #: Decimal units are powers of 1000, ``i`` units and bare letters powers of 1024, as in
 #: ``ls -h`` and most configuration files ("128M").
 _UNITS: dict[str, int] = {
     "b": 1,
-    "k": 1024, "kib": 1024, "kb": 1000,
-    "m": 1024**2, "mib": 1024**2, "mb": 1000**2,
-    "g": 1024**3, "gib": 1024**3, "gb": 1000**3,
-    "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
-}  # fmt: skip
+    "k": 1024,
+    "kib": 1024,
+    "kb": 1000,
+    "m": 1024**2,
+    "mib": 1024**2,
+    "mb": 1000**2,
+    "g": 1024**3,
+    "gib": 1024**3,
+    "gb": 1000**3,
+    "t": 1024**4,
+    "tib": 1024**4,
+    "tb": 1000**4,
+}
 #: A size may be written as code computes it; these bounds keep reading it linear and
 #: every intermediate value small (no bignum growth, no float overflow).
 MAX_SIZE_CHARS = 1000
@@ -187,8 +201,10 @@ def parse_size(value: object) -> int | None:
     try:
         result = _SizeParser(value).parse()
     except SizeError as exc:
-        raise SizeError(f"{_short(value)} is not a size: {exc} (write bytes, or e.g. '128MiB', "
-                        "'18 MB', '64 * MiB', '7168 * 18432 * 2 // 2')") from None  # fmt: skip
+        raise SizeError(
+            f"{_short(value)} is not a size: {exc} (write bytes, or e.g. '128MiB', "
+            "'18 MB', '64 * MiB', '7168 * 18432 * 2 // 2')"
+        ) from None
     if isinstance(result, _Unknown):
         return None
     if result != int(result):

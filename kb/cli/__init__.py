@@ -18,8 +18,23 @@ from kb.api.errors import FOUND, OK, UNUSABLE, NotFound, UsageError
 
 __all__ = ["EXIT_STATUS", "FOUND", "OK", "UNUSABLE", "UsageError", "build_parser", "main"]
 
-VERBS = ("search", "show", "list", "validate", "index", "check", "scan", "rules", "tree",
-         "advise", "prefetch_size", "site", "doctor", "mcp", "emulate")  # fmt: skip
+VERBS = (
+    "search",
+    "show",
+    "list",
+    "validate",
+    "index",
+    "check",
+    "scan",
+    "rules",
+    "tree",
+    "advise",
+    "prefetch_size",
+    "site",
+    "doctor",
+    "mcp",
+    "emulate",
+)
 
 
 #: The exit codes (kb.api.errors) in words, after every verb's help.

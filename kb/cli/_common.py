@@ -19,8 +19,9 @@ def catalog_or_exit(*, rebuild: bool = False) -> Catalog:
         more = len(exc.problems) - 20
         if more > 0:
             print(f"... and {more} more", file=sys.stderr)
-        print("kb: the records do not validate; run 'kb validate' for the full list",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "kb: the records do not validate; run 'kb validate' for the full list", file=sys.stderr
+        )
         raise SystemExit(2) from None
 
 

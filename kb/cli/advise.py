@@ -30,16 +30,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "the document on stdout.",
         add_help=False,
     )
-    p.add_argument("-h", "--help", action=_HelpWithTrees, nargs=0,
-                   help="show this help message (with the trees) and exit")  # fmt: skip
+    p.add_argument(
+        "-h",
+        "--help",
+        action=_HelpWithTrees,
+        nargs=0,
+        help="show this help message (with the trees) and exit",
+    )
     p.add_argument("tree", nargs="?", help="decision tree name")
     p.add_argument("answers", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--no-input", action="store_true",
-                   help="never prompt: a common-case answer is assumed (and reported); an open "
-                   "question that changes the operators lists every completion (exit 1)")
-    p.add_argument("--strict", action="store_true",
-                   help="assume nothing: a missing answer is an error (exit 2)")  # fmt: skip
+    p.add_argument(
+        "--no-input",
+        action="store_true",
+        help="never prompt: a common-case answer is assumed (and reported); an open "
+        "question that changes the operators lists every completion (exit 1)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="assume nothing: a missing answer is an error (exit 2)",
+    )
     p.set_defaults(func=run)
 
 
@@ -146,9 +157,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except UsageError as exc:
-        if "--format=json" in (args.answers or []) or fmt == "json" or _json_asked(args.answers or []):
-            print(json.dumps({"tree": args.tree, "outcome": "error", "error": str(exc)},
-                             ensure_ascii=False, indent=2))  # fmt: skip
+        if (
+            "--format=json" in (args.answers or [])
+            or fmt == "json"
+            or _json_asked(args.answers or [])
+        ):
+            print(
+                json.dumps(
+                    {"tree": args.tree, "outcome": "error", "error": str(exc)},
+                    ensure_ascii=False,
+                    indent=2,
+                )
+            )
         raise
 
 
@@ -168,8 +188,10 @@ def _run(args: argparse.Namespace) -> int:
     trees = catalog.names("tree")
     if not args.tree:
         if options.get("help"):
-            sys.stdout.write("usage: kb advise TREE [--format text|json] [--no-input] [--FLAG VALUE ...]\n"
-                             f"trees: {', '.join(trees)}\n")  # fmt: skip
+            sys.stdout.write(
+                "usage: kb advise TREE [--format text|json] [--no-input] [--FLAG VALUE ...]\n"
+                f"trees: {', '.join(trees)}\n"
+            )
             return 0
         raise UsageError(f"name a decision tree: {', '.join(trees) or '(none)'}")
     tree = tree_record(catalog, args.tree)

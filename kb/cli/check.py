@@ -22,11 +22,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "for that line. 'kb rules' lists the codes.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="candidate list file, or - for stdin")
-    p.add_argument("--format", choices=("text", "json", "github"), default="text",
-                   help="text for people (default), json for tools, github for CI annotations")  # fmt: skip
-    p.add_argument("--select", action="append", default=[], metavar="CODE",
-                   help="run only these rules (codes, prefixes such as KB4, or names; repeatable, "
-                   "comma-separated)")  # fmt: skip
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text for people (default), json for tools, github for CI annotations",
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help="run only these rules (codes, prefixes such as KB4, or names; repeatable, "
+        "comma-separated)",
+    )
     p.add_argument(
         "--ignore",
         action="append",
@@ -34,8 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="CODE",
         help="skip these rules (codes, prefixes or names; repeatable, comma-separated)",
     )
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                   help="colour text output: auto = only on a terminal without NO_COLOR")  # fmt: skip
+    p.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour text output: auto = only on a terminal without NO_COLOR",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from kb.api.check import checker as make_checker
     from kb.api.errors import UsageError
     from kb.catalog.compiled import StoreInvalid
-    from kb.check.parse import InputError, read_source
+    from kb.check.source import InputError, read_source
     from kb.text.escape import printable
     from kb.text.findings import render
 
@@ -74,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
     except StoreInvalid as exc:
         for problem in exc.problems[:10]:
             print(printable(str(problem)), file=sys.stderr)
-        print(f"kb check: the records do not validate ({len(exc.problems)} problem(s)); run "
-              "'kb validate'", file=sys.stderr)  # fmt: skip
+        print(
+            f"kb check: the records do not validate ({len(exc.problems)} problem(s)); run "
+            "'kb validate'",
+            file=sys.stderr,
+        )
         return 2
     report = checker.check_sources(sources)
     if sources or args.format == "json":

@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "(default: the first torch_npu on this interpreter's sys.path)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.set_defaults(func=run)  # fmt: skip
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,14 +70,19 @@ def report_text(report: Report) -> str:
         where = "a harvested release"
     else:
         where = f"compared as the harvested release {rel.release}"
-    out = [f"torch_npu {inst.version or '(version unknown)'} ({where})",
-           f"  package: {inst.package_dir}",
-           f"  schemas: {inst.schema_file.name}, {len(report.installed)} operators",
-           f"  knowledge base: {report.kb_operators} operators; {len(report.matching)} as "
-           f"documented, {len(report.differs)} differ, {len(report.missing)} missing"]  # fmt: skip
+    out = [
+        f"torch_npu {inst.version or '(version unknown)'} ({where})",
+        f"  package: {inst.package_dir}",
+        f"  schemas: {inst.schema_file.name}, {len(report.installed)} operators",
+        f"  knowledge base: {report.kb_operators} operators; {len(report.matching)} as "
+        f"documented, {len(report.differs)} differ, {len(report.missing)} missing",
+    ]
     if report.differs:
-        out += ["", f"Described differently ({len(report.differs)}): what the documented "
-                "signature has that this install does not"]  # fmt: skip
+        out += [
+            "",
+            f"Described differently ({len(report.differs)}): what the documented "
+            "signature has that this install does not",
+        ]
         if rel and all(d.release_schema for d in report.differs):
             out += wrap(
                 f"Each installed schema is the one the release history gives for "
@@ -105,8 +110,10 @@ def report_text(report: Report) -> str:
     if report.not_in_kb:
         out += ["", f"Installed, not in the knowledge base ({len(report.not_in_kb)})"]
         out += wrap(", ".join(report.not_in_kb), "  ", WIDTH)
-    out += ["", "consistent with the knowledge base" if report.consistent
-            else "differences found (exit 1)"]  # fmt: skip
+    out += [
+        "",
+        "consistent with the knowledge base" if report.consistent else "differences found (exit 1)",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -115,5 +122,6 @@ def _hanging(text: str) -> list[str]:
 
     from kb.text.render import WIDTH
 
-    return textwrap.wrap(text, width=WIDTH, initial_indent="  ", subsequent_indent="      ",
-                         break_on_hyphens=False)  # fmt: skip
+    return textwrap.wrap(
+        text, width=WIDTH, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+    )

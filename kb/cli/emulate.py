@@ -20,8 +20,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         epilog="Example: kb emulate --product atlas-a2 -- python examples/emulate/compare_qwen.py",
     )
     p.add_argument("--product", help="judge calls for this product (as target.product in kb check)")
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]",
-                   help="the command to run, after --")  # fmt: skip
+    p.add_argument(
+        "argv",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS]",
+        help="the command to run, after --",
+    )
     p.set_defaults(func=run)
 
 

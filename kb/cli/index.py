@@ -15,8 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "the record cache too (e.g. after a crash).",
     )
     p.add_argument("--rebuild", action="store_true", help="rebuild the search index now")
-    p.add_argument("--all", action="store_true",
-                   help="with --rebuild: also recompile the record cache (validates every record)")  # fmt: skip
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="with --rebuild: also recompile the record cache (validates every record)",
+    )
     p.set_defaults(func=run)
 
 

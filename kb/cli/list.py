@@ -20,9 +20,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--product", help="supported on this product, e.g. atlas-a3 or A2")
     p.add_argument("--status", help="stable, beta, deprecated or undocumented")
     p.add_argument("--fuses", help="operators that fuse this step, e.g. rope or rms_norm")
-    p.add_argument("--torch-npu", metavar="VERSION",
-                   help="only operators shipped in this torch_npu release, e.g. 2.5.1 "
-                   "(matched to the nearest harvested release of its line)")  # fmt: skip
+    p.add_argument(
+        "--torch-npu",
+        metavar="VERSION",
+        help="only operators shipped in this torch_npu release, e.g. 2.5.1 "
+        "(matched to the nearest harvested release of its line)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -31,9 +34,15 @@ def run(args: argparse.Namespace) -> int:
     from kb.api.list import list_records
     from kb.cli._common import catalog_or_exit
 
-    doc = list_records(catalog_or_exit(), kind=args.kind, category=args.category,
-                  product=args.product, status=args.status, fuses=args.fuses,
-                  torch_npu=args.torch_npu)  # fmt: skip
+    doc = list_records(
+        catalog_or_exit(),
+        kind=args.kind,
+        category=args.category,
+        product=args.product,
+        status=args.status,
+        fuses=args.fuses,
+        torch_npu=args.torch_npu,
+    )
     if args.format == "json":
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0
@@ -44,4 +53,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"    {summary[:75] + '…' if len(summary) > 76 else summary}")
     print(f"{len(doc['results'])} record(s)")
     return 0
-

@@ -27,13 +27,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         epilog="Exit status: 0 when the client closes the connection, 2 when the mcp package "
         "is not installed or --root is not a directory.",
     )
-    p.add_argument("--root", metavar="DIR",
-                   help="the directory whose files the check and scan tools may read (paths "
-                   "are relative to it; symlinks leading out of it are refused); default: "
-                   "the working directory")  # fmt: skip
-    p.add_argument("--time-budget", metavar="SECONDS", type=_seconds, default=60.0,
-                   help="the longest one tool call may take before it ends with an error "
-                   "(default: 60)")  # fmt: skip
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="the directory whose files the check and scan tools may read (paths "
+        "are relative to it; symlinks leading out of it are refused); default: "
+        "the working directory",
+    )
+    p.add_argument(
+        "--time-budget",
+        metavar="SECONDS",
+        type=_seconds,
+        default=60.0,
+        help="the longest one tool call may take before it ends with an error (default: 60)",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,8 +56,11 @@ def _seconds(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("mcp.server") is None:
-        print(f"kb mcp: the MCP server needs the 'mcp' package, which is not installed: "
-              f"{INSTALL_HINT}", file=sys.stderr)  # fmt: skip
+        print(
+            f"kb mcp: the MCP server needs the 'mcp' package, which is not installed: "
+            f"{INSTALL_HINT}",
+            file=sys.stderr,
+        )
         return 2
     root = getattr(args, "root", None)
     if root is not None and not os.path.isdir(root):

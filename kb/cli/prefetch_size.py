@@ -24,29 +24,52 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--shape", metavar="KxN", help="weight shape, e.g. 7168x18432 (any rank)")
-    p.add_argument("--dtype", default="bf16",
-                   help="weight dtype: bf16 (default), fp16, fp32, int8, int4, fp8 …")  # fmt: skip
+    p.add_argument(
+        "--dtype",
+        default="bf16",
+        help="weight dtype: bf16 (default), fp16, fp32, int8, int4, fp8 …",
+    )
     p.add_argument("--hidden", metavar="H", help="hidden size")
-    p.add_argument("--intermediate", metavar="I",
-                   help="dense MLP intermediate size (with --hidden)")  # fmt: skip
-    p.add_argument("--gate-up", action="store_true",
-                   help="the weight is a merged gate_up_proj (2 x intermediate)")  # fmt: skip
+    p.add_argument(
+        "--intermediate", metavar="I", help="dense MLP intermediate size (with --hidden)"
+    )
+    p.add_argument(
+        "--gate-up",
+        action="store_true",
+        help="the weight is a merged gate_up_proj (2 x intermediate)",
+    )
     p.add_argument("--moe", action="store_true", help="size MoE grouped-matmul expert weights")
     p.add_argument("--moe-intermediate", metavar="I", help="MoE expert intermediate size")
     p.add_argument("--experts-per-rank", metavar="E", help="routed experts held by one rank")
     p.add_argument("--moe-tp", metavar="T", default="1", help="moe TP size (default 1)")
-    p.add_argument("--gmm", choices=("1", "2"),
-                   help="GMM1 (gate+up, w13) or GMM2 (down, w2); both when omitted")  # fmt: skip
-    p.add_argument("--tp", metavar="T", default="1",
-                   help="TP degree a dense weight is sharded by; sizes are per rank (default 1)")  # fmt: skip
+    p.add_argument(
+        "--gmm",
+        choices=("1", "2"),
+        help="GMM1 (gate+up, w13) or GMM2 (down, w2); both when omitted",
+    )
+    p.add_argument(
+        "--tp",
+        metavar="T",
+        default="1",
+        help="TP degree a dense weight is sharded by; sizes are per rank (default 1)",
+    )
     p.add_argument("--factor", help="override the playbook's conservative factor (0 < f <= 1)")
-    p.add_argument("--window-us", metavar="US",
-                   help="window duration in microseconds (with --bandwidth): cap max_size "
-                   "at what the window can move")  # fmt: skip
-    p.add_argument("--bandwidth", metavar="GBPS",
-                   help="bandwidth available to the prefetch in GB/s (with --window-us)")
-    p.add_argument("--l2", metavar="SIZE",
-                   help="L2 capacity the prefetch may use (bytes or e.g. 96MiB): cap max_size at it")
+    p.add_argument(
+        "--window-us",
+        metavar="US",
+        help="window duration in microseconds (with --bandwidth): cap max_size "
+        "at what the window can move",
+    )
+    p.add_argument(
+        "--bandwidth",
+        metavar="GBPS",
+        help="bandwidth available to the prefetch in GB/s (with --window-us)",
+    )
+    p.add_argument(
+        "--l2",
+        metavar="SIZE",
+        help="L2 capacity the prefetch may use (bytes or e.g. 96MiB): cap max_size at it",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -56,11 +79,23 @@ def run(args: argparse.Namespace) -> int:
     from kb.api.prefetch_size import PlaybookMissing, document, request, sizes
     from kb.cli._common import catalog_or_exit
 
-    req = request(shape=args.shape, dtype=args.dtype, hidden=args.hidden,
-                  intermediate=args.intermediate, gate_up=args.gate_up, moe=args.moe,
-                  moe_intermediate=args.moe_intermediate, experts_per_rank=args.experts_per_rank,
-                  moe_tp=args.moe_tp, gmm=args.gmm, tp=args.tp, factor=args.factor,
-                  window_us=args.window_us, bandwidth=args.bandwidth, l2=args.l2)  # fmt: skip
+    req = request(
+        shape=args.shape,
+        dtype=args.dtype,
+        hidden=args.hidden,
+        intermediate=args.intermediate,
+        gate_up=args.gate_up,
+        moe=args.moe,
+        moe_intermediate=args.moe_intermediate,
+        experts_per_rank=args.experts_per_rank,
+        moe_tp=args.moe_tp,
+        gmm=args.gmm,
+        tp=args.tp,
+        factor=args.factor,
+        window_us=args.window_us,
+        bandwidth=args.bandwidth,
+        l2=args.l2,
+    )
     try:
         playbook, found = sizes(catalog_or_exit(), req)
     except PlaybookMissing as exc:

@@ -24,10 +24,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def _explain(rule: Any) -> str:
     wrap = textwrap.TextWrapper(width=88)
-    lines = [f"{rule.code}  {rule.name}  ({rule.severity})", "", wrap.fill(rule.summary), "",
-             "Why:", textwrap.indent(wrap.fill(rule.why), "  "), "",
-             "Fails:", textwrap.indent(rule.fail.rstrip("\n"), "  "), "",
-             "Fixed:", textwrap.indent(rule.fix.rstrip("\n"), "  ")]  # fmt: skip
+    lines = [
+        f"{rule.code}  {rule.name}  ({rule.severity})",
+        "",
+        wrap.fill(rule.summary),
+        "",
+        "Why:",
+        textwrap.indent(wrap.fill(rule.why), "  "),
+        "",
+        "Fails:",
+        textwrap.indent(rule.fail.rstrip("\n"), "  "),
+        "",
+        "Fixed:",
+        textwrap.indent(rule.fix.rstrip("\n"), "  "),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -33,36 +33,86 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         epilog="Exit status: 0 no errors, 1 errors found, 2 usage error or nothing scannable.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help=".py file or directory")
-    p.add_argument("--product", help="target product (atlas-a3, ascend-950, atlas-a2-inference, ...)")
-    p.add_argument("--torch-npu", dest="torch_npu", metavar="VERSION",
-                   help="target torch_npu release, e.g. 2.7.1")  # fmt: skip
-    p.add_argument("--quant", dest="quantization", metavar="SCHEME",
-                   help="quantization scheme the plan targets (bf16, w8a8-static, w8a8-dynamic, ...)")  # fmt: skip
-    p.add_argument("--plan", action="store_true",
-                   help="print the module inventory and the per-module, per-phase plan instead of findings")  # fmt: skip
-    p.add_argument("--graph-mode", choices=GRAPH_MODES,
-                   help="the graph mode the code runs under")  # fmt: skip
-    p.add_argument("--parallel", metavar="MODE",
-                   help=f"how the model is deployed: {', '.join(PARALLEL_MODES)} (default: none, one "
-                   "device); chains built for a deployment not asked for are named, not planned")  # fmt: skip
-    p.add_argument("--select", action="append", default=[], metavar="CODE",
-                   help="run only these rules (codes, prefixes, names; repeatable)")  # fmt: skip
-    p.add_argument("--ignore", action="append", default=[], metavar="CODE",
-                   help="skip these rules (codes, prefixes, names; repeatable)")  # fmt: skip
-    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
-                   help="gitignore-style pattern of paths to skip (repeatable)")  # fmt: skip
-    p.add_argument("--custom-op", action="append", default=[], dest="custom_ops", metavar="NAME",
-                   help="an operator this project defines itself (not checked against records)")  # fmt: skip
-    p.add_argument("--no-fusion", action="store_true", help="do not report fusion opportunities (KB6xx)")
+    p.add_argument(
+        "--product", help="target product (atlas-a3, ascend-950, atlas-a2-inference, ...)"
+    )
+    p.add_argument(
+        "--torch-npu",
+        dest="torch_npu",
+        metavar="VERSION",
+        help="target torch_npu release, e.g. 2.7.1",
+    )
+    p.add_argument(
+        "--quant",
+        dest="quantization",
+        metavar="SCHEME",
+        help="quantization scheme the plan targets (bf16, w8a8-static, w8a8-dynamic, ...)",
+    )
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the module inventory and the per-module, per-phase plan instead of findings",
+    )
+    p.add_argument("--graph-mode", choices=GRAPH_MODES, help="the graph mode the code runs under")
+    p.add_argument(
+        "--parallel",
+        metavar="MODE",
+        help=f"how the model is deployed: {', '.join(PARALLEL_MODES)} (default: none, one "
+        "device); chains built for a deployment not asked for are named, not planned",
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help="run only these rules (codes, prefixes, names; repeatable)",
+    )
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help="skip these rules (codes, prefixes, names; repeatable)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="gitignore-style pattern of paths to skip (repeatable)",
+    )
+    p.add_argument(
+        "--custom-op",
+        action="append",
+        default=[],
+        dest="custom_ops",
+        metavar="NAME",
+        help="an operator this project defines itself (not checked against records)",
+    )
+    p.add_argument(
+        "--no-fusion", action="store_true", help="do not report fusion opportunities (KB6xx)"
+    )
     p.add_argument("--config", metavar="PYPROJECT", help="read [tool.kb] from this file")
     p.add_argument("--no-config", action="store_true", help="ignore [tool.kb] settings")
-    p.add_argument("--jobs", "-j", type=_jobs, metavar="N",
-                   help="processes reading files (default: KB_SCAN_JOBS, else the cores; 1: one process)")  # fmt: skip
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=_jobs,
+        metavar="N",
+        help="processes reading files (default: KB_SCAN_JOBS, else the cores; 1: one process)",
+    )
     p.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
-    p.add_argument("--emit-candidates", metavar="FILE",
-                   help="also write a draft candidate list (format v1) for what was found")  # fmt: skip
-    p.add_argument("--verbose", "-v", action="store_true",
-                   help="also say which calls are custom operators and what was not checked")  # fmt: skip
+    p.add_argument(
+        "--emit-candidates",
+        metavar="FILE",
+        help="also write a draft candidate list (format v1) for what was found",
+    )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also say which calls are custom operators and what was not checked",
+    )
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.set_defaults(func=run)
 
@@ -91,22 +141,33 @@ def run(args: argparse.Namespace) -> int:
         quantization = normalize("quantization", args.quantization)
         if quantization is None:
             shared = ambiguous_scheme_message(args.quantization)
-            raise UsageError(f"--quant {shared}" if shared else
-                             f"unknown quantization scheme {args.quantization[:40]!r}")  # fmt: skip
+            raise UsageError(
+                f"--quant {shared}"
+                if shared
+                else f"unknown quantization scheme {args.quantization[:40]!r}"
+            )
     _check_excludes(args.exclude)
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)
     parallel = normalize("parallel", args.parallel) if args.parallel else None
     if args.parallel and parallel is None:
         raise UsageError(f"--parallel {args.parallel[:40]!r}: one of {', '.join(PARALLEL_MODES)}")
-    options = ScanOptions(product=product, torch_npu=args.torch_npu, graph_mode=args.graph_mode,
-                          quantization=quantization, parallel=parallel,
-                          select=args.select, ignore=args.ignore, exclude=args.exclude,
-                          custom_ops=args.custom_ops, use_config=not args.no_config,
-                          config=Path(args.config) if args.config else None,
-                          fusion=not args.no_fusion or bool(args.emit_candidates) or args.plan,
-                          inventory=args.plan or bool(args.emit_candidates) or args.format == "json",
-                          jobs=args.jobs)  # fmt: skip
+    options = ScanOptions(
+        product=product,
+        torch_npu=args.torch_npu,
+        graph_mode=args.graph_mode,
+        quantization=quantization,
+        parallel=parallel,
+        select=args.select,
+        ignore=args.ignore,
+        exclude=args.exclude,
+        custom_ops=args.custom_ops,
+        use_config=not args.no_config,
+        config=Path(args.config) if args.config else None,
+        fusion=not args.no_fusion or bool(args.emit_candidates) or args.plan,
+        inventory=args.plan or bool(args.emit_candidates) or args.format == "json",
+        jobs=args.jobs,
+    )
     try:
         scanner = make_scanner(options=options)
         gc.disable()  # a scan leaves next to no cyclic garbage (a handful of objects over the
@@ -119,21 +180,24 @@ def run(args: argparse.Namespace) -> int:
     except StoreInvalid as exc:
         for problem in exc.problems[:10]:
             print(printable(str(problem)), file=sys.stderr)
-        print(f"kb scan: the records do not validate ({len(exc.problems)} problem(s)); run "
-              "'kb validate'", file=sys.stderr)  # fmt: skip
+        print(
+            f"kb scan: the records do not validate ({len(exc.problems)} problem(s)); run "
+            "'kb validate'",
+            file=sys.stderr,
+        )
         return 2
     if args.no_fusion:
         report.findings = [f for f in report.findings if not f.code.startswith("KB6")]
     if report.files == 0:  # nothing was scanned: say why, not "no findings in 0 files"
         for skipped in report.skipped:
-            print(printable(f"kb scan: {skipped.path}: skipped: {skipped.reason}"),
-                  file=sys.stderr)  # fmt: skip
+            print(printable(f"kb scan: {skipped.path}: skipped: {skipped.reason}"), file=sys.stderr)
         print("kb scan: no Python files found", file=sys.stderr)
         if args.format != "text":  # a tool reading stdout still gets its (empty) document
             sys.stdout.write(render(report, args.format, color=False, verbose=args.verbose))
         return 2
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
-                                       and not os.environ.get("NO_COLOR"))  # fmt: skip
+    color = args.color == "always" or (
+        args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    )
     if args.plan and args.format == "text":
         from kb.text.scan import plan_text
 
@@ -143,14 +207,15 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.format != "text":
         for skipped in report.skipped:
-            print(printable(f"kb scan: {skipped.path}: skipped: {skipped.reason}"),
-                  file=sys.stderr)  # fmt: skip
+            print(printable(f"kb scan: {skipped.path}: skipped: {skipped.reason}"), file=sys.stderr)
     if args.emit_candidates:
         _emit(args, report, product)
     missing = [s.path for s in report.skipped if s.named]
     if missing:
-        print(printable(f"kb scan: cannot scan {', '.join(missing)} (named on the command line)"),
-              file=sys.stderr)  # fmt: skip
+        print(
+            printable(f"kb scan: cannot scan {', '.join(missing)} (named on the command line)"),
+            file=sys.stderr,
+        )
         return 2
     return 1 if report.count("error") else 0
 
@@ -196,9 +261,11 @@ def _check_emit_target(target: str, paths: list[str]) -> None:
         same = out == scanned or (out.exists() and scanned.exists() and _same_file(out, scanned))
         inside = out.suffix == ".py" and scanned.is_dir() and out.is_relative_to(scanned)
         if same or inside:
-            raise UsageError(f"--emit-candidates {target}: refusing to overwrite a scanned "
-                             f"file (it is {'under ' if inside else ''}{raw}); write the draft "
-                             "to a .yaml file")  # fmt: skip
+            raise UsageError(
+                f"--emit-candidates {target}: refusing to overwrite a scanned "
+                f"file (it is {'under ' if inside else ''}{raw}); write the draft "
+                "to a .yaml file"
+            )
     if os.path.lexists(target) and not os.path.isfile(target):
         raise UsageError(f"--emit-candidates {target}: exists and is not a regular file")
 
@@ -246,8 +313,9 @@ def _emit(args: argparse.Namespace, report: object, product: str | None) -> None
 
         cfg_product = load(report.config).base.product  # type: ignore[attr-defined]
     if cfg_product is None:
-        raise UsageError("--emit-candidates needs a target product: pass --product (or set "
-                         "product in [tool.kb])")  # fmt: skip
+        raise UsageError(
+            "--emit-candidates needs a target product: pass --product (or set product in [tool.kb])"
+        )
     target["product"] = cfg_product
     if args.torch_npu:
         target["torch_npu"] = args.torch_npu

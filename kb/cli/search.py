@@ -17,10 +17,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("query", nargs="+", help="words to search for")
     p.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
-    p.add_argument("--kind", choices=("operator", "chain", "tree", "playbook"),
-                   help="only records of this kind")  # fmt: skip
-    p.add_argument("--torch-npu", metavar="VERSION",
-                   help="only operators shipped in this torch_npu release, e.g. 2.5.1")  # fmt: skip
+    p.add_argument(
+        "--kind",
+        choices=("operator", "chain", "tree", "playbook"),
+        help="only records of this kind",
+    )
+    p.add_argument(
+        "--torch-npu",
+        metavar="VERSION",
+        help="only operators shipped in this torch_npu release, e.g. 2.5.1",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -31,8 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from kb.text.width import terminal_width
 
     query = " ".join(args.query)
-    doc = search(catalog_or_exit(), query, limit=args.limit, kind=args.kind,
-                  torch_npu=args.torch_npu)  # fmt: skip
+    doc = search(
+        catalog_or_exit(), query, limit=args.limit, kind=args.kind, torch_npu=args.torch_npu
+    )
     if args.format == "json":
         print(json.dumps(doc, ensure_ascii=False, indent=2))
     else:

@@ -29,16 +29,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", help="record name or call path")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text for people (default), json for tools")  # fmt: skip
-    p.add_argument("--lang", choices=("en", "zh"), default="en",
-                   help="language of summaries and descriptions (default: en)")  # fmt: skip
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), json for tools",
+    )
+    p.add_argument(
+        "--lang",
+        choices=("en", "zh"),
+        default="en",
+        help="language of summaries and descriptions (default: en)",
+    )
     what = p.add_mutually_exclusive_group()
-    what.add_argument("--brief", action="store_true",
-                      help="a summary card: call, products, torch_npu releases, schemes")  # fmt: skip
-    what.add_argument("--section", metavar="NAME",
-                      help="only this part, by record field: parameters, constraints, "
-                      "versions, examples, stages, nodes ... (an unknown NAME lists them)")  # fmt: skip
+    what.add_argument(
+        "--brief",
+        action="store_true",
+        help="a summary card: call, products, torch_npu releases, schemes",
+    )
+    what.add_argument(
+        "--section",
+        metavar="NAME",
+        help="only this part, by record field: parameters, constraints, "
+        "versions, examples, stages, nodes ... (an unknown NAME lists them)",
+    )
     p.set_defaults(func=run)
 
 
@@ -50,11 +64,18 @@ def run(args: argparse.Namespace) -> int:
     catalog = catalog_or_exit()
     rec = catalog.get(args.name)
     if rec is None:
-        shown = repr(args.name) if len(args.name) <= 80 else f"{args.name[:60]!r}… ({len(args.name)} characters)"
+        shown = (
+            repr(args.name)
+            if len(args.name) <= 80
+            else f"{args.name[:60]!r}… ({len(args.name)} characters)"
+        )
         known = known_without_record(args.name) if len(args.name) <= 200 else None
         if known is not None:
             _print_known(known, args.format)
-            print(f"kb show: no record named {shown}; torch_npu defines it (schema above)", file=sys.stderr)
+            print(
+                f"kb show: no record named {shown}; torch_npu defines it (schema above)",
+                file=sys.stderr,
+            )
             return 1
         raise NotFound(f"no record named {shown}{did_you_mean(catalog, args.name)}")
     key = section_of(rec, args.section) if args.section is not None else None
@@ -78,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             import textwrap
 
-            hint = (f"kb show: {lines} lines; --brief prints a summary card, --section NAME "
-                    f"one part ({', '.join(parts)} …)")  # fmt: skip
+            hint = (
+                f"kb show: {lines} lines; --brief prints a summary card, --section NAME "
+                f"one part ({', '.join(parts)} …)"
+            )
             print(textwrap.fill(hint, 80, subsequent_indent="  "), file=sys.stderr)
     return 0
 
@@ -94,4 +117,3 @@ def _print_known(known: dict[str, object], fmt: str) -> None:
     for schema in schemas:  # type: ignore[attr-defined]
         print(f"  schema: {schema}")
     print(f"  namespace: torch.ops.{known['namespace']}; kind: {known['role']} operator")
-

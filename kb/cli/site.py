@@ -157,9 +157,11 @@ def _check_target(target: Path, config_file: Path, docs_dir: Path) -> None:
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} exists and is not a directory")
     if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file():
-        raise UsageError(f"refusing to replace {target}: it does not look like a built site "
-                         f"(no {MARKER} file, which kb site build writes); remove it yourself "
-                         "or choose another --site-dir")  # fmt: skip
+        raise UsageError(
+            f"refusing to replace {target}: it does not look like a built site "
+            f"(no {MARKER} file, which kb site build writes); remove it yourself "
+            "or choose another --site-dir"
+        )
 
 
 #: Written into every site kb builds: only a directory holding it is ever replaced.
@@ -185,8 +187,12 @@ def _sweep_stale(target: Path) -> None:
     for entry in entries:
         for stage in _STAGES:
             head = f".{target.name}.{stage}-"
-            if (entry.name.startswith(head) and _is_stale(entry.name[len(head) :], entry)
-                    and entry.is_dir() and not entry.is_symlink()):  # fmt: skip
+            if (
+                entry.name.startswith(head)
+                and _is_stale(entry.name[len(head) :], entry)
+                and entry.is_dir()
+                and not entry.is_symlink()
+            ):
                 shutil.rmtree(entry, ignore_errors=True)
 
 
@@ -240,8 +246,10 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 def _swap(built: Path, target: Path) -> None:
     """Put the new build in place of the old one (two renames on one file system)."""
     old = None
-    (built / MARKER).write_text("built by kb site build; kb replaces this directory only "
-                                "when this file is here\n", encoding="utf-8")  # fmt: skip
+    (built / MARKER).write_text(
+        "built by kb site build; kb replaces this directory only when this file is here\n",
+        encoding="utf-8",
+    )
     if target.exists():
         old = Path(tempfile.mkdtemp(prefix=_stage_prefix(target, "old"), dir=target.parent))
         old.rmdir()
@@ -313,11 +321,14 @@ def run_build(args: argparse.Namespace) -> int:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _sweep_stale(target)
-            staging = Path(tempfile.mkdtemp(prefix=_stage_prefix(target, "building"),
-                                            dir=target.parent))  # fmt: skip
+            staging = Path(
+                tempfile.mkdtemp(prefix=_stage_prefix(target, "building"), dir=target.parent)
+            )
         except OSError as exc:
-            raise UsageError(f"cannot build into {target}: cannot write in {target.parent}: "
-                             f"{exc.strerror or exc}") from None  # fmt: skip
+            raise UsageError(
+                f"cannot build into {target}: cannot write in {target.parent}: "
+                f"{exc.strerror or exc}"
+            ) from None
         config.site_dir = str(staging)
         try:
             with _TermAsInterrupt():
@@ -329,8 +340,9 @@ def run_build(args: argparse.Namespace) -> int:
                 try:
                     _swap(staging, target)
                 except OSError as exc:
-                    raise UsageError(f"cannot replace {target}: {exc.strerror or exc}; "
-                                     "it was left as it was") from None  # fmt: skip
+                    raise UsageError(
+                        f"cannot replace {target}: {exc.strerror or exc}; it was left as it was"
+                    ) from None
         except MkDocsException as exc:
             print(f"kb site: build failed: {exc}; {target} was left as it was", file=sys.stderr)
             return 1

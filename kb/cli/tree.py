@@ -36,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"{t['name']}  [decision tree]")
             print("\n".join(wrap(t["summary"], "    ")))
             print("\n".join(wrap("flags: " + " ".join(f"--{k}" for k in t["flags"]), "    ")))
-        print(f"{len(doc['trees'])} tree(s); 'kb tree NAME' prints one, "
-              "'kb advise NAME --FLAG VALUE …' walks it")  # fmt: skip
+        print(
+            f"{len(doc['trees'])} tree(s); 'kb tree NAME' prints one, "
+            "'kb advise NAME --FLAG VALUE …' walks it"
+        )
         return 0
     from kb.text.render import record_text
 

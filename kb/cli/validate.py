@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         for problem in found.problems:
             print(problem.located_in(found.root))
-        summary = ", ".join(f"{n} {k}{'' if n == 1 else 's'}"
-                            for k, n in sorted(found.counts.items())) or "no records"  # fmt: skip
+        summary = (
+            ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in sorted(found.counts.items()))
+            or "no records"
+        )
         status = f"{len(found.problems)} problem(s)" if found.problems else "all valid"
         print(f"{summary}; {status}")
     if found.broken:

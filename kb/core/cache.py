@@ -71,8 +71,9 @@ def locked(directory: Path, tag: str) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise CacheUnavailable(f"another kb process has held the cache lock for over "
-                               f"{LOCK_TIMEOUT_S:.0f} s") from None  # fmt: skip
+        raise CacheUnavailable(
+            f"another kb process has held the cache lock for over {LOCK_TIMEOUT_S:.0f} s"
+        ) from None
     except OSError as exc:
         raise CacheUnavailable(f"cannot lock the cache ({exc.strerror or exc})") from None
     try:

@@ -31,8 +31,7 @@ def _suggest(name: str, choices: tuple[str, ...], limit: int, cutoff: float) -> 
 
     query = _strip(name).lower()
     bare = sorted({_strip(c) for c in choices})
-    scored = process.extract(query, bare, scorer=fuzz.WRatio, limit=limit * 3,
-                             processor=str.lower)  # fmt: skip
+    scored = process.extract(query, bare, scorer=fuzz.WRatio, limit=limit * 3, processor=str.lower)
     ranked: list[tuple[float, int, str]] = []
     for choice, score, _ in scored:
         if score < cutoff:

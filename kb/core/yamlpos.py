@@ -84,7 +84,11 @@ class Located:
                 table = {key: (k, v) for key, k, v in _pairs(node)}
                 self._tables[id(node)] = table
             return table.get(part)
-        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and not isinstance(part, bool):
+        if (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(part, int)
+            and not isinstance(part, bool)
+        ):
             return (None, node.value[part]) if 0 <= part < len(node.value) else None
         return None
 
@@ -158,16 +162,22 @@ def _scalar(node: yaml.ScalarNode) -> Any:
     if node.tag == _STR_TAG:  # most scalars: nothing to construct
         return text
     if node.tag in (_INT_TAG, _FLOAT_TAG) and len(text) > MAX_NUMBER_CHARS:
-        raise YamlError(f"number {text[:20]}… is {len(text)} characters long; kb reads numbers of "
-                        f"at most {MAX_NUMBER_CHARS}", *_mark(node))  # fmt: skip
+        raise YamlError(
+            f"number {text[:20]}… is {len(text)} characters long; kb reads numbers of "
+            f"at most {MAX_NUMBER_CHARS}",
+            *_mark(node),
+        )
     try:
         value = _constructor.construct_object(node, deep=True)
     except Exception as exc:  # any constructor failure: bad base64, unknown tag, …
         detail = getattr(exc, "problem", None) or str(exc)
         raise YamlError(f"bad scalar {text[:40]!r}: {detail}", *_mark(node)) from None
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-        raise YamlError(f"integer {text[:20]}{'…' if len(text) > 20 else ''} is out of range "
-                        "(kb reads integers up to 2**63-1)", *_mark(node))  # fmt: skip
+        raise YamlError(
+            f"integer {text[:20]}{'…' if len(text) > 20 else ''} is out of range "
+            "(kb reads integers up to 2**63-1)",
+            *_mark(node),
+        )
     if isinstance(value, float) and not math.isfinite(value) and not _EXPLICIT_SPECIALS.match(text):
         raise YamlError(f"number {text[:20]!r} is out of range", *_mark(node))
     return value
@@ -195,8 +205,11 @@ def _refuse_control_characters(text: str) -> None:
     m = _NON_PRINTABLE.search(text)
     if m:
         char = m.group()
-        raise YamlError(f"control character U+{ord(char):04X} is not allowed in YAML; remove it "
-                        "or write it as an escape inside double quotes", *position(text, m.start()))  # fmt: skip
+        raise YamlError(
+            f"control character U+{ord(char):04X} is not allowed in YAML; remove it "
+            "or write it as an escape inside double quotes",
+            *position(text, m.start()),
+        )
 
 
 def _compose(text: str) -> yaml.Node | None:
@@ -262,7 +275,9 @@ def _load(text: str, max_alias_nodes: int) -> Located:
     spans = located.hash_spans
 
     def span(n: yaml.Node) -> None:
-        spans.append(((n.start_mark.line, n.start_mark.column), (n.end_mark.line, n.end_mark.column)))
+        spans.append(
+            ((n.start_mark.line, n.start_mark.column), (n.end_mark.line, n.end_mark.column))
+        )
 
     def build(n: yaml.Node, depth: int, aliased: bool) -> Any:
         if not aliased:
@@ -273,8 +288,10 @@ def _load(text: str, max_alias_nodes: int) -> Located:
         if aliased:
             budget[0] -= 1
             if budget[0] < 0:
-                raise YamlError(f"aliases expand to more than {max_alias_nodes} nodes (YAML alias "
-                                "bomb?)", *_mark(n))  # fmt: skip
+                raise YamlError(
+                    f"aliases expand to more than {max_alias_nodes} nodes (YAML alias bomb?)",
+                    *_mark(n),
+                )
         if depth > MAX_DEPTH:
             raise YamlError("document nests too deeply", *_mark(n))
         if isinstance(n, yaml.ScalarNode):

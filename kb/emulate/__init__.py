@@ -34,8 +34,19 @@ from kb.emulate.names import emulated, emulated_names
 if TYPE_CHECKING:
     from kb.emulate.session import Emulation
 
-__all__ = ["BackwardNotEmulated", "CallRejected", "EmulatorWarning", "NotEmulated", "TorchMissing", "calls",
-           "compare", "emulated", "emulated_names", "install", "uninstall"]  # fmt: skip
+__all__ = [
+    "BackwardNotEmulated",
+    "CallRejected",
+    "EmulatorWarning",
+    "NotEmulated",
+    "TorchMissing",
+    "calls",
+    "compare",
+    "emulated",
+    "emulated_names",
+    "install",
+    "uninstall",
+]
 
 
 def install(product: str | None = None, *, torch_npu: str | None = None) -> Emulation:

@@ -50,11 +50,18 @@ class ModuleDiff:
     inputs_match: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": self.shape,
-                "max_abs": self.max_abs, "max_rel": self.max_rel,
-                "tolerance": {"rtol": self.rtol, "atol": self.atol}, "passed": self.passed,
-                "calls": [c.as_dict() for c in self.calls], "note": self.note,
-                "inputs_match": self.inputs_match}  # fmt: skip
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": self.shape,
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "tolerance": {"rtol": self.rtol, "atol": self.atol},
+            "passed": self.passed,
+            "calls": [c.as_dict() for c in self.calls],
+            "note": self.note,
+            "inputs_match": self.inputs_match,
+        }
 
 
 @dataclass
@@ -79,14 +86,20 @@ class Comparison:
         if bad is None:
             return f"port matches the original in {len(self.modules)} compared outputs"
         where = "; ".join(c.label() for c in bad.calls) or "no emulated call inside it"
-        return (f"{bad.name} differs: max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g} over "
-                f"the {bad.dtype} tolerance (rtol {bad.rtol:g}, atol {bad.atol:g}){bad.note}; "
-                f"emulated calls inside: {where}")  # fmt: skip
+        return (
+            f"{bad.name} differs: max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g} over "
+            f"the {bad.dtype} tolerance (rtol {bad.rtol:g}, atol {bad.atol:g}){bad.note}; "
+            f"emulated calls inside: {where}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         bad = self.first_failure
-        return {"passed": self.passed, "first_failure": bad.name if bad else None,
-                "message": self.message(), "modules": [m.as_dict() for m in self.modules]}  # fmt: skip
+        return {
+            "passed": self.passed,
+            "first_failure": bad.name if bad else None,
+            "message": self.message(),
+            "modules": [m.as_dict() for m in self.modules],
+        }
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -120,7 +133,9 @@ class _Recorder:
         if isinstance(model, torch.nn.Module):
             for name, mod in model.named_modules():
                 if name:
-                    self._handles.append(mod.register_forward_pre_hook(self._pre(mod), with_kwargs=True))
+                    self._handles.append(
+                        mod.register_forward_pre_hook(self._pre(mod), with_kwargs=True)
+                    )
                     self._handles.append(mod.register_forward_hook(self._post(name, mod)))
 
     def _mark(self) -> int:
@@ -161,8 +176,12 @@ def _clone(value: Any) -> Any:
     return value
 
 
-def diff(name: str, original: list[torch.Tensor], port: list[torch.Tensor],
-         tolerance: dict[torch.dtype, tuple[float, float]]) -> ModuleDiff:  # fmt: skip
+def diff(
+    name: str,
+    original: list[torch.Tensor],
+    port: list[torch.Tensor],
+    tolerance: dict[torch.dtype, tuple[float, float]],
+) -> ModuleDiff:
     """Worst element of ``port`` against ``original`` (tensor by tensor)."""
     worst_abs, worst_rel, ok, note = 0.0, 0.0, True, ""
     ref = original[0] if original else None
@@ -188,8 +207,17 @@ def diff(name: str, original: list[torch.Tensor], port: list[torch.Tensor],
         if bool((err > atol + rtol * x.abs()).any()) or bool(err.isnan().any()):
             ok = False
     shape = list(ref.shape) if ref is not None else []
-    return ModuleDiff(name, str(dtype).removeprefix("torch."), shape, worst_abs, worst_rel,
-                      rtol, atol, ok, note=note)  # fmt: skip
+    return ModuleDiff(
+        name,
+        str(dtype).removeprefix("torch."),
+        shape,
+        worst_abs,
+        worst_rel,
+        rtol,
+        atol,
+        ok,
+        note=note,
+    )
 
 
 @contextlib.contextmanager
@@ -207,10 +235,15 @@ def _emulation(product: str | None) -> Iterator[Any]:
         uninstall()
 
 
-def compare(original: Any, port: Any, args: tuple[Any, ...] = (),
-            kwargs: dict[str, Any] | None = None, *,
-            tolerance: dict[torch.dtype, tuple[float, float]] | None = None,
-            product: str | None = None) -> Comparison:  # fmt: skip
+def compare(
+    original: Any,
+    port: Any,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    tolerance: dict[torch.dtype, tuple[float, float]] | None = None,
+    product: str | None = None,
+) -> Comparison:
     """Run ``original(*args, **kwargs)`` and ``port(...)`` (the port under the emulator,
     installed for the call when it is off) and compare every submodule both name."""
     kwargs = kwargs or {}
@@ -236,7 +269,9 @@ def compare(original: Any, port: Any, args: tuple[Any, ...] = (),
             d.inputs_match = diff(name, before.inputs, seen.inputs, table).passed
             d.calls = rt.trace.since(*seen.calls)
             modules.append(d)
-    root = diff(ROOT, [t.detach() for t in _tensors(out_o)], [t.detach() for t in _tensors(out_p)], table)
+    root = diff(
+        ROOT, [t.detach() for t in _tensors(out_o)], [t.detach() for t in _tensors(out_p)], table
+    )
     root.calls = rt.trace.since(start, end)
     modules.append(root)
     return Comparison(modules)

@@ -132,26 +132,59 @@ def device_module(name: str = "torch_npu.npu") -> types.ModuleType:
     """A fresh ``torch.npu`` stand-in (``config`` and ``utils`` submodules included)."""
     mod = types.ModuleType(name, "torch.npu on the CPU (kb.emulate): one idle device.")
     total = _total_memory()
-    props = types.SimpleNamespace(name="kb.emulate CPU stand-in", total_memory=total,
-                                  multi_processor_count=1, major=0, minor=0)  # fmt: skip
+    props = types.SimpleNamespace(
+        name="kb.emulate CPU stand-in",
+        total_memory=total,
+        multi_processor_count=1,
+        major=0,
+        minor=0,
+    )
     mod.__dict__.update(
-        is_available=lambda: True, is_initialized=lambda: True, device_count=lambda: 1,
-        current_device=_zero, set_device=_nothing, synchronize=_nothing, empty_cache=_nothing,
-        init=_nothing, get_device_name=lambda *_: props.name,
-        get_device_properties=lambda *_: props, get_device_capability=lambda *_: (0, 0),
-        mem_get_info=lambda *_: (total, total), memory_allocated=_zero, memory_reserved=_zero,
-        max_memory_allocated=_zero, max_memory_reserved=_zero, reset_peak_memory_stats=_nothing,
-        reset_max_memory_allocated=_nothing, memory_stats=lambda *_: {}, set_compile_mode=_nothing,
-        set_option=_nothing, Stream=Stream, Event=Event, stream=stream,
-        current_stream=lambda *_: _DEFAULT_STREAM, default_stream=lambda *_: _DEFAULT_STREAM,
-        set_stream=_nothing, device=contextlib.nullcontext, manual_seed=torch.manual_seed,
-        manual_seed_all=torch.manual_seed, seed=_nothing,
-    )  # fmt: skip
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        device_count=lambda: 1,
+        current_device=_zero,
+        set_device=_nothing,
+        synchronize=_nothing,
+        empty_cache=_nothing,
+        init=_nothing,
+        get_device_name=lambda *_: props.name,
+        get_device_properties=lambda *_: props,
+        get_device_capability=lambda *_: (0, 0),
+        mem_get_info=lambda *_: (total, total),
+        memory_allocated=_zero,
+        memory_reserved=_zero,
+        max_memory_allocated=_zero,
+        max_memory_reserved=_zero,
+        reset_peak_memory_stats=_nothing,
+        reset_max_memory_allocated=_nothing,
+        memory_stats=lambda *_: {},
+        set_compile_mode=_nothing,
+        set_option=_nothing,
+        Stream=Stream,
+        Event=Event,
+        stream=stream,
+        current_stream=lambda *_: _DEFAULT_STREAM,
+        default_stream=lambda *_: _DEFAULT_STREAM,
+        set_stream=_nothing,
+        device=contextlib.nullcontext,
+        manual_seed=torch.manual_seed,
+        manual_seed_all=torch.manual_seed,
+        seed=_nothing,
+    )
     config = types.ModuleType(f"{name}.config")
     config.allow_internal_format = False  # type: ignore[attr-defined]
     utils = types.ModuleType(f"{name}.utils")
-    for key in ("is_available", "device_count", "current_device", "set_device", "synchronize",
-                "get_device_name", "get_device_properties", "empty_cache"):  # fmt: skip
+    for key in (
+        "is_available",
+        "device_count",
+        "current_device",
+        "set_device",
+        "synchronize",
+        "get_device_name",
+        "get_device_properties",
+        "empty_cache",
+    ):
         setattr(utils, key, getattr(mod, key))
     mod.config = config  # type: ignore[attr-defined]
     mod.utils = utils  # type: ignore[attr-defined]

@@ -68,9 +68,25 @@ def from_numpy(a: Any) -> torch.Tensor:
     return torch.from_numpy(a.copy())
 
 
-_TORCH_NATIVE = {np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64,
-                                        np.uint16, np.uint32, np.uint64, np.float16, np.float32,
-                                        np.float64, np.complex64, np.complex128)}  # fmt: skip
+_TORCH_NATIVE = {
+    np.dtype(t)
+    for t in (
+        np.bool_,
+        np.uint8,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+        np.complex64,
+        np.complex128,
+    )
+}
 
 
 def npu_constants() -> dict[str, Any]:

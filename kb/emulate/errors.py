@@ -13,17 +13,22 @@ class NotEmulated(NotImplementedError):
         self.name = name
         self.page = page
         where = f"; its page: {page}" if page else ""
-        super().__init__(f"kb.emulate cannot run torch_npu.{name}: it has no numpy reference "
-                         f"(kb.reference.available() lists the ones it has){where}")  # fmt: skip
+        super().__init__(
+            f"kb.emulate cannot run torch_npu.{name}: it has no numpy reference "
+            f"(kb.reference.available() lists the ones it has){where}"
+        )
 
 
 class BackwardNotEmulated(NotEmulated):
     """A gradient asked of an emulated operator: kb.emulate runs forward calls only."""
 
     def __init__(self, name: str) -> None:
-        NotImplementedError.__init__(self, f"the backward of torch_npu.{name} is not emulated: "
-                                     "kb.emulate runs forward (inference) calls; take gradients "
-                                     "on the device")  # fmt: skip
+        NotImplementedError.__init__(
+            self,
+            f"the backward of torch_npu.{name} is not emulated: "
+            "kb.emulate runs forward (inference) calls; take gradients "
+            "on the device",
+        )
         self.name = name
         self.page = None
 
@@ -53,5 +58,7 @@ class TorchMissing(ImportError):
     """kb.emulate runs on PyTorch, which the ``[emulate]`` extra installs."""
 
     def __init__(self) -> None:
-        super().__init__("kb.emulate needs PyTorch: pip install 'torch-npu-kb[emulate]' "
-                         "(torch==2.13.0, the CPU build)")  # fmt: skip
+        super().__init__(
+            "kb.emulate needs PyTorch: pip install 'torch-npu-kb[emulate]' "
+            "(torch==2.13.0, the CPU build)"
+        )

@@ -71,8 +71,11 @@ def run(rec: Record, index: int, namespace: dict[str, Any] | None = None) -> dic
 
     example = rec["examples"][index]
     tree = shrink(example["code"], example.get("small") or {})
-    scope: dict[str, Any] = {"torch": torch, "torch_npu": sys.modules["torch_npu"],
-                             "__name__": f"example_{index}"}  # fmt: skip
+    scope: dict[str, Any] = {
+        "torch": torch,
+        "torch_npu": sys.modules["torch_npu"],
+        "__name__": f"example_{index}",
+    }
     scope.update(namespace or {})
     exec(compile(tree, f"<example {rec['name']}[{index}]>", "exec"), scope)
     return scope

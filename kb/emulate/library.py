@@ -95,11 +95,16 @@ class Registry:
 
     def register(self, rec: Record) -> None:
         """Define ``rec``'s schemas under npu (and atb when it is an ATB operator)."""
-        namespaces = ["npu"] + (["atb"] if any(c.startswith(ATB_PREFIX) for c in rec["calls"]) else [])
+        namespaces = ["npu"] + (
+            ["atb"] if any(c.startswith(ATB_PREFIX) for c in rec["calls"]) else []
+        )
         runs = emulated(rec["name"])
         for schema in schemas_of(rec):
-            kernel: Any = Kernel(rec, schema) if runs and runs_as_record(rec, schema) else Missing(
-                f"{rec['name']}.{schema.overload}" if schema.overload else rec["name"])
+            kernel: Any = (
+                Kernel(rec, schema)
+                if runs and runs_as_record(rec, schema)
+                else Missing(f"{rec['name']}.{schema.overload}" if schema.overload else rec["name"])
+            )
             for ns in namespaces:
                 lib = self._library(ns)
                 try:

@@ -66,20 +66,26 @@ def _params(rec: Record) -> set[str]:
     return {p["name"] for p in rec.get("parameters") or []}
 
 
-def bind(rec: Record, schema: Schema, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def bind(
+    rec: Record, schema: Schema, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
     """Schema name → value for a Python call; TypeError worded as Python and ``kb check``."""
     op = schema.full_name
     positional = [a.name for a in schema.args if not a.keyword_only]
     if len(args) > len(positional):
-        raise TypeError(f"torch_npu.{op}() takes at most {len(positional)} positional "
-                        f"arguments ({len(args)} given)")  # fmt: skip
+        raise TypeError(
+            f"torch_npu.{op}() takes at most {len(positional)} positional "
+            f"arguments ({len(args)} given)"
+        )
     given = dict(zip(positional, args, strict=False))
     by_python = {python_name(p): p["name"] for p in rec.get("parameters") or []}
     names = {a.name for a in schema.args}
     unknown = [k for k in kwargs if k not in names and by_python.get(k) not in names]
     if unknown:
-        raise TypeError(_active().validator.unknown(rec, unknown) or
-                        f"torch_npu.{op}() got an unexpected keyword argument {unknown[0]!r}")  # fmt: skip
+        raise TypeError(
+            _active().validator.unknown(rec, unknown)
+            or f"torch_npu.{op}() got an unexpected keyword argument {unknown[0]!r}"
+        )
     for key, value in kwargs.items():
         name = key if key in names else by_python[key]
         if name in given:
@@ -87,8 +93,10 @@ def bind(rec: Record, schema: Schema, args: tuple[Any, ...], kwargs: dict[str, A
         given[name] = value
     missing = [a.name for a in schema.args if a.required and a.name not in given]
     if missing:
-        shown = next((python_name(p) for p in rec.get("parameters") or [] if p["name"] == missing[0]),
-                     missing[0])  # fmt: skip
+        shown = next(
+            (python_name(p) for p in rec.get("parameters") or [] if p["name"] == missing[0]),
+            missing[0],
+        )
         raise TypeError(f"torch_npu.{op}() missing required argument {shown!r}")
     return given
 
@@ -116,8 +124,11 @@ def _fits(schema: Schema, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool
     if not all(_kind_fits(a.type, v) for a, v in zip(positional, args, strict=False)):
         return False
     by_name = {a.name: a for a in schema.args}
-    return all(k in by_name and _kind_fits(by_name[k].type, v) for k, v in kwargs.items()
-               if k not in ("input", "out"))  # fmt: skip
+    return all(
+        k in by_name and _kind_fits(by_name[k].type, v)
+        for k, v in kwargs.items()
+        if k not in ("input", "out")
+    )
 
 
 class Operator:
@@ -208,8 +219,10 @@ def build(version: str, npu: types.ModuleType) -> dict[str, types.ModuleType]:
     atb = Namespace("torch_npu.atb", "torch_npu.atb on the CPU (kb.emulate)")
     contrib = types.ModuleType("torch_npu.contrib")
     contrib.__path__ = []  # type: ignore[attr-defined]
-    transfer = types.ModuleType("torch_npu.contrib.transfer_to_npu",
-                                "A no-op under kb.emulate: there is no CUDA code to redirect.")  # fmt: skip
+    transfer = types.ModuleType(
+        "torch_npu.contrib.transfer_to_npu",
+        "A no-op under kb.emulate: there is no CUDA code to redirect.",
+    )
     contrib.transfer_to_npu = transfer  # type: ignore[attr-defined]
     root.__dict__.update(npu=npu, atb=atb, contrib=contrib, Format=Format)
     npu.__path__ = []  # type: ignore[attr-defined]

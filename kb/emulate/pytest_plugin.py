@@ -29,4 +29,6 @@ def npu_emulator(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "npu_product(product): judge emulated calls for this product")
+    config.addinivalue_line(
+        "markers", "npu_product(product): judge emulated calls for this product"
+    )

@@ -110,8 +110,9 @@ class Runtime:
         self._warned: set[tuple[str, str, str]] = set()
 
     # -- one call -------------------------------------------------------------------
-    def run(self, rec: Record, schema: Schema, given: dict[str, Any],
-            site: tuple[str, int, str]) -> Any:  # fmt: skip
+    def run(
+        self, rec: Record, schema: Schema, given: dict[str, Any], site: tuple[str, int, str]
+    ) -> Any:
         """``rec``'s operator (overload ``schema``) on ``given`` (schema name → value)."""
         from kb.emulate import plumbing
 
@@ -119,8 +120,11 @@ class Runtime:
         where = f"{site[0]}:{site[1]}"
         params = rec.get("parameters") or []
         known = {p["name"] for p in params}
-        outs = [given.pop(a.name) for a in schema.args if a.mutated and a.name not in known
-                and a.name in given]  # fmt: skip
+        outs = [
+            given.pop(a.name)
+            for a in schema.args
+            if a.mutated and a.name not in known and a.name in given
+        ]
         # an overload's own arguments: a plumbing overload's code or tensor, or a workspace=
         # the emulated kernels do not need
         extras = {k: plain(given.pop(k)) for k in [k for k in given if k not in known]}
@@ -139,8 +143,9 @@ class Runtime:
     def _complete(self, params: list[Record], given: dict[str, Any]) -> dict[str, Any]:
         full: dict[str, Any] = {}
         for p in params:
-            full[p["name"]] = plain(given[p["name"]]) if p["name"] in given else \
-                parse_default(p.get("default"))  # fmt: skip
+            full[p["name"]] = (
+                plain(given[p["name"]]) if p["name"] in given else parse_default(p.get("default"))
+            )
         return full
 
     def _judge(self, rec: Record, full: dict[str, Any], where: str) -> None:
@@ -154,39 +159,59 @@ class Runtime:
                 continue
             first = ts[0]
             fmts = {self.formats.name(t) for t in ts}
-            facts[p["name"]] = TensorFacts(dtype_name(first.dtype), list(first.shape),
-                                           fmts.pop() if len(fmts) == 1 else None)  # fmt: skip
+            facts[p["name"]] = TensorFacts(
+                dtype_name(first.dtype), list(first.shape), fmts.pop() if len(fmts) == 1 else None
+            )
         verdict = self.validator.judge(rec, full, facts)
         for f in verdict.warnings:
             key = (rec["name"], where, f.code)
             if key not in self._warned:
                 self._warned.add(key)
                 file, _, line = where.rpartition(":")
-                warnings.warn_explicit(f"torch_npu.{rec['name']}: {f.code} {f.message}",
-                                       EmulatorWarning, file, int(line))  # fmt: skip
+                warnings.warn_explicit(
+                    f"torch_npu.{rec['name']}: {f.code} {f.message}",
+                    EmulatorWarning,
+                    file,
+                    int(line),
+                )
         if verdict.errors:
-            found = [{"code": f.code, "severity": f.severity, "message": f.message}
-                     for f in verdict.errors]  # fmt: skip
-            formats = [f for f in verdict.errors if f.code in ("KB108", "KB109") and "FRACTAL" in f.message]
-            uncast = [n for n in verdict.never_cast
-                      if any(re.search(rf"\b{n}\b", f.message) for f in formats)]  # fmt: skip
+            found = [
+                {"code": f.code, "severity": f.severity, "message": f.message}
+                for f in verdict.errors
+            ]
+            formats = [
+                f for f in verdict.errors if f.code in ("KB108", "KB109") and "FRACTAL" in f.message
+            ]
+            uncast = [
+                n
+                for n in verdict.never_cast
+                if any(re.search(rf"\b{n}\b", f.message) for f in formats)
+            ]
             if uncast:
                 were = "was" if len(uncast) == 1 else "were"
-                found.append({"code": "KB108", "severity": "error", "message":
-                              f"{', '.join(uncast)} {were} never cast with torch_npu.npu_format_cast, "
-                              "so kb.emulate holds them in their base format (ND), not FRACTAL_NZ"})  # fmt: skip
+                found.append(
+                    {
+                        "code": "KB108",
+                        "severity": "error",
+                        "message": f"{', '.join(uncast)} {were} never cast with torch_npu.npu_format_cast, "
+                        "so kb.emulate holds them in their base format (ND), not FRACTAL_NZ",
+                    }
+                )
             raise CallRejected(rec["name"], where, found)
 
     @staticmethod
-    def _shapes(params: list[Record], full: dict[str, Any]) -> list[tuple[str, tuple[int, ...], str]]:
+    def _shapes(
+        params: list[Record], full: dict[str, Any]
+    ) -> list[tuple[str, tuple[int, ...], str]]:
         out = []
         for p in params:
             for t in _tensors(full.get(p["name"]))[:1]:
                 out.append((p["name"], tuple(t.shape), str(dtype_name(t.dtype))))
         return out
 
-    def _reference(self, rec: Record, params: list[Record], given: dict[str, Any],
-                   where: str) -> Any:  # fmt: skip
+    def _reference(
+        self, rec: Record, params: list[Record], given: dict[str, Any], where: str
+    ) -> Any:
         from kb import reference
 
         arrays = {p["name"]: _to_ref(given[p["name"]]) for p in params if p["name"] in given}
@@ -214,10 +239,18 @@ class Runtime:
                     if out.numel() == value.numel():
                         out.copy_(value.reshape(out.shape))
                         continue
-                    raise CallRejected(schema.name, where, [{
-                        "code": "out", "severity": "error",
-                        "message": f"an out tensor of shape {list(out.shape)} cannot hold a result "
-                                   f"of shape {list(value.shape)}"}])  # fmt: skip
+                    raise CallRejected(
+                        schema.name,
+                        where,
+                        [
+                            {
+                                "code": "out",
+                                "severity": "error",
+                                "message": f"an out tensor of shape {list(out.shape)} cannot hold a result "
+                                f"of shape {list(value.shape)}",
+                            }
+                        ],
+                    )
                 out.copy_(value)
         return tuple(outs) if len(outs) > 1 else outs[0]
 
@@ -281,8 +314,13 @@ def _no_backward(name: str, full: dict[str, Any], result: Any) -> Any:
     if not needing:
         return result
     flat = [r for r in (result if isinstance(result, (tuple, list)) else [result])]
-    fresh = [r for r in flat if isinstance(r, torch.Tensor) and r.is_floating_point()
-             and not any(r is t for t in needing)]  # fmt: skip
+    fresh = [
+        r
+        for r in flat
+        if isinstance(r, torch.Tensor)
+        and r.is_floating_point()
+        and not any(r is t for t in needing)
+    ]
     if not fresh:
         return result
     joined = dict(zip(map(id, fresh), _NoBackward.apply(name, fresh, *needing), strict=True))

@@ -112,8 +112,10 @@ def install(product: str | None = None, *, torch_npu: str | None = None) -> Emul
     on = state.ACTIVE
     if on is not None:
         if (product, torch_npu) not in ((on.product, on.torch_npu), (None, None)):
-            raise RuntimeError(f"kb.emulate is already on for product {on.product!r}; "
-                               "uninstall it before asking for another target")  # fmt: skip
+            raise RuntimeError(
+                f"kb.emulate is already on for product {on.product!r}; "
+                "uninstall it before asking for another target"
+            )
         on.depth += 1
         return on  # type: ignore[no-any-return]
     state.ACTIVE = state.LAST = Emulation(product, torch_npu)

@@ -18,6 +18,8 @@ LAST: Any = None
 def active() -> Any:
     """The runtime of the emulation that is on; RuntimeError when none is."""
     if ACTIVE is None:
-        raise RuntimeError("kb.emulate is not installed: call kb.emulate.install() (or run "
-                           "the script with 'kb emulate -- python SCRIPT')")  # fmt: skip
+        raise RuntimeError(
+            "kb.emulate is not installed: call kb.emulate.install() (or run "
+            "the script with 'kb emulate -- python SCRIPT')"
+        )
     return ACTIVE.runtime

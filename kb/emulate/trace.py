@@ -53,8 +53,13 @@ class Trace:
         self.calls: list[Call] = []
         self.count = 0
 
-    def add(self, op: str, overload: str, site: tuple[str, int, str],
-            inputs: list[tuple[str, tuple[int, ...], str]]) -> Call:  # fmt: skip
+    def add(
+        self,
+        op: str,
+        overload: str,
+        site: tuple[str, int, str],
+        inputs: list[tuple[str, tuple[int, ...], str]],
+    ) -> Call:
         call = Call(self.count, op, overload, site[0], site[1], site[2], tuple(inputs))
         self.count += 1
         self.calls.append(call)

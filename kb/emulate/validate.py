@@ -66,13 +66,18 @@ class Validator:
         self.rules = [r for r in rules_for(RULES, "scan", every) if isinstance(r, CandidateRule)]
         self.target = Target(product=product, torch_npu=torch_npu)
 
-    def judge(self, rec: dict[str, Any], values: dict[str, Any],
-              tensors: dict[str, TensorFacts | None]) -> Verdict:  # fmt: skip
+    def judge(
+        self, rec: dict[str, Any], values: dict[str, Any], tensors: dict[str, TensorFacts | None]
+    ) -> Verdict:
         """Errors and warnings of the record about a call (``values``: every scalar by
         schema name, defaults included; ``tensors``: every tensor parameter)."""
         verdict = Verdict()
-        cand = Candidate(index=0, kind="fusion", operator=rec["name"],
-                         stated={"module", "operator", "args", "tensors"})  # fmt: skip
+        cand = Candidate(
+            index=0,
+            kind="fusion",
+            operator=rec["name"],
+            stated={"module", "operator", "args", "tensors"},
+        )
         for p in rec.get("parameters") or []:
             name = p["name"]
             if _is_tensor(p):
@@ -101,9 +106,13 @@ class Validator:
 
     def unknown(self, rec: dict[str, Any], names: list[str]) -> str:
         """``kb check``'s words (KB104) for keywords ``rec``'s operator does not take."""
-        cand = Candidate(index=0, kind="fusion", operator=rec["name"], passed=set(names),
-                         stated={"module", "operator"})  # fmt: skip
+        cand = Candidate(
+            index=0,
+            kind="fusion",
+            operator=rec["name"],
+            passed=set(names),
+            stated={"module", "operator"},
+        )
         doc = Document(file="<emulated call>", text="", target=self.target, candidates=[cand])
         found = [f.message for r in self.rules if r.code == "KB104" for f in r.check(doc, self.ctx)]
         return "; ".join(found)
-

@@ -37,9 +37,18 @@ class KbTokenizer(Tokenizer):  # type: ignore[misc]
     """whoosh adapter around :func:`kb.index.textanalysis.tokens` (module level: pickled)."""
 
     def __call__(  # type: ignore[no-untyped-def]
-        self, value, positions=False, chars=False, keeporiginal=False, removestops=True,
-        start_pos=0, start_char=0, tokenize=True, mode="", **kwargs,
-    ):  # fmt: skip
+        self,
+        value,
+        positions=False,
+        chars=False,
+        keeporiginal=False,
+        removestops=True,
+        start_pos=0,
+        start_char=0,
+        tokenize=True,
+        mode="",
+        **kwargs,
+    ):
         t = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
         for pos, text in enumerate(tokens(value, query=(mode == "query"))):
             t.text = text
@@ -68,8 +77,6 @@ def schema() -> Schema:
         params=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["params"]),
         body=TEXT(analyzer=an, phrase=False, field_boost=BOOSTS["body"]),
     )
-
-
 
 
 def _join(*parts: Any) -> str:
@@ -111,26 +118,44 @@ def document(rec: dict[str, Any]) -> dict[str, str]:
         "body": rec.get("description", ""),
     }
     doc["dtypes"] = " ".join(sorted(_dtypes(rec)))
-    doc["phrases"] = "|".join(phrase_key(k) for k in [*keywords.get("en", []), *keywords.get("zh", [])])
+    doc["phrases"] = "|".join(
+        phrase_key(k) for k in [*keywords.get("en", []), *keywords.get("zh", [])]
+    )
     doc["steps"] = " ".join(rec.get("fuses") or []) if kind == "operator" else ""
     if kind == "operator":
         doc["params"] = _join([p["name"] for p in rec.get("parameters", [])])
-        doc["body"] = _join(rec.get("description", ""), [c["text"] for c in rec.get("constraints", [])],
-                            [q["scheme"] for q in rec.get("quantization", [])], rec.get("category", ""),
-                            rec.get("changes", ""))  # fmt: skip
+        doc["body"] = _join(
+            rec.get("description", ""),
+            [c["text"] for c in rec.get("constraints", [])],
+            [q["scheme"] for q in rec.get("quantization", [])],
+            rec.get("category", ""),
+            rec.get("changes", ""),
+        )
     elif kind == "chain":
         doc["fuses"] = _join([s["stage"].replace("_", " ") for s in rec.get("stages", [])])
         doc["params"] = _join([s["operator"] for s in rec.get("stages", [])])
-        doc["body"] = _join(rec.get("description", ""), rec.get("differences", ""), rec.get("models", []),
-                            [p["text"] for p in rec.get("prerequisites", [])], rec.get("module", ""))  # fmt: skip
+        doc["body"] = _join(
+            rec.get("description", ""),
+            rec.get("differences", ""),
+            rec.get("models", []),
+            [p["text"] for p in rec.get("prerequisites", [])],
+            rec.get("module", ""),
+        )
     elif kind == "tree":
-        doc["body"] = _join(rec.get("description", ""),
-                            [[n["question"]["en"], [o["label"] for o in n["options"]]]
-                             for n in rec.get("nodes", [])])  # fmt: skip
+        doc["body"] = _join(
+            rec.get("description", ""),
+            [
+                [n["question"]["en"], [o["label"] for o in n["options"]]]
+                for n in rec.get("nodes", [])
+            ],
+        )
         doc["zh"] += " " + _join([n["question"]["zh"] for n in rec.get("nodes", [])])
     elif kind == "playbook":
-        doc["body"] = _join(rec.get("description", ""), [c["why"] for c in rec.get("op_classes", [])],
-                            [f["explanation"] for f in rec.get("formulas", [])])  # fmt: skip
+        doc["body"] = _join(
+            rec.get("description", ""),
+            [c["why"] for c in rec.get("op_classes", [])],
+            [f["explanation"] for f in rec.get("formulas", [])],
+        )
     return doc
 
 

@@ -102,7 +102,8 @@ class Session:
         self.searcher = ix.searcher(weighting=BM25F())
         stored = getattr(ix, STORED_ATTR, None)  # docs.json of an index on disk
         self.stored: dict[int, dict[str, Any]] = (
-            stored if stored is not None else dict(self.searcher.reader().iter_docs()))  # fmt: skip
+            stored if stored is not None else dict(self.searcher.reader().iter_docs())
+        )
 
     def token_scores(self, token: str) -> dict[int, float]:
         """BM25F score of ``token`` per document, summed over the text fields.
@@ -127,8 +128,9 @@ class Session:
         self.searcher.close()
 
 
-def own_session_hits(ix: Any, text: str, toks: list[str], kinds: set[str] | None,
-                     seen: set[str]) -> list[Hit]:  # fmt: skip
+def own_session_hits(
+    ix: Any, text: str, toks: list[str], kinds: set[str] | None, seen: set[str]
+) -> list[Hit]:
     """Text hits through a session opened (and closed) for this one query."""
     session = Session(ix)
     try:
@@ -157,8 +159,9 @@ def _word_shares(words: list[list[str]], scores: dict[str, dict[int, float]]) ->
     return held
 
 
-def text_hits(session: Session | TermTable, text: str, toks: list[str], kinds: set[str] | None,
-              seen: set[str]) -> list[Hit]:  # fmt: skip
+def text_hits(
+    session: Session | TermTable, text: str, toks: list[str], kinds: set[str] | None, seen: set[str]
+) -> list[Hit]:
     """BM25F matches, rescored; documents holding more of the query's words come first."""
     # joined neighbours ("rms norm" → rmsnorm) may lift a match but are never required
     joined: list[str] = []
@@ -195,7 +198,9 @@ def text_hits(session: Session | TermTable, text: str, toks: list[str], kinds: s
         if doc.get("steps"):
             fused = frozenset(doc["steps"].split())
             score *= step_factor(fused, steps)
-            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(name_stems(name, parts), fused, qset, steps)
+            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(
+                name_stems(name, parts), fused, qset, steps
+            )
         if kind in PARTIAL_NAME_PRIOR and not whole_name and prior[kind] != KIND_ASKED:
             score *= PARTIAL_NAME_PRIOR[kind]
         if wanted and doc.get("dtypes") and not wanted & set(doc["dtypes"].split()):
@@ -205,7 +210,7 @@ def text_hits(session: Session | TermTable, text: str, toks: list[str], kinds: s
         share = held.get(docnum, 0.0)
         score *= max(share, MIN_SHARE) ** COVERAGE_POWER
         if len(toks) > 1:  # the share of the query's words the document holds
-            score += EVERY_TOKEN_BONUS * share ** SHARE_POWER
+            score += EVERY_TOKEN_BONUS * share**SHARE_POWER
         scored.append((score, name, kind, doc.get("summary_en", "")))
     scored.sort(key=lambda row: (-row[0], row[1]))  # ties by name: stable across builds
     return [Hit(kind, name, score, summary, "text") for score, name, kind, summary in scored]

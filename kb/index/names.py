@@ -28,8 +28,12 @@ class Hit(NamedTuple):
     why: str  # exact | prefix | spelling | text
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "score": round(self.score, 3),
-                "summary": self.summary}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "score": round(self.score, 3),
+            "summary": self.summary,
+        }
 
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -67,7 +71,9 @@ def name_stems(name: str, parts: Parts | None = None) -> frozenset[str]:
     return frozenset(stem for _, stem in (_name_parts(name) if parts is None else parts))
 
 
-def name_factor(name: str, query_tokens: set[str], parts: Parts | None = None) -> tuple[float, bool]:
+def name_factor(
+    name: str, query_tokens: set[str], parts: Parts | None = None
+) -> tuple[float, bool]:
     """How much the query spells out the record's name, and whether it spells all of it.
 
     A joined query word covers the two parts it joins ("rmsnorm" spells ``rms_norm``).
@@ -79,9 +85,14 @@ def name_factor(name: str, query_tokens: set[str], parts: Parts | None = None) -
         return 1.0, False
     covered = {i for i, (_, stem) in enumerate(parts) if stem in query_tokens}
     # a scheme word spells a short name part it starts with ("mxfp8" → mx)
-    covered |= {i for i, (raw, _) in enumerate(parts)
-                if len(raw) >= 2 and any(t != raw and t.startswith(raw) and any(c.isdigit() for c in t)
-                                         for t in query_tokens)}  # fmt: skip
+    covered |= {
+        i
+        for i, (raw, _) in enumerate(parts)
+        if len(raw) >= 2
+        and any(
+            t != raw and t.startswith(raw) and any(c.isdigit() for c in t) for t in query_tokens
+        )
+    }
     for i in range(len(parts) - 1):
         if parts[i][0] + parts[i + 1][0] in query_tokens:
             covered.update((i, i + 1))
@@ -117,8 +128,9 @@ def name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:
     for prefix in CALL_PREFIXES:
         bare = bare.removeprefix(prefix)
     names = catalog.names()
-    prefixed = sorted((n for n in names if n.lower().startswith(bare) and n.lower() != bare),
-                      key=len)  # fmt: skip
+    prefixed = sorted(
+        (n for n in names if n.lower().startswith(bare) and n.lower() != bare), key=len
+    )
     for i, name in enumerate(prefixed[:20]):
         add(name, 500.0 - i, "prefix")
     if not exact and len(bare) >= 4:
@@ -134,5 +146,8 @@ def name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:
 def answered_by_name(text: str, hits: list[Hit]) -> bool:
     """An identifier query whose name hits already hold the exact name or a close
     spelling: the answer the full-text engine would put first, without loading it."""
-    return bool(IDENT.match(text)) and "_" in text and any(
-        h.why in ("exact", "spelling") for h in hits[:1])  # fmt: skip
+    return (
+        bool(IDENT.match(text))
+        and "_" in text
+        and any(h.why in ("exact", "spelling") for h in hits[:1])
+    )

@@ -38,7 +38,9 @@ SEEN_CAP_SITES = 32
 
 def _seen_lift(rec: dict[str, Any]) -> float:
     sites = sum(len(s.get("sites") or []) for s in rec.get("seen_in") or [] if isinstance(s, dict))
-    return 1.0 + SEEN_WEIGHT * math.log2(1 + min(sites, SEEN_CAP_SITES)) / math.log2(1 + SEEN_CAP_SITES)
+    return 1.0 + SEEN_WEIGHT * math.log2(1 + min(sites, SEEN_CAP_SITES)) / math.log2(
+        1 + SEEN_CAP_SITES
+    )
 
 
 def _uses(recs: dict[str, dict[str, Any]]) -> dict[str, int]:

@@ -41,8 +41,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def search(catalog: Catalog, text: str, *, limit: int = 10, kinds: set[str] | None = None,
-           ix: Any = None, session: Session | None = None) -> list[Hit]:  # fmt: skip
+def search(
+    catalog: Catalog,
+    text: str,
+    *,
+    limit: int = 10,
+    kinds: set[str] | None = None,
+    ix: Any = None,
+    session: Session | None = None,
+) -> list[Hit]:
     """Best-first hits for a query; raises ValueError for an empty or oversized query."""
     text = text.strip()
     if not text:

@@ -67,8 +67,11 @@ def _crc(path: Path) -> str:
 def _index_files(directory: Path) -> set[str]:
     """The files the index is read from (whoosh's segments and table of contents, and
     ``docs.json``): all but the stamp, kb's marker and whoosh's lock."""
-    return {name for name in os.listdir(directory)
-            if name not in (STAMP, cache.MARKER) and not name.endswith("WRITELOCK")}  # fmt: skip
+    return {
+        name
+        for name in os.listdir(directory)
+        if name not in (STAMP, cache.MARKER) and not name.endswith("WRITELOCK")
+    }
 
 
 def _checksums(directory: Path) -> dict[str, str]:
@@ -89,7 +92,9 @@ def _verified(target: Path, catalog: Catalog) -> dict[int, dict[str, Any]] | Non
         for name, digest in files.items():
             if _crc(target / name) != digest:
                 return None
-        stored = {int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()}
+        stored = {
+            int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()
+        }
         # every file is byte for byte what the build wrote, so whoosh's own count (a
         # second read of its segment) would add nothing
         return stored if len(stored) == stamp["docs"] else None
@@ -158,10 +163,13 @@ def _write_docs(ix: Any, directory: Path) -> None:
     from kb.index.names import name_parts
 
     with ix.reader() as reader:
-        stored = {docnum: {**fields, "parts": name_parts(fields["name"])}
-                  for docnum, fields in reader.iter_docs()}  # fmt: skip
-    (directory / DOCS).write_text(json.dumps(stored, ensure_ascii=False, separators=(",", ":")),
-                                  encoding="utf-8")  # fmt: skip
+        stored = {
+            docnum: {**fields, "parts": name_parts(fields["name"])}
+            for docnum, fields in reader.iter_docs()
+        }
+    (directory / DOCS).write_text(
+        json.dumps(stored, ensure_ascii=False, separators=(",", ":")), encoding="utf-8"
+    )
 
 
 def _in_memory(catalog: Catalog) -> Any:
@@ -231,8 +239,10 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
         cache.note(f"{exc}; searching without a cached index")
         return _in_memory(catalog)
     except OSError as exc:
-        cache.note(f"cannot write the search index ({exc.strerror or exc}); searching "
-                   "without a cached index")  # fmt: skip
+        cache.note(
+            f"cannot write the search index ({exc.strerror or exc}); searching "
+            "without a cached index"
+        )
         return _in_memory(catalog)
     ix = _open_valid(target, catalog)
     return ix if ix is not None else _in_memory(catalog)

@@ -44,8 +44,9 @@ def named_steps(query_tokens: set[str]) -> frozenset[str]:
     for step, words, joined in _step_words():
         if (words and words <= query_tokens) or (joined and joined in query_tokens):
             found[step] = words
-    return frozenset(s for s, w in found.items()
-                     if not any(w < other for o, other in found.items() if o != s))  # fmt: skip
+    return frozenset(
+        s for s, w in found.items() if not any(w < other for o, other in found.items() if o != s)
+    )
 
 
 def _does(step: str, fused: str) -> bool:
@@ -81,8 +82,9 @@ def step_factor(fuses: frozenset[str] | set[str], named: frozenset[str]) -> floa
 UNASKED_NAMED_STEP_PRIOR = 0.85
 
 
-def unasked_named_steps(name_stems: frozenset[str], fuses: frozenset[str],
-                        query_tokens: set[str], named: frozenset[str]) -> int:  # fmt: skip
+def unasked_named_steps(
+    name_stems: frozenset[str], fuses: frozenset[str], query_tokens: set[str], named: frozenset[str]
+) -> int:
     """How many steps a record fuses that its name spells and the query does not ask
     for (a step the query names, "rmsnorm" for rms_norm included, is asked)."""
     words = _words()

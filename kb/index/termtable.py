@@ -76,15 +76,18 @@ class Recorder:
                 idf = math.log(n / (len(plist) + 1)) + 1  # whoosh's idf
                 row = out.setdefault(term.decode("utf-8"), {})
                 for docnum, weight in plist:
-                    row[docnum] = row.get(docnum, 0.0) + bm25(idf, weight, stored[docnum], avgfl,
-                                                              weighting.B, weighting.K1)  # fmt: skip
+                    row[docnum] = row.get(docnum, 0.0) + bm25(
+                        idf, weight, stored[docnum], avgfl, weighting.B, weighting.K1
+                    )
         return out
 
 
 def write(recorder: Recorder, directory: Path) -> None:
     """The term table of a freshly built index, beside its segments."""
-    rows = [(term, json.dumps(sorted(docs.items()), separators=(",", ":")))
-            for term, docs in recorder.scores().items()]  # fmt: skip
+    rows = [
+        (term, json.dumps(sorted(docs.items()), separators=(",", ":")))
+        for term, docs in recorder.scores().items()
+    ]
     con = sqlite3.connect(directory / FILE)
     try:
         con.execute("CREATE TABLE terms (term TEXT PRIMARY KEY, docs TEXT NOT NULL) WITHOUT ROWID")

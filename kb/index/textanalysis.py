@@ -45,15 +45,85 @@ def _chunks(text: str) -> Iterator[tuple[str, bool]]:
         if start is not None:
             yield chunk[start:], True
 
+
 STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "into", "is", "it", "its", "my", "of", "on", "or", "our", "should", "the", "this", "that", "to", "use", "used", "using", "what", "when", "where", "which", "who", "why", "will", "with", "want", "need", "me", "we", "you", "your", "there", "their", "op", "ops", "operator", "operators", "api",
-     # the glue of task phrases ("add then rmsnorm in one kernel")
-     "then", "followed", "one", "kernel", "single", "together", "step", "steps"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "the",
+        "this",
+        "that",
+        "to",
+        "use",
+        "used",
+        "using",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "want",
+        "need",
+        "me",
+        "we",
+        "you",
+        "your",
+        "there",
+        "their",
+        "op",
+        "ops",
+        "operator",
+        "operators",
+        "api",
+        # the glue of task phrases ("add then rmsnorm in one kernel")
+        "then",
+        "followed",
+        "one",
+        "kernel",
+        "single",
+        "together",
+        "step",
+        "steps",
+    ]
 )
 
 #: Stems that mean what a short operator-name part means ("quantized" ~ "quant").
-_FOLD_STEMS = {"quantiz": "quant", "dequantiz": "dequant", "normal": "norm", "embed": "emb",
-               "posit": "pos", "rotari": "rotary", "multipli": "mul"}  # fmt: skip
+_FOLD_STEMS = {
+    "quantiz": "quant",
+    "dequantiz": "dequant",
+    "normal": "norm",
+    "embed": "emb",
+    "posit": "pos",
+    "rotari": "rotary",
+    "multipli": "mul",
+}
 
 
 @functools.lru_cache(maxsize=65536)
@@ -111,14 +181,36 @@ def query_words(text: str) -> list[list[str]]:
 #: Chinese technical terms → the English words of operator names, so a mixed or Chinese
 #: query ("分页 kv cache", "稀疏注意力") also counts towards name matches.  Query side only.
 GLOSSARY: dict[str, str] = {
-    "分页": "paged", "稀疏": "sparse", "注意力": "attention", "量化": "quant",
-    "反量化": "dequant", "伪量化": "antiquant weight quant", "预取": "prefetch",
-    "归一化": "norm", "旋转位置编码": "rope rotary", "位置编码": "rope", "专家": "expert",
-    "路由": "routing", "门控": "gating", "缓存": "cache", "矩阵乘": "matmul",
-    "分组": "grouped", "通信": "communication", "分发": "dispatch", "合并": "combine",
-    "索引": "indexer", "激活": "activation", "采样": "sampling", "格式转换": "format cast",
-    "转置": "transpose", "融合": "fused", "动态": "dynamic", "增量": "incre",
-    "全量": "prompt", "残差": "add", "均方根": "rms",
+    "分页": "paged",
+    "稀疏": "sparse",
+    "注意力": "attention",
+    "量化": "quant",
+    "反量化": "dequant",
+    "伪量化": "antiquant weight quant",
+    "预取": "prefetch",
+    "归一化": "norm",
+    "旋转位置编码": "rope rotary",
+    "位置编码": "rope",
+    "专家": "expert",
+    "路由": "routing",
+    "门控": "gating",
+    "缓存": "cache",
+    "矩阵乘": "matmul",
+    "分组": "grouped",
+    "通信": "communication",
+    "分发": "dispatch",
+    "合并": "combine",
+    "索引": "indexer",
+    "激活": "activation",
+    "采样": "sampling",
+    "格式转换": "format cast",
+    "转置": "transpose",
+    "融合": "fused",
+    "动态": "dynamic",
+    "增量": "incre",
+    "全量": "prompt",
+    "残差": "add",
+    "均方根": "rms",
 }
 
 

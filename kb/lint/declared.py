@@ -35,8 +35,13 @@ def apply_declared_dtypes(cand: Candidate, rec: dict[str, Any] | None) -> None:
             continue
         spec = cand.tensors.get(tensor)
         declared = normalize("dtype", value) if isinstance(value, (str, int)) else None
-        if (spec is None or spec.dtype is None or declared is None or spec.dtype == declared
-                or not str(tp.get("type", "")).startswith("Tensor")):  # fmt: skip
+        if (
+            spec is None
+            or spec.dtype is None
+            or declared is None
+            or spec.dtype == declared
+            or not str(tp.get("type", "")).startswith("Tensor")
+        ):
             continue
         if DTYPE_BYTES.get(spec.dtype) == DTYPE_BYTES.get(declared):
             spec.dtype = declared

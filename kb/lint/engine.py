@@ -46,13 +46,17 @@ def expand(rules: Sequence[RuleUnit], patterns: Iterable[str]) -> tuple[str, ...
     return tuple(out)
 
 
-def active_rules(rules: Sequence[RuleUnit], select: Sequence[str] | None,
-                 ignore: Sequence[str] | None) -> tuple[str, ...]:  # fmt: skip
+def active_rules(
+    rules: Sequence[RuleUnit], select: Sequence[str] | None, ignore: Sequence[str] | None
+) -> tuple[str, ...]:
     """Codes that run, from --select/--ignore patterns (ValueError for a pattern matching nothing)."""
     chosen = expand(rules, list(select or ()))
     dropped = expand(rules, list(ignore or ()))
-    return tuple(r.code for r in rules
-                 if (not chosen or matches(r.code, chosen)) and not matches(r.code, dropped))  # fmt: skip
+    return tuple(
+        r.code
+        for r in rules
+        if (not chosen or matches(r.code, chosen)) and not matches(r.code, dropped)
+    )
 
 
 def rules_for(rules: Sequence[RuleUnit], front: str, codes: Iterable[str]) -> list[RuleUnit]:
@@ -61,8 +65,9 @@ def rules_for(rules: Sequence[RuleUnit], front: str, codes: Iterable[str]) -> li
     return [r for r in rules if r.code in wanted and front in r.fronts]
 
 
-def suppressed(findings: list[Finding], doc: Document,
-               first_lines: dict[int, int]) -> list[Finding]:  # fmt: skip
+def suppressed(
+    findings: list[Finding], doc: Document, first_lines: dict[int, int]
+) -> list[Finding]:
     """``findings`` less those an inline ``# kb: ignore[…]`` comment silences."""
     if doc.located is None:  # the file did not load: nothing in it is known to be a comment
         return findings

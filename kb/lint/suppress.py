@@ -53,24 +53,34 @@ def parse(comment: str) -> list[tuple[int, tuple[str, ...], str | None]]:
         listed = _LIST.match(rest)
         if listed is None:
             if _BARE_END.match(rest):
-                problem = ("'# kb: ignore' needs the codes it silences, e.g. "
-                           "'# kb: ignore[KB104]'")  # fmt: skip
+                problem = "'# kb: ignore' needs the codes it silences, e.g. '# kb: ignore[KB104]'"
             elif rest.lstrip().startswith("["):
-                problem = ("'# kb: ignore[' is not closed with ']', so it silences nothing; "
-                           "write e.g. '# kb: ignore[KB104]'")  # fmt: skip
+                problem = (
+                    "'# kb: ignore[' is not closed with ']', so it silences nothing; "
+                    "write e.g. '# kb: ignore[KB104]'"
+                )
             else:
-                problem = (f"'# kb: ignore{_shown(rest.rstrip())}' is malformed and silences "
-                           "nothing; write the codes in brackets, e.g. '# kb: ignore[KB104]'")  # fmt: skip
+                problem = (
+                    f"'# kb: ignore{_shown(rest.rstrip())}' is malformed and silences "
+                    "nothing; write the codes in brackets, e.g. '# kb: ignore[KB104]'"
+                )
             out.append((m.start(), (), problem))
             continue
         tokens = [t for t in re.split(r"[,\s]+", listed.group(1)) if t]
         bad = [t for t in tokens if not _CODE.fullmatch(t)]
         if bad:
-            out.append((m.start(), (), f"'{_shown(bad[0])}' in '# kb: ignore[…]' is not a rule "
-                        "code (KB and digits, e.g. KB104), so the comment silences nothing"))  # fmt: skip
+            out.append(
+                (
+                    m.start(),
+                    (),
+                    f"'{_shown(bad[0])}' in '# kb: ignore[…]' is not a rule "
+                    "code (KB and digits, e.g. KB104), so the comment silences nothing",
+                )
+            )
         elif not tokens:
-            out.append((m.start(), (), "'# kb: ignore[]' names no code; write e.g. "
-                        "'# kb: ignore[KB104]'"))  # fmt: skip
+            out.append(
+                (m.start(), (), "'# kb: ignore[]' names no code; write e.g. '# kb: ignore[KB104]'")
+            )
         else:
             out.append((m.start(), tuple(t.upper() for t in tokens), None))
     return out
@@ -95,8 +105,11 @@ def problems(ig: Ignore, known: Collection[str]) -> list[str]:
     """Why ``ig`` does not do what it says: malformed, or codes matching no rule of ``known``."""
     if ig.problem is not None:
         return [ig.problem]
-    return [f"'# kb: ignore[{code}]' matches no rule; 'kb rules' lists the codes"
-            for code in ig.codes if not any(c.startswith(code) for c in known)]  # fmt: skip
+    return [
+        f"'# kb: ignore[{code}]' matches no rule; 'kb rules' lists the codes"
+        for code in ig.codes
+        if not any(c.startswith(code) for c in known)
+    ]
 
 
 def matches(code: str, patterns: tuple[str, ...] | list[str]) -> bool:

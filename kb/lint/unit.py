@@ -37,13 +37,21 @@ class RuleUnit:
         """Findings for one parsed document; the default finds nothing."""
         return iter(())
 
-    def finding(self, file: str, line: int, column: int, message: str,
-                candidate: int | None = None) -> Finding:  # fmt: skip
+    def finding(
+        self, file: str, line: int, column: int, message: str, candidate: int | None = None
+    ) -> Finding:
         """A finding of this rule at a known position (for front ends that emit as they read)."""
         return Finding(file, line, column, self.code, self.severity, message, candidate)
 
-    def at(self, doc: Document, path: Path, message: str, *, candidate: int | None = None,
-           key: bool = False) -> Finding:  # fmt: skip
+    def at(
+        self,
+        doc: Document,
+        path: Path,
+        message: str,
+        *,
+        candidate: int | None = None,
+        key: bool = False,
+    ) -> Finding:
         """A finding of this rule at ``path`` (its value, or its key when ``key``)."""
         line, col = doc.where(path, key=key)
         return self.finding(doc.file, line, col, message, candidate)
@@ -77,7 +85,8 @@ class CandidateRule(RuleUnit):
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         return iter(())
 
-    def on(self, doc: Document, cand: Candidate, path: Path, message: str, *,
-           key: bool = False) -> Finding:  # fmt: skip
+    def on(
+        self, doc: Document, cand: Candidate, path: Path, message: str, *, key: bool = False
+    ) -> Finding:
         """A finding about ``cand`` at ``path`` relative to the candidate."""
         return self.at(doc, cand.path + path, message, candidate=cand.index, key=key)

@@ -50,8 +50,10 @@ def inside(path: str) -> str:
         raise UsageError("the path holds a NUL character")
     joined = os.path.join(top, path)  # an absolute path replaces top
     if not is_inside(os.path.realpath(joined), top):
-        raise UsageError(f"{path!r} is outside the server's root ({top}); give a path "
-                             "inside it (kb mcp --root DIR sets the root)")  # fmt: skip
+        raise UsageError(
+            f"{path!r} is outside the server's root ({top}); give a path "
+            "inside it (kb mcp --root DIR sets the root)"
+        )
     if os.path.isabs(path) or os.path.realpath(os.getcwd()) == top:
         return path
     return joined

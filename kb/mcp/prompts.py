@@ -21,8 +21,12 @@ Record = dict[str, Any]
 
 
 def _target(model: str, product: str, torch_npu: str, extra: str = "") -> str:
-    facts = [f"model: {model}" if model else "", f"product: {product}" if product else "",
-             f"torch_npu: {torch_npu}" if torch_npu else "", extra]  # fmt: skip
+    facts = [
+        f"model: {model}" if model else "",
+        f"product: {product}" if product else "",
+        f"torch_npu: {torch_npu}" if torch_npu else "",
+        extra,
+    ]
     known = "; ".join(f for f in facts if f)
     return f"What is known so far: {known}." if known else "Nothing about the target is known yet."
 
@@ -41,7 +45,9 @@ def fusion(
     model: Annotated[str, Field(description="the model or module being ported")] = "",
     product: Annotated[str, Field(description="target product, e.g. atlas-a3")] = "",
     torch_npu: Annotated[str, Field(description="torch_npu release in use")] = "",
-    quantization: Annotated[str, Field(description="bf16, w8a8-static, w8a8-dynamic, w8a8c8, w4a16 ...")] = "",
+    quantization: Annotated[
+        str, Field(description="bf16, w8a8-static, w8a8-dynamic, w8a8c8, w4a16 ...")
+    ] = "",
 ) -> str:
     """Replace a model's modules with torch_npu fused operators, module by module: decompose,
     match reference chains through the decision trees, confirm each operator's constraints,
@@ -99,9 +105,12 @@ an operator's arguments, dtypes, formats or products: read them with `show`.
 
 
 def _classes(playbook: Record, window: str | None = None, target: bool | None = None) -> str:
-    chosen = [c for c in playbook["op_classes"]
-              if (window is None or c["window"] == window)
-              and (target is None or c["weight_heavy"] == target)]  # fmt: skip
+    chosen = [
+        c
+        for c in playbook["op_classes"]
+        if (window is None or c["window"] == window)
+        and (target is None or c["weight_heavy"] == target)
+    ]
     return "; ".join(f"{c['id']} ({', '.join(c['names'][:4])})" for c in chosen)
 
 

@@ -30,8 +30,9 @@ from kb.mcp.tools import CALLER_ERRORS, TOOLS
 
 #: URI scheme of the records: kb://operator/NAME, kb://chain/NAME, ...
 RESOURCE_KINDS = ("operator", "chain", "tree", "playbook")
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                            open_world_hint=False)  # fmt: skip
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 INSTRUCTIONS = """\
 Validated facts about torch_npu fused operators for Ascend NPUs: signatures, parameter
 dtypes/formats/shapes, products, torch_npu releases, quantization schemes, constraints;
@@ -52,14 +53,18 @@ def on_worker(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         try:
             return await workers.pool().run(functools.partial(fn, **kwargs), workers.budget())
         except CALLER_ERRORS as exc:
-            raise ToolError(str(exc).strip() or f"the arguments were refused ({type(exc).__name__}, "
-                            "no detail given)") from None  # fmt: skip
+            raise ToolError(
+                str(exc).strip()
+                or f"the arguments were refused ({type(exc).__name__}, no detail given)"
+            ) from None
         except workers.OverBudget as exc:
             raise ToolError(str(exc)) from None
         except Exception as exc:  # a bug or the machine: logged, and the call says so
             log.error("%s failed", name, exc_info=exc)
-            raise ToolError(f"{name} failed inside the server ({type(exc).__name__}); its log "
-                            "(standard error) has the details") from None  # fmt: skip
+            raise ToolError(
+                f"{name} failed inside the server ({type(exc).__name__}); its log "
+                "(standard error) has the details"
+            ) from None
 
     return call
 
@@ -76,8 +81,9 @@ class KbServer(MCPServer[Any]):
             stdin, stdout = stdio.streams(raw_in, raw_out)
             async with stdio_server(stdin, stdout) as (read_stream, write_stream):
                 lowlevel = self._lowlevel_server
-                await lowlevel.run(read_stream, write_stream,
-                                   lowlevel.create_initialization_options())  # fmt: skip
+                await lowlevel.run(
+                    read_stream, write_stream, lowlevel.create_initialization_options()
+                )
 
     async def list_resources(self) -> list[Resource]:
         try:
@@ -85,9 +91,15 @@ class KbServer(MCPServer[Any]):
         except StoreInvalid as exc:  # the tools report the problems; list nothing meanwhile
             log.warning("records do not validate (%d problems)", len(exc.problems))
             return []
-        return [Resource(uri=f"kb://{rec['kind']}/{rec['name']}", name=rec["name"],
-                         description=rec["summary"]["en"], mime_type="application/json")
-                for rec in catalog.records()]  # fmt: skip
+        return [
+            Resource(
+                uri=f"kb://{rec['kind']}/{rec['name']}",
+                name=rec["name"],
+                description=rec["summary"]["en"],
+                mime_type="application/json",
+            )
+            for rec in catalog.records()
+        ]
 
 
 def _reader(kind: str) -> Callable[[str], Any]:
@@ -105,20 +117,35 @@ def _catalog() -> Catalog:
     try:
         return state().current().catalog
     except StoreInvalid as exc:
-        raise ResourceError(f"the records do not validate ({len(exc.problems)} problems, the "
-                            f"first: {exc.problems[0]}); run 'kb validate'") from None
+        raise ResourceError(
+            f"the records do not validate ({len(exc.problems)} problems, the "
+            f"first: {exc.problems[0]}); run 'kb validate'"
+        ) from None
 
 
 def build() -> KbServer:
-    server = KbServer("torch-npu-kb", title="torch_npu knowledge base", version=__version__,
-                      instructions=INSTRUCTIONS, log_level="WARNING")  # fmt: skip
+    server = KbServer(
+        "torch-npu-kb",
+        title="torch_npu knowledge base",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
     for spec in TOOLS:
-        server.add_tool(on_worker(spec.fn, spec.name), name=spec.name, title=spec.title,
-                        annotations=READ_ONLY, structured_output=True)  # fmt: skip
+        server.add_tool(
+            on_worker(spec.fn, spec.name),
+            name=spec.name,
+            title=spec.title,
+            annotations=READ_ONLY,
+            structured_output=True,
+        )
     for kind in RESOURCE_KINDS:
-        server.resource(f"kb://{kind}/{{name}}", name=f"{kind} record",
-                        description=f"One {kind} record as JSON (all validated fields)",
-                        mime_type="application/json")(_reader(kind))  # fmt: skip
+        server.resource(
+            f"kb://{kind}/{{name}}",
+            name=f"{kind} record",
+            description=f"One {kind} record as JSON (all validated fields)",
+            mime_type="application/json",
+        )(_reader(kind))
     for prompt in PROMPTS:
         server.prompt(name=prompt.name, title=prompt.title)(on_worker(prompt.fn, prompt.name))
     return server
@@ -142,5 +169,6 @@ def _warm() -> None:
     try:
         state().current().session()
     except StoreInvalid as exc:
-        log.warning("the records do not validate (%d problems); run 'kb validate'",
-                    len(exc.problems))  # fmt: skip
+        log.warning(
+            "the records do not validate (%d problems); run 'kb validate'", len(exc.problems)
+        )

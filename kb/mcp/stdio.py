@@ -77,8 +77,11 @@ class Input:
             line = raw.decode("utf-8", "replace")  # what the SDK's own reader does
             if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
                 await anyio.to_thread.run_sync(self._skip_line)
-                await self._out.reply_error(top_level_id(line[:65536]), INVALID_REQUEST,
-                                            f"the message is longer than {MAX_LINE} bytes")  # fmt: skip
+                await self._out.reply_error(
+                    top_level_id(line[:65536]),
+                    INVALID_REQUEST,
+                    f"the message is longer than {MAX_LINE} bytes",
+                )
                 continue
             if not line.strip():
                 continue
@@ -103,13 +106,23 @@ def refused(line: str) -> list[Reply] | None:
         data = json.loads(line)
     except RecursionError:  # JSON nested deeper than Python's parser goes
         id = top_level_id(line)
-        return [] if id is None else [(id, INVALID_REQUEST, "invalid request: the message "
-                                       "nests too deeply")]  # fmt: skip
+        return (
+            []
+            if id is None
+            else [(id, INVALID_REQUEST, "invalid request: the message nests too deeply")]
+        )
     except ValueError:
         return [(top_level_id(line), PARSE_ERROR, "parse error: the line is not valid JSON")]
     if isinstance(data, list):  # a batch: JSON-RPC 2.0 has them, MCP does not
-        return [(m["id"], INVALID_REQUEST, "invalid request: batches are not supported; send "
-                 "one message a line") for m in data if _wants_reply(m)]  # fmt: skip
+        return [
+            (
+                m["id"],
+                INVALID_REQUEST,
+                "invalid request: batches are not supported; send one message a line",
+            )
+            for m in data
+            if _wants_reply(m)
+        ]
     if not isinstance(data, dict):
         return [(None, INVALID_REQUEST, "invalid request: a message is a JSON object")]
     if _wants_reply(data):
@@ -123,8 +136,12 @@ def refused(line: str) -> list[Reply] | None:
 
 def _wants_reply(message: Any) -> bool:
     """A request (not a response) with a usable id."""
-    return (isinstance(message, dict) and _usable_id(message.get("id"))
-            and "result" not in message and "error" not in message)  # fmt: skip
+    return (
+        isinstance(message, dict)
+        and _usable_id(message.get("id"))
+        and "result" not in message
+        and "error" not in message
+    )
 
 
 def _usable_id(id: Any) -> bool:

@@ -163,7 +163,8 @@ class ScanResult(TypedDict):
     summary: ScanSummary
     skipped: list[Skipped]
     inventory: list[dict[str, Any]]  # the modules read (kind, lines, facts, unknown, not_proposed)
-    plan: list[dict[str, Any]]  # per module and phase: chain, stages with args and mapping, prerequisites
+    # per module and phase: chain, stages with args and mapping, prerequisites
+    plan: list[dict[str, Any]]
 
 
 class RulesResult(TypedDict):
@@ -180,12 +181,20 @@ class PrefetchSizeResult(TypedDict):
 
 @_tool
 def search(
-    query: Annotated[str, Field(description="names, task phrases ('moe routing'), or Chinese",
-                                min_length=1, max_length=500)],
+    query: Annotated[
+        str,
+        Field(
+            description="names, task phrases ('moe routing'), or Chinese",
+            min_length=1,
+            max_length=500,
+        ),
+    ],
     limit: Annotated[int, Field(ge=1, le=100, description="at most this many results")] = 10,
     kind: Annotated[Kind | None, Field(description="only records of this kind")] = None,
-    torch_npu: Annotated[str | None, Field(description="only operators shipped in this "
-                                           "torch_npu release, e.g. 2.7.1")] = None,
+    torch_npu: Annotated[
+        str | None,
+        Field(description="only operators shipped in this torch_npu release, e.g. 2.7.1"),
+    ] = None,
 ) -> SearchResult:
     """Search operators, reference chains, decision trees and the prefetch playbook, best
     first: exact names, partial or misspelt names, English task phrases, Chinese.
@@ -193,18 +202,40 @@ def search(
     from kb.api.search import search as ranked
 
     snap = _current()
-    return ranked(snap.catalog, query, limit=limit, kind=kind, torch_npu=torch_npu,  # type: ignore[return-value]
-                  session=snap.session())  # fmt: skip
+    return ranked(
+        snap.catalog,
+        query,
+        limit=limit,
+        kind=kind,
+        torch_npu=torch_npu,  # type: ignore[return-value]
+        session=snap.session(),
+    )
 
 
 @_tool
 def show(
-    name: Annotated[str, Field(description="record name, call path (torch_npu.npu_rms_norm) "
-                               "or alias", min_length=1, max_length=200)],
-    section: Annotated[str | None, Field(description="only this record field, e.g. parameters, "
-                                         "constraints, versions, examples, stages, nodes")] = None,
-    brief: Annotated[bool, Field(description="a summary card instead: call, products, torch_npu "
-                                 "releases with gaps, quantization schemes")] = False,
+    name: Annotated[
+        str,
+        Field(
+            description="record name, call path (torch_npu.npu_rms_norm) or alias",
+            min_length=1,
+            max_length=200,
+        ),
+    ],
+    section: Annotated[
+        str | None,
+        Field(
+            description="only this record field, e.g. parameters, "
+            "constraints, versions, examples, stages, nodes"
+        ),
+    ] = None,
+    brief: Annotated[
+        bool,
+        Field(
+            description="a summary card instead: call, products, torch_npu "
+            "releases with gaps, quantization schemes"
+        ),
+    ] = False,
     lang: Annotated[Lang, Field(description="language of the card's summary")] = "en",
 ) -> dict[str, Any]:
     """One record with every validated field (as `kb show NAME --format json`), one section
@@ -217,8 +248,10 @@ def show(
         known = known_without_record(name)
         if known is not None:
             schemas = " | ".join(known["schemas"]) or "no published schema"
-            raise ToolInputError(f"no record named {name!r}; torch_npu defines it (known from "
-                                 f"{known['known_from']}): {schemas}")  # fmt: skip
+            raise ToolInputError(
+                f"no record named {name!r}; torch_npu defines it (known from "
+                f"{known['known_from']}): {schemas}"
+            )
         hits = suggestions(catalog, name)
         hint = f"; did you mean: {', '.join(hits)}?" if hits else "; try the search tool"
         raise ToolInputError(f"no record named {name!r}{hint}")
@@ -228,34 +261,56 @@ def show(
 @_tool
 def list_records(
     kind: Annotated[Kind | None, Field(description="only records of this kind")] = None,
-    category: Annotated[str | None, Field(description="operator category: attention, moe, "
-                                          "mla, norm, rope, quantization ...")] = None,
-    product: Annotated[str | None, Field(description="supported on this product, e.g. atlas-a3 "
-                                         "or A2")] = None,
-    status: Annotated[str | None, Field(description="stable, beta, deprecated or "
-                                        "undocumented")] = None,
-    fuses: Annotated[str | None, Field(description="operators that fuse this step, e.g. rope, "
-                                       "rms_norm, kv_cache_write")] = None,
-    torch_npu: Annotated[str | None, Field(description="only operators shipped in this "
-                                           "torch_npu release")] = None,
+    category: Annotated[
+        str | None,
+        Field(description="operator category: attention, moe, mla, norm, rope, quantization ..."),
+    ] = None,
+    product: Annotated[
+        str | None, Field(description="supported on this product, e.g. atlas-a3 or A2")
+    ] = None,
+    status: Annotated[
+        str | None, Field(description="stable, beta, deprecated or undocumented")
+    ] = None,
+    fuses: Annotated[
+        str | None,
+        Field(description="operators that fuse this step, e.g. rope, rms_norm, kv_cache_write"),
+    ] = None,
+    torch_npu: Annotated[
+        str | None, Field(description="only operators shipped in this torch_npu release")
+    ] = None,
 ) -> ListResult:
     """Records filtered by kind, category, product, status, fused step and torch_npu
     release (filters combine). Same result as `kb list ... --format json`."""
     from kb.api.list import list_records as listed
 
-    return listed(_catalog(), kind=kind, category=category, product=product,  # type: ignore[return-value]
-                  status=status, fuses=fuses, torch_npu=torch_npu)  # fmt: skip
+    return listed(
+        _catalog(),
+        kind=kind,
+        category=category,
+        product=product,  # type: ignore[return-value]
+        status=status,
+        fuses=fuses,
+        torch_npu=torch_npu,
+    )
 
 
 @_tool
 def check(
-    text: Annotated[str | None, Field(description="a candidate list as YAML or JSON text "
-                                      "(format: docs/candidate-list.md)")] = None,
-    path: Annotated[str | None, Field(description="or a candidate list file inside the server's "
-                                      "root (relative to it; its working directory unless "
-                                      "started with --root)")] = None,
-    select: Annotated[list[str] | None, Field(description="run only these rules: codes, "
-                                              "prefixes (KB4) or names")] = None,
+    text: Annotated[
+        str | None,
+        Field(description="a candidate list as YAML or JSON text (format: docs/candidate-list.md)"),
+    ] = None,
+    path: Annotated[
+        str | None,
+        Field(
+            description="or a candidate list file inside the server's "
+            "root (relative to it; its working directory unless "
+            "started with --root)"
+        ),
+    ] = None,
+    select: Annotated[
+        list[str] | None, Field(description="run only these rules: codes, prefixes (KB4) or names")
+    ] = None,
     ignore: Annotated[list[str] | None, Field(description="skip these rules")] = None,
 ) -> CheckResult:
     """Lint a candidate list (fusion candidates, prefetch points) against the records:
@@ -265,20 +320,35 @@ def check(
 
     if path is not None and path.strip() != "-":  # '-' gets the api's own message
         path = confine.inside(path)
-    return linted(_catalog, text=text, path=path, select=select, ignore=ignore,  # type: ignore[return-value]
-                  guard=True)  # fmt: skip
+    return linted(
+        _catalog,
+        text=text,
+        path=path,
+        select=select,
+        ignore=ignore,  # type: ignore[return-value]
+        guard=True,
+    )
 
 
 @_tool
 def scan(
-    path: Annotated[str | None, Field(description="a .py file or a directory inside the "
-                                      "server's root (relative to it; its working directory "
-                                      "unless started with --root)")] = None,
+    path: Annotated[
+        str | None,
+        Field(
+            description="a .py file or a directory inside the "
+            "server's root (relative to it; its working directory "
+            "unless started with --root)"
+        ),
+    ] = None,
     text: Annotated[str | None, Field(description="or Python source to scan (one file)")] = None,
     product: Annotated[str | None, Field(description="target product, e.g. atlas-a3")] = None,
-    torch_npu: Annotated[str | None, Field(description="target torch_npu release, e.g. 2.7.1")] = None,
-    parallel: Annotated[str | None, Field(description="deployment the plan targets: none (one device, "
-                                          "the default), tp or ep")] = None,
+    torch_npu: Annotated[
+        str | None, Field(description="target torch_npu release, e.g. 2.7.1")
+    ] = None,
+    parallel: Annotated[
+        str | None,
+        Field(description="deployment the plan targets: none (one device, the default), tp or ep"),
+    ] = None,
     select: Annotated[list[str] | None, Field(description="run only these rules")] = None,
     ignore: Annotated[list[str] | None, Field(description="skip these rules")] = None,
     fusion: Annotated[bool, Field(description="also report fusion opportunities (KB6xx)")] = True,
@@ -295,19 +365,36 @@ def scan(
     if path is not None:
         path = confine.inside(path)
         if os.path.isfile(path) and not path.endswith(".py"):
-            raise ToolInputError(f"{path}: scan reads Python source; give a .py file or a "
-                                 "directory")  # fmt: skip
-    return scanned(_catalog, path=path, text=text, product=product, torch_npu=torch_npu, parallel=parallel,  # type: ignore[return-value]
-                   select=select, ignore=ignore, fusion=fusion,
-                   root=confine.root() if path is not None else None)  # fmt: skip
+            raise ToolInputError(
+                f"{path}: scan reads Python source; give a .py file or a directory"
+            )
+    return scanned(
+        _catalog,
+        path=path,
+        text=text,
+        product=product,
+        torch_npu=torch_npu,
+        parallel=parallel,  # type: ignore[return-value]
+        select=select,
+        ignore=ignore,
+        fusion=fusion,
+        root=confine.root() if path is not None else None,
+    )
 
 
 @_tool
 def advise(
-    tree: Annotated[str, Field(description="decision tree: attention, moe, kv-cache, "
-                               "prefetch-placement (the tree tool lists them)")],
-    answers: Annotated[dict[str, str | int], Field(description="flag -> value, e.g. "
-                                                   "{'arch': 'mla', 'phase': 'decode'}")] = {},  # noqa: B006
+    tree: Annotated[
+        str,
+        Field(
+            description="decision tree: attention, moe, kv-cache, "
+            "prefetch-placement (the tree tool lists them)"
+        ),
+    ],
+    answers: Annotated[
+        dict[str, str | int],
+        Field(description="flag -> value, e.g. {'arch': 'mla', 'phase': 'decode'}"),
+    ] = {},  # noqa: B006
 ) -> dict[str, Any]:
     """Walk a decision tree with the answers known so far; the result is the document of
     `kb advise TREE --FLAG VALUE ... --no-input --format json`. Common-case answers not
@@ -324,8 +411,9 @@ def advise(
 
 @_tool
 def tree(
-    name: Annotated[str | None, Field(description="tree name; omit to list the trees with "
-                                      "their flags")] = None,
+    name: Annotated[
+        str | None, Field(description="tree name; omit to list the trees with their flags")
+    ] = None,
 ) -> dict[str, Any]:
     """A decision tree record (questions, answers, the chains they lead to), or every tree
     with its flags. Same result as `kb tree [NAME] --format json`."""
@@ -336,24 +424,33 @@ def tree(
 
 @_tool
 def prefetch_size(
-    shape: Annotated[list[int] | None, Field(description="weight shape, e.g. [7168, 18432]",
-                                             min_length=1, max_length=8)] = None,
-    dtype: Annotated[str, Field(description="weight dtype: bf16, fp16, fp32, int8, int4, fp8 "
-                                "...")] = "bf16",
+    shape: Annotated[
+        list[int] | None,
+        Field(description="weight shape, e.g. [7168, 18432]", min_length=1, max_length=8),
+    ] = None,
+    dtype: Annotated[
+        str, Field(description="weight dtype: bf16, fp16, fp32, int8, int4, fp8 ...")
+    ] = "bf16",
     hidden: Annotated[int | None, Field(ge=1, description="hidden size")] = None,
-    intermediate: Annotated[int | None, Field(ge=1, description="dense MLP intermediate size "
-                                              "(with hidden)")] = None,
+    intermediate: Annotated[
+        int | None, Field(ge=1, description="dense MLP intermediate size (with hidden)")
+    ] = None,
     gate_up: Annotated[bool, Field(description="the weight is a merged gate_up_proj")] = False,
     moe: Annotated[bool, Field(description="size MoE grouped-matmul expert weights")] = False,
-    moe_intermediate: Annotated[int | None, Field(ge=1, description="MoE expert intermediate "
-                                                  "size")] = None,
-    experts_per_rank: Annotated[int | None, Field(ge=1, description="routed experts held by "
-                                                  "one rank")] = None,
+    moe_intermediate: Annotated[
+        int | None, Field(ge=1, description="MoE expert intermediate size")
+    ] = None,
+    experts_per_rank: Annotated[
+        int | None, Field(ge=1, description="routed experts held by one rank")
+    ] = None,
     moe_tp: Annotated[int, Field(ge=1, description="MoE TP size")] = 1,
-    gmm: Annotated[Literal[1, 2] | None, Field(description="1 = gate+up (w13), 2 = down (w2); "
-                                               "both when omitted")] = None,
-    factor: Annotated[float | None, Field(gt=0, le=1, description="override the playbook's "
-                                          "conservative factor")] = None,
+    gmm: Annotated[
+        Literal[1, 2] | None,
+        Field(description="1 = gate+up (w13), 2 = down (w2); both when omitted"),
+    ] = None,
+    factor: Annotated[
+        float | None, Field(gt=0, le=1, description="override the playbook's conservative factor")
+    ] = None,
 ) -> PrefetchSizeResult:
     """Theoretical bytes of a weight and the conservative max_size to start npu_prefetch
     with, from the prefetch playbook's formulas (give shape, or hidden [+ intermediate
@@ -361,9 +458,19 @@ def prefetch_size(
     json`."""
     from kb.api.prefetch_size import PlaybookMissing, document, request, sizes
 
-    req = request(shape=shape, dtype=dtype, hidden=hidden, intermediate=intermediate,
-                  gate_up=gate_up, moe=moe, moe_intermediate=moe_intermediate,
-                  experts_per_rank=experts_per_rank, moe_tp=moe_tp, gmm=gmm, factor=factor)  # fmt: skip
+    req = request(
+        shape=shape,
+        dtype=dtype,
+        hidden=hidden,
+        intermediate=intermediate,
+        gate_up=gate_up,
+        moe=moe,
+        moe_intermediate=moe_intermediate,
+        experts_per_rank=experts_per_rank,
+        moe_tp=moe_tp,
+        gmm=gmm,
+        factor=factor,
+    )
     try:
         _, found = sizes(_catalog(), req)
     except PlaybookMissing as exc:
@@ -373,8 +480,9 @@ def prefetch_size(
 
 @_tool
 def rules(
-    code: Annotated[str | None, Field(description="a rule code (KB406), prefix (KB4) or name; "
-                                      "omit for all")] = None,
+    code: Annotated[
+        str | None, Field(description="a rule code (KB406), prefix (KB4) or name; omit for all")
+    ] = None,
 ) -> RulesResult:
     """The checker's rules: code, severity, what each checks, why, and a failing and a fixed
     candidate-list snippet (`kb rules [CODE] --format json`, always as a list)."""
@@ -385,14 +493,29 @@ def rules(
 
 @_tool
 def reference(
-    name: Annotated[str | None, Field(description="operator to run (npu_rms_norm or a call path); "
-                                      "omit to list the operators and the fusion mappings",
-                                      max_length=200)] = None,
-    args: Annotated[list[Any], Field(description="positional arguments; an array is "
-                                     "{'data': nested list, 'dtype': 'bfloat16'} or {'shape': "
-                                     "[2, 8], 'dtype': 'float16', 'fill': 0}", max_length=32)] = [],  # noqa: B006
-    kwargs: Annotated[dict[str, Any], Field(description="keyword arguments by the torch_npu "
-                                            "binding's names, e.g. {'epsilon': 1e-6}")] = {},  # noqa: B006
+    name: Annotated[
+        str | None,
+        Field(
+            description="operator to run (npu_rms_norm or a call path); "
+            "omit to list the operators and the fusion mappings",
+            max_length=200,
+        ),
+    ] = None,
+    args: Annotated[
+        list[Any],
+        Field(
+            description="positional arguments; an array is "
+            "{'data': nested list, 'dtype': 'bfloat16'} or {'shape': "
+            "[2, 8], 'dtype': 'float16', 'fill': 0}",
+            max_length=32,
+        ),
+    ] = [],  # noqa: B006
+    kwargs: Annotated[
+        dict[str, Any],
+        Field(
+            description="keyword arguments by the torch_npu binding's names, e.g. {'epsilon': 1e-6}"
+        ),
+    ] = {},  # noqa: B006
 ) -> dict[str, Any]:
     """Run a fused operator's numpy reference on small arrays (at most 4096 elements each,
     65536 in all) and return its outputs in the operator's return order, with what it
@@ -405,9 +528,13 @@ def reference(
         from kb.reference import available
         from kb.reference.mappings import MAPPINGS
 
-        return {"operators": available(),
-                "mappings": [{"id": m.id, "unfused": m.unfused, "target": m.target,
-                              "arguments": m.arguments} for m in MAPPINGS]}  # fmt: skip
+        return {
+            "operators": available(),
+            "mappings": [
+                {"id": m.id, "unfused": m.unfused, "target": m.target, "arguments": m.arguments}
+                for m in MAPPINGS
+            ],
+        }
     catalog = _catalog()
     doc = run_json(name, args, kwargs, catalog)
     rec = catalog.get(doc["operator"])

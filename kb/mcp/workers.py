@@ -32,8 +32,10 @@ class OverBudget(Exception):
     """A call that did not finish within its budget."""
 
     def __init__(self, budget: float) -> None:
-        super().__init__(f"the call did not finish within the {budget:g} s time budget and "
-                         "was abandoned; ask for less (a smaller text, file or directory)")  # fmt: skip
+        super().__init__(
+            f"the call did not finish within the {budget:g} s time budget and "
+            "was abandoned; ask for less (a smaller text, file or directory)"
+        )
         self.budget = budget
 
 
@@ -55,8 +57,9 @@ class Workers:
                 self._idle -= 1  # an idle thread takes it
             elif self._threads < self.most:
                 self._threads += 1
-                threading.Thread(target=self._work, name=f"kb-tool-{self._threads}",
-                                 daemon=True).start()  # fmt: skip
+                threading.Thread(
+                    target=self._work, name=f"kb-tool-{self._threads}", daemon=True
+                ).start()
             else:
                 self._waiting += 1  # the next thread to finish takes it
         self._jobs.put((future, fn))

@@ -44,8 +44,9 @@ def record(name: str, catalog: Any = None) -> dict[str, Any]:
     if rec is None or rec.get("kind") != "operator":
         raise ReferenceInputError(f"no operator record named {name!r}")
     if rec["name"] not in IMPLEMENTATIONS:
-        raise ReferenceInputError(f"{rec['name']} has no numpy reference; available: "
-                                  f"{', '.join(available())}")  # fmt: skip
+        raise ReferenceInputError(
+            f"{rec['name']} has no numpy reference; available: {', '.join(available())}"
+        )
     return rec  # type: ignore[no-any-return]
 
 

@@ -29,21 +29,33 @@ LAYOUTS = ("BSH", "BSND", "BNSD", "TND")
 INT_MAX = 2147483647
 
 
-def visible(sq: int, skv: int, mode: int, pre: int, nxt: int, mask: np.ndarray | None) -> np.ndarray:
+def visible(
+    sq: int, skv: int, mode: int, pre: int, nxt: int, mask: np.ndarray | None
+) -> np.ndarray:
     """The [sq, skv] boolean matrix of score entries the softmax sees."""
     i = np.arange(sq)[:, None]
     j = np.arange(skv)[None, :]
     unmasked = None if mask is None else ~mask[:sq, :skv].astype(bool)
-    return np.array(np.broadcast_to(sees(i, j, sq, skv, mode, pre, nxt, unmasked), (sq, skv)), dtype=bool)
+    return np.array(
+        np.broadcast_to(sees(i, j, sq, skv, mode, pre, nxt, unmasked), (sq, skv)), dtype=bool
+    )
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, vis: np.ndarray,
-           sink: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def attend(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    vis: np.ndarray,
+    sink: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One batch: q [N, Sq, D], k/v [Nkv, Skv, D]; returns out [N, Sq, Dv], row max and
     row sum of exp (each [N, Sq]).  Rows that see no key give zeros."""
     n, nkv = q.shape[0], k.shape[0]
     if nkv == 0 or n % nkv:
-        raise ReferenceInputError(f"query heads ({n}) must be a multiple of key/value heads ({nkv})")
+        raise ReferenceInputError(
+            f"query heads ({n}) must be a multiple of key/value heads ({nkv})"
+        )
     rep = n // nkv
     kk, vv = np.repeat(f32(k), rep, axis=0), np.repeat(f32(v), rep, axis=0)
     s = np.einsum("nqd,nkd->nqk", f32(q), kk) * np.float32(scale)
@@ -94,7 +106,9 @@ def _cumulative(values: Any, total: int, what: str) -> list[int]:
         raise ReferenceInputError(f"TND layout needs {what} (cumulative lengths)")
     ends = [int(v) for v in values]
     if ends != sorted(ends) or not ends or ends[-1] > total or ends[0] < 0:
-        raise ReferenceInputError(f"{what} in TND are non-decreasing cumulative lengths up to {total}")
+        raise ReferenceInputError(
+            f"{what} in TND are non-decreasing cumulative lengths up to {total}"
+        )
     return ends
 
 
@@ -104,7 +118,9 @@ def _mask_for(mask: np.ndarray | None, b: int, mode: int) -> np.ndarray | None:
     m = np.asarray(mask)
     if mode in (2, 3, 4):
         if m.shape[-2:] != (2048, 2048):
-            raise ReferenceInputError(f"sparse_mode={mode} takes the compressed 2048x2048 atten_mask")
+            raise ReferenceInputError(
+                f"sparse_mode={mode} takes the compressed 2048x2048 atten_mask"
+            )
         return m
     if m.ndim == 2:
         return m
@@ -115,22 +131,38 @@ def _mask_for(mask: np.ndarray | None, b: int, mode: int) -> np.ndarray | None:
     raise NotModelled("atten_mask shapes modelled: [Sq, Skv], [B, Sq, Skv], [B or 1, 1, Sq, Skv]")
 
 
-def _paged(cache: np.ndarray, table: np.ndarray, b: int, length: int, bs: int, nkv: int) -> np.ndarray:
+def _paged(
+    cache: np.ndarray, table: np.ndarray, b: int, length: int, bs: int, nkv: int
+) -> np.ndarray:
     """[Nkv, length, D] read for batch b from a (blocknum, bs, H) or (blocknum, Nkv, bs, D) cache."""
     need = -(-length // bs)
     if need > np.asarray(table).shape[1]:
-        raise ReferenceInputError(f"page attention: length {length} needs {need} blocks, block_table has "
-                                  f"{np.asarray(table).shape[1]} per batch")  # fmt: skip
+        raise ReferenceInputError(
+            f"page attention: length {length} needs {need} blocks, block_table has "
+            f"{np.asarray(table).shape[1]} per batch"
+        )
     blocks = np.asarray(table)[b, :need].astype(np.int64)
     if cache.ndim == 3:
         flat = cache[blocks].reshape(-1, cache.shape[-1])[:length]
         return flat.reshape(length, nkv, -1).transpose(1, 0, 2)
-    return cache[blocks].transpose(1, 0, 2, 3).reshape(cache.shape[1], -1, cache.shape[-1])[:, :length]
+    return (
+        cache[blocks].transpose(1, 0, 2, 3).reshape(cache.shape[1], -1, cache.shape[-1])[:, :length]
+    )
 
 
-def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_lens: Any, kv_lens: Any,
-                  sink: Any = None, mask_required: bool = True,
-                  decode_ignores_sparse: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def run_attention(
+    a: Args,
+    *,
+    n: int,
+    nkv: int,
+    scale: float,
+    layout: str,
+    q_lens: Any,
+    kv_lens: Any,
+    sink: Any = None,
+    mask_required: bool = True,
+    decode_ignores_sparse: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Attention over a whole call; returns (out in the layout, lse, row max).
 
     ``decode_ignores_sparse``: the FIA pages' rule that with one query row (Q_S = 1)
@@ -147,27 +179,44 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
         raise ReferenceInputError("page attention needs the key/value lengths (actual_seq_*kv*)")
     if layout == "TND":
         q_ends = _cumulative(q_lens, q.shape[0], "query lengths")
-        kv_ends = q_ends if kv_lens is None and table is None else (
-            _cumulative(kv_lens, k.shape[0], "key/value lengths") if table is None else [int(x) for x in kv_lens])
+        kv_ends = (
+            q_ends
+            if kv_lens is None and table is None
+            else (
+                _cumulative(kv_lens, k.shape[0], "key/value lengths")
+                if table is None
+                else [int(x) for x in kv_lens]
+            )
+        )
         batches = []
         for b, end in enumerate(q_ends):
             start = q_ends[b - 1] if b else 0
             batches.append(q[start:end].transpose(1, 0, 2))
         sq_list = [x.shape[1] for x in batches]
-        kv_list = kv_ends if table is not None else [e - (kv_ends[i - 1] if i else 0) for i, e in enumerate(kv_ends)]
+        kv_list = (
+            kv_ends
+            if table is not None
+            else [e - (kv_ends[i - 1] if i else 0) for i, e in enumerate(kv_ends)]
+        )
     else:
         qh = _heads(q, layout, n, "query")
         batches = list(qh)
         sq_list = _lengths(q_lens, qh.shape[0], qh.shape[2], "query lengths")
-        kv_list = _lengths(kv_lens, qh.shape[0], 10**9 if table is not None else _heads(k, layout, nkv, "key").shape[2],
-                           "key/value lengths")  # fmt: skip
+        kv_list = _lengths(
+            kv_lens,
+            qh.shape[0],
+            10**9 if table is not None else _heads(k, layout, nkv, "key").shape[2],
+            "key/value lengths",
+        )
     if mask is None and mode in (2, 3, 4):
         if not mask_required:
             mode = 0  # fusion attention: no mask means everything is computed
         elif not (decode_ignores_sparse and all(x.shape[1] == 1 for x in batches)):
             raise ReferenceInputError(f"sparse_mode={mode} needs the compressed atten_mask")
     if batches and batches[0].shape[0] != n:
-        raise ReferenceInputError(f"the query has {batches[0].shape[0]} heads but the head count argument says {n}")
+        raise ReferenceInputError(
+            f"the query has {batches[0].shape[0]} heads but the head count argument says {n}"
+        )
     outs, lses, maxes = [], [], []
     for b, qb in enumerate(batches):
         sq, skv = sq_list[b], kv_list[b]
@@ -175,11 +224,19 @@ def run_attention(a: Args, *, n: int, nkv: int, scale: float, layout: str, q_len
             kb_, vb_ = _paged(k, table, b, skv, bs, nkv), _paged(v, table, b, skv, bs, nkv)
         elif layout == "TND":
             start = kv_ends[b - 1] if b else 0
-            kb_, vb_ = k[start:start + skv].transpose(1, 0, 2), v[start:start + skv].transpose(1, 0, 2)
+            kb_, vb_ = (
+                k[start : start + skv].transpose(1, 0, 2),
+                v[start : start + skv].transpose(1, 0, 2),
+            )
         else:
-            kb_, vb_ = _heads(k, layout, nkv, "key")[b, :, :skv], _heads(v, layout, nkv, "value")[b, :, :skv]
+            kb_, vb_ = (
+                _heads(k, layout, nkv, "key")[b, :, :skv],
+                _heads(v, layout, nkv, "value")[b, :, :skv],
+            )
         if decode_ignores_sparse and qb.shape[1] == 1:
-            vis = visible(sq, skv, 0, INT_MAX, INT_MAX, _mask_for(mask, b, 0) if mode in (0, 1) else None)
+            vis = visible(
+                sq, skv, 0, INT_MAX, INT_MAX, _mask_for(mask, b, 0) if mode in (0, 1) else None
+            )
         else:
             vis = visible(sq, skv, mode, pre, nxt, _mask_for(mask, b, mode))
         out, top, total = attend(qb[:, :sq], kb_, vb_, scale, vis, sink)
@@ -241,54 +298,124 @@ def _mla_inputs(a: Args, n: int, nkv: int, op: str) -> tuple[Args, str, bool]:
     if layout in SPLIT_LAYOUTS:
         inner, out_ntd = SPLIT_LAYOUTS[layout]
         if layout.startswith("NTD"):  # the inputs are (N, T, D): read them as TND
-            a = {**a, **{k: np.swapaxes(a[k], 0, 1) for k in ("query", "key", "value", "query_rope", "key_rope")
-                         if a.get(k) is not None}}  # fmt: skip
+            a = {
+                **a,
+                **{
+                    k: np.swapaxes(a[k], 0, 1)
+                    for k in ("query", "key", "value", "query_rope", "key_rope")
+                    if a.get(k) is not None
+                },
+            }
             qr, kr = a.get("query_rope"), a.get("key_rope")
         layout = inner
     if qr is not None and kr is not None:
-        a = {**a, "query": _with_rope(a["query"], qr, layout, n, "query"),
-             "key": _with_rope(a["key"], kr, layout, nkv, "key")}  # fmt: skip
+        a = {
+            **a,
+            "query": _with_rope(a["query"], qr, layout, n, "query"),
+            "key": _with_rope(a["key"], kr, layout, nkv, "key"),
+        }
     return a, layout, out_ntd
 
 
 def fused_infer_attention_score(a: Args) -> tuple[np.ndarray, np.ndarray]:
-    unmodelled(a, ["pse_shift", "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2",
-                   "quant_offset2", "antiquant_scale", "antiquant_offset", "key_antiquant_scale",
-                   "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset",
-                   "query_padding_size", "kv_padding_size", "key_shared_prefix", "value_shared_prefix",
-                   "actual_shared_prefix_len", "key_rope_antiquant_scale"],
-               "npu_fused_infer_attention_score")  # fmt: skip
+    unmodelled(
+        a,
+        [
+            "pse_shift",
+            "dequant_scale1",
+            "quant_scale1",
+            "dequant_scale2",
+            "quant_scale2",
+            "quant_offset2",
+            "antiquant_scale",
+            "antiquant_offset",
+            "key_antiquant_scale",
+            "key_antiquant_offset",
+            "value_antiquant_scale",
+            "value_antiquant_offset",
+            "query_padding_size",
+            "kv_padding_size",
+            "key_shared_prefix",
+            "value_shared_prefix",
+            "actual_shared_prefix_len",
+            "key_rope_antiquant_scale",
+        ],
+        "npu_fused_infer_attention_score",
+    )
     n = int(a["num_heads"])
     nkv = _kv_heads(a, n, "num_key_value_heads")
     a, layout, out_ntd = _mla_inputs(a, n, nkv, "npu_fused_infer_attention_score")
-    out, lse, _ = run_attention(a, n=n, nkv=nkv, scale=a["scale"],
-                                layout=layout, q_lens=a["actual_seq_lengths"],
-                                kv_lens=a["actual_seq_lengths_kv"], decode_ignores_sparse=True)  # fmt: skip
+    out, lse, _ = run_attention(
+        a,
+        n=n,
+        nkv=nkv,
+        scale=a["scale"],
+        layout=layout,
+        q_lens=a["actual_seq_lengths"],
+        kv_lens=a["actual_seq_lengths_kv"],
+        decode_ignores_sparse=True,
+    )
     return _ntd(out, out_ntd), (lse if a["softmax_lse_flag"] else np.zeros(1, np.float32))
 
 
 def fused_infer_attention_score_v2(a: Args) -> tuple[np.ndarray, np.ndarray]:
-    unmodelled(a, ["pse_shift", "dequant_scale_query", "dequant_scale_key",
-                   "dequant_offset_key", "dequant_scale_value", "dequant_offset_value",
-                   "dequant_scale_key_rope", "quant_scale_out", "quant_offset_out", "quant_scale_p"],
-               "npu_fused_infer_attention_score_v2")  # fmt: skip
+    unmodelled(
+        a,
+        [
+            "pse_shift",
+            "dequant_scale_query",
+            "dequant_scale_key",
+            "dequant_offset_key",
+            "dequant_scale_value",
+            "dequant_offset_value",
+            "dequant_scale_key_rope",
+            "quant_scale_out",
+            "quant_offset_out",
+            "quant_scale_p",
+        ],
+        "npu_fused_infer_attention_score_v2",
+    )
     n = int(a["num_query_heads"])
     nkv = _kv_heads(a, n, "num_key_value_heads")
     a, layout, out_ntd = _mla_inputs(a, n, nkv, "npu_fused_infer_attention_score_v2")
-    out, lse, _ = run_attention(a, n=n, nkv=nkv,
-                                scale=a["softmax_scale"], layout=layout,
-                                q_lens=a["actual_seq_qlen"], kv_lens=a["actual_seq_kvlen"],
-                                sink=a["learnable_sink"], decode_ignores_sparse=True)  # fmt: skip
+    out, lse, _ = run_attention(
+        a,
+        n=n,
+        nkv=nkv,
+        scale=a["softmax_scale"],
+        layout=layout,
+        q_lens=a["actual_seq_qlen"],
+        kv_lens=a["actual_seq_kvlen"],
+        sink=a["learnable_sink"],
+        decode_ignores_sparse=True,
+    )
     return _ntd(out, out_ntd), (lse if a["return_softmax_lse"] else np.zeros(1, np.float32))
 
 
 def prompt_flash_attention(a: Args) -> np.ndarray:
-    unmodelled(a, ["padding_mask", "pse_shift", "deq_scale1", "quant_scale1", "deq_scale2",
-                   "quant_scale2", "quant_offset2"], "npu_prompt_flash_attention")  # fmt: skip
+    unmodelled(
+        a,
+        [
+            "padding_mask",
+            "pse_shift",
+            "deq_scale1",
+            "quant_scale1",
+            "deq_scale2",
+            "quant_scale2",
+            "quant_offset2",
+        ],
+        "npu_prompt_flash_attention",
+    )
     n = int(a["num_heads"])
-    out, _, _ = run_attention(a, n=n, nkv=_kv_heads(a, n, "num_key_value_heads"), scale=a["scale_value"],
-                              layout=a["input_layout"], q_lens=a["actual_seq_lengths"],
-                              kv_lens=a["actual_seq_lengths_kv"])  # fmt: skip
+    out, _, _ = run_attention(
+        a,
+        n=n,
+        nkv=_kv_heads(a, n, "num_key_value_heads"),
+        scale=a["scale_value"],
+        layout=a["input_layout"],
+        q_lens=a["actual_seq_lengths"],
+        kv_lens=a["actual_seq_lengths_kv"],
+    )
     return out
 
 
@@ -307,9 +434,16 @@ def fusion_attention(a: Args) -> tuple[Any, ...]:
         nkv = a["key"].shape[-2]
     elif layout == "BNSD":
         nkv = a["key"].shape[1]
-    out, lse, top = run_attention(bound, n=n, nkv=nkv, scale=a["scale"], layout=layout,
-                                  q_lens=a["actual_seq_qlen"], kv_lens=a["actual_seq_kvlen"],
-                                  mask_required=False)  # fmt: skip
+    out, lse, top = run_attention(
+        bound,
+        n=n,
+        nkv=nkv,
+        scale=a["scale"],
+        layout=layout,
+        q_lens=a["actual_seq_qlen"],
+        kv_lens=a["actual_seq_kvlen"],
+        mask_required=False,
+    )
     total = np.exp(lse[..., 0] - top)
     softmax_max = np.repeat(top[..., None], 8, axis=-1).astype(np.float32)
     softmax_sum = np.repeat(total[..., None], 8, axis=-1).astype(np.float32)

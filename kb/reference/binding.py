@@ -37,8 +37,9 @@ def bind(rec: Record, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
     name = rec["name"]
     positional = [p for p in params if not p.get("keyword_only")]
     if len(args) > len(positional):
-        raise ReferenceInputError(f"{name} takes at most {len(positional)} positional "
-                                  f"arguments ({len(args)} given)")  # fmt: skip
+        raise ReferenceInputError(
+            f"{name} takes at most {len(positional)} positional arguments ({len(args)} given)"
+        )
     by_keyword = {python_name(p): p for p in params}
     out: dict[str, Any] = {}
     for p, value in zip(positional, args, strict=False):
@@ -46,8 +47,9 @@ def bind(rec: Record, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str
     for key, value in kwargs.items():
         p = by_keyword.get(key)
         if p is None:
-            raise ReferenceInputError(f"{name} has no parameter {key!r}; it takes "
-                                      f"{', '.join(by_keyword)}")  # fmt: skip
+            raise ReferenceInputError(
+                f"{name} has no parameter {key!r}; it takes {', '.join(by_keyword)}"
+            )
         if p["name"] in out:
             raise ReferenceInputError(f"{name} got {key!r} twice")
         out[p["name"]] = value

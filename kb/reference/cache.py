@@ -20,7 +20,9 @@ def _write_nd(cache: np.ndarray, tokens: np.ndarray, slots: np.ndarray, what: st
     """cache [blocks, block_size, …]: row ``slot`` takes one token."""
     bs = cache.shape[1]
     if tokens.shape[1:] != cache.shape[2:]:
-        raise ReferenceInputError(f"{what}: a token {tokens.shape[1:]} must match a cache row {cache.shape[2:]}")
+        raise ReferenceInputError(
+            f"{what}: a token {tokens.shape[1:]} must match a cache row {cache.shape[2:]}"
+        )
     for t, slot in enumerate(np.asarray(slots).reshape(-1).tolist()):
         if slot >= 0:
             cache[slot // bs, slot % bs] = tokens[t]
@@ -31,8 +33,10 @@ def _write_nz(cache: np.ndarray, tokens: np.ndarray, slots: np.ndarray, what: st
     bs, c0 = cache.shape[2], cache.shape[3]
     flat = tokens.reshape(tokens.shape[0], -1)
     if flat.shape[1] != cache.shape[1] * c0:
-        raise ReferenceInputError(f"{what}: NZ cache {cache.shape} holds {cache.shape[1] * c0} "
-                                  f"values per token, the input has {flat.shape[1]}")  # fmt: skip
+        raise ReferenceInputError(
+            f"{what}: NZ cache {cache.shape} holds {cache.shape[1] * c0} "
+            f"values per token, the input has {flat.shape[1]}"
+        )
     for t, slot in enumerate(np.asarray(slots).reshape(-1).tolist()):
         if slot >= 0:
             cache[slot // bs, :, slot % bs, :] = flat[t].reshape(-1, c0)
@@ -40,9 +44,14 @@ def _write_nz(cache: np.ndarray, tokens: np.ndarray, slots: np.ndarray, what: st
 
 def scatter_pa_kv_cache(a: Args) -> None:
     key, value = a["key"], a["value"]
-    if any(a[n] is not None for n in ("compress_lens", "compress_seq_offsets", "seq_lens")) or key.ndim != 3:
-        raise NotModelled("npu_scatter_pa_kv_cache: the compressed scenario (4-D key, "
-                                  "compress_lens, seq_lens) is not modelled; key is [T, N, D]")  # fmt: skip
+    if (
+        any(a[n] is not None for n in ("compress_lens", "compress_seq_offsets", "seq_lens"))
+        or key.ndim != 3
+    ):
+        raise NotModelled(
+            "npu_scatter_pa_kv_cache: the compressed scenario (4-D key, "
+            "compress_lens, seq_lens) is not modelled; key is [T, N, D]"
+        )
     if key.dtype != a["key_cache"].dtype or value.dtype != a["value_cache"].dtype:
         raise ReferenceInputError("npu_scatter_pa_kv_cache: caches keep the dtype of key/value")
     write = _write_nz if a["cache_mode"] == "PA_NZ" else _write_nd
@@ -63,7 +72,9 @@ def _to_cache(x: np.ndarray, cache: np.ndarray, scale: Any) -> np.ndarray:
     return cast(x, cache.dtype)
 
 
-def kv_rmsnorm_rope_cache(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+def kv_rmsnorm_rope_cache(
+    a: Args,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     kv, k_cache, ckv_cache, mode = a["kv"], a["k_cache"], a["ckv_cache"], a["cache_mode"]
     if a["v"] is not None or a["k_rope_offset"] is not None or a["c_kv_offset"] is not None:
         raise NotModelled("npu_kv_rmsnorm_rope_cache: v and the quant offsets are not modelled")
@@ -113,7 +124,9 @@ def _nz_view(cache: np.ndarray) -> np.ndarray:
     return view
 
 
-def _write_blocks(a: Args, k_store: np.ndarray, y_store: np.ndarray, index: np.ndarray, mode: str) -> None:
+def _write_blocks(
+    a: Args, k_store: np.ndarray, y_store: np.ndarray, index: np.ndarray, mode: str
+) -> None:
     """PA_BLK_*: index holds one cache position per block of each batch's tokens."""
     k_cache, ckv_cache = a["k_cache"], a["ckv_cache"]
     b, _, s, _ = k_store.shape
@@ -139,7 +152,9 @@ def kv_rmsnorm_rope_cache_v2(a: Args) -> tuple[np.ndarray, np.ndarray]:
     (k_embed_out, y_out); those two hold the results only with is_output_kv (zeros here
     otherwise, where the device leaves them unset)."""
     if a["k_cache_dtype"] is not None or a["ckv_cache_dtype"] is not None:
-        raise NotModelled("npu_kv_rmsnorm_rope_cache_v2: k_cache_dtype/ckv_cache_dtype (HiFloat8) are not modelled")
+        raise NotModelled(
+            "npu_kv_rmsnorm_rope_cache_v2: k_cache_dtype/ckv_cache_dtype (HiFloat8) are not modelled"
+        )
     _, _, k_out, y_out = kv_rmsnorm_rope_cache(a)
     kv = a["kv"]
     lead = kv.shape[:-1]

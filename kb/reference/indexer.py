@@ -24,7 +24,7 @@ def kv_rows(t: np.ndarray, layout: str, b: int, lengths: Any, table: Any, what: 
     (blocks [count, block_size, N, D] through block_table, per-batch lengths)."""
     if layout == "TND":
         ends = _ends(lengths, f"{what} lengths")
-        return t[(ends[b - 1] if b else 0):ends[b]]
+        return t[(ends[b - 1] if b else 0) : ends[b]]
     lens = None if lengths is None else _ends(lengths, f"{what} lengths")
     if layout == "PA_BSND":
         if table is None or lens is None:
@@ -35,13 +35,17 @@ def kv_rows(t: np.ndarray, layout: str, b: int, lengths: Any, table: Any, what: 
     return t[b] if lens is None else t[b, : lens[b]]
 
 
-def query_spans(q: np.ndarray, layout: str, lengths: Any) -> tuple[list[tuple[int, int]], np.ndarray]:
+def query_spans(
+    q: np.ndarray, layout: str, lengths: Any
+) -> tuple[list[tuple[int, int]], np.ndarray]:
     """Per batch (start, end) rows of the query flattened to [T, N, D]."""
     if layout == "TND":
         ends = _ends(lengths, "query lengths")
         return [((ends[i - 1] if i else 0), e) for i, e in enumerate(ends)], q
     s1 = q.shape[1]
-    lens = [s1] * q.shape[0] if lengths is None else [int(x) for x in np.asarray(lengths).reshape(-1)]
+    lens = (
+        [s1] * q.shape[0] if lengths is None else [int(x) for x in np.asarray(lengths).reshape(-1)]
+    )
     return [(i * s1, i * s1 + lens[i]) for i in range(q.shape[0])], q.reshape(-1, *q.shape[2:])
 
 
@@ -55,12 +59,19 @@ def lightning_indexer(a: Args) -> tuple[np.ndarray, np.ndarray]:
     idx = np.full((q_rows.shape[0], 1, k_count), -1, np.int32)
     val = np.zeros((q_rows.shape[0], 1, k_count), np.float32)
     for b, (start, end) in enumerate(spans):
-        keys = f32(kv_rows(a["key"], a["layout_key"], b, a["actual_seq_lengths_key"], a["block_table"], "key")[:, 0])
+        keys = f32(
+            kv_rows(
+                a["key"], a["layout_key"], b, a["actual_seq_lengths_key"], a["block_table"], "key"
+            )[:, 0]
+        )
         qb, wb = f32(q_rows[start:end]), f32(w_rows[start:end])  # [S1, N1, D], [S1, N1]
-        score = (np.maximum(np.einsum("snd,kd->snk", qb, keys), 0) * wb[..., None]).sum(1)  # [S1, S2]
+        # [S1, S2]
+        score = (np.maximum(np.einsum("snd,kd->snk", qb, keys), 0) * wb[..., None]).sum(1)
         s1, s2 = score.shape
         if a["sparse_mode"] == 3:  # bottom-right causal: row i sees keys j <= i + S2 - S1
-            score = np.where(np.arange(s2)[None] <= np.arange(s1)[:, None] + (s2 - s1), score, -np.inf)
+            score = np.where(
+                np.arange(s2)[None] <= np.arange(s1)[:, None] + (s2 - s1), score, -np.inf
+            )
         order = np.argsort(-score, axis=1, kind="stable")[:, :k_count]
         picked = np.take_along_axis(score, order, 1)
         keep = np.isfinite(picked)

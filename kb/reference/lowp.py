@@ -49,8 +49,9 @@ def dtype_named(value: object, what: str) -> Any:
     canon = dtype_value({"takes": "dtype"}, value)
     if isinstance(canon, str) and canon in NUMPY:
         return NUMPY[canon]
-    raise NotModelled(f"{what}={value!r} names no dtype the reference models "
-                              f"({', '.join(sorted(NUMPY))})")  # fmt: skip
+    raise NotModelled(
+        f"{what}={value!r} names no dtype the reference models ({', '.join(sorted(NUMPY))})"
+    )
 
 
 def f32(x: Any) -> np.ndarray:

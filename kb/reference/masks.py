@@ -13,7 +13,9 @@ from typing import Any
 from kb.reference.errors import NotModelled, ReferenceInputError
 
 
-def sees(i: Any, j: Any, sq: int, skv: int, mode: int, pre: int, nxt: int, unmasked: Any = None) -> Any:
+def sees(
+    i: Any, j: Any, sq: int, skv: int, mode: int, pre: int, nxt: int, unmasked: Any = None
+) -> Any:
     """True (elementwise) where query row ``i`` sees key column ``j``."""
     if mode == 0:
         if unmasked is None:

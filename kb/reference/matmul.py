@@ -25,16 +25,24 @@ def transpose_batchmatmul(a: Args) -> np.ndarray:
         raise ReferenceInputError("npu_transpose_batchmatmul: bias is not supported (leave None)")
     if x1.ndim != 3 or x2.ndim != 3:
         raise ReferenceInputError("npu_transpose_batchmatmul: input and weight are 3-D")
-    p1, p2, py = _perm(a["perm_x1"], [0, 1, 2]), _perm(a["perm_x2"], [0, 1, 2]), _perm(a["perm_y"], [1, 0, 2])
+    p1, p2, py = (
+        _perm(a["perm_x1"], [0, 1, 2]),
+        _perm(a["perm_x2"], [0, 1, 2]),
+        _perm(a["perm_y"], [1, 0, 2]),
+    )
     left, right = f32(x1).transpose(p1), f32(x2).transpose(p2)
     if left.shape[0] != right.shape[0] or left.shape[2] != right.shape[1]:
-        raise ReferenceInputError(f"npu_transpose_batchmatmul: permuted input {left.shape} and weight "
-                                  f"{right.shape} must be (B, M, K) and (B, K, N)")  # fmt: skip
+        raise ReferenceInputError(
+            f"npu_transpose_batchmatmul: permuted input {left.shape} and weight "
+            f"{right.shape} must be (B, M, K) and (B, K, N)"
+        )
     y = np.matmul(left, right).transpose(py)  # (M, B, N) for perm_y [1, 0, 2]
     split = int(a["batch_split_factor"] or 1)
     if split > 1:
         m = y.shape[0]
         if (y.shape[1] * y.shape[2]) % split:
-            raise ReferenceInputError("npu_transpose_batchmatmul: batch_split_factor must divide B * N")
+            raise ReferenceInputError(
+                "npu_transpose_batchmatmul: batch_split_factor must divide B * N"
+            )
         y = y.reshape(m, split, -1).transpose(1, 0, 2)
     return cast(np.ascontiguousarray(y), x1.dtype)

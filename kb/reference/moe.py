@@ -34,7 +34,9 @@ def gating_top_k_softmax(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x, k = a["x"], int(a["k"])
     rows = f32(x).reshape(-1, x.shape[-1])
     if not 1 <= k <= rows.shape[-1]:
-        raise ReferenceInputError(f"npu_moe_gating_top_k_softmax: k={k} must be in [1, {rows.shape[-1]}]")
+        raise ReferenceInputError(
+            f"npu_moe_gating_top_k_softmax: k={k} must be in [1, {rows.shape[-1]}]"
+        )
     prob = softmax(rows)
     idx = topk_desc(prob, k)
     y = np.take_along_axis(prob, idx, axis=-1)
@@ -44,18 +46,25 @@ def gating_top_k_softmax(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = rows.shape[0]
     row_idx = np.arange(n * k, dtype=np.int32).reshape(k, n).T
     lead = x.shape[:-1]
-    return (cast(y, x.dtype).reshape(*lead, k), idx.astype(np.int32).reshape(*lead, k),
-            row_idx.reshape(*lead, k))  # fmt: skip
+    return (
+        cast(y, x.dtype).reshape(*lead, k),
+        idx.astype(np.int32).reshape(*lead, k),
+        row_idx.reshape(*lead, k),
+    )
 
 
 def _group_limits(e: int, a: Args, k: int) -> tuple[int, int]:
     groups, k_group = int(a["group_count"]), int(a["k_group"])
     if groups <= 0 or e % groups or e // groups <= 2:
-        raise ReferenceInputError("npu_moe_gating_top_k: group_count must divide the expert "
-                                  "count into groups of more than 2 experts")  # fmt: skip
+        raise ReferenceInputError(
+            "npu_moe_gating_top_k: group_count must divide the expert "
+            "count into groups of more than 2 experts"
+        )
     if not 1 <= k_group <= groups or k_group * e // groups < k:
-        raise ReferenceInputError("npu_moe_gating_top_k: needs 1 <= k_group <= group_count and "
-                                  "k_group * experts / group_count >= k")  # fmt: skip
+        raise ReferenceInputError(
+            "npu_moe_gating_top_k: needs 1 <= k_group <= group_count and "
+            "k_group * experts / group_count >= k"
+        )
     return groups, k_group
 
 
@@ -64,7 +73,9 @@ def gating_top_k(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     if x.ndim != 2:
         raise ReferenceInputError("npu_moe_gating_top_k: x must be 2-D [tokens, experts]")
     if a["renorm"] != 0:
-        raise ReferenceInputError("npu_moe_gating_top_k: renorm supports only 0 (norm before top-k)")
+        raise ReferenceInputError(
+            "npu_moe_gating_top_k: renorm supports only 0 (norm before top-k)"
+        )
     if a["input_ids"] is not None or a["tid2eid"] is not None:
         raise NotModelled("npu_moe_gating_top_k: input_ids/tid2eid routing is not modelled")
     e = x.shape[-1]
@@ -94,16 +105,22 @@ def gating_top_k(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     x, expert_idx = a["x"], np.asarray(a["expert_idx"])
     if a["drop_pad_mode"] != 0 or a["quant_mode"] != -1:
-        raise NotModelled("npu_moe_init_routing_v2: the reference models drop_pad_mode=0 "
-                                  "(dropless) with quant_mode=-1 (no quantization)")  # fmt: skip
+        raise NotModelled(
+            "npu_moe_init_routing_v2: the reference models drop_pad_mode=0 "
+            "(dropless) with quant_mode=-1 (no quantization)"
+        )
     if x.ndim != 2 or expert_idx.ndim != 2 or expert_idx.shape[0] != x.shape[0]:
         raise ReferenceInputError("npu_moe_init_routing_v2: x is [N, H] and expert_idx [N, K]")
     k = expert_idx.shape[1]
     expert_num = int(a["expert_num"])
     rng = list(a["active_expert_range"] or [])
-    start, end = (int(rng[0]), int(rng[1])) if rng else (0, expert_num if expert_num > 0 else INT32_MAX)
+    start, end = (
+        (int(rng[0]), int(rng[1])) if rng else (0, expert_num if expert_num > 0 else INT32_MAX)
+    )
     if (end if end != INT32_MAX else 0) - start > MAX_EXPERTS or start < 0:
-        raise ReferenceInputError(f"npu_moe_init_routing_v2: the expert range must lie in [0, {MAX_EXPERTS}]")
+        raise ReferenceInputError(
+            f"npu_moe_init_routing_v2: the expert range must lie in [0, {MAX_EXPERTS}]"
+        )
     flat = expert_idx.reshape(-1).astype(np.int64)
     inside = (flat >= start) & (flat < end)
     keys = np.where(inside, flat, INT32_MAX)
@@ -119,8 +136,10 @@ def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
     counts_out = None
     if a["expert_tokens_num_flag"]:
         if end == INT32_MAX:
-            raise ReferenceInputError("npu_moe_init_routing_v2: expert_tokens_num_flag needs "
-                                      "expert_num or active_expert_range")  # fmt: skip
+            raise ReferenceInputError(
+                "npu_moe_init_routing_v2: expert_tokens_num_flag needs "
+                "expert_num or active_expert_range"
+            )
         counts = np.bincount(keys[order[:total]] - start, minlength=end - start).astype(np.int64)
         kind = a["expert_tokens_num_type"]
         if kind == 0:
@@ -142,23 +161,29 @@ def group_sizes(group_list: Any, kind: int, groups: int) -> list[int]:
     gl = np.asarray(group_list).astype(np.int64)
     if kind == 0:
         if gl.ndim != 1 or np.any(np.diff(gl) < 0) or np.any(gl < 0):
-            raise ReferenceInputError("npu_grouped_matmul: group_list_type=0 needs a non-negative, "
-                                      "non-decreasing cumsum")  # fmt: skip
+            raise ReferenceInputError(
+                "npu_grouped_matmul: group_list_type=0 needs a non-negative, non-decreasing cumsum"
+            )
         sizes = np.diff(np.concatenate([[0], gl])).tolist()
     elif kind == 1:
         if gl.ndim != 1 or np.any(gl < 0):
-            raise ReferenceInputError("npu_grouped_matmul: group_list_type=1 needs non-negative counts")
+            raise ReferenceInputError(
+                "npu_grouped_matmul: group_list_type=1 needs non-negative counts"
+            )
         sizes = gl.tolist()
     else:
         if gl.ndim != 2 or gl.shape[1] != 2 or np.any(gl[:, 1] < 0):
-            raise ReferenceInputError("npu_grouped_matmul: group_list_type=2 needs [E, 2] rows of "
-                                      "[group index, non-negative size]")  # fmt: skip
+            raise ReferenceInputError(
+                "npu_grouped_matmul: group_list_type=2 needs [E, 2] rows of "
+                "[group index, non-negative size]"
+            )
         sizes = [0] * groups
         for g, n in gl.tolist():
             sizes[g] += n
     if len(sizes) != groups:
-        raise ReferenceInputError(f"npu_grouped_matmul: group_list describes {len(sizes)} groups "
-                                  f"but weight has {groups}")  # fmt: skip
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: group_list describes {len(sizes)} groups but weight has {groups}"
+        )
     return [int(s) for s in sizes]
 
 
@@ -170,8 +195,9 @@ def _of_group(items: list[np.ndarray], g: int, groups: int) -> np.ndarray:
     return items[min(g, len(items) - 1)]
 
 
-def _one_matmul(x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | None,
-                groups: int = 1) -> np.ndarray:  # fmt: skip
+def _one_matmul(
+    x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | None, groups: int = 1
+) -> np.ndarray:
     if x.dtype == np.int8:
         acc = np.matmul(x.astype(np.int64), w.astype(np.int64)).astype(np.float64)
         if a["bias"] is not None:
@@ -182,7 +208,11 @@ def _one_matmul(x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | Non
         if a["per_token_scale"] is not None:
             pts = f32(a["per_token_scale"][0]).reshape(-1)
             acc = acc * (pts[rows] if rows is not None else pts)[:, None]
-        target = np.float16 if a["output_dtype"] is None else dtype_named(a["output_dtype"], "output_dtype")
+        target = (
+            np.float16
+            if a["output_dtype"] is None
+            else dtype_named(a["output_dtype"], "output_dtype")
+        )
         return cast(acc, target)
     out = f32(x) @ f32(w)
     if a["bias"] is not None:
@@ -199,13 +229,16 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
     split = a["split_item"] or 0
     if a["group_list"] is None or a["group_type"] in (None, -1):
         if len(xs) != len(ws):
-            raise ReferenceInputError("npu_grouped_matmul: without group_list, x and weight are "
-                                      "lists of one length")  # fmt: skip
+            raise ReferenceInputError(
+                "npu_grouped_matmul: without group_list, x and weight are lists of one length"
+            )
         outs = [_one_matmul(x, w, g, a, None) for g, (x, w) in enumerate(zip(xs, ws, strict=True))]
         return [np.concatenate(outs, axis=0)] if split in (2, 3) else outs
     if a["group_type"] != 0 or len(xs) != 1:
-        raise NotModelled("npu_grouped_matmul: with group_list the reference models "
-                                  "group_type=0 (split M) over one x")  # fmt: skip
+        raise NotModelled(
+            "npu_grouped_matmul: with group_list the reference models "
+            "group_type=0 (split M) over one x"
+        )
     x = xs[0]
     sizes = group_sizes(a["group_list"], int(a["group_list_type"] or 0), len(ws))
     if sum(sizes) > x.shape[0]:
@@ -241,7 +274,9 @@ def finalize_routing(a: Args) -> np.ndarray:
         part = f32(rows)[pos]
         if a["bias"] is not None:
             if expert is None:
-                raise ReferenceInputError("npu_moe_finalize_routing: bias needs export_for_source_row")
+                raise ReferenceInputError(
+                    "npu_moe_finalize_routing: bias needs export_for_source_row"
+                )
             part = part + f32(a["bias"])[np.asarray(expert)[:, j]]
         weight = f32(a["scales"])[:, j : j + 1] if a["scales"] is not None else np.float32(1)
         out = out + weight * part
@@ -266,9 +301,15 @@ def token_permute(a: Args) -> tuple[np.ndarray, np.ndarray]:
 
 
 def token_unpermute(a: Args) -> np.ndarray:
-    permuted, sorted_indices, probs = a["permuted_tokens"], np.asarray(a["sorted_indices"]), a["probs"]
+    permuted, sorted_indices, probs = (
+        a["permuted_tokens"],
+        np.asarray(a["sorted_indices"]),
+        a["probs"],
+    )
     if a["padded_mode"] or a["restore_shape"] is not None:
-        raise ReferenceInputError("npu_moe_token_unpermute: padded_mode=False and restore_shape=None only")
+        raise ReferenceInputError(
+            "npu_moe_token_unpermute: padded_mode=False and restore_shape=None only"
+        )
     topk = probs.shape[1] if probs is not None else 1
     n = sorted_indices.size // topk
     out = np.zeros((n, permuted.shape[-1]), np.float32)

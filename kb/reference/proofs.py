@@ -34,8 +34,10 @@ PROOFS: dict[str, Proof] = {
     "router_topk_then_sigmoid": sparse.router_topk_then_sigmoid,
     "moe_experts_loop": sparse.moe_experts_loop,
     "moe_experts_loop_permute": sparse.moe_experts_loop_permute,
-    **{f"attention_gqa_{lay.lower()}": functools.partial(sparse.attention, lay)
-       for lay in ("BSH", "BSND", "BNSD", "TND")},
+    **{
+        f"attention_gqa_{lay.lower()}": functools.partial(sparse.attention, lay)
+        for lay in ("BSH", "BSND", "BNSD", "TND")
+    },
     "attention_sliding_window": sparse.attention_sliding_window,
     "attention_paged": sparse.attention_paged,
     "cache_write_paged": sparse.cache_write_paged,
@@ -46,19 +48,28 @@ PROOFS: dict[str, Proof] = {
     "router_sigmoid_topk": more.router_sigmoid_topk,
     "router_topk_then_softmax": more.router_topk_then_softmax,
     "moe_experts_bmm": more.moe_experts_bmm,
-    **{f"attention_noncausal_{lay.lower()}": functools.partial(more.attention_noncausal, lay)
-       for lay in ("BSH", "BSND", "BNSD", "TND")},
+    **{
+        f"attention_noncausal_{lay.lower()}": functools.partial(more.attention_noncausal, lay)
+        for lay in ("BSH", "BSND", "BNSD", "TND")
+    },
     "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
     "dequant_swiglu_quant": more.dequant_swiglu_quant,
     "add_rms_norm_quant": more.add_rms_norm_quant,
-    **{f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
-       for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")},
+    **{
+        f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
+        for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")
+    },
     "mla_absorb_bmm": mla.mla_absorb_bmm,
     "lightning_indexer": mla.lightning_indexer,
     "gated_delta_rule": mla.gated_delta_rule,
     "sparse_attention_mla": mla.sparse_attention_mla,
-    **{f"attention_{family}_{lay.lower()}": functools.partial(more.attention_split_layout, family == "gqa", lay)
-       for family in ("gqa", "noncausal") for lay in ("TND_NTD", "NTD_TND")},
+    **{
+        f"attention_{family}_{lay.lower()}": functools.partial(
+            more.attention_split_layout, family == "gqa", lay
+        )
+        for family in ("gqa", "noncausal")
+        for lay in ("TND_NTD", "NTD_TND")
+    },
 }
 
 

@@ -19,7 +19,7 @@ DTYPES = FLOATS
 
 def _rms_unfused(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     h = x.astype(np.float32)
-    var = (h ** 2).mean(-1, keepdims=True)
+    var = (h**2).mean(-1, keepdims=True)
     return h / np.sqrt(var + eps) * w.astype(np.float32)
 
 
@@ -36,10 +36,18 @@ def rms_norm_one_plus_w(rng: np.random.Generator) -> list[Check]:
     out = []
     for dt in DTYPES:
         x, w = rounded(rng, (4, 48), dt), rounded(rng, (48,), dt, 0.1)
-        want = (_rms_unfused(x, np.ones(48, np.float32), 1e-6) * (1.0 + w.astype(np.float32))).astype(LOW[dt])
+        want = (
+            _rms_unfused(x, np.ones(48, np.float32), 1e-6) * (1.0 + w.astype(np.float32))
+        ).astype(LOW[dt])
         gamma = (1.0 + w.astype(np.float32)).astype(np.float32)  # 1 + w kept in float32
-        out.append(Check(f"npu_rms_norm(1 + w) {dt}", run("npu_rms_norm", x, gamma, epsilon=1e-6)[0], want))
-        out.append(Check(f"npu_gemma_rms_norm {dt}", run("npu_gemma_rms_norm", x, w, epsilon=1e-6)[0], want))
+        out.append(
+            Check(f"npu_rms_norm(1 + w) {dt}", run("npu_rms_norm", x, gamma, epsilon=1e-6)[0], want)
+        )
+        out.append(
+            Check(
+                f"npu_gemma_rms_norm {dt}", run("npu_gemma_rms_norm", x, w, epsilon=1e-6)[0], want
+            )
+        )
     return out
 
 
@@ -49,8 +57,10 @@ def add_rms_norm(rng: np.random.Generator) -> list[Check]:
         x, res, w = rounded(rng, (6, 32), dt), rounded(rng, (6, 32), dt), rounded(rng, (32,), dt)
         h = (x.astype(np.float32) + res.astype(np.float32)).astype(LOW[dt])  # torch adds in dtype
         y, _, h_out = run("npu_add_rms_norm", x, res, w, 1e-6)
-        out += [Check(f"add_rms_norm y {dt}", y, _rms_unfused(h, w, 1e-6).astype(LOW[dt])),
-                Check(f"add_rms_norm residual {dt}", h_out, h)]
+        out += [
+            Check(f"add_rms_norm y {dt}", y, _rms_unfused(h, w, 1e-6).astype(LOW[dt])),
+            Check(f"add_rms_norm residual {dt}", h_out, h),
+        ]
     return out
 
 
@@ -85,13 +95,20 @@ def rope_half(rng: np.random.Generator) -> list[Check]:
         cos = np.cos(emb).astype(LOW[dt])[None, :, None, :]
         sin = np.sin(emb).astype(LOW[dt])[None, :, None, :]
         c32, s32 = cos.astype(np.float32), sin.astype(np.float32)
-        want_q = (q.astype(np.float32) * c32 + _rotate_half(q.astype(np.float32)) * s32).astype(LOW[dt])
-        want_k = (k.astype(np.float32) * c32 + _rotate_half(k.astype(np.float32)) * s32).astype(LOW[dt])
+        want_q = (q.astype(np.float32) * c32 + _rotate_half(q.astype(np.float32)) * s32).astype(
+            LOW[dt]
+        )
+        want_k = (k.astype(np.float32) * c32 + _rotate_half(k.astype(np.float32)) * s32).astype(
+            LOW[dt]
+        )
         out.append(Check(f"rotary_mul half {dt}", run("npu_rotary_mul", q, cos, sin), want_q))
         cos1 = np.broadcast_to(cos, (b, s, 1, d)).copy()
         sin1 = np.broadcast_to(sin, (b, s, 1, d)).copy()
         gq, gk = run("npu_apply_rotary_pos_emb", q, k, cos1, sin1, layout="BSND")
-        out += [Check(f"apply_rotary_pos_emb q {dt}", gq, want_q), Check(f"apply_rotary_pos_emb k {dt}", gk, want_k)]
+        out += [
+            Check(f"apply_rotary_pos_emb q {dt}", gq, want_q),
+            Check(f"apply_rotary_pos_emb k {dt}", gk, want_k),
+        ]
     return out
 
 
@@ -107,8 +124,17 @@ def rope_interleave(rng: np.random.Generator) -> list[Check]:
         want = np.stack([z.real, z.imag], axis=-1).reshape(x.shape).astype(LOW[dt])
         cos = np.repeat(np.cos(ang), 2, axis=-1).astype(np.float32)[None, :, None, :]
         sin = np.repeat(np.sin(ang), 2, axis=-1).astype(np.float32)[None, :, None, :]
-        got = run("npu_rotary_mul", x, cos.astype(LOW[dt]), sin.astype(LOW[dt]), rotary_mode="interleave")
-        out.append(Check(f"rotary_mul interleave {dt}", got, want, dtype="bfloat16" if dt != "float32" else ""))
+        got = run(
+            "npu_rotary_mul", x, cos.astype(LOW[dt]), sin.astype(LOW[dt]), rotary_mode="interleave"
+        )
+        out.append(
+            Check(
+                f"rotary_mul interleave {dt}",
+                got,
+                want,
+                dtype="bfloat16" if dt != "float32" else "",
+            )
+        )
     return out
 
 
@@ -120,9 +146,19 @@ def rope_deinterleave(rng: np.random.Generator) -> list[Check]:
         emb = np.concatenate([_freqs(s, d)] * 2, axis=-1)
         cos = np.cos(emb).astype(LOW[dt])[None, None]
         sin = np.sin(emb).astype(LOW[dt])[None, None]
-        cos, sin = np.broadcast_to(cos, (b, 1, s, d)).copy(), np.broadcast_to(sin, (b, 1, s, d)).copy()
-        q = x.astype(np.float32).reshape(b, n, s, d // 2, 2).transpose(0, 1, 2, 4, 3).reshape(b, n, s, d)
-        want = (q * cos.astype(np.float32) + _rotate_half(q) * sin.astype(np.float32)).astype(LOW[dt])
+        cos, sin = (
+            np.broadcast_to(cos, (b, 1, s, d)).copy(),
+            np.broadcast_to(sin, (b, 1, s, d)).copy(),
+        )
+        q = (
+            x.astype(np.float32)
+            .reshape(b, n, s, d // 2, 2)
+            .transpose(0, 1, 2, 4, 3)
+            .reshape(b, n, s, d)
+        )
+        want = (q * cos.astype(np.float32) + _rotate_half(q) * sin.astype(np.float32)).astype(
+            LOW[dt]
+        )
         out.append(Check(f"interleave_rope {dt}", run("npu_interleave_rope", x, cos, sin), want))
     return out
 
@@ -136,7 +172,9 @@ def swiglu(rng: np.random.Generator) -> list[Check]:
     for dt in DTYPES:
         x = rounded(rng, (4, 2 * 24), dt)
         gate, up = x[:, :24].astype(np.float32), x[:, 24:].astype(np.float32)
-        out.append(Check(f"swiglu {dt}", run("npu_swiglu", x, dim=-1), (_silu(gate) * up).astype(LOW[dt])))
+        out.append(
+            Check(f"swiglu {dt}", run("npu_swiglu", x, dim=-1), (_silu(gate) * up).astype(LOW[dt]))
+        )
     return out
 
 
@@ -148,12 +186,15 @@ def swiglu_dynamic_quant(rng: np.random.Generator) -> list[Check]:
         scale = np.abs(y).max(-1) / 127.0
         want = np.clip(np.rint(y / scale[:, None]), -128, 127).astype(np.int8)
         got, got_scale = run("npu_dequant_swiglu_quant", x, activate_left=True, quant_mode=1)
-        out += [Check(f"dequant_swiglu_quant {dt}", got, want), Check(f"scale {dt}", got_scale, scale.astype(np.float32))]
+        out += [
+            Check(f"dequant_swiglu_quant {dt}", got, want),
+            Check(f"scale {dt}", got_scale, scale.astype(np.float32)),
+        ]
     return out
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def geglu(rng: np.random.Generator) -> list[Check]:
@@ -170,8 +211,13 @@ def gelu_tanh(rng: np.random.Generator) -> list[Check]:
     out = []
     for dt in DTYPES:
         x = rounded(rng, (7, 30), dt, 2.0)
-        out.append(Check(f"gelu tanh {dt}", run("npu_gelu", x, approximate="tanh"),
-                         _gelu_tanh(x.astype(np.float32)).astype(LOW[dt])))  # fmt: skip
+        out.append(
+            Check(
+                f"gelu tanh {dt}",
+                run("npu_gelu", x, approximate="tanh"),
+                _gelu_tanh(x.astype(np.float32)).astype(LOW[dt]),
+            )
+        )
     return out
 
 
@@ -184,11 +230,16 @@ def dynamic_quant_int8_matmul(rng: np.random.Generator) -> list[Check]:
         h = x.astype(np.float32)
         s = np.abs(h).max(-1) / 127.0
         xq = np.clip(np.rint(h / s[:, None]), -128, 127).astype(np.int8)
-        want = ((xq.astype(np.int64) @ wq.astype(np.int64)) * s[:, None] * w_scale[None, :]).astype(np.float32)
+        want = ((xq.astype(np.int64) @ wq.astype(np.int64)) * s[:, None] * w_scale[None, :]).astype(
+            np.float32
+        )
         gxq, gs = run("npu_dynamic_quant", x)
         y = run("npu_quant_matmul", gxq, wq, w_scale, pertoken_scale=gs, output_dtype="bfloat16")
-        out += [Check(f"dynamic_quant {dt}", gxq, xq), Check(f"pertoken scale {dt}", gs, s.astype(np.float32)),
-                Check(f"quant_matmul {dt}", y, want.astype(LOW["bfloat16"]))]
+        out += [
+            Check(f"dynamic_quant {dt}", gxq, xq),
+            Check(f"pertoken scale {dt}", gs, s.astype(np.float32)),
+            Check(f"quant_matmul {dt}", y, want.astype(LOW["bfloat16"])),
+        ]
     return out
 
 

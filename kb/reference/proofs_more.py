@@ -28,7 +28,9 @@ def gelu(rng: np.random.Generator) -> list[Check]:
         h = x.astype(np.float64)
         erf = np.asarray(_ERF(h / math.sqrt(2.0)), dtype=np.float64)
         want = (0.5 * h * (1.0 + erf)).astype(np.float32)
-        out.append(Check(f"gelu erf {dt}", run("npu_gelu", x, approximate="none"), want.astype(LOW[dt])))
+        out.append(
+            Check(f"gelu erf {dt}", run("npu_gelu", x, approximate="none"), want.astype(LOW[dt]))
+        )
         out.append(Check(f"gelu erf default {dt}", run("npu_gelu", x), want.astype(LOW[dt])))
     return out
 
@@ -40,9 +42,15 @@ def router_sigmoid_topk(rng: np.random.Generator) -> list[Check]:
     ids = _topk(s, 3)
     w = np.take_along_axis(s, ids, -1)
     y, got, norm_out = run("npu_moe_gating_top_k", logits, 3, norm_type=1, out_flag=True)
-    return [Check("ids", got, ids.astype(np.int32)),
-            Check("renormalised weights (output 0)", y, w / w.sum(-1, keepdims=True)),
-            Check("raw weights (output 2 at ids)", np.take_along_axis(norm_out, got.astype(np.int64), -1), w)]
+    return [
+        Check("ids", got, ids.astype(np.int32)),
+        Check("renormalised weights (output 0)", y, w / w.sum(-1, keepdims=True)),
+        Check(
+            "raw weights (output 2 at ids)",
+            np.take_along_axis(norm_out, got.astype(np.int64), -1),
+            w,
+        ),
+    ]
 
 
 def router_topk_then_softmax(rng: np.random.Generator) -> list[Check]:
@@ -53,9 +61,12 @@ def router_topk_then_softmax(rng: np.random.Generator) -> list[Check]:
     w = _softmax(np.take_along_axis(logits, ids, -1))
     y, got, _ = run("npu_moe_gating_top_k_softmax", logits, k=4)
     y2, got2, _ = run("npu_moe_gating_top_k", logits, 4, norm_type=0)
-    return [Check("ids", got, ids.astype(np.int32)), Check("weights", y / y.sum(-1, keepdims=True), w),
-            Check("gating_top_k ids", got2, ids.astype(np.int32)),
-            Check("gating_top_k weights", y2 / y2.sum(-1, keepdims=True), w)]
+    return [
+        Check("ids", got, ids.astype(np.int32)),
+        Check("weights", y / y.sum(-1, keepdims=True), w),
+        Check("gating_top_k ids", got2, ids.astype(np.int32)),
+        Check("gating_top_k weights", y2 / y2.sum(-1, keepdims=True), w),
+    ]
 
 
 def moe_experts_bmm(rng: np.random.Generator) -> list[Check]:
@@ -69,14 +80,50 @@ def moe_experts_bmm(rng: np.random.Generator) -> list[Check]:
         np.put_along_axis(dense, ids.astype(np.int64), w.astype(np.float32), -1)
         xs = np.broadcast_to(x.astype(np.float32), (e, *x.shape))  # hidden.repeat(E, 1, 1)
         h = (xs @ w1.astype(np.float32)).astype(x.dtype).astype(np.float32)
-        y = (np.maximum(h, 0).astype(x.dtype).astype(np.float32) @ w2.astype(np.float32)).astype(x.dtype)
+        y = (np.maximum(h, 0).astype(x.dtype).astype(np.float32) @ w2.astype(np.float32)).astype(
+            x.dtype
+        )
         want = (y.astype(np.float32) * dense.T[..., None]).sum(0).astype(x.dtype)
-        ex, row_idx, counts, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=e, active_expert_range=[0, e],
-                                     expert_tokens_num_flag=True, expert_tokens_num_type=1)  # fmt: skip
-        hh = run("npu_grouped_matmul", [ex], [w1], group_list=counts, group_list_type=1, group_type=0, split_item=3)[0]
+        ex, row_idx, counts, _ = run(
+            "npu_moe_init_routing_v2",
+            x,
+            ids,
+            expert_num=e,
+            active_expert_range=[0, e],
+            expert_tokens_num_flag=True,
+            expert_tokens_num_type=1,
+        )
+        hh = run(
+            "npu_grouped_matmul",
+            [ex],
+            [w1],
+            group_list=counts,
+            group_list_type=1,
+            group_type=0,
+            split_item=3,
+        )[0]
         hh = np.maximum(hh.astype(np.float32), 0).astype(hh.dtype)
-        yy = run("npu_grouped_matmul", [hh], [w2], group_list=counts, group_list_type=1, group_type=0, split_item=3)[0]
-        got = run("npu_moe_finalize_routing", yy, None, None, None, w, row_idx, ids, drop_pad_mode=2, k=ids.shape[1])
+        yy = run(
+            "npu_grouped_matmul",
+            [hh],
+            [w2],
+            group_list=counts,
+            group_list_type=1,
+            group_type=0,
+            split_item=3,
+        )[0]
+        got = run(
+            "npu_moe_finalize_routing",
+            yy,
+            None,
+            None,
+            None,
+            w,
+            row_idx,
+            ids,
+            drop_pad_mode=2,
+            k=ids.shape[1],
+        )
         out.append(Check(f"bmm experts via init_routing/gmm/finalize {dt}", got, want))
     return out
 
@@ -94,23 +141,52 @@ def attention_noncausal(layout: str, rng: np.random.Generator) -> list[Check]:
     out = []
     b, n, sq, skv, d = 2, 4, 5, 9, 16
     for dt in HALVES:
-        q, k, v = rounded(rng, (b, n, sq, d), dt), rounded(rng, (b, n, skv, d), dt), rounded(rng, (b, n, skv, d), dt)
+        q, k, v = (
+            rounded(rng, (b, n, sq, d), dt),
+            rounded(rng, (b, n, skv, d), dt),
+            rounded(rng, (b, n, skv, d), dt),
+        )
         extra: dict[str, list[int]] = {}
         if layout == "TND":  # varlen: each sequence attends to its own keys only
             k, v = k[:, :, :sq], v[:, :, :sq]
             extra = {"actual_seq_lengths": [sq, 2 * sq], "actual_seq_lengths_kv": [sq, 2 * sq]}
         want = _layout(_full_attention(q, k, v).astype(LOW[dt]), layout)
         ql, kl, vl = _layout(q, layout), _layout(k, layout), _layout(v, layout)
-        got = run("npu_fused_infer_attention_score", ql, kl, vl, num_heads=n, scale=1 / np.sqrt(d),
-                  input_layout=layout, sparse_mode=0, **extra)[0]  # fmt: skip
+        got = run(
+            "npu_fused_infer_attention_score",
+            ql,
+            kl,
+            vl,
+            num_heads=n,
+            scale=1 / np.sqrt(d),
+            input_layout=layout,
+            sparse_mode=0,
+            **extra,
+        )[0]
         out.append(Check(f"FIA no mask {layout} {dt}", got, want))
-        fa = {"actual_seq_qlen": extra["actual_seq_lengths"], "actual_seq_kvlen": extra["actual_seq_lengths_kv"]} \
-            if extra else {}  # fmt: skip
-        got2 = run("npu_fusion_attention", ql, kl, vl, n, layout, scale=1 / np.sqrt(d), sparse_mode=0, **fa)[0]
+        fa = (
+            {
+                "actual_seq_qlen": extra["actual_seq_lengths"],
+                "actual_seq_kvlen": extra["actual_seq_lengths_kv"],
+            }
+            if extra
+            else {}
+        )
+        got2 = run(
+            "npu_fusion_attention", ql, kl, vl, n, layout, scale=1 / np.sqrt(d), sparse_mode=0, **fa
+        )[0]
         out.append(Check(f"fusion_attention no mask {layout} {dt}", got2, want))
         if layout != "TND":
-            got3 = run("npu_prompt_flash_attention", ql, kl, vl, num_heads=n, scale_value=1 / np.sqrt(d),
-                       input_layout=layout, sparse_mode=0)  # fmt: skip
+            got3 = run(
+                "npu_prompt_flash_attention",
+                ql,
+                kl,
+                vl,
+                num_heads=n,
+                scale_value=1 / np.sqrt(d),
+                input_layout=layout,
+                sparse_mode=0,
+            )
             out.append(Check(f"prompt_flash_attention no mask {layout} {dt}", got3, want))
     return out
 
@@ -124,9 +200,17 @@ def _mla_kv(rng: np.random.Generator, b: int, s: int) -> tuple[np.ndarray, ...]:
     sin = np.sin(np.concatenate([ang, ang], -1)).astype(LOW["bfloat16"])
     # unfused: kv_a_layernorm(compressed_kv) and apply_rotary_pos_emb on the de-interleaved k_pe
     c = kv[..., :512].astype(np.float32)
-    c = c / np.sqrt((c ** 2).mean(-1, keepdims=True) + 1e-5) * gamma.astype(np.float32)
-    pe = kv[..., 512:].astype(np.float32).reshape(b, 1, s, 32, 2).transpose(0, 1, 2, 4, 3).reshape(b, 1, s, 64)
-    pe = pe * cos.astype(np.float32) + np.concatenate([-pe[..., 32:], pe[..., :32]], -1) * sin.astype(np.float32)
+    c = c / np.sqrt((c**2).mean(-1, keepdims=True) + 1e-5) * gamma.astype(np.float32)
+    pe = (
+        kv[..., 512:]
+        .astype(np.float32)
+        .reshape(b, 1, s, 32, 2)
+        .transpose(0, 1, 2, 4, 3)
+        .reshape(b, 1, s, 64)
+    )
+    pe = pe * cos.astype(np.float32) + np.concatenate(
+        [-pe[..., 32:], pe[..., :32]], -1
+    ) * sin.astype(np.float32)
     return kv, gamma, cos, sin, c.astype(LOW["bfloat16"]), pe.astype(LOW["bfloat16"])
 
 
@@ -137,22 +221,36 @@ def mla_kv_norm_rope_cache(rng: np.random.Generator) -> list[Check]:
     b, s, cache_len, blocks, bs = 2, 3, 6, 3, 4
     kv, gamma, cos, sin, c, pe = _mla_kv(rng, b, s)
     pos = np.array([[0, 1, 2], [4, 5, -1]], np.int64)
-    want_k, want_c = np.zeros((b, 1, cache_len, 64), LOW["bfloat16"]), np.zeros((b, 1, cache_len, 512), LOW["bfloat16"])
+    want_k, want_c = (
+        np.zeros((b, 1, cache_len, 64), LOW["bfloat16"]),
+        np.zeros((b, 1, cache_len, 512), LOW["bfloat16"]),
+    )
     slots = np.array([5, 6, 7, 0, 1, -1], np.int64)
-    pk, pc = np.zeros((blocks, bs, 1, 64), LOW["bfloat16"]), np.zeros((blocks, bs, 1, 512), LOW["bfloat16"])
+    pk, pc = (
+        np.zeros((blocks, bs, 1, 64), LOW["bfloat16"]),
+        np.zeros((blocks, bs, 1, 512), LOW["bfloat16"]),
+    )
     for i in range(b):
         for j in range(s):
             if pos[i, j] >= 0:
                 want_k[i, 0, pos[i, j]], want_c[i, 0, pos[i, j]] = pe[i, 0, j], c[i, 0, j]
             slot = int(slots[i * s + j])
             if slot >= 0:  # key_cache.view(-1, 1, D)[slot] = k
-                pk.reshape(-1, 1, 64)[slot, 0], pc.reshape(-1, 1, 512)[slot, 0] = pe[i, 0, j], c[i, 0, j]
+                pk.reshape(-1, 1, 64)[slot, 0], pc.reshape(-1, 1, 512)[slot, 0] = (
+                    pe[i, 0, j],
+                    c[i, 0, j],
+                )
     kc, cc = np.zeros_like(want_k), np.zeros_like(want_c)
     run("npu_kv_rmsnorm_rope_cache", kv, gamma, cos, sin, pos, kc, cc, cache_mode="Norm")
     gk, gc = np.zeros_like(pk), np.zeros_like(pc)
     run("npu_kv_rmsnorm_rope_cache", kv, gamma, cos, sin, slots, gk, gc, cache_mode="PA")
-    return [Check("Norm k_cache", kc, want_k), Check("Norm ckv_cache", cc, want_c),
-            Check("PA k_cache", gk, pk), Check("PA ckv_cache", gc, pc), *mla_kv_norm_rope_cache_v2_nz(rng)]
+    return [
+        Check("Norm k_cache", kc, want_k),
+        Check("Norm ckv_cache", cc, want_c),
+        Check("PA k_cache", gk, pk),
+        Check("PA ckv_cache", gc, pc),
+        *mla_kv_norm_rope_cache_v2_nz(rng),
+    ]
 
 
 def _dynamic_quant_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,12 +275,29 @@ def dequant_swiglu_quant(rng: np.random.Generator) -> list[Check]:
     deq = acc.astype(np.float32) * w_scale[expert] * a_scale[:, None]
     gate, up = deq[:, :h], deq[:, h:]
     want_q, want_s = _dynamic_quant_rows(gate / (1.0 + np.exp(-gate)) * up)
-    got_q, got_s = run("npu_dequant_swiglu_quant", acc, weight_scale=w_scale, activation_scale=a_scale,
-                       group_index=counts, activate_left=True, quant_mode=1)  # fmt: skip
-    dense_q, dense_s = run("npu_dequant_swiglu_quant", acc[:4], weight_scale=w_scale[0], activation_scale=a_scale[:4],
-                           activate_left=True, quant_mode=1)  # fmt: skip
-    return [Check("grouped int8 out", got_q, want_q), Check("grouped scale", got_s, want_s),
-            Check("dense int8 out", dense_q, want_q[:4]), Check("dense scale", dense_s, want_s[:4])]
+    got_q, got_s = run(
+        "npu_dequant_swiglu_quant",
+        acc,
+        weight_scale=w_scale,
+        activation_scale=a_scale,
+        group_index=counts,
+        activate_left=True,
+        quant_mode=1,
+    )
+    dense_q, dense_s = run(
+        "npu_dequant_swiglu_quant",
+        acc[:4],
+        weight_scale=w_scale[0],
+        activation_scale=a_scale[:4],
+        activate_left=True,
+        quant_mode=1,
+    )
+    return [
+        Check("grouped int8 out", got_q, want_q),
+        Check("grouped scale", got_s, want_s),
+        Check("dense int8 out", dense_q, want_q[:4]),
+        Check("dense scale", dense_s, want_s[:4]),
+    ]
 
 
 def add_rms_norm_quant(rng: np.random.Generator) -> list[Check]:
@@ -197,11 +312,24 @@ def add_rms_norm_quant(rng: np.random.Generator) -> list[Check]:
         scale, offset = np.float32(0.02), 3
         h = (x.astype(np.float32) + res.astype(np.float32)).astype(LOW[dt])
         hf = h.astype(np.float32)
-        y = (hf / np.sqrt((hf ** 2).mean(-1, keepdims=True) + 1e-6) * w.astype(np.float32)).astype(LOW[dt])
+        y = (hf / np.sqrt((hf**2).mean(-1, keepdims=True) + 1e-6) * w.astype(np.float32)).astype(
+            LOW[dt]
+        )
         want = np.clip(np.rint(y.astype(np.float32) / scale + offset), -128, 127).astype(np.int8)
-        q, _, h_out = run("npu_add_rms_norm_quant", x, res, w, np.full(64, scale, np.float32),
-                          np.full(64, offset, np.int32), epsilon=1e-6, div_mode=True)  # fmt: skip
-        out += [Check(f"add_rms_norm_quant y1 {dt}", q, want), Check(f"add_rms_norm_quant residual {dt}", h_out, h)]
+        q, _, h_out = run(
+            "npu_add_rms_norm_quant",
+            x,
+            res,
+            w,
+            np.full(64, scale, np.float32),
+            np.full(64, offset, np.int32),
+            epsilon=1e-6,
+            div_mode=True,
+        )
+        out += [
+            Check(f"add_rms_norm_quant y1 {dt}", q, want),
+            Check(f"add_rms_norm_quant residual {dt}", h_out, h),
+        ]
     return out
 
 
@@ -213,7 +341,11 @@ def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) 
     out = []
     b, nq, nkv, s, d = 2, 4, 2, 4, 16
     for dt in HALVES:
-        q, k, v = rounded(rng, (b, nq, s, d), dt), rounded(rng, (b, nkv, s, d), dt), rounded(rng, (b, nkv, s, d), dt)
+        q, k, v = (
+            rounded(rng, (b, nq, s, d), dt),
+            rounded(rng, (b, nkv, s, d), dt),
+            rounded(rng, (b, nkv, s, d), dt),
+        )
         ref = causal_attention(q, k, v) if causal else _full_attention(q, k, v)
         want = _layout(ref.astype(LOW[dt]), "TND")  # [T, N, D]
         ql, kl, vl = (_layout(t, "TND") for t in (q, k, v))
@@ -223,12 +355,32 @@ def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) 
             want = np.ascontiguousarray(want.swapaxes(0, 1))
         mask = {"sparse_mode": 3, "atten_mask": COMPRESSED} if causal else {"sparse_mode": 0}
         lens = [s, 2 * s]
-        got = run("npu_fused_infer_attention_score", ql, kl, vl, num_heads=nq, num_key_value_heads=nkv,
-                  scale=1 / np.sqrt(d), input_layout=layout, actual_seq_lengths=lens, actual_seq_lengths_kv=lens,
-                  **mask)[0]  # fmt: skip
-        got2 = run("npu_fused_infer_attention_score_v2", ql, kl, vl, num_query_heads=nq, num_key_value_heads=nkv,
-                   softmax_scale=1 / np.sqrt(d), input_layout=layout, actual_seq_qlen=lens, actual_seq_kvlen=lens,
-                   **mask)[0]  # fmt: skip
+        got = run(
+            "npu_fused_infer_attention_score",
+            ql,
+            kl,
+            vl,
+            num_heads=nq,
+            num_key_value_heads=nkv,
+            scale=1 / np.sqrt(d),
+            input_layout=layout,
+            actual_seq_lengths=lens,
+            actual_seq_lengths_kv=lens,
+            **mask,
+        )[0]
+        got2 = run(
+            "npu_fused_infer_attention_score_v2",
+            ql,
+            kl,
+            vl,
+            num_query_heads=nq,
+            num_key_value_heads=nkv,
+            softmax_scale=1 / np.sqrt(d),
+            input_layout=layout,
+            actual_seq_qlen=lens,
+            actual_seq_kvlen=lens,
+            **mask,
+        )[0]
         out += [Check(f"FIA {layout} {dt}", got, want), Check(f"FIA v2 {layout} {dt}", got2, want)]
     return out
 
@@ -240,13 +392,30 @@ def mla_kv_norm_rope_cache_v2_nz(rng: np.random.Generator) -> list[Check]:
     b, s, blocks, bs = 2, 3, 3, 16
     kv, gamma, cos, sin, c, pe = _mla_kv(rng, b, s)
     slots = np.array([5, 6, 7, 16, 17, -1], np.int64)
-    k_nz, c_nz = np.zeros((blocks, 64 // 16, bs, 16), LOW["bfloat16"]), np.zeros((blocks, 512 // 16, bs, 16), LOW["bfloat16"])
-    k_out, y_out = run("npu_kv_rmsnorm_rope_cache_v2", kv, gamma, cos, sin, slots, k_nz.reshape(blocks, bs, 1, 64),
-                       c_nz.reshape(blocks, bs, 1, 512), cache_mode="PA_NZ", is_output_kv=True)  # fmt: skip
+    k_nz, c_nz = (
+        np.zeros((blocks, 64 // 16, bs, 16), LOW["bfloat16"]),
+        np.zeros((blocks, 512 // 16, bs, 16), LOW["bfloat16"]),
+    )
+    k_out, y_out = run(
+        "npu_kv_rmsnorm_rope_cache_v2",
+        kv,
+        gamma,
+        cos,
+        sin,
+        slots,
+        k_nz.reshape(blocks, bs, 1, 64),
+        c_nz.reshape(blocks, bs, 1, 512),
+        cache_mode="PA_NZ",
+        is_output_kv=True,
+    )
     checks = [Check("v2 k_embed_out", k_out, pe), Check("v2 y_out", y_out, c)]
     for i, slot in enumerate(slots):
         if slot >= 0:
             blk, row = divmod(int(slot), bs)
-            checks += [Check(f"NZ k slot {slot}", k_nz[blk, :, row, :].reshape(-1), pe.reshape(-1, 64)[i]),
-                       Check(f"NZ ckv slot {slot}", c_nz[blk, :, row, :].reshape(-1), c.reshape(-1, 512)[i])]
+            checks += [
+                Check(f"NZ k slot {slot}", k_nz[blk, :, row, :].reshape(-1), pe.reshape(-1, 64)[i]),
+                Check(
+                    f"NZ ckv slot {slot}", c_nz[blk, :, row, :].reshape(-1), c.reshape(-1, 512)[i]
+                ),
+            ]
     return checks

@@ -28,10 +28,15 @@ def router_softmax_topk(rng: np.random.Generator) -> list[Check]:
     w = np.take_along_axis(p, ids, -1)
     y, got_ids, _ = run("npu_moe_gating_top_k_softmax", logits, k=4)
     y2, ids2, _ = run("npu_moe_gating_top_k", logits, 4, norm_type=0)
-    renorm = w / w.sum(-1, keepdims=True)  # norm_topk_prob=True (Mixtral, Qwen3-MoE): divide after the call
-    return [Check("gating_top_k_softmax ids", got_ids, ids.astype(np.int32)), Check("weights", y, w),
-            Check("gating_top_k norm_type=0 ids", ids2, ids.astype(np.int32)), Check("weights 2", y2, w),
-            Check("renormalised weights", y / y.sum(-1, keepdims=True), renorm)]
+    # norm_topk_prob=True (Mixtral, Qwen3-MoE): divide after the call
+    renorm = w / w.sum(-1, keepdims=True)
+    return [
+        Check("gating_top_k_softmax ids", got_ids, ids.astype(np.int32)),
+        Check("weights", y, w),
+        Check("gating_top_k norm_type=0 ids", ids2, ids.astype(np.int32)),
+        Check("weights 2", y2, w),
+        Check("renormalised weights", y / y.sum(-1, keepdims=True), renorm),
+    ]
 
 
 def router_softmax_bias_topk(rng: np.random.Generator) -> list[Check]:
@@ -39,11 +44,15 @@ def router_softmax_bias_topk(rng: np.random.Generator) -> list[Check]:
     p = _softmax(logits)
     ids = _topk(p + bias, 3)
     y, got, _ = run("npu_moe_gating_top_k", logits, 3, bias=bias, norm_type=0)
-    return [Check("ids", got, ids.astype(np.int32)), Check("weights", y, np.take_along_axis(p, ids, -1))]
+    return [
+        Check("ids", got, ids.astype(np.int32)),
+        Check("weights", y, np.take_along_axis(p, ids, -1)),
+    ]
 
 
-def _deepseek_router(logits: np.ndarray, bias: np.ndarray, k: int, groups: int, keep: int,
-                     factor: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _deepseek_router(
+    logits: np.ndarray, bias: np.ndarray, k: int, groups: int, keep: int, factor: float
+) -> tuple[np.ndarray, np.ndarray]:
     s = _sigmoid(logits)
     biased = s + bias
     t, e = logits.shape
@@ -61,8 +70,18 @@ def _deepseek_router(logits: np.ndarray, bias: np.ndarray, k: int, groups: int, 
 def router_sigmoid_bias_group_topk(rng: np.random.Generator) -> list[Check]:
     logits, bias = rounded(rng, (8, 32), "float32"), rounded(rng, (32,), "float32", 0.3)
     ids, w = _deepseek_router(logits, bias, 4, 4, 2, 2.5)
-    y, got, _ = run("npu_moe_gating_top_k", logits, 4, bias=bias, k_group=2, group_count=4,
-                    group_select_mode=1, norm_type=1, routed_scaling_factor=2.5, eps=1e-20)  # fmt: skip
+    y, got, _ = run(
+        "npu_moe_gating_top_k",
+        logits,
+        4,
+        bias=bias,
+        k_group=2,
+        group_count=4,
+        group_select_mode=1,
+        norm_type=1,
+        routed_scaling_factor=2.5,
+        eps=1e-20,
+    )
     return [Check("ids", got, ids.astype(np.int32)), Check("weights", y, w.astype(np.float32))]
 
 
@@ -71,18 +90,24 @@ def router_topk_then_sigmoid(rng: np.random.Generator) -> list[Check]:
     ids = _topk(logits, 1)
     w = _sigmoid(np.take_along_axis(logits, ids, -1))
     _, got, norm_out = run("npu_moe_gating_top_k", logits, 1, norm_type=1, out_flag=True)
-    return [Check("ids", got, ids.astype(np.int32)),
-            Check("weights", np.take_along_axis(norm_out, got.astype(np.int64), -1), w)]
+    return [
+        Check("ids", got, ids.astype(np.int32)),
+        Check("weights", np.take_along_axis(norm_out, got.astype(np.int64), -1), w),
+    ]
 
 
-def _experts_unfused(x: np.ndarray, ids: np.ndarray, w: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+def _experts_unfused(
+    x: np.ndarray, ids: np.ndarray, w: np.ndarray, w1: np.ndarray, w2: np.ndarray
+) -> np.ndarray:
     out = np.zeros((x.shape[0], w2.shape[-1]), np.float32)
     for e in range(w1.shape[0]):
         tok, slot = np.nonzero(ids == e)
         if tok.size:
             h = x[tok].astype(np.float32) @ w1[e].astype(np.float32)
             h = h.astype(x.dtype).astype(np.float32)
-            y = (np.maximum(h, 0).astype(x.dtype).astype(np.float32) @ w2[e].astype(np.float32)).astype(x.dtype)
+            y = (
+                np.maximum(h, 0).astype(x.dtype).astype(np.float32) @ w2[e].astype(np.float32)
+            ).astype(x.dtype)
             out[tok] += w[tok, slot][:, None] * y.astype(np.float32)
     return out.astype(x.dtype)
 
@@ -99,13 +124,44 @@ def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
     out = []
     for dt in FLOATS[::2]:  # float32 and bfloat16
         x, ids, w, w1, w2 = _moe_case(rng, dt)
-        ex, row_idx, counts, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=4, active_expert_range=[0, 4],
-                                     expert_tokens_num_flag=True, expert_tokens_num_type=1)  # fmt: skip
-        h = run("npu_grouped_matmul", [ex], [w1], group_list=counts, group_list_type=1, group_type=0, split_item=3)[0]
+        ex, row_idx, counts, _ = run(
+            "npu_moe_init_routing_v2",
+            x,
+            ids,
+            expert_num=4,
+            active_expert_range=[0, 4],
+            expert_tokens_num_flag=True,
+            expert_tokens_num_type=1,
+        )
+        h = run(
+            "npu_grouped_matmul",
+            [ex],
+            [w1],
+            group_list=counts,
+            group_list_type=1,
+            group_type=0,
+            split_item=3,
+        )[0]
         h = np.maximum(h.astype(np.float32), 0).astype(h.dtype)
-        y = run("npu_grouped_matmul", [h], [w2], group_list=counts, group_list_type=1, group_type=0, split_item=3)[0]
-        got = run("npu_moe_finalize_routing", y, None, None, None, w, row_idx, ids, drop_pad_mode=2, k=2)
-        out.append(Check(f"experts via init_routing/gmm/finalize {dt}", got, _experts_unfused(x, ids, w, w1, w2)))
+        y = run(
+            "npu_grouped_matmul",
+            [h],
+            [w2],
+            group_list=counts,
+            group_list_type=1,
+            group_type=0,
+            split_item=3,
+        )[0]
+        got = run(
+            "npu_moe_finalize_routing", y, None, None, None, w, row_idx, ids, drop_pad_mode=2, k=2
+        )
+        out.append(
+            Check(
+                f"experts via init_routing/gmm/finalize {dt}",
+                got,
+                _experts_unfused(x, ids, w, w1, w2),
+            )
+        )
     return out
 
 
@@ -115,15 +171,37 @@ def moe_experts_loop_permute(rng: np.random.Generator) -> list[Check]:
         x, ids, w, w1, w2 = _moe_case(rng, dt)
         p, order = run("npu_moe_token_permute", x, ids)
         counts = np.bincount(ids.reshape(-1), minlength=4).astype(np.int64)
-        h = run("npu_grouped_matmul", [p], [w1], group_list=counts, group_list_type=1, group_type=0, split_item=3)[0]
+        h = run(
+            "npu_grouped_matmul",
+            [p],
+            [w1],
+            group_list=counts,
+            group_list_type=1,
+            group_type=0,
+            split_item=3,
+        )[0]
         h = np.maximum(h.astype(np.float32), 0).astype(h.dtype)
-        y = run("npu_grouped_matmul", [h], [w2], group_list=counts, group_list_type=1, group_type=0, split_item=3)[0]
+        y = run(
+            "npu_grouped_matmul",
+            [h],
+            [w2],
+            group_list=counts,
+            group_list_type=1,
+            group_type=0,
+            split_item=3,
+        )[0]
         got = run("npu_moe_token_unpermute", y, order, probs=w)
-        out.append(Check(f"experts via permute/gmm/unpermute {dt}", got, _experts_unfused(x, ids, w, w1, w2)))
+        out.append(
+            Check(
+                f"experts via permute/gmm/unpermute {dt}", got, _experts_unfused(x, ids, w, w1, w2)
+            )
+        )
     return out
 
 
-def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, window: int | None = None) -> np.ndarray:
+def causal_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, window: int | None = None
+) -> np.ndarray:
     """Unfused reference in BNSD: repeat_kv, scaled scores, bottom-right causal mask."""
     rep = q.shape[1] // k.shape[1]
     kk, vv = np.repeat(k.astype(np.float32), rep, 1), np.repeat(v.astype(np.float32), rep, 1)
@@ -157,30 +235,87 @@ def attention(layout: str, rng: np.random.Generator) -> list[Check]:
     out = []
     b, nq, nkv, sq, skv, d = 2, 4, 2, 3, 7, 16
     for dt in HALVES:
-        q, k, v = rounded(rng, (b, nq, sq, d), dt), rounded(rng, (b, nkv, skv, d), dt), rounded(rng, (b, nkv, skv, d), dt)
+        q, k, v = (
+            rounded(rng, (b, nq, sq, d), dt),
+            rounded(rng, (b, nkv, skv, d), dt),
+            rounded(rng, (b, nkv, skv, d), dt),
+        )
         if layout == "TND":  # varlen: equal query and key lengths per batch
             k, v = k[:, :, :sq], v[:, :, :sq]
         want = _layout(causal_attention(q, k, v).astype(LOW[dt]), layout)
         extra = {}
         if layout == "TND":
             extra = {"actual_seq_lengths": [sq, 2 * sq], "actual_seq_lengths_kv": [sq, 2 * sq]}
-        got = run("npu_fused_infer_attention_score", _layout(q, layout), _layout(k, layout), _layout(v, layout),
-                  num_heads=nq, num_key_value_heads=nkv, scale=1 / np.sqrt(d), input_layout=layout,
-                  sparse_mode=3, atten_mask=COMPRESSED, **extra)[0]  # fmt: skip
+        got = run(
+            "npu_fused_infer_attention_score",
+            _layout(q, layout),
+            _layout(k, layout),
+            _layout(v, layout),
+            num_heads=nq,
+            num_key_value_heads=nkv,
+            scale=1 / np.sqrt(d),
+            input_layout=layout,
+            sparse_mode=3,
+            atten_mask=COMPRESSED,
+            **extra,
+        )[0]
         out.append(Check(f"FIA {layout} {dt}", got, want))
-        v2 = {"actual_seq_qlen": extra["actual_seq_lengths"], "actual_seq_kvlen": extra["actual_seq_lengths_kv"]} if extra else {}
-        got2 = run("npu_fused_infer_attention_score_v2", _layout(q, layout), _layout(k, layout), _layout(v, layout),
-                   num_query_heads=nq, num_key_value_heads=nkv, softmax_scale=1 / np.sqrt(d),
-                   input_layout=layout, sparse_mode=3, atten_mask=COMPRESSED, **v2)[0]  # fmt: skip
+        v2 = (
+            {
+                "actual_seq_qlen": extra["actual_seq_lengths"],
+                "actual_seq_kvlen": extra["actual_seq_lengths_kv"],
+            }
+            if extra
+            else {}
+        )
+        got2 = run(
+            "npu_fused_infer_attention_score_v2",
+            _layout(q, layout),
+            _layout(k, layout),
+            _layout(v, layout),
+            num_query_heads=nq,
+            num_key_value_heads=nkv,
+            softmax_scale=1 / np.sqrt(d),
+            input_layout=layout,
+            sparse_mode=3,
+            atten_mask=COMPRESSED,
+            **v2,
+        )[0]
         out.append(Check(f"FIA v2 {layout} {dt}", got2, want))
-        fa = {"actual_seq_qlen": extra["actual_seq_lengths"], "actual_seq_kvlen": extra["actual_seq_lengths_kv"]} if extra else {}
-        got3 = run("npu_fusion_attention", _layout(q, layout), _layout(k, layout), _layout(v, layout), nq, layout,
-                   atten_mask=COMPRESSED, scale=1 / np.sqrt(d), sparse_mode=3, **fa)[0]  # fmt: skip
+        fa = (
+            {
+                "actual_seq_qlen": extra["actual_seq_lengths"],
+                "actual_seq_kvlen": extra["actual_seq_lengths_kv"],
+            }
+            if extra
+            else {}
+        )
+        got3 = run(
+            "npu_fusion_attention",
+            _layout(q, layout),
+            _layout(k, layout),
+            _layout(v, layout),
+            nq,
+            layout,
+            atten_mask=COMPRESSED,
+            scale=1 / np.sqrt(d),
+            sparse_mode=3,
+            **fa,
+        )[0]
         out.append(Check(f"fusion_attention {layout} {dt}", got3, want))
         if layout != "TND":
-            got4 = run("npu_prompt_flash_attention", _layout(q, layout), _layout(k, layout), _layout(v, layout),
-                       num_heads=nq, num_key_value_heads=nkv, scale_value=1 / np.sqrt(d), input_layout=layout,
-                       sparse_mode=3, atten_mask=COMPRESSED)  # fmt: skip
+            got4 = run(
+                "npu_prompt_flash_attention",
+                _layout(q, layout),
+                _layout(k, layout),
+                _layout(v, layout),
+                num_heads=nq,
+                num_key_value_heads=nkv,
+                scale_value=1 / np.sqrt(d),
+                input_layout=layout,
+                sparse_mode=3,
+                atten_mask=COMPRESSED,
+            )
             out.append(Check(f"prompt_flash_attention {layout} {dt}", got4, want))
     return out
 
@@ -188,15 +323,29 @@ def attention(layout: str, rng: np.random.Generator) -> list[Check]:
 def attention_sliding_window(rng: np.random.Generator) -> list[Check]:
     q, k, v = (rounded(rng, (1, 2, s, 8), "float16") for s in (5, 9, 9))
     want = causal_attention(q, k, v, window=3).astype(np.float16)
-    got = run("npu_fused_infer_attention_score", q, k, v, num_heads=2, scale=1 / np.sqrt(8), input_layout="BNSD",
-              sparse_mode=4, pre_tokens=3 - 1, next_tokens=0, atten_mask=COMPRESSED)[0]  # fmt: skip
+    got = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k,
+        v,
+        num_heads=2,
+        scale=1 / np.sqrt(8),
+        input_layout="BNSD",
+        sparse_mode=4,
+        pre_tokens=3 - 1,
+        next_tokens=0,
+        atten_mask=COMPRESSED,
+    )[0]
     return [Check("sliding window band", got, want)]
 
 
 def attention_paged(rng: np.random.Generator) -> list[Check]:
     b, n, d, bs, lens = 2, 2, 8, 128, [130, 40]
     q = rounded(rng, (b, 1, n * d), "float16")
-    cache_k, cache_v = rounded(rng, (5, bs, n * d), "float16"), rounded(rng, (5, bs, n * d), "float16")
+    cache_k, cache_v = (
+        rounded(rng, (5, bs, n * d), "float16"),
+        rounded(rng, (5, bs, n * d), "float16"),
+    )
     table = np.array([[3, 0], [4, 1]], np.int32)
     outs = []
     for i, length in enumerate(lens):
@@ -205,8 +354,18 @@ def attention_paged(rng: np.random.Generator) -> list[Check]:
         qi = q[i].reshape(1, n, d).transpose(1, 0, 2)[None]
         outs.append(causal_attention(qi, rows_k, rows_v)[0].transpose(1, 0, 2).reshape(1, n * d))
     want = np.stack(outs).astype(np.float16)
-    got = run("npu_fused_infer_attention_score_v2", q, cache_k, cache_v, num_query_heads=n, softmax_scale=1 / np.sqrt(d),
-              input_layout="BSH", block_table=table, block_size=bs, actual_seq_kvlen=lens)[0]  # fmt: skip
+    got = run(
+        "npu_fused_infer_attention_score_v2",
+        q,
+        cache_k,
+        cache_v,
+        num_query_heads=n,
+        softmax_scale=1 / np.sqrt(d),
+        input_layout="BSH",
+        block_table=table,
+        block_size=bs,
+        actual_seq_kvlen=lens,
+    )[0]
     return [Check("paged read", got, want)]
 
 
@@ -214,7 +373,10 @@ def cache_write_paged(rng: np.random.Generator) -> list[Check]:
     t, n, d, blocks, bs = 5, 2, 16, 4, 8
     key, value = rounded(rng, (t, n, d), "float16"), rounded(rng, (t, n, d), "float16")
     slots = np.array([3, 17, -1, 30, 8], np.int32)
-    want_k, want_v = np.zeros((blocks, bs, n, d), np.float16), np.zeros((blocks, bs, n, d), np.float16)
+    want_k, want_v = (
+        np.zeros((blocks, bs, n, d), np.float16),
+        np.zeros((blocks, bs, n, d), np.float16),
+    )
     flat_k, flat_v = want_k.reshape(-1, n, d), want_v.reshape(-1, n, d)
     for i, s in enumerate(slots):
         if s >= 0:
@@ -226,9 +388,13 @@ def cache_write_paged(rng: np.random.Generator) -> list[Check]:
     nz_k = np.zeros((blocks, n * d // 16, bs, 16), np.float16)
     run("npu_scatter_pa_kv_cache", key, value, nz_k, np.zeros_like(nz_k), slots)
     nd_from_nz = nz_k.transpose(0, 2, 1, 3).reshape(blocks, bs, n, d)
-    return [Check("reshape_and_cache k", kc, want_k), Check("reshape_and_cache v", vc, want_v),
-            Check("scatter_pa_kv_cache Norm k", kc2, want_k), Check("scatter_pa_kv_cache Norm v", vc2, want_v),
-            Check("scatter_pa_kv_cache PA_NZ k", nd_from_nz, want_k)]
+    return [
+        Check("reshape_and_cache k", kc, want_k),
+        Check("reshape_and_cache v", vc, want_v),
+        Check("scatter_pa_kv_cache Norm k", kc2, want_k),
+        Check("scatter_pa_kv_cache Norm v", vc2, want_v),
+        Check("scatter_pa_kv_cache PA_NZ k", nd_from_nz, want_k),
+    ]
 
 
 def cache_write_contiguous(rng: np.random.Generator) -> list[Check]:
@@ -240,8 +406,14 @@ def cache_write_contiguous(rng: np.random.Generator) -> list[Check]:
     sin = np.sin(np.concatenate([ang, ang], -1)).astype(LOW["bfloat16"])
     pos = np.array([[0, 1, 2], [4, 5, -1]], np.int64)
     c = kv[..., :512].astype(np.float32)
-    c = c / np.sqrt((c ** 2).mean(-1, keepdims=True) + 1e-5) * gamma.astype(np.float32)
-    pe = kv[..., 512:].astype(np.float32).reshape(b, 1, s, 32, 2).transpose(0, 1, 2, 4, 3).reshape(b, 1, s, 64)
+    c = c / np.sqrt((c**2).mean(-1, keepdims=True) + 1e-5) * gamma.astype(np.float32)
+    pe = (
+        kv[..., 512:]
+        .astype(np.float32)
+        .reshape(b, 1, s, 32, 2)
+        .transpose(0, 1, 2, 4, 3)
+        .reshape(b, 1, s, 64)
+    )
     half = np.concatenate([-pe[..., 32:], pe[..., :32]], -1)
     pe = pe * cos.astype(np.float32) + half * sin.astype(np.float32)
     want_k = np.zeros((b, 1, cache_len, 64), LOW["bfloat16"])

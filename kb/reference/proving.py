@@ -60,6 +60,8 @@ def failures(checks: list[Check]) -> list[str]:
     return [e for e in (c.error() for c in checks) if e]
 
 
-def rounded(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, scale: float = 1.0) -> np.ndarray:
+def rounded(
+    rng: np.random.Generator, shape: tuple[int, ...], dtype: str, scale: float = 1.0
+) -> np.ndarray:
     """Random normal values already representable in ``dtype``."""
     return (rng.standard_normal(shape) * scale).astype(np.float32).astype(LOW[dtype])

@@ -29,8 +29,10 @@ def dynamic_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
         raise NotModelled("npu_dynamic_quant: only quant_mode='pertoken' is modelled")
     target = np.int8 if a["dst_type"] is None else dtype_named(a["dst_type"], "dst_type")
     if target not in (np.int8, NUMPY["float8_e4m3fn"], NUMPY["float8_e5m2"]):
-        raise NotModelled("npu_dynamic_quant: dst_type int8, float8_e4m3fn or float8_e5m2 "
-                                  "is modelled (quint4x2 packs eight values per int32)")  # fmt: skip
+        raise NotModelled(
+            "npu_dynamic_quant: dst_type int8, float8_e4m3fn or float8_e5m2 "
+            "is modelled (quint4x2 packs eight values per int32)"
+        )
     smooth, groups = a["smooth_scales"], a["group_index"]
     if smooth is not None:
         if groups is None:
@@ -39,8 +41,10 @@ def dynamic_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
             rows = x.reshape(-1, x.shape[-1])
             ends = [int(e) for e in np.asarray(groups).reshape(-1)]
             if ends != sorted(ends) or ends[-1] != rows.shape[0]:
-                raise ReferenceInputError("npu_dynamic_quant: group_index must be non-decreasing "
-                                          "cumulative row ends whose last value is the row count")  # fmt: skip
+                raise ReferenceInputError(
+                    "npu_dynamic_quant: group_index must be non-decreasing "
+                    "cumulative row ends whose last value is the row count"
+                )
             start, out = 0, rows.copy()
             for g, end in enumerate(ends):
                 out[start:end] = rows[start:end] * f32(smooth)[g]
@@ -53,7 +57,11 @@ def quantize(a: Args) -> np.ndarray:
     x, scales, zp = f32(a["self"]), f32(a["scales"]), a["zero_points"]
     canon = dtype_value({"takes": "dtype"}, a["dtype"])
     # torch's quantized qint8/quint8 store int8/uint8
-    stored = canon[1:] if (isinstance(canon, str) and canon.startswith("qu")) or canon == "qint8" else canon
+    stored = (
+        canon[1:]
+        if (isinstance(canon, str) and canon.startswith("qu")) or canon == "qint8"
+        else canon
+    )
     target = dtype_named(stored, "dtype")
     axis = a["axis"] % x.ndim
     if scales.ndim == 1:
@@ -78,11 +86,15 @@ def _matmul(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
 def quant_matmul(a: Args) -> np.ndarray:
     x1, x2, scale = a["x1"], a["x2"], a["scale"]
     if x1.dtype != np.int8 or x2.dtype != np.int8:
-        raise NotModelled("npu_quant_matmul: the reference models int8 x1 and x2 "
-                                  "(int32-packed int4, FP8 and MX inputs are not modelled)")  # fmt: skip
+        raise NotModelled(
+            "npu_quant_matmul: the reference models int8 x1 and x2 "
+            "(int32-packed int4, FP8 and MX inputs are not modelled)"
+        )
     if scale.dtype in (np.int64, np.uint64):
-        raise NotModelled("npu_quant_matmul: an int64 scale (npu_trans_quant_param "
-                                  "encoding) is not modelled; pass the float32 scale")  # fmt: skip
+        raise NotModelled(
+            "npu_quant_matmul: an int64 scale (npu_trans_quant_param "
+            "encoding) is not modelled; pass the float32 scale"
+        )
     acc = _matmul(x1, x2)
     bias = a["bias"]
     if bias is not None and bias.dtype == np.int32:
@@ -94,15 +106,18 @@ def quant_matmul(a: Args) -> np.ndarray:
         out = out + f32(bias)
     if a["offset"] is not None:
         out = out + f32(a["offset"]).reshape(-1)
-    target = np.int8 if a["output_dtype"] is None else dtype_named(a["output_dtype"], "output_dtype")
+    target = (
+        np.int8 if a["output_dtype"] is None else dtype_named(a["output_dtype"], "output_dtype")
+    )
     return cast(out, target)
 
 
 def weight_quant_batchmatmul(a: Args) -> np.ndarray:
     x, w = a["x"], a["weight"]
     if w.dtype != np.int8:
-        raise NotModelled("npu_weight_quant_batchmatmul: int8 weight is modelled "
-                                  "(int32 packs eight int4 values)")  # fmt: skip
+        raise NotModelled(
+            "npu_weight_quant_batchmatmul: int8 weight is modelled (int32 packs eight int4 values)"
+        )
     scale = a["antiquant_scale"]
     if scale.dtype == np.int64:
         raise NotModelled("npu_weight_quant_batchmatmul: an int64 antiquant_scale is not modelled")
@@ -149,7 +164,11 @@ def _swiglu_part(res: np.ndarray, a: Args) -> np.ndarray:
 def _per_group(t: np.ndarray, groups: int, h: int) -> np.ndarray:
     """A static scale/offset as [groups, h] rows: one value per group or one per column."""
     flat = f32(t).reshape(-1)
-    return flat.reshape(-1, 1) if flat.size == groups and flat.size != groups * h else flat.reshape(-1, h)
+    return (
+        flat.reshape(-1, 1)
+        if flat.size == groups and flat.size != groups * h
+        else flat.reshape(-1, h)
+    )
 
 
 def dequant_swiglu_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
@@ -158,10 +177,14 @@ def dequant_swiglu_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
         raise ReferenceInputError("npu_dequant_swiglu_quant: x must be 2-D [TokensNum, 2H]")
     if a["dst_type"] not in (None, 1, "int8", "torch.int8"):
         raise NotModelled("npu_dequant_swiglu_quant: only an int8 output is modelled")
-    counts = [x.shape[0]] if a["group_index"] is None else [int(c) for c in np.asarray(a["group_index"])]
+    counts = (
+        [x.shape[0]] if a["group_index"] is None else [int(c) for c in np.asarray(a["group_index"])]
+    )
     if sum(counts) > x.shape[0] or min(counts) < 0:
-        raise ReferenceInputError("npu_dequant_swiglu_quant: group_index counts must be "
-                                  "non-negative and sum to at most TokensNum")  # fmt: skip
+        raise ReferenceInputError(
+            "npu_dequant_swiglu_quant: group_index counts must be "
+            "non-negative and sum to at most TokensNum"
+        )
     h = x.shape[-1] // 2
     y = np.zeros((x.shape[0], h), np.float32)
     scale_out = np.zeros((x.shape[0],), np.float32)

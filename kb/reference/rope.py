@@ -33,15 +33,21 @@ def _apply(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, mode: str, what: str
     try:
         out = f32(x) * f32(cos) + rotate(f32(x), mode) * f32(sin)
     except ValueError as exc:  # numpy's broadcast complaint
-        raise ReferenceInputError(f"{what}: cos/sin {cos.shape} do not broadcast to {x.shape}") from exc
+        raise ReferenceInputError(
+            f"{what}: cos/sin {cos.shape} do not broadcast to {x.shape}"
+        ) from exc
     if out.shape != x.shape:
-        raise ReferenceInputError(f"{what}: cos/sin {cos.shape} must broadcast to x {x.shape}, not widen it")
+        raise ReferenceInputError(
+            f"{what}: cos/sin {cos.shape} must broadcast to x {x.shape}, not widen it"
+        )
     return cast(out, x.dtype)
 
 
 def rotary_mul(a: Args) -> np.ndarray:
     if a["rotate"] is not None:
-        raise NotModelled("npu_rotary_mul: the rotate matrix form is not modelled; pass rotate=None")
+        raise NotModelled(
+            "npu_rotary_mul: the rotate matrix form is not modelled; pass rotate=None"
+        )
     return _apply(a["self"], a["r1"], a["r2"], a["rotary_mode"], "npu_rotary_mul")
 
 

@@ -18,9 +18,13 @@ Args = dict[str, Any]
 def sparse_flash_attention(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q, idx = a["query"], np.asarray(a["sparse_indices"])
     if a["sinks"] is not None or a["return_softmax_lse"]:
-        raise NotModelled("npu_sparse_flash_attention: sinks and the softmax max/sum outputs are not modelled")
+        raise NotModelled(
+            "npu_sparse_flash_attention: sinks and the softmax max/sum outputs are not modelled"
+        )
     if a["attention_mode"] != 2:
-        raise ReferenceInputError("npu_sparse_flash_attention: attention_mode supports only 2 (MLA-absorb)")
+        raise ReferenceInputError(
+            "npu_sparse_flash_attention: attention_mode supports only 2 (MLA-absorb)"
+        )
     if (a["query_rope"] is None) != (a["key_rope"] is None):
         raise ReferenceInputError("npu_sparse_flash_attention: query_rope and key_rope go together")
     block = int(a["sparse_block_size"])
@@ -31,8 +35,13 @@ def sparse_flash_attention(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     idx_rows = idx.reshape(-1, *idx.shape[-2:])  # [T, KV_N, sparse_size]
     out = np.zeros((q_rows.shape[0], q_rows.shape[1], a["value"].shape[-1]), np.float32)
     for b, (start, end) in enumerate(spans):
+
         def rows(t: np.ndarray, what: str, b: int = b) -> np.ndarray:
-            return f32(kv_rows(t, a["layout_kv"], b, a["actual_seq_lengths_kv"], a["block_table"], what)[:, 0])
+            return f32(
+                kv_rows(t, a["layout_kv"], b, a["actual_seq_lengths_kv"], a["block_table"], what)[
+                    :, 0
+                ]
+            )
 
         k, v = rows(a["key"], "key"), rows(a["value"], "value")
         if a["key_rope"] is not None:
@@ -43,8 +52,11 @@ def sparse_flash_attention(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray]
             if qr_rows is not None:
                 qi = np.concatenate([qi, f32(qr_rows[start + i])], -1)
             chosen = [int(x) for x in idx_rows[start + i, 0] if x >= 0]
-            pos = np.unique(np.concatenate([np.arange(c * block, (c + 1) * block) for c in chosen]) if chosen
-                            else np.zeros(0, np.int64))  # fmt: skip
+            pos = np.unique(
+                np.concatenate([np.arange(c * block, (c + 1) * block) for c in chosen])
+                if chosen
+                else np.zeros(0, np.int64)
+            )
             limit = i + s2 - s1 if a["sparse_mode"] == 3 else s2 - 1
             pos = pos[(pos <= limit) & (pos < s2)]
             if pos.size == 0:

@@ -77,8 +77,17 @@ def schema_params(record: dict[str, Any], schema: str) -> list[dict[str, Any]] |
     except SchemaError:
         return None
     own = {p["name"]: p for p in record.get("parameters") or []}
-    return [{**own.get(a.name, {}), "name": a.name, "type": a.type, "default": a.default,
-             "keyword_only": a.keyword_only, "required": a.required} for a in parsed.args]  # fmt: skip
+    return [
+        {
+            **own.get(a.name, {}),
+            "name": a.name,
+            "type": a.type,
+            "default": a.default,
+            "keyword_only": a.keyword_only,
+            "required": a.required,
+        }
+        for a in parsed.args
+    ]
 
 
 def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[str, str]]) -> Bound:
@@ -101,8 +110,11 @@ def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[st
         return out
     kept = []
     for problem in out.problems:
-        if problem.rule not in (rules.TOO_MANY_POSITIONAL, rules.KEYWORD_ONLY_POSITIONAL,
-                                rules.MISSING_REQUIRED):
+        if problem.rule not in (
+            rules.TOO_MANY_POSITIONAL,
+            rules.KEYWORD_ONLY_POSITIONAL,
+            rules.MISSING_REQUIRED,
+        ):
             kept.append(problem)
             continue
         key = (problem.code, problem.where.line, problem.where.column)
@@ -111,9 +123,16 @@ def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[st
         if not bad:
             continue
         if fine:
-            kept.append(Problem(problem.rule, problem.where, f"{problem.message} (from torch_npu "
-                                f"{', '.join(bad)}; the schema of {', '.join(fine)} accepts the "
-                                "call)", "warning"))  # fmt: skip
+            kept.append(
+                Problem(
+                    problem.rule,
+                    problem.where,
+                    f"{problem.message} (from torch_npu "
+                    f"{', '.join(bad)}; the schema of {', '.join(fine)} accepts the "
+                    "call)",
+                    "warning",
+                )
+            )
         else:
             kept.append(problem)
     out.problems = kept
@@ -143,15 +162,25 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
         elif i < len(params):
             kw = params[i]
             shown = python_name(kw) if python else kw["name"]
-            out.problems.append(Problem(rules.KEYWORD_ONLY_POSITIONAL, entry.where,
-                f"the {_ordinal(i + 1)} positional argument of {site.op.spelled} lands on "
-                f"{shown}, which is keyword-only: write {shown}={entry.text}"))  # fmt: skip
+            out.problems.append(
+                Problem(
+                    rules.KEYWORD_ONLY_POSITIONAL,
+                    entry.where,
+                    f"the {_ordinal(i + 1)} positional argument of {site.op.spelled} lands on "
+                    f"{shown}, which is keyword-only: write {shown}={entry.text}",
+                )
+            )
             given[kw["name"]] = entry
         else:
-            out.problems.append(Problem(rules.TOO_MANY_POSITIONAL, entry.where,
-                f"{site.op.spelled} takes at most {len(positional)} positional argument"
-                f"{'s' if len(positional) != 1 else ''} ({len(params)} parameters in all), "
-                f"this call passes {len(site.positional)}"))  # fmt: skip
+            out.problems.append(
+                Problem(
+                    rules.TOO_MANY_POSITIONAL,
+                    entry.where,
+                    f"{site.op.spelled} takes at most {len(positional)} positional argument"
+                    f"{'s' if len(positional) != 1 else ''} ({len(params)} parameters in all), "
+                    f"this call passes {len(site.positional)}",
+                )
+            )
             break
     for name, entry in site.keywords.items():
         param = accepted.get(name)
@@ -160,9 +189,14 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
             if swapped is not None and (python or name not in by_schema):
                 right = python_name(swapped) if python else swapped["name"]
                 how = "the torch_npu binding" if python else "torch.ops calls (the schema)"
-                out.problems.append(Problem(rules.BINDING_KEYWORD, entry.key_where or entry.where,
-                    f"{how} name{'s' if python else ''} this parameter {right!r}, not "
-                    f"{name!r}: write {right}={entry.text}"))  # fmt: skip
+                out.problems.append(
+                    Problem(
+                        rules.BINDING_KEYWORD,
+                        entry.key_where or entry.where,
+                        f"{how} name{'s' if python else ''} this parameter {right!r}, not "
+                        f"{name!r}: write {right}={entry.text}",
+                    )
+                )
                 param = swapped
             elif out_overload:
                 continue  # out= / workspace= of the out overload
@@ -170,19 +204,31 @@ def bind(site: CallSite, record: dict[str, Any]) -> Bound:
                 _put(out, name, None, entry)  # KB104 (unknown argument) judges it
                 continue
         if param["name"] in given:
-            out.problems.append(Problem(rules.DUPLICATE_ARGUMENT, entry.key_where or entry.where,
-                f"{name} is given twice, by position and by keyword"))  # fmt: skip
+            out.problems.append(
+                Problem(
+                    rules.DUPLICATE_ARGUMENT,
+                    entry.key_where or entry.where,
+                    f"{name} is given twice, by position and by keyword",
+                )
+            )
             continue
         given[param["name"]] = entry
     for name, entry in given.items():
         _put(out, name, by_schema.get(name), entry)
     if not (site.star_args or site.open_kwargs or out_overload):
-        missing = [python_name(p) if python else p["name"] for p in params
-                   if p.get("required", True) and p.get("default") is None
-                   and p["name"] not in given]  # fmt: skip
+        missing = [
+            python_name(p) if python else p["name"]
+            for p in params
+            if p.get("required", True) and p.get("default") is None and p["name"] not in given
+        ]
         if missing:
-            out.problems.append(Problem(rules.MISSING_REQUIRED, site.func_where,
-                f"{site.op.spelled} is called without {', '.join(missing)} (required)"))  # fmt: skip
+            out.problems.append(
+                Problem(
+                    rules.MISSING_REQUIRED,
+                    site.func_where,
+                    f"{site.op.spelled} is called without {', '.join(missing)} (required)",
+                )
+            )
     return out
 
 
@@ -190,10 +236,19 @@ def _put(out: Bound, name: str, param: dict[str, Any] | None, entry: Entry) -> N
     out.entries[name] = entry
     is_literal, value = literal_of(entry.value)
     kind = str(param.get("type", "")) if param is not None else ""
-    if kind.startswith("Tensor[]") and isinstance(entry.value, Typed) and entry.value.type == "Tensor":
-        out.problems.append(Problem(rules.TENSOR_LIST_EXPECTED, entry.where,
-            f"{name} takes {kind} (a list of tensors) but {entry.text} is annotated as one "
-            f"tensor: pass [{entry.text}]"))  # fmt: skip
+    if (
+        kind.startswith("Tensor[]")
+        and isinstance(entry.value, Typed)
+        and entry.value.type == "Tensor"
+    ):
+        out.problems.append(
+            Problem(
+                rules.TENSOR_LIST_EXPECTED,
+                entry.where,
+                f"{name} takes {kind} (a list of tensors) but {entry.text} is annotated as one "
+                f"tensor: pass [{entry.text}]",
+            )
+        )
     if kind.startswith("Tensor"):
         if is_literal and value is None:
             out.tensors[name] = None

@@ -28,16 +28,34 @@ MAX_VARIANTS = 64  # argument combinations checked per call site
 
 #: Calls that load compiled operator extensions at run time; the operators they register
 #: are named only by strings in the code that loads them.
-LOADERS = ("load_library", "cpp_extension.load", "load_inline", "spec_from_file_location",
-           "OpBuilder", "load_op", "build_extension", "jit_load")  # fmt: skip
+LOADERS = (
+    "load_library",
+    "cpp_extension.load",
+    "load_inline",
+    "spec_from_file_location",
+    "OpBuilder",
+    "load_op",
+    "build_extension",
+    "jit_load",
+)
 _LOADER_TEXT = re.compile("|".join(LOADERS))
 _QUOTED_IDENT = re.compile(r"""["']([A-Za-z_][A-Za-z0-9_]{2,80})["']""")
-_LIBRARY_CALLS = ("torch.library.define", "torch.library.custom_op", "torch.library.impl",
-                  "torch.library.register_fake", "torch.library.triton_op",
-                  "torch._custom_op.impl.custom_op", "torch._custom_ops.custom_op")  # fmt: skip
+_LIBRARY_CALLS = (
+    "torch.library.define",
+    "torch.library.custom_op",
+    "torch.library.impl",
+    "torch.library.register_fake",
+    "torch.library.triton_op",
+    "torch._custom_op.impl.custom_op",
+    "torch._custom_ops.custom_op",
+)
 #: Of those, the ones whose decorated function's signature is the operator's schema.
-_DEFINING_DECORATORS = ("torch.library.custom_op", "torch.library.triton_op",
-                        "torch._custom_op.impl.custom_op", "torch._custom_ops.custom_op")  # fmt: skip
+_DEFINING_DECORATORS = (
+    "torch.library.custom_op",
+    "torch.library.triton_op",
+    "torch._custom_op.impl.custom_op",
+    "torch._custom_ops.custom_op",
+)
 
 
 def extension_names(text: str) -> set[str]:
@@ -92,26 +110,48 @@ class CallRecorder(KwargsTracking):
         seen: set[tuple[Any, ...]] = set()
         for callee in callees:
             op: Op = callee.value
-            for combo in itertools.islice(itertools.product(*pos_choices, *kw_choices), MAX_VARIANTS * 4):
+            for combo in itertools.islice(
+                itertools.product(*pos_choices, *kw_choices), MAX_VARIANTS * 4
+            ):
                 merged = consistent(cond, callee.cond, *(c for c, _ in combo))
                 if merged is None:
                     continue
                 positional = list(op.bound_args) + [e for _c, e in combo[: len(pos_choices)] if e]
                 keywords, open_kwargs = _keywords(op, combo[len(pos_choices) :])
-                key = (op, tuple((e.text, repr(e.value)) for e in positional),
-                       tuple(sorted((k, e.text, repr(e.value)) for k, e in keywords.items())), open_kwargs)  # fmt: skip
+                key = (
+                    op,
+                    tuple((e.text, repr(e.value)) for e in positional),
+                    tuple(sorted((k, e.text, repr(e.value)) for k, e in keywords.items())),
+                    open_kwargs,
+                )
                 if key in seen:
                     continue
                 seen.add(key)
-                self.scan.calls.append(CallSite(self.scan.path, op, first, func_where, end,
-                                                positional, keywords, star, open_kwargs, merged,
-                                                qual, node_id, variants, cond))  # fmt: skip
+                self.scan.calls.append(
+                    CallSite(
+                        self.scan.path,
+                        op,
+                        first,
+                        func_where,
+                        end,
+                        positional,
+                        keywords,
+                        star,
+                        open_kwargs,
+                        merged,
+                        qual,
+                        node_id,
+                        variants,
+                        cond,
+                    )
+                )
                 variants += 1
                 if variants >= MAX_VARIANTS:
                     return
 
-    def _positional_choices(self, node: ast.Call, env: Env,
-                            cond: Cond) -> tuple[list[list[tuple[Cond, Entry | None]]], bool]:  # fmt: skip
+    def _positional_choices(
+        self, node: ast.Call, env: Env, cond: Cond
+    ) -> tuple[list[list[tuple[Cond, Entry | None]]], bool]:
         """Each positional argument's alternatives, and whether a ``*args`` is spread."""
         choices: list[list[tuple[Cond, Entry | None]]] = []
         star = False
@@ -122,13 +162,19 @@ class CallRecorder(KwargsTracking):
             choices.append([(c, self.entry(arg, v)) for c, v in self.ev(arg, env, cond)])
         return choices, star
 
-    def _keyword_choices(self, node: ast.Call, env: Env, cond: Cond) -> list[list[tuple[Cond, Any]]]:
+    def _keyword_choices(
+        self, node: ast.Call, env: Env, cond: Cond
+    ) -> list[list[tuple[Cond, Any]]]:
         """Each keyword's alternatives: ``{name: entry}``, or ``(entries, open)`` for ``**kw``."""
         choices: list[list[tuple[Cond, Any]]] = []
         for kw in node.keywords:
             if kw.arg is not None:
-                choices.append([(c, {kw.arg: self.entry(kw.value, v, kw)})
-                                for c, v in self.ev(kw.value, env, cond)])  # fmt: skip
+                choices.append(
+                    [
+                        (c, {kw.arg: self.entry(kw.value, v, kw)})
+                        for c, v in self.ev(kw.value, env, cond)
+                    ]
+                )
             else:
                 spread = []
                 for c, v in self.ev(kw.value, env, cond):
@@ -143,8 +189,12 @@ class CallRecorder(KwargsTracking):
         """``lib.define("npu_x(...)")``, ``torch.library.custom_op("npu::npu_x")``,
         ``setattr(torch_npu, name, getattr(torch.ops.custom, name))`` and kin."""
         func = node.func
-        if (isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) == 3
-                and env.lookup("setattr") is None):  # fmt: skip
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "setattr"
+            and len(node.args) == 3
+            and env.lookup("setattr") is None
+        ):
             name = const_str(node.args[1])
             for _c, owner in self.ev(node.args[0], env, cond):
                 ns = PATH_NAMESPACES.get(owner.path) if isinstance(owner, Module) else None
@@ -171,8 +221,9 @@ class CallRecorder(KwargsTracking):
                 self._register(ns.strip(), rest, schema, node)
                 return
 
-    def decorated(self, deco: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef, env: Env,
-                  cond: Cond) -> None:  # fmt: skip
+    def decorated(
+        self, deco: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef, env: Env, cond: Cond
+    ) -> None:
         """``@custom_op("ns::name")`` on a function: the operator with that function's parameters."""
         if not (self.collect and isinstance(deco, ast.Call) and deco.args):
             return
@@ -181,8 +232,16 @@ class CallRecorder(KwargsTracking):
             return
         for _c, value in self.ev(deco.func, env, cond):
             if isinstance(value, Module) and value.path in _DEFINING_DECORATORS:
-                self.scan.registrations.add(Registration(
-                    name[0], name[1], None, self.scan.path, deco.lineno, params=function_params(fn)))  # fmt: skip
+                self.scan.registrations.add(
+                    Registration(
+                        name[0],
+                        name[1],
+                        None,
+                        self.scan.path,
+                        deco.lineno,
+                        params=function_params(fn),
+                    )
+                )
                 return
 
     def _register(self, ns: str, text: str, schema: str | None, node: ast.Call) -> None:
@@ -191,8 +250,9 @@ class CallRecorder(KwargsTracking):
         if not name.isidentifier():
             return
         full = schema if schema and "(" in schema and "->" in schema else None
-        self.scan.registrations.add(Registration(ns, name, full and " ".join(full.split()),
-                                                 self.scan.path, node.lineno))  # fmt: skip
+        self.scan.registrations.add(
+            Registration(ns, name, full and " ".join(full.split()), self.scan.path, node.lineno)
+        )
 
 
 def _keywords(op: Op, parts: tuple[tuple[Cond, Any], ...]) -> tuple[dict[str, Entry], bool]:

@@ -36,10 +36,29 @@ from kb.scan.globs import PatternError, PatternSet, compile_pattern
 from kb.vocab import GRAPH_MODES, PHASES, normalize
 from kb.vocab.parallel import PARALLEL_MODES
 
-KEYS = ("product", "torch-npu", "graph-mode", "quantization", "parallel", "select", "ignore", "exclude",
-        "custom-ops", "per-file-ignores", "overrides")  # fmt: skip
-OVERRIDE_KEYS = ("files", "product", "torch-npu", "graph-mode", "quantization", "parallel", "select",
-                 "ignore")  # fmt: skip
+KEYS = (
+    "product",
+    "torch-npu",
+    "graph-mode",
+    "quantization",
+    "parallel",
+    "select",
+    "ignore",
+    "exclude",
+    "custom-ops",
+    "per-file-ignores",
+    "overrides",
+)
+OVERRIDE_KEYS = (
+    "files",
+    "product",
+    "torch-npu",
+    "graph-mode",
+    "quantization",
+    "parallel",
+    "select",
+    "ignore",
+)
 
 
 class ConfigError(Exception):
@@ -189,32 +208,41 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
         elif key == "torch-npu":
             release = release_text(value)
             if release is None:
-                raise ConfigError(f"{where}: torch-npu must be a release such as \"2.7.1\"")
+                raise ConfigError(f'{where}: torch-npu must be a release such as "2.7.1"')
             out.torch_npu = release
         elif key == "graph-mode":
             if isinstance(value, dict):
                 for phase, mode in value.items():
                     if phase not in PHASES or mode not in GRAPH_MODES:
-                        raise ConfigError(f"{where}: graph-mode.{phase} = {mode!r}; phases are "
-                                          "prefill/decode/training, modes eager/aclgraph/torchair")  # fmt: skip
+                        raise ConfigError(
+                            f"{where}: graph-mode.{phase} = {mode!r}; phases are "
+                            "prefill/decode/training, modes eager/aclgraph/torchair"
+                        )
                     out.graph_modes[phase] = mode
             elif value in GRAPH_MODES:
                 out.graph_mode = value
             else:
-                raise ConfigError(f"{where}: graph-mode {value!r} is not one of {', '.join(GRAPH_MODES)}")
+                raise ConfigError(
+                    f"{where}: graph-mode {value!r} is not one of {', '.join(GRAPH_MODES)}"
+                )
         elif key == "quantization":
             from kb.vocab import ambiguous_scheme_message, normalize_scheme
 
             canon = normalize_scheme(value)
             if canon is None:
                 why = ambiguous_scheme_message(value)
-                raise ConfigError(f"{where}: quantization {why}" if why else
-                                  f"{where}: quantization {value!r} is not a known scheme")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: quantization {why}"
+                    if why
+                    else f"{where}: quantization {value!r} is not a known scheme"
+                )
             out.quantization = canon
         elif key == "parallel":
             canon = normalize("parallel", value)
             if canon is None:
-                raise ConfigError(f"{where}: parallel {value!r} is not one of {', '.join(PARALLEL_MODES)}")
+                raise ConfigError(
+                    f"{where}: parallel {value!r} is not one of {', '.join(PARALLEL_MODES)}"
+                )
             out.parallel = canon
         elif key == "select":
             out.select = _str_list(value, f"{where}: select")
@@ -238,8 +266,11 @@ def load(start: Path, explicit: Path | None = None) -> Config:
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(KEYS)}")
     cfg = Config(path=path)
-    plain = {k: v for k, v in table.items() if _key(k) not in
-             ("exclude", "custom-ops", "per-file-ignores", "overrides")}  # fmt: skip
+    plain = {
+        k: v
+        for k, v in table.items()
+        if _key(k) not in ("exclude", "custom-ops", "per-file-ignores", "overrides")
+    }
     _apply(cfg.base, plain, where=where)
     for raw, value in table.items():
         key = _key(raw)
@@ -251,11 +282,14 @@ def load(start: Path, explicit: Path | None = None) -> Config:
             if not isinstance(value, dict):
                 raise ConfigError(f"{where} per-file-ignores must be a table of glob = [codes]")
             _globs(list(value), f"{where} per-file-ignores")
-            cfg.per_file_ignores = {g: _str_list(c, f"{where} per-file-ignores.{g}")
-                                    for g, c in value.items()}  # fmt: skip
+            cfg.per_file_ignores = {
+                g: _str_list(c, f"{where} per-file-ignores.{g}") for g, c in value.items()
+            }
         elif key == "overrides":
             if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-                raise ConfigError(f"{where} overrides must be an array of tables ([[tool.kb.overrides]])")
+                raise ConfigError(
+                    f"{where} overrides must be an array of tables ([[tool.kb.overrides]])"
+                )
             for i, ov in enumerate(value):
                 ov_where = f"{where} overrides[{i}]"
                 bad = [k for k in ov if _key(k) not in OVERRIDE_KEYS]

@@ -22,9 +22,13 @@ def _module(file: str, scope: str) -> str:
 
 
 def _scalar_args(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in args.items()
-            if v is None or isinstance(v, (bool, int, float, str))
-            or (isinstance(v, list) and all(isinstance(x, (bool, int, float, str)) for x in v))}  # fmt: skip
+    return {
+        k: v
+        for k, v in args.items()
+        if v is None
+        or isinstance(v, (bool, int, float, str))
+        or (isinstance(v, list) and all(isinstance(x, (bool, int, float, str)) for x in v))
+    }
 
 
 def planned(report: ScanReport) -> list[dict[str, Any]]:
@@ -39,7 +43,11 @@ def planned(report: ScanReport) -> list[dict[str, Any]]:
             if key in seen:
                 continue
             seen.add(key)
-            cand: dict[str, Any] = {"module": module, "phase": entry["phase"], "operator": stage["operator"]}
+            cand: dict[str, Any] = {
+                "module": module,
+                "phase": entry["phase"],
+                "operator": stage["operator"],
+            }
             prereq = entry.get("prerequisites") or []
             cand["status"] = "needs-prerequisite" if prereq else "candidate"
             replaced = any("the chain applies" in n for n in stage.get("notes", []))
@@ -49,8 +57,12 @@ def planned(report: ScanReport) -> list[dict[str, Any]]:
                 cand["prerequisites"] = list(prereq)
             if stage.get("args"):
                 cand["args"] = _scalar_args(stage["args"])
-            notes = [f"mapping {stage['mapping']}", f"{entry['kind']} ({entry.get('file', '')})",
-                     *stage.get("notes", []), *entry.get("notes", [])]  # fmt: skip
+            notes = [
+                f"mapping {stage['mapping']}",
+                f"{entry['kind']} ({entry.get('file', '')})",
+                *stage.get("notes", []),
+                *entry.get("notes", []),
+            ]
             if stage.get("passed"):
                 notes.append("passed: " + ", ".join(stage["passed"]))
             cand["notes"] = "; ".join(notes)
@@ -94,8 +106,13 @@ def candidates(report: ScanReport) -> list[dict[str, Any]]:
             cand = {"module": site_key[0]}
             if site.phase:
                 cand["phase"] = site.phase
-            cand.update({"operator": site.record, "status": "replaced",
-                         "evidence": f"{site.file}:{site.line}"})  # fmt: skip
+            cand.update(
+                {
+                    "operator": site.record,
+                    "status": "replaced",
+                    "evidence": f"{site.file}:{site.line}",
+                }
+            )
             args = _scalar_args(site.args)
             if args:
                 cand["args"] = args
@@ -129,9 +146,13 @@ def document(report: ScanReport, target: dict[str, Any], model: str) -> str:
     import yaml
 
     body = {"version": 1, "model": model, "target": target, "candidates": candidates(report)}
-    head = ("# Draft candidate list written by `kb scan --emit-candidates`.\n"
-            "# Review it: confirm each operator, set phases, then run `kb check` on it.\n")  # fmt: skip
-    return head + yaml.dump(body, Dumper=_plain_dumper(), sort_keys=False, allow_unicode=True, width=100)
+    head = (
+        "# Draft candidate list written by `kb scan --emit-candidates`.\n"
+        "# Review it: confirm each operator, set phases, then run `kb check` on it.\n"
+    )
+    return head + yaml.dump(
+        body, Dumper=_plain_dumper(), sort_keys=False, allow_unicode=True, width=100
+    )
 
 
 def _plain_dumper() -> Any:

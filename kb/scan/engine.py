@@ -22,7 +22,7 @@ from kb.lint.context import Context
 from kb.lint.engine import active_rules, rules_for
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target
-from kb.lint.suppress import BAD_IGNORE_CODE, matches
+from kb.lint.suppress import BAD_IGNORE_CODE
 from kb.lint.unit import RuleUnit
 from kb.scan import foreign, hints, pool
 from kb.scan.binding import Bound, bind_releases
@@ -33,7 +33,8 @@ from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
 from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, native_text, read
-from kb.vocab import NAMESPACE_PATHS, product_family
+from kb.scan.variants import Variant, merge_variants, settle, site_product, suppressed
+from kb.vocab import NAMESPACE_PATHS
 
 #: The scanner's names for the call-path namespaces records live under.
 OPERATOR_NAMESPACES = tuple(NAMESPACE_PATHS)
@@ -111,7 +112,7 @@ class ScanReport:
     notes: list[str] = field(default_factory=list)
     opportunities: list[Any] = field(default_factory=list)
     config: Path | None = None
-    inventory: list[Any] = field(default_factory=list)  # kb.scan.model.kinds.Module per module
+    inventory: list[Any] = field(default_factory=list)  # kb.scan.model.entry.Module per module
     plan: list[dict[str, Any]] = field(default_factory=list)  # kb.scan.model.plan entries
 
     @property
@@ -166,9 +167,19 @@ def parse_source(source: Source) -> _Parsed:
             tree = ast.parse(source.text, filename=source.path)
     except SyntaxError as exc:
         msg = f"Python syntax error: {exc.msg}"
-        return None, UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg), None, ""
+        return (
+            None,
+            UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg),
+            None,
+            "",
+        )
     except MemoryError:
-        return None, UNREADABLE.finding(source.path, 1, 1, "cannot parse: out of memory while parsing"), None, ""
+        return (
+            None,
+            UNREADABLE.finding(source.path, 1, 1, "cannot parse: out of memory while parsing"),
+            None,
+            "",
+        )
     except (ValueError, RecursionError) as exc:
         reason = str(exc) or type(exc).__name__
         return None, UNREADABLE.finding(source.path, 1, 1, f"cannot parse: {reason}"), None, ""
@@ -177,7 +188,12 @@ def parse_source(source: Source) -> _Parsed:
     except RecursionError:
         return None, UNREADABLE.finding(source.path, 1, 1, "nesting too deep to analyse"), None, ""
     except MemoryError:
-        return None, UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"), None, ""
+        return (
+            None,
+            UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"),
+            None,
+            "",
+        )
     return scan, None, tree, source.text
 
 
@@ -188,8 +204,9 @@ class Scanner:
     the codes that run, and the ``scan`` front end keeps the units meant for it.
     """
 
-    def __init__(self, catalog: Any = None, options: ScanOptions | None = None, *,
-                 rules: Sequence[RuleUnit]) -> None:  # fmt: skip
+    def __init__(
+        self, catalog: Any = None, options: ScanOptions | None = None, *, rules: Sequence[RuleUnit]
+    ) -> None:
         if catalog is None:
             from kb.catalog.compiled import open_catalog
 
@@ -239,8 +256,9 @@ class Scanner:
         and the path hints read it).  No ``[tool.kb]`` table applies to text.
         """
         report = ScanReport(files=1)
-        self._judge_all([self._outcome(Path(shown_as), parse_text(text, shown_as), Config())],
-                        Config(), report)  # fmt: skip
+        self._judge_all(
+            [self._outcome(Path(shown_as), parse_text(text, shown_as), Config())], Config(), report
+        )
         return report
 
     def scan(self, paths: Sequence[str]) -> ScanReport:
@@ -258,8 +276,9 @@ class Scanner:
             regs += native_registrations(text, shown)
         sizes = [_size(path) for path in files]
         processes = pool.processes_for(self.options.jobs, sizes)
-        outcomes = pool.run_ordered(lambda i: self._outcome(files[i], parse_file(files[i]), config),
-                                    sizes, processes)  # fmt: skip
+        outcomes = pool.run_ordered(
+            lambda i: self._outcome(files[i], parse_file(files[i]), config), sizes, processes
+        )
         self._judge_all(outcomes, config, report, regs)
         return report
 
@@ -275,8 +294,13 @@ class Scanner:
             return problem, None
         return problem, self._read(path, scan, tree, text, config)
 
-    def _judge_all(self, outcomes: Sequence[_Outcome], config: Config, report: ScanReport,
-                   native: Sequence[Registration] = ()) -> None:  # fmt: skip
+    def _judge_all(
+        self,
+        outcomes: Sequence[_Outcome],
+        config: Config,
+        report: ScanReport,
+        native: Sequence[Registration] = (),
+    ) -> None:
         """Judge the call sites of every file read, in file order, once all are read.
 
         Registered operators, loaded extensions and mounts that add names torch_npu lacks
@@ -289,8 +313,10 @@ class Scanner:
                 report.findings.append(problem)
             if one is not None:
                 reads.append(one)
-        registry = foreign.Registry.build([*native, *(g for r in reads for g in r.scan.registrations)],
-                                          foreign.extensions(self.ctx, self.catalog))  # fmt: skip
+        registry = foreign.Registry.build(
+            [*native, *(g for r in reads for g in r.scan.registrations)],
+            foreign.extensions(self.ctx, self.catalog),
+        )
         loaded = {n for r in reads for n in r.scan.extension_names}
         mounts = {m for r in reads for m in r.scan.mounts}
         custom = set(config.custom_ops) | set(self.options.custom_ops)
@@ -301,11 +327,13 @@ class Scanner:
             report.inventory += r.modules
             report.plan += r.plan
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
-            report.findings += _suppressed(found, r.comments, r.scan)
+            report.findings += suppressed(found, r.comments, r.scan)
             report.findings += r.bad_ignores
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
 
-    def _read(self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config) -> _Read:
+    def _read(
+        self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config
+    ) -> _Read:
         """What judging needs of one interpreted file; its bodies and lines are let go."""
         settings = self._settings(config, path)
         try:
@@ -316,7 +344,7 @@ class Scanner:
         modules: list[Any] = []
         planned: list[dict[str, Any]] = []
         if self.options.fusion:
-            from kb.scan.patterns import opportunities
+            from kb.scan.offers import opportunities
 
             opps = opportunities(scan, tree, self.ctx, settings)
         if self.options.fusion and self.options.inventory:
@@ -324,22 +352,33 @@ class Scanner:
 
             modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
-        bad = (bad_ignore_comments(text, scan.path, self.ctx.codes)
-               if BAD_IGNORE_CODE in codes else [])  # fmt: skip
+        bad = (
+            bad_ignore_comments(text, scan.path, self.ctx.codes) if BAD_IGNORE_CODE in codes else []
+        )
         registering: list[str] = []
         if any(foreign.may_be_foreign(c.op, self.ctx) for c in scan.calls):
-            registering = foreign.registering_imports(scan.imports, text,
-                                                      foreign.packages(self.ctx, self.catalog),
-                                                      bool(scan.extension_names))  # fmt: skip
-        return _Read(scan, settings, codes, opps, ignore_comments(text), bad, registering,
-                     modules, planned)
+            registering = foreign.registering_imports(
+                scan.imports,
+                text,
+                foreign.packages(self.ctx, self.catalog),
+                bool(scan.extension_names),
+            )
+        return _Read(
+            scan, settings, codes, opps, ignore_comments(text), bad, registering, modules, planned
+        )
 
-    def _judge(self, scan: FileScan, settings: Settings, view: foreign.FileView,
-               registry: foreign.Registry, report: ScanReport) -> list[Finding]:  # fmt: skip
+    def _judge(
+        self,
+        scan: FileScan,
+        settings: Settings,
+        view: foreign.FileView,
+        registry: foreign.Registry,
+        report: ScanReport,
+    ) -> list[Finding]:
         codes = view.codes
         by_product: dict[str | None, list[tuple[CallSite, Bound, Candidate]]] = {}
         infos: dict[int, SiteInfo] = {}
-        seen: dict[int, list[_Variant]] = {}
+        seen: dict[int, list[Variant]] = {}
         found: list[tuple[Finding, CallSite]] = []
         path_names = [p for p in Path(scan.path).parts]
         for site in scan.calls:
@@ -353,36 +392,57 @@ class Scanner:
                 continue
             names = [*path_names, *site.scope.split(".")]
             only, never = hints.products(site.cond, names)
-            product = _site_product(settings.product, only, never)
+            product = site_product(settings.product, only, never)
             phase = hints.phase(site.cond, site.scope.split("."))
             info = infos.get(site.node_id)
             if info is None:
-                info = SiteInfo(scan.path, site.where.line, site.where.column, site.end_line,
-                                op.spelled, record["name"] if record else None, verdict.custom,
-                                site.scope, sorted(only), phase, {}, [])  # fmt: skip
+                info = SiteInfo(
+                    scan.path,
+                    site.where.line,
+                    site.where.column,
+                    site.end_line,
+                    op.spelled,
+                    record["name"] if record else None,
+                    verdict.custom,
+                    site.scope,
+                    sorted(only),
+                    phase,
+                    {},
+                    [],
+                )
                 infos[site.node_id] = info
                 seen[site.node_id] = []
             if not verdict.judged:
                 continue
-            bound = (bind_releases(site, record, self._schemas(record, settings)) if record
-                     else self._bind_unrecorded(site))  # fmt: skip
-            seen[site.node_id].append(_Variant(dict(bound.args), bound.passed | set(bound.tensors),
-                                               frozenset(only), phase))  # fmt: skip
+            bound = (
+                bind_releases(site, record, self._schemas(record, settings))
+                if record
+                else self._bind_unrecorded(site)
+            )
+            seen[site.node_id].append(
+                Variant(dict(bound.args), bound.passed | set(bound.tensors), frozenset(only), phase)
+            )
             for problem in bound.problems:
                 if problem.code in codes:
                     found.append((problem.finding(scan.path), site))
-            cand = Candidate(index=0, kind="fusion", operator=op.spelled, phase=phase,
-                             args=dict(bound.args), tensors=dict(bound.tensors),
-                             passed=set(bound.passed),
-                             stated={"module", "operator", "args", "tensors"})  # fmt: skip
+            cand = Candidate(
+                index=0,
+                kind="fusion",
+                operator=op.spelled,
+                phase=phase,
+                args=dict(bound.args),
+                tensors=dict(bound.tensors),
+                passed=set(bound.passed),
+                stated={"module", "operator", "args", "tensors"},
+            )
             by_product.setdefault(product, []).append((site, bound, cand))
         for k, variants in seen.items():
-            _merge_variants(infos[k], variants)
+            merge_variants(infos[k], variants)
         report.sites += [infos[k] for k in sorted(infos)]
         rules = rules_for(self.rules, "scan", codes)
         for product, items in by_product.items():
             found += self._run_rules(scan, settings, product, items, rules)
-        return _settle(found, scan)
+        return settle(found, scan)
 
     def _bind_unrecorded(self, site: CallSite) -> Bound:
         """A call no record knows: bound to its upstream schema when torch_npu defines the
@@ -404,7 +464,9 @@ class Scanner:
         key = ("schemas", record["name"], settings.torch_npu)
         if key in self.ctx.memo:
             return self.ctx.memo[key]  # type: ignore[no-any-return]
-        changes = [(c["release"], c["schema"]) for c in (record.get("versions") or {}).get("changes") or []]
+        changes = [
+            (c["release"], c["schema"]) for c in (record.get("versions") or {}).get("changes") or []
+        ]
         out = changes
         if settings.torch_npu:
             release, _exact = self.ctx.release(settings.torch_npu)
@@ -418,15 +480,27 @@ class Scanner:
         self.ctx.memo[key] = [(rel, schema) for schema, rel in distinct.items()]
         return self.ctx.memo[key]  # type: ignore[no-any-return]
 
-    def _run_rules(self, scan: FileScan, settings: Settings, product: str | None,
-                   items: list[tuple[CallSite, Bound, Candidate]],
-                   rules: list[Any]) -> list[tuple[Finding, CallSite]]:  # fmt: skip
+    def _run_rules(
+        self,
+        scan: FileScan,
+        settings: Settings,
+        product: str | None,
+        items: list[tuple[CallSite, Bound, Candidate]],
+        rules: list[Any],
+    ) -> list[tuple[Finding, CallSite]]:
         located = _Positions(data=None)
-        doc = Document(file=scan.path, text="", located=located,
-                       target=Target(product=product, torch_npu=settings.torch_npu,
-                                     quantization=settings.quantization,
-                                     graph_mode=settings.graph_mode,
-                                     graph_modes=dict(settings.graph_modes)))  # fmt: skip
+        doc = Document(
+            file=scan.path,
+            text="",
+            located=located,
+            target=Target(
+                product=product,
+                torch_npu=settings.torch_npu,
+                quantization=settings.quantization,
+                graph_mode=settings.graph_mode,
+                graph_modes=dict(settings.graph_modes),
+            ),
+        )
         doc.target_stated = True
         for i, (site, bound, cand) in enumerate(items):
             cand.index = i
@@ -443,7 +517,9 @@ class Scanner:
                 kw = entry.key_where or entry.where
                 located.keys[base + (section, name)] = (kw.line, kw.column)
                 for other in ("args", "tensors", "passed"):
-                    located.values.setdefault(base + (other, name), (entry.where.line, entry.where.column))
+                    located.values.setdefault(
+                        base + (other, name), (entry.where.line, entry.where.column)
+                    )
                     located.keys.setdefault(base + (other, name), (kw.line, kw.column))
             doc.candidates.append(cand)
         out: list[tuple[Finding, CallSite]] = []
@@ -451,8 +527,20 @@ class Scanner:
             for f in rule.check(doc, self.ctx):
                 severity = SCAN_SEVERITY.get(f.code, f.severity)
                 site = items[f.candidate][0] if f.candidate is not None else items[0][0]
-                out.append((Finding(f.file, f.line, f.column, f.code, severity,  # type: ignore[arg-type]
-                                    f.message, None), site))  # fmt: skip
+                out.append(
+                    (
+                        Finding(
+                            f.file,
+                            f.line,
+                            f.column,
+                            f.code,
+                            severity,  # type: ignore[arg-type]
+                            f.message,
+                            None,
+                        ),
+                        site,
+                    )
+                )
         return out
 
 
@@ -476,111 +564,3 @@ class _Read(NamedTuple):
     registering: list[str]  # what in the file may register operators (kb.scan.foreign)
     modules: list[Any]  # the module inventory (kb.scan.model)
     plan: list[dict[str, Any]]  # the plan of those modules
-
-
-def _settle(found: list[tuple[Finding, CallSite]], scan: FileScan) -> list[Finding]:
-    """One finding per problem across a call's variants; joint-only errors become warnings.
-
-    A branch atom is *relevant* to a finding when the call has variants with both truths
-    of it but the finding appears under one truth only.  A finding with two or more
-    relevant atoms (beyond the branches enclosing the call) needs separate conditions to
-    hold together, which the code does not promise: it is reported as a warning that
-    names them.
-    """
-    variants: dict[int, list[CallSite]] = {}
-    for site in scan.calls:
-        variants.setdefault(site.node_id, []).append(site)
-    occurrences: dict[Finding, list[CallSite]] = {}
-    for finding, site in found:
-        occurrences.setdefault(finding, []).append(site)
-    out: list[Finding] = []
-    for finding, sites in occurrences.items():
-        if finding.severity != "error":
-            out.append(finding)
-            continue
-        node = sites[0].node_id
-        truths: dict[str, set[bool]] = {}
-        for v in variants.get(node, []):
-            for atom, truth in v.cond - v.path_cond:
-                truths.setdefault(atom, set()).add(truth)
-        seen: dict[str, set[bool]] = {}
-        for v in (s for s in sites if s.node_id == node):
-            for atom, truth in v.cond - v.path_cond:
-                seen.setdefault(atom, set()).add(truth)
-        relevant = [a for a, both in truths.items() if len(both) == 2 and len(seen.get(a, both)) == 1
-                    and all(a in {x for x, _ in v.cond} for v in sites if v.node_id == node)]  # fmt: skip
-        if len(relevant) >= 2:
-            when = " and ".join(f"{'' if next(iter(seen[a])) else 'not '}{a}" for a in sorted(relevant))
-            out.append(Finding(finding.file, finding.line, finding.column, finding.code, "warning",
-                               f"{finding.message} (only when {when}; the code does not say "
-                               "whether these hold together)", None))  # fmt: skip
-        else:
-            out.append(finding)
-    return out
-
-
-class _Variant(NamedTuple):
-    """What one combination of a call's argument alternatives passes."""
-
-    args: dict[str, Any]
-    passed: set[str]
-    only: frozenset[str]
-    phase: str | None
-
-
-def _merge_variants(info: SiteInfo, variants: list[_Variant]) -> None:
-    """Fill a call's summary with what holds in *every* variant of it.
-
-    An argument keeps its literal only when all variants agree on it; otherwise it is
-    merely passed (a value the scan cannot pin down).  Products and phase count only
-    when every variant names them.  Mixing one branch's layout with another branch's
-    sequence lengths would describe a call the code never makes.
-    """
-    if not variants:
-        return
-    first = variants[0].args
-    agreed = {name: value for name, value in first.items()
-              if all(name in v.args and v.args[name] == value for v in variants[1:])}  # fmt: skip
-    named: set[str] = set()
-    for v in variants:
-        named |= set(v.args) | v.passed
-    info.args = agreed
-    info.passed = sorted(named - set(agreed))
-    only = frozenset.intersection(*(v.only for v in variants))
-    info.products = sorted(only)
-    phases = {v.phase for v in variants}
-    info.phase = phases.pop() if len(phases) == 1 else None
-
-
-def _site_product(target: str | None, only: set[str], never: set[str]) -> str | None:
-    """The product a call is judged on: the target, unless the code says the call runs elsewhere.
-
-    A path the code keeps for several products (``is_Ascend910()``: the 910 generations,
-    A2 and A3) is not judged against an arbitrary one of them when the target is not
-    among them.
-    """
-    if only:
-        if target is not None and (target in only or product_family(target) in only):
-            return target
-        # a path for one other product is judged there; one for several, on none of them
-        return next(iter(only)) if len(only) == 1 else None
-    if target is not None and (target in never or product_family(target) in never):
-        return None
-    return target
-
-
-def _suppressed(findings: list[Finding], comments: dict[int, tuple[str, ...]],
-                scan: FileScan) -> list[Finding]:  # fmt: skip
-    if not comments:
-        return findings
-    spans = sorted({(c.where.line, c.end_line) for c in scan.calls})
-    kept = []
-    for f in findings:
-        codes = list(comments.get(f.line, ()))
-        for start, end in spans:
-            if start <= f.line <= end and start != f.line:
-                codes += comments.get(start, ())
-        if codes and matches(f.code, codes):
-            continue
-        kept.append(f)
-    return kept

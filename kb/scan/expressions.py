@@ -78,7 +78,11 @@ class Evaluator:
             return [Alt(TRUE, UNKNOWN)]
         out = []
         for c, v in self.ev(node.operand, env, cond):
-            if isinstance(v, Lit) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
+            if (
+                isinstance(v, Lit)
+                and isinstance(v.value, (int, float))
+                and not isinstance(v.value, bool)
+            ):
                 out.append(Alt(c, Lit(-v.value if isinstance(node.op, ast.USub) else v.value)))
             else:
                 out.append(Alt(c, UNKNOWN))
@@ -113,8 +117,10 @@ class Evaluator:
         known = dict(cond).get(atom)
         if known is not None:  # decided by an enclosing branch on the same test
             return self.ev(node.body if known == truth else node.orelse, env, cond)
-        return dedupe(guarded(self.ev(node.body, env, cond), atom, truth)
-                      + guarded(self.ev(node.orelse, env, cond), atom, not truth))  # fmt: skip
+        return dedupe(
+            guarded(self.ev(node.body, env, cond), atom, truth)
+            + guarded(self.ev(node.orelse, env, cond), atom, not truth)
+        )
 
     def ev_namedexpr(self, node: ast.NamedExpr, env: Env, cond: Cond) -> list[Alt]:
         alts = self.ev(node.value, env, cond)
@@ -137,8 +143,10 @@ class Evaluator:
         alts = dedupe(cls_alts)
         if all(isinstance(a.value, (Module, Op, DictV)) for a in alts):
             return alts
-        if len(alts) == 1 and isinstance(alts[0].value, (Lit, DtypeConst)) and not (
-            isinstance(alts[0].value, Lit) and alts[0].value.value is None
+        if (
+            len(alts) == 1
+            and isinstance(alts[0].value, (Lit, DtypeConst))
+            and not (isinstance(alts[0].value, Lit) and alts[0].value.value is None)
         ):
             return alts
         return [Alt(TRUE, UNKNOWN)]
@@ -156,8 +164,10 @@ class Evaluator:
                 if k is None:
                     states = [Alt(c, _opened(d)) for c, d in states]
                     continue
-                adds = [Alt(vc, DictV(((k, self.entry(value, v, key)),)))
-                        for vc, v in self.ev(value, env, cond)]  # fmt: skip
+                adds = [
+                    Alt(vc, DictV(((k, self.entry(value, v, key)),)))
+                    for vc, v in self.ev(value, env, cond)
+                ]
             states = self.combine(states, adds)
         return dedupe(states)
 
@@ -180,8 +190,9 @@ class Evaluator:
                     out.append(Alt(merged, DictV(d.entries, True)))
         return dedupe(out)
 
-    def dict_call(self, args: list[ast.expr], keywords: list[ast.keyword], env: Env,
-                  cond: Cond) -> list[Alt]:  # fmt: skip
+    def dict_call(
+        self, args: list[ast.expr], keywords: list[ast.keyword], env: Env, cond: Cond
+    ) -> list[Alt]:
         """``dict(other, k=v, **more)`` (also the arguments of ``kw.update(...)``)."""
         if len(args) + len(keywords) > MAX_KEYS:
             return [Alt(TRUE, UNKNOWN)]  # too many keys to track: open, never judged
@@ -192,8 +203,10 @@ class Evaluator:
             if kw.arg is None:
                 states = self.combine(states, self.ev(kw.value, env, cond))
             else:
-                adds = [Alt(vc, DictV(((kw.arg, self.entry(kw.value, v, kw)),)))
-                        for vc, v in self.ev(kw.value, env, cond)]  # fmt: skip
+                adds = [
+                    Alt(vc, DictV(((kw.arg, self.entry(kw.value, v, kw)),)))
+                    for vc, v in self.ev(kw.value, env, cond)
+                ]
                 states = self.combine(states, adds)
         return states
 
@@ -204,9 +217,13 @@ class Evaluator:
         for c, fn in self.ev(node.func, env, cond):
             if isinstance(fn, Module) and fn.path == "functools.partial" and node.args:
                 out += self._partial(node, c, env, cond)
-            elif (isinstance(fn, Module) and fn.path == "builtins.dict") or _builtin(node, env, "dict"):
-                out.extend(Alt(consistent(c, dc) or c, d)
-                           for dc, d in self.dict_call(list(node.args), list(node.keywords), env, cond))  # fmt: skip
+            elif (isinstance(fn, Module) and fn.path == "builtins.dict") or _builtin(
+                node, env, "dict"
+            ):
+                out.extend(
+                    Alt(consistent(c, dc) or c, d)
+                    for dc, d in self.dict_call(list(node.args), list(node.keywords), env, cond)
+                )
             elif _builtin(node, env, "getattr") and len(node.args) >= 2:
                 out += self._getattr(node, env, cond)
             elif isinstance(fn, Module) and fn.path == "torch.library.Library" and node.args:
@@ -229,10 +246,14 @@ class Evaluator:
             )
             bound_kw = target.bound_kwargs + tuple(
                 (kw.arg, self.entry(kw.value, self.single(kw.value, env, cond), kw))
-                for kw in node.keywords if kw.arg is not None
+                for kw in node.keywords
+                if kw.arg is not None
             )
-            out.append(Alt(merged, Op(target.namespace, target.name, target.overload,
-                                      bound_args, bound_kw)))  # fmt: skip
+            out.append(
+                Alt(
+                    merged, Op(target.namespace, target.name, target.overload, bound_args, bound_kw)
+                )
+            )
         return out
 
     def _getattr(self, node: ast.Call, env: Env, cond: Cond) -> list[Alt]:

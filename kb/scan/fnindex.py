@@ -64,7 +64,9 @@ class FnIndex:
                 self.cache_stores.append(node)
             blocks = _BODY_FIELDS.get(kind)
             if blocks is None:
-                blocks = _BODY_FIELDS[kind] = tuple(f for f in ("body", "orelse", "finalbody") if f in kind._fields)
+                blocks = _BODY_FIELDS[kind] = tuple(
+                    f for f in ("body", "orelse", "finalbody") if f in kind._fields
+                )
             for attr in blocks:
                 body = getattr(node, attr, None)
                 if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
@@ -91,8 +93,14 @@ def last_part(name: str) -> str:
 def cache_store(node: ast.AST) -> bool:
     """``cache[idx] = x`` or ``cache.index_copy_(...)`` on a cache (not ``states[layer_idx] = x``)."""
     if isinstance(node, ast.Assign):
-        return any(isinstance(t, ast.Subscript) and "cache" in dotted(t.value).lower()
-                   and "layer" not in dotted(t.slice).lower() for t in node.targets)  # fmt: skip
+        return any(
+            isinstance(t, ast.Subscript)
+            and "cache" in dotted(t.value).lower()
+            and "layer" not in dotted(t.slice).lower()
+            for t in node.targets
+        )
     if isinstance(node, ast.Call):
-        return last_part(dotted(node.func)) in _CACHE_WRITES and "cache" in dotted(node.func).lower()
+        return (
+            last_part(dotted(node.func)) in _CACHE_WRITES and "cache" in dotted(node.func).lower()
+        )
     return False

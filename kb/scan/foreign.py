@@ -60,7 +60,9 @@ class Registry:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, registrations: Iterable[Registration], extensions: Iterable[dict[str, Any]]) -> Registry:
+    def build(
+        cls, registrations: Iterable[Registration], extensions: Iterable[dict[str, Any]]
+    ) -> Registry:
         out = cls()
         for reg in sorted(registrations, key=lambda r: (r.file, r.line, r.name)):
             out.tree.setdefault((reg.namespace, reg.name), []).append(reg)
@@ -74,8 +76,14 @@ class Registry:
             for ns in rec.get("namespaces") or []:
                 _add(out.namespaces, ns, pkg)
             for op in rec.get("operators") or []:
-                reg = Registration(op["namespace"], op["name"], op.get("schema"), op["path"],
-                                   int(str(op["lines"]).split("-")[0]), package=pkg)  # fmt: skip
+                reg = Registration(
+                    op["namespace"],
+                    op["name"],
+                    op.get("schema"),
+                    op["path"],
+                    int(str(op["lines"]).split("-")[0]),
+                    package=pkg,
+                )
                 out.packages.setdefault((op["namespace"], op["name"]), []).append(reg)
         return out
 
@@ -108,8 +116,9 @@ def _add(table: dict[str, list[str]], key: str, value: str) -> None:
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 
 
-def registering_imports(imports: list[tuple[str, str, int]], text: str, registry: Registry,
-                        loads: bool) -> list[str]:  # fmt: skip
+def registering_imports(
+    imports: list[tuple[str, str, int]], text: str, registry: Registry, loads: bool
+) -> list[str]:
     """What in a file may register operators (module docstring): packages, modules, loaders.
 
     A module's bound name (its dotted path for ``import a.b``) used only by its import
@@ -163,7 +172,9 @@ def may_be_foreign(op: Any, ctx: Any) -> bool:
     return op.namespace == "npu" and ctx.operator(op.spelled) is None
 
 
-def check_schema(site: CallSite, regs: list[Registration], severity: str, codes: set[str]) -> list[Finding]:
+def check_schema(
+    site: CallSite, regs: list[Registration], severity: str, codes: set[str]
+) -> list[Finding]:
     """Findings of a call against the schemas registered for it (none when one accepts it)."""
     first: list[Finding] | None = None
     schemas = [(reg, params) for reg in regs if (params := reg.parameters()) is not None]
@@ -175,21 +186,41 @@ def check_schema(site: CallSite, regs: list[Registration], severity: str, codes:
     return first or []
 
 
-def _bind(site: CallSite, reg: Registration, params: list[dict[str, Any]], severity: str,
-          codes: set[str]) -> list[Finding]:  # fmt: skip
+def _bind(
+    site: CallSite, reg: Registration, params: list[dict[str, Any]], severity: str, codes: set[str]
+) -> list[Finding]:
     where = f"{reg.package} at {reg.where}" if reg.package else reg.where
     bound = bind(site, {"name": site.op.name, "parameters": params})
-    out = [Finding(site.file, p.where.line, p.where.column, p.code, severity,  # type: ignore[arg-type]
-                   f"{p.message} (schema registered at {where})", None)
-           for p in bound.problems if p.code in codes]  # fmt: skip
+    out = [
+        Finding(
+            site.file,
+            p.where.line,
+            p.where.column,
+            p.code,
+            severity,  # type: ignore[arg-type]
+            f"{p.message} (schema registered at {where})",
+            None,
+        )
+        for p in bound.problems
+        if p.code in codes
+    ]
     names = {p["name"] for p in params}
     if UNKNOWN_ARGUMENT in codes and site.op.overload in (None, "default"):
         for kw, entry in site.keywords.items():
             if kw not in names:
                 at = entry.key_where or entry.where
-                out.append(Finding(site.file, at.line, at.column, UNKNOWN_ARGUMENT, severity,  # type: ignore[arg-type]
-                                   f"{site.op.spelled} has no parameter {kw!r} in the schema "
-                                   f"registered at {where}", None))  # fmt: skip
+                out.append(
+                    Finding(
+                        site.file,
+                        at.line,
+                        at.column,
+                        UNKNOWN_ARGUMENT,
+                        severity,  # type: ignore[arg-type]
+                        f"{site.op.spelled} has no parameter {kw!r} in the schema "
+                        f"registered at {where}",
+                        None,
+                    )
+                )
     return out
 
 
@@ -205,7 +236,9 @@ def compatible(site: CallSite, record: dict[str, Any]) -> bool:
 
 
 def info(site: CallSite, message: str) -> Finding:
-    return rules.FOREIGN_OPERATOR.finding(site.file, site.func_where.line, site.func_where.column, message)
+    return rules.FOREIGN_OPERATOR.finding(
+        site.file, site.func_where.line, site.func_where.column, message
+    )
 
 
 def who(site: CallSite, registry: Registry, registering: list[str]) -> str:
@@ -222,18 +255,23 @@ def package_message(site: CallSite, regs: list[Registration], registry: Registry
     rec = registry.records.get(reg.package or "", {})
     imports = ", ".join(rec.get("imports") or [])
     at = f"{rec.get('repo', '?')}@{str(rec.get('commit', ''))[:12]}"
-    return (f"{site.op.spelled} is not a torch_npu operator: the {reg.package} package registers "
-            f"{reg.namespace}::{reg.name} (import {imports}; {at} {reg.file}:{reg.line})")  # fmt: skip
+    return (
+        f"{site.op.spelled} is not a torch_npu operator: the {reg.package} package registers "
+        f"{reg.namespace}::{reg.name} (import {imports}; {at} {reg.file}:{reg.line})"
+    )
 
 
-def unknown_in_namespace(site: CallSite, registry: Registry, registering: list[str],
-                         shadows: bool) -> str:  # fmt: skip
+def unknown_in_namespace(
+    site: CallSite, registry: Registry, registering: list[str], shadows: bool
+) -> str:
     """Info text for a name nobody in sight registers."""
     op = site.op
     msg = f"{op.spelled} is not a torch_npu operator; registered by {who(site, registry, registering)}"
     if shadows:
-        msg += (f" (torch_npu's {op.name} is another operator: torch.ops.{op.namespace} is not a "
-                "torch_npu namespace, so its record does not apply)")  # fmt: skip
+        msg += (
+            f" (torch_npu's {op.name} is another operator: torch.ops.{op.namespace} is not a "
+            "torch_npu namespace, so its record does not apply)"
+        )
     return msg
 
 
@@ -241,15 +279,28 @@ def suggestions(site: CallSite, ctx: Any) -> str:
     """KB101's did-you-mean: close names whose schema accepts the call as written."""
     from kb.core.fuzzy import suggest
 
-    hits = [n for n in suggest(site.op.name, ctx.names("operator"), limit=6)
-            if (rec := ctx.operator(n)) is not None and compatible(site, rec)]  # fmt: skip
+    hits = [
+        n
+        for n in suggest(site.op.name, ctx.names("operator"), limit=6)
+        if (rec := ctx.operator(n)) is not None and compatible(site, rec)
+    ]
     return f" (did you mean {', '.join(hits[:3])}?)" if hits else ""
 
 
 def unknown_operator(site: CallSite, ctx: Any) -> Finding:
-    msg = (f"unknown operator {site.op.spelled!r}{suggestions(site, ctx)}; check the spelling "
-           "with 'kb search'")  # fmt: skip
-    return Finding(site.file, site.func_where.line, site.func_where.column, UNKNOWN_OPERATOR, "error", msg, None)
+    msg = (
+        f"unknown operator {site.op.spelled!r}{suggestions(site, ctx)}; check the spelling "
+        "with 'kb search'"
+    )
+    return Finding(
+        site.file,
+        site.func_where.line,
+        site.func_where.column,
+        UNKNOWN_OPERATOR,
+        "error",
+        msg,
+        None,
+    )
 
 
 @dataclass
@@ -274,8 +325,9 @@ class Verdict(NamedTuple):
     skip: bool = False  # not an operator call worth a site (torch.npu device API, PyTorch's own)
 
 
-def verdict(site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: Registry,
-            view: FileView) -> Verdict:  # fmt: skip
+def verdict(
+    site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: Registry, view: FileView
+) -> Verdict:
     """Who registers the called operator, and what that means for the call (module docstring)."""
     op, codes = site.op, view.codes
     info_on = rules.FOREIGN_OPERATOR.code in codes
@@ -284,26 +336,42 @@ def verdict(site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: R
             return Verdict(False, False, [], skip=True)
         regs = registry.in_tree(op.namespace, op.name)
         if regs:
-            return Verdict(False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs))
+            return Verdict(
+                False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs)
+            )
         pkg = registry.in_packages(op.namespace, op.name)
         if pkg:
             shown = [info(site, package_message(site, pkg, registry))] if info_on else []
             return Verdict(False, True, shown + check_schema(site, pkg, "warning", codes))
-        text = unknown_in_namespace(site, registry, view.registering, ctx.operator(op.name) is not None)
+        text = unknown_in_namespace(
+            site, registry, view.registering, ctx.operator(op.name) is not None
+        )
         return Verdict(False, True, [info(site, text)] if info_on else [])
     added = {(op.namespace, op.name), (op.namespace, "*")} & view.tree_mounts
-    if (op.namespace, op.name) in view.mounts or op.name in view.custom or op.spelled in view.custom \
-            or (record is None and added):
-        return Verdict(False, True, [], f"{_at(site)}: {op.spelled} is a custom operator in this file "
-                       "(or declared in [tool.kb] custom-ops); not checked against the official record "
-                       "of that name")  # fmt: skip
+    if (
+        (op.namespace, op.name) in view.mounts
+        or op.name in view.custom
+        or op.spelled in view.custom
+        or (record is None and added)
+    ):
+        return Verdict(
+            False,
+            True,
+            [],
+            f"{_at(site)}: {op.spelled} is a custom operator in this file "
+            "(or declared in [tool.kb] custom-ops); not checked against the official record "
+            "of that name",
+        )
     regs = registry.in_tree(op.namespace, op.name)
     if regs:
-        return Verdict(False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs))
+        return Verdict(
+            False, True, check_schema(site, regs, "error", codes), _tree_note(site, regs)
+        )
     if record is not None:
         return Verdict(True, False, [])
     if ctx.known(op.spelled) is not None:
-        return Verdict(True, False, [])  # torch_npu defines it without a record: KB120, bound to its schema
+        # torch_npu defines it without a record: KB120, bound to its schema
+        return Verdict(True, False, [])
     if op.namespace == "torch.npu":
         return Verdict(False, False, [], skip=True)  # torch.npu is mostly device API, not operators
     pkg = registry.in_packages(op.namespace, op.name)
@@ -311,11 +379,18 @@ def verdict(site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: R
         shown = [info(site, package_message(site, pkg, registry))] if info_on else []
         return Verdict(False, True, shown + check_schema(site, pkg, "warning", codes))
     if op.name in view.loaded:
-        return Verdict(False, True, [], f"{_at(site)}: {op.spelled} is named by a file of this tree that "
-                       "loads a compiled extension; not checked")  # fmt: skip
+        return Verdict(
+            False,
+            True,
+            [],
+            f"{_at(site)}: {op.spelled} is named by a file of this tree that "
+            "loads a compiled extension; not checked",
+        )
     if op.namespace == "npu" and view.registering:
-        text = (f"{op.spelled} is not a torch_npu operator; registered by "
-                f"{' or '.join(view.registering[:3])}?{suggestions(site, ctx)}")  # fmt: skip
+        text = (
+            f"{op.spelled} is not a torch_npu operator; registered by "
+            f"{' or '.join(view.registering[:3])}?{suggestions(site, ctx)}"
+        )
         return Verdict(False, True, [info(site, text)] if info_on else [])
     return Verdict(False, False, [unknown_operator(site, ctx)] if UNKNOWN_OPERATOR in codes else [])
 
@@ -325,10 +400,15 @@ def _at(site: CallSite) -> str:
 
 
 def _tree_note(site: CallSite, regs: list[Registration]) -> str:
-    schema = "checked against its schema" if any(r.parameters() is not None for r in regs) else \
-        "registered by name only, not checked"
-    return (f"{_at(site)}: {site.op.spelled} is registered by this tree ({regs[0].where}); "
-            f"{schema}, not against a torch_npu record")  # fmt: skip
+    schema = (
+        "checked against its schema"
+        if any(r.parameters() is not None for r in regs)
+        else "registered by name only, not checked"
+    )
+    return (
+        f"{_at(site)}: {site.op.spelled} is registered by this tree ({regs[0].where}); "
+        f"{schema}, not against a torch_npu record"
+    )
 
 
 def extensions(ctx: Any, catalog: Any) -> list[dict[str, Any]]:

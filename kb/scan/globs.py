@@ -276,8 +276,13 @@ class PatternSet:
             rest: list[Pattern] = []
             for p in self.patterns:
                 segs = p.segments
-                if len(segs) == 2 and segs[0] is None and segs[1] is not None \
-                        and segs[1].literal is not None and not p.deep_tail:  # fmt: skip
+                if (
+                    len(segs) == 2
+                    and segs[0] is None
+                    and segs[1] is not None
+                    and segs[1].literal is not None
+                    and not p.deep_tail
+                ):
                     (dir_names if p.dir_only else names).add(segs[1].literal)
                 else:
                     rest.append(p)

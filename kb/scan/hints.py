@@ -53,8 +53,14 @@ def tokens(text: str) -> list[str]:
 
 _ALL_IDS = frozenset(SOC_ID_PRODUCTS)
 _ALL_PRODUCTS = frozenset(SOC_ID_PRODUCTS.values())
-_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}  # fmt: skip
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
 
 
 def _products(text: str, taken: bool = True) -> set[str]:
@@ -125,7 +131,13 @@ def _compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> frozenset[int] |
 
 def _mentions_soc(node: ast.expr) -> bool:
     for sub in ast.walk(node):
-        name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        name = (
+            sub.id
+            if isinstance(sub, ast.Name)
+            else sub.attr
+            if isinstance(sub, ast.Attribute)
+            else ""
+        )
         if "soc" in name.lower():
             return True
     return False

@@ -26,8 +26,11 @@ def ignore_comments(text: str) -> dict[int, tuple[str, ...]]:
 
 def bad_ignore_comments(text: str, file: str, known: Collection[str]) -> list[Finding]:
     """KB006 for each ignore comment of ``text`` that silences nothing, as ``kb check`` has it."""
-    return [Finding(file, ig.line, ig.column, BAD_IGNORE_CODE, "warning", message)
-            for ig in _ignore_directives(text) for message in problems(ig, known)]  # fmt: skip
+    return [
+        Finding(file, ig.line, ig.column, BAD_IGNORE_CODE, "warning", message)
+        for ig in _ignore_directives(text)
+        for message in problems(ig, known)
+    ]
 
 
 def _ignore_directives(text: str) -> list[Ignore]:

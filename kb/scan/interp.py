@@ -73,8 +73,9 @@ class Interpreter(CallRecorder):
                 node, qual, env, cls = queue.pop(0)
                 self.function(node, qual, env, cls, queue)
 
-    def function(self, node: ast.AST, qual: str, outer: Env, cls: str | None,
-                 queue: list[Pending]) -> None:  # fmt: skip
+    def function(
+        self, node: ast.AST, qual: str, outer: Env, cls: str | None, queue: list[Pending]
+    ) -> None:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         if not self.collect and (cls is None or not binds_self(node)):
             return  # the first pass only learns self.x bindings
@@ -107,8 +108,9 @@ class Interpreter(CallRecorder):
             self.calls_in(expr, env, cond, frame.qual)
         return env, cond, False
 
-    def visit_function(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, env: Env, cond: Cond,
-                       frame: Frame) -> Flow:  # fmt: skip
+    def visit_function(
+        self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, env: Env, cond: Cond, frame: Frame
+    ) -> Flow:
         """Queued to walk after the enclosing body, when every name it may use is bound."""
         name = f"{frame.qual}.{stmt.name}" if frame.qual else stmt.name
         frame.queue.append((stmt, name, env, frame.cls))
@@ -140,7 +142,9 @@ class Interpreter(CallRecorder):
         base = stmt.module or ""
         for alias in stmt.names:
             if self.collect and base and not stmt.level:
-                self.scan.imports.append((f"{base}.{alias.name}", alias.asname or alias.name, stmt.lineno))
+                self.scan.imports.append(
+                    (f"{base}.{alias.name}", alias.asname or alias.name, stmt.lineno)
+                )
             if alias.name == "*":
                 continue
             value = attribute(Module(base), alias.name) if base else UNKNOWN
@@ -151,7 +155,9 @@ class Interpreter(CallRecorder):
         self.calls_in(stmt, env, cond, frame.qual)
         return env, cond, True
 
-    def visit_jump(self, stmt: ast.Break | ast.Continue, env: Env, cond: Cond, frame: Frame) -> Flow:
+    def visit_jump(
+        self, stmt: ast.Break | ast.Continue, env: Env, cond: Cond, frame: Frame
+    ) -> Flow:
         return env, cond, True
 
     def visit_if(self, stmt: ast.If, env: Env, cond: Cond, frame: Frame) -> Flow:
@@ -172,8 +178,9 @@ class Interpreter(CallRecorder):
             return t_env, c_true, False
         return join_branches(env, t_env, f_env, atom, truth), cond, False
 
-    def visit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While, env: Env, cond: Cond,
-                   frame: Frame) -> Flow:  # fmt: skip
+    def visit_loop(
+        self, stmt: ast.For | ast.AsyncFor | ast.While, env: Env, cond: Cond, frame: Frame
+    ) -> Flow:
         """The body may run or not; a ``break`` ends only the loop."""
         head = stmt.test if isinstance(stmt, ast.While) else stmt.iter
         self.calls_in(head, env, cond, frame.qual)
@@ -186,7 +193,9 @@ class Interpreter(CallRecorder):
             env, cond, _ = self.block(stmt.orelse, env, cond, frame)
         return env, cond, False
 
-    def visit_with(self, stmt: ast.With | ast.AsyncWith, env: Env, cond: Cond, frame: Frame) -> Flow:
+    def visit_with(
+        self, stmt: ast.With | ast.AsyncWith, env: Env, cond: Cond, frame: Frame
+    ) -> Flow:
         for item in stmt.items:
             self.calls_in(item.context_expr, env, cond, frame.qual)
             if item.optional_vars is not None:
@@ -227,7 +236,9 @@ class Interpreter(CallRecorder):
     def visit_ann_assign(self, stmt: ast.AnnAssign, env: Env, cond: Cond, frame: Frame) -> Flow:
         if stmt.value is not None:
             self.calls_in(stmt.value, env, cond, frame.qual)
-            self.assign(stmt.target, stmt.value, self.ev(stmt.value, env, cond), env, cond, frame.cls)
+            self.assign(
+                stmt.target, stmt.value, self.ev(stmt.value, env, cond), env, cond, frame.cls
+            )
         return env, cond, False
 
     def visit_aug_assign(self, stmt: ast.AugAssign, env: Env, cond: Cond, frame: Frame) -> Flow:
@@ -251,8 +262,15 @@ class Interpreter(CallRecorder):
                 self.drop_key(target.value.id, const_str(target.slice), env)
         return env, cond, False
 
-    def assign(self, target: ast.expr, value: ast.expr, alts: list[Alt], env: Env, cond: Cond,
-               cls: str | None) -> None:  # fmt: skip
+    def assign(
+        self,
+        target: ast.expr,
+        value: ast.expr,
+        alts: list[Alt],
+        env: Env,
+        cond: Cond,
+        cls: str | None,
+    ) -> None:
         if isinstance(target, ast.Name):
             env.vars[target.id] = dedupe(Alt(c, v) for c, v in alts)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -270,15 +288,17 @@ class Interpreter(CallRecorder):
             entries = [self.entry(value, v, target.slice) for _c, v in alts] if tracked else []
             self.map_dict_alts(target.value.id, env, key, entries, alts)
 
-    def _assign_attribute(self, target: ast.Attribute, alts: list[Alt], env: Env, cond: Cond,
-                          cls: str | None) -> None:  # fmt: skip
+    def _assign_attribute(
+        self, target: ast.Attribute, alts: list[Alt], env: Env, cond: Cond, cls: str | None
+    ) -> None:
         """``self.x = ...`` is learnt in the first pass; ``torch_npu.x = ...`` mounts an operator."""
         base = target.value
         if isinstance(base, ast.Name) and base.id == "self" and cls is not None:
             table = self.class_attrs.setdefault(cls, {})
             if not self.collect:
-                table[target.attr] = dedupe([*table.get(target.attr, []),
-                                             *(Alt(TRUE, v) for _c, v in alts)])  # fmt: skip
+                table[target.attr] = dedupe(
+                    [*table.get(target.attr, []), *(Alt(TRUE, v) for _c, v in alts)]
+                )
         for b_alt in self.ev(base, env, cond):
             if isinstance(b_alt.value, Module):  # a custom operator mounted on torch_npu ...
                 ns = PATH_NAMESPACES.get(b_alt.value.path)

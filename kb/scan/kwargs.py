@@ -28,8 +28,9 @@ class KwargsTracking(Evaluator):
             return
         env.vars[name] = dedupe(Alt(c, fn(v) if isinstance(v, DictV) else v) for c, v in alts)
 
-    def map_dict_alts(self, name: str, env: Env, key: str, entries: list[Entry],
-                      values: list[Alt]) -> None:  # fmt: skip
+    def map_dict_alts(
+        self, name: str, env: Env, key: str, entries: list[Entry], values: list[Alt]
+    ) -> None:
         """``name[key] = value`` for each alternative of the value that can hold with the dict's."""
         alts = env.lookup(name)
         if not alts:
@@ -47,8 +48,11 @@ class KwargsTracking(Evaluator):
 
     def mutation(self, expr: ast.expr, env: Env, cond: Cond) -> None:
         """``kw.update(...)``, ``kw.setdefault(k, v)``, ``kw.pop(k)`` on a tracked dict."""
-        if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
-                and isinstance(expr.func.value, ast.Name)):  # fmt: skip
+        if not (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and isinstance(expr.func.value, ast.Name)
+        ):
             return
         name, method = expr.func.value.id, expr.func.attr
         if method == "update":
@@ -56,12 +60,14 @@ class KwargsTracking(Evaluator):
         elif method == "setdefault" and expr.args:
             key = const_str(expr.args[0])
             alts = env.lookup(name) or []
-            if key is not None and any(isinstance(v, DictV) and not dict(v.entries).get(key)
-                                       for _c, v in alts):  # fmt: skip
+            if key is not None and any(
+                isinstance(v, DictV) and not dict(v.entries).get(key) for _c, v in alts
+            ):
                 value = expr.args[1] if len(expr.args) > 1 else ast.Constant(None)
                 vals = self.ev(value, env, cond)
-                self.map_dict_alts(name, env, key, [self.entry(value, v, expr.args[0])
-                                                    for _c, v in vals], vals)  # fmt: skip
+                self.map_dict_alts(
+                    name, env, key, [self.entry(value, v, expr.args[0]) for _c, v in vals], vals
+                )
         elif method in ("pop", "__delitem__") and expr.args:
             self.drop_key(name, const_str(expr.args[0]), env)
         elif method == "clear":
@@ -71,8 +77,9 @@ class KwargsTracking(Evaluator):
         """``del kw[key]`` / ``kw.pop(key)``; an unreadable key leaves the dict open."""
         self.map_dict(name, env, lambda d: d.drop(key) if key else DictV(d.entries, True))
 
-    def update_dict(self, name: str, args: list[ast.expr], keywords: list[ast.keyword], env: Env,
-                    cond: Cond) -> None:  # fmt: skip
+    def update_dict(
+        self, name: str, args: list[ast.expr], keywords: list[ast.keyword], env: Env, cond: Cond
+    ) -> None:
         """``kw.update(...)`` and ``kw |= {...}``."""
         alts = env.lookup(name)
         if not alts:
@@ -90,6 +97,10 @@ class KwargsTracking(Evaluator):
                 merged = consistent(c, ac)
                 if merged is None:
                     continue
-                out.append(Alt(merged, capped(v.merged(add)) if isinstance(add, DictV)
-                               else DictV(v.entries, True)))  # fmt: skip
+                out.append(
+                    Alt(
+                        merged,
+                        capped(v.merged(add)) if isinstance(add, DictV) else DictV(v.entries, True),
+                    )
+                )
         env.vars[name] = dedupe(out)

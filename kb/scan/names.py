@@ -15,11 +15,35 @@ from kb.scan.values import UNKNOWN, DtypeConst, Module, Op
 from kb.vocab import NAMESPACE_PATHS, PYTHON_NAMESPACES, TORCH_DTYPE_ATTRS, TORCH_NPU_DTYPE_ATTRS
 
 #: torch_npu attributes that are sub-modules, not operators.
-SUBMODULES = frozenset({
-    "npu", "profiler", "_C", "multiprocessing", "_inductor", "testing", "op_plugin", "contrib",
-    "utils", "dynamo", "distributed", "optim", "onnx", "asd", "jit", "fx", "npu_fusion",
-    "_afd", "dtypes", "version", "meta", "erase_stream", "_logging", "compiler", "graph",
-})  # fmt: skip
+SUBMODULES = frozenset(
+    {
+        "npu",
+        "profiler",
+        "_C",
+        "multiprocessing",
+        "_inductor",
+        "testing",
+        "op_plugin",
+        "contrib",
+        "utils",
+        "dynamo",
+        "distributed",
+        "optim",
+        "onnx",
+        "asd",
+        "jit",
+        "fx",
+        "npu_fusion",
+        "_afd",
+        "dtypes",
+        "version",
+        "meta",
+        "erase_stream",
+        "_logging",
+        "compiler",
+        "graph",
+    }
+)
 #: Module path -> the namespace id of the operators under it (``torch.ops.npu`` -> ``npu``).
 PATH_NAMESPACES = {path: ns for ns, path in NAMESPACE_PATHS.items()}
 #: Namespaces a tree may mount its own operators on (``torch_npu.x = f``,

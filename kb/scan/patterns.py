@@ -3,9 +3,9 @@
 Each detector recognises one written-out computation in a function body by its
 ingredients (a squared mean and an rsqrt is an RMSNorm; a softmax feeding a topk is a
 router) and names the primitive *steps* it computes, from the records' ``fuses``
-vocabulary.  Which operator or chain to use is then looked up in the records -- the
-operators whose ``fuses`` cover the steps, best documented first, proven chains
-preferred -- never from a table in this code.  Findings are ``info``: an opportunity,
+vocabulary.  Which operator or chain to use is then looked up in the records
+(:mod:`kb.scan.offers`) -- the operators whose ``fuses`` cover the steps, best
+documented first, proven chains preferred -- never from a table in this code.  Findings are ``info``: an opportunity,
 not a defect.  ``kb scan --emit-candidates`` turns them into a candidate list.
 """
 
@@ -13,36 +13,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
 
-from kb.lint.context import Context
-from kb.lint.findings import Finding
 from kb.lint.unit import RuleUnit
 from kb.scan.fnindex import FnIndex
 from kb.scan.fnindex import dotted as _name
 from kb.scan.fnindex import last_part as _last
-from kb.scan.interp import FileScan, segment
-from kb.scan.values import Where
-from kb.vocab import STATUS_RANK
-
-
-@dataclass
-class Opportunity:
-    """One unfused pattern: where, what it computes, and what the records offer for it."""
-
-    code: str
-    file: str
-    scope: str
-    line: int
-    column: int
-    end_line: int
-    steps: tuple[str, ...]
-    what: str
-    operators: list[str] = field(default_factory=list)
-    chains: list[str] = field(default_factory=list)
-    phase: str | None = None
-    finding: Finding = field(default=None)  # type: ignore[assignment]
+from kb.scan.interp import segment
 
 
 class PatternRule(RuleUnit):
@@ -53,7 +29,9 @@ class PatternRule(RuleUnit):
     severity = "info"
     steps: tuple[str, ...] = ()
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         """(first node, last node, steps, description) per match in one function."""
         return iter(())
 
@@ -86,17 +64,28 @@ class HandwrittenRmsNorm(PatternRule):
         "memory; the fused norm reads the activation once. Most decoder layers run two per "
         "layer, so the saving repeats across the whole model."
     )
-    fail = ("import torch\n\n\ndef rms_norm(x, weight, eps=1e-6):\n"
-            "    variance = x.pow(2).mean(-1, keepdim=True)\n"
-            "    return weight * (x * torch.rsqrt(variance + eps))\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef rms_norm(x, weight, eps=1e-6):\n"
-           "    return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]\n")  # fmt: skip
+    fail = (
+        "import torch\n\n\ndef rms_norm(x, weight, eps=1e-6):\n"
+        "    variance = x.pow(2).mean(-1, keepdim=True)\n"
+        "    return weight * (x * torch.rsqrt(variance + eps))\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef rms_norm(x, weight, eps=1e-6):\n"
+        "    return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]\n"
+    )
     steps = ("rms_norm",)
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        squares: list[ast.AST] = [c for c in _calls_named(fn, "pow", "square")
-                                  if _last(_name(c.func)) == "square" or any(_is_const(a, 2, 2.0) for a in c.args)]  # fmt: skip
-        squares += [n for n in fn.binops if isinstance(n.op, ast.Pow) and _is_const(n.right, 2, 2.0)]
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        squares: list[ast.AST] = [
+            c
+            for c in _calls_named(fn, "pow", "square")
+            if _last(_name(c.func)) == "square" or any(_is_const(a, 2, 2.0) for a in c.args)
+        ]
+        squares += [
+            n for n in fn.binops if isinstance(n.op, ast.Pow) and _is_const(n.right, 2, 2.0)
+        ]
         means = _calls_named(fn, "mean")
         roots = _calls_named(fn, "rsqrt")
         if not (squares and means and roots):
@@ -113,35 +102,49 @@ class HandwrittenRmsNorm(PatternRule):
 class ResidualAddThenNorm(PatternRule):
     code = "KB602"
     name = "residual-add-then-norm"
-    summary = "A residual add immediately followed by an RMSNorm: the add-and-norm fuses into one call."
+    summary = (
+        "A residual add immediately followed by an RMSNorm: the add-and-norm fuses into one call."
+    )
     why = (
         "Decoder layers add the residual and normalise the sum twice per layer; the fused "
         "operator returns both the normalised output and the new residual from one read, "
         "saving a full pass over the hidden states."
     )
-    fail = ("class Layer:\n    def forward(self, hidden_states, residual):\n"
-            "        hidden_states = residual + hidden_states\n"
-            "        residual = hidden_states\n"
-            "        hidden_states = self.post_attention_layernorm(hidden_states)\n"
-            "        return hidden_states, residual\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\nclass Layer:\n    def forward(self, hidden_states, residual):\n"
-           "        hidden_states, _, residual = torch_npu.npu_add_rms_norm(\n"
-           "            residual, hidden_states, self.post_attention_layernorm.weight)\n"
-           "        return hidden_states, residual\n")  # fmt: skip
+    fail = (
+        "class Layer:\n    def forward(self, hidden_states, residual):\n"
+        "        hidden_states = residual + hidden_states\n"
+        "        residual = hidden_states\n"
+        "        hidden_states = self.post_attention_layernorm(hidden_states)\n"
+        "        return hidden_states, residual\n"
+    )
+    fix = (
+        "import torch_npu\n\n\nclass Layer:\n    def forward(self, hidden_states, residual):\n"
+        "        hidden_states, _, residual = torch_npu.npu_add_rms_norm(\n"
+        "            residual, hidden_states, self.post_attention_layernorm.weight)\n"
+        "        return hidden_states, residual\n"
+    )
     steps = ("residual_add", "rms_norm")
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         for body in fn.bodies:
             for i, stmt in enumerate(body):
-                if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp)
-                        and isinstance(stmt.value.op, ast.Add)):  # fmt: skip
+                if not (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.value, ast.BinOp)
+                    and isinstance(stmt.value.op, ast.Add)
+                ):
                     continue
                 operands = (_name(stmt.value.left), _name(stmt.value.right))
                 if not any("residual" in o.lower() for o in operands):
                     continue
                 for later in body[i + 1 : i + 4]:
-                    norm = [c for c in ast.walk(later) if isinstance(c, ast.Call)
-                            and "norm" in _last(_name(c.func))]  # fmt: skip
+                    norm = [
+                        c
+                        for c in ast.walk(later)
+                        if isinstance(c, ast.Call) and "norm" in _last(_name(c.func))
+                    ]
                     if norm:
                         yield stmt, later, self.steps, "residual add followed by a norm"
                         break
@@ -150,22 +153,31 @@ class ResidualAddThenNorm(PatternRule):
 class RotateHalfRope(PatternRule):
     code = "KB603"
     name = "rotate-half-rope"
-    summary = "RoPE written with rotate_half (x*cos + rotate_half(x)*sin): a fused rotary call does it."
+    summary = (
+        "RoPE written with rotate_half (x*cos + rotate_half(x)*sin): a fused rotary call does it."
+    )
     why = (
         "rotate_half slices, negates and concatenates, then two multiplies and an add follow, "
         "for query and key separately; the fused rotary kernels do it in one pass (for q and "
         "k together in npu_apply_rotary_pos_emb)."
     )
-    fail = ("import torch\n\n\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
-            "    return torch.cat((-x2, x1), dim=-1)\n\n\ndef apply_rope(q, cos, sin):\n"
-            "    return q * cos + rotate_half(q) * sin\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef apply_rope(q, cos, sin):\n"
-           "    return torch_npu.npu_rotary_mul(q, cos, sin)\n")  # fmt: skip
+    fail = (
+        "import torch\n\n\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
+        "    return torch.cat((-x2, x1), dim=-1)\n\n\ndef apply_rope(q, cos, sin):\n"
+        "    return q * cos + rotate_half(q) * sin\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef apply_rope(q, cos, sin):\n"
+        "    return torch_npu.npu_rotary_mul(q, cos, sin)\n"
+    )
     steps = ("rope",)
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
-        calls = _calls_named(fn, "rotate_half", "_rotate_half", "rotate_every_two", "rotate_neox",
-                             "rotate_gptj")  # fmt: skip
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+        calls = _calls_named(
+            fn, "rotate_half", "_rotate_half", "rotate_every_two", "rotate_neox", "rotate_gptj"
+        )
         if calls:
             first, last = _span(list(calls))
             yield first, last, self.steps, "rotary embedding via rotate_half"
@@ -180,13 +192,19 @@ class GatedActivation(PatternRule):
         "fused GLU reads the concatenated gate/up projection once. Check the variant first: a "
         "clamped GLU (GPT-OSS style, alpha and a limit) is not plain SwiGLU."
     )
-    fail = ("import torch.nn.functional as F\n\n\ndef mlp(self, x):\n"
-            "    return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef mlp(self, x):\n"
-           "    return self.down_proj(torch_npu.npu_swiglu(self.gate_up_proj(x), dim=-1))\n")  # fmt: skip
+    fail = (
+        "import torch.nn.functional as F\n\n\ndef mlp(self, x):\n"
+        "    return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef mlp(self, x):\n"
+        "    return self.down_proj(torch_npu.npu_swiglu(self.gate_up_proj(x), dim=-1))\n"
+    )
     steps = ("silu", "mul")
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         clamped = bool(_calls_named(fn, "clamp", "clamp_", "clip"))
         silu_in_file: bool | None = None
         for node in fn.binops:
@@ -207,7 +225,12 @@ class GatedActivation(PatternRule):
                         silu_in_file = any("silu" in line.lower() for line in lines)
                     if not silu_in_file:
                         continue
-                    yield node, node, ("silu", "mul"), "gated product through act_fn (SiLU in this file)"
+                    yield (
+                        node,
+                        node,
+                        ("silu", "mul"),
+                        "gated product through act_fn (SiLU in this file)",
+                    )
                 else:
                     continue
                 break
@@ -222,15 +245,21 @@ class SoftmaxTopkGate(PatternRule):
         "does it in one kernel. A correction bias on sigmoid scores (DeepSeek-V3) or on "
         "softmax scores needs the gate that takes a bias, not the plain softmax one."
     )
-    fail = ("import torch\n\n\ndef route(logits, k):\n"
-            "    probs = torch.softmax(logits, dim=-1, dtype=torch.float)\n"
-            "    weights, ids = torch.topk(probs, k, dim=-1)\n    return weights, ids\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef route(logits, k):\n"
-           "    weights, ids, _ = torch_npu.npu_moe_gating_top_k_softmax(logits, k=k)\n"
-           "    return weights, ids\n")  # fmt: skip
+    fail = (
+        "import torch\n\n\ndef route(logits, k):\n"
+        "    probs = torch.softmax(logits, dim=-1, dtype=torch.float)\n"
+        "    weights, ids = torch.topk(probs, k, dim=-1)\n    return weights, ids\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef route(logits, k):\n"
+        "    weights, ids, _ = torch_npu.npu_moe_gating_top_k_softmax(logits, k=k)\n"
+        "    return weights, ids\n"
+    )
     steps = ("gating", "softmax", "top_k")
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         topk = _calls_named(fn, "topk")
         if not topk:
             return
@@ -244,9 +273,19 @@ class SoftmaxTopkGate(PatternRule):
         if "bias" in text and "correction" in text:
             steps += ("bias_add",)
         first, last = _span([*topk, *(sig or soft)])
-        later = min((c.lineno, c.col_offset) for c in topk) < min((c.lineno, c.col_offset) for c in sig or soft)
-        yield first, last, steps, (f"topk then {score} over the kept logits (MoE router)" if later
-                                   else f"{score} scores then topk (MoE router)")  # fmt: skip
+        later = min((c.lineno, c.col_offset) for c in topk) < min(
+            (c.lineno, c.col_offset) for c in sig or soft
+        )
+        yield (
+            first,
+            last,
+            steps,
+            (
+                f"topk then {score} over the kept logits (MoE router)"
+                if later
+                else f"{score} scores then topk (MoE router)"
+            ),
+        )
 
 
 class AttentionWrittenOut(PatternRule):
@@ -258,14 +297,20 @@ class AttentionWrittenOut(PatternRule):
         "streams it and reads a paged KV cache directly. Which kernel fits depends on the "
         "phase and the cache layout (see 'kb advise attention')."
     )
-    fail = ("import torch.nn.functional as F\n\n\ndef attend(q, k, v):\n"
-            "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef attend(q, k, v, heads):\n"
-           "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
-           "        q, k, v, num_query_heads=heads, input_layout=\"BNSD\", sparse_mode=3)[0]\n")  # fmt: skip
+    fail = (
+        "import torch.nn.functional as F\n\n\ndef attend(q, k, v):\n"
+        "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef attend(q, k, v, heads):\n"
+        "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+        '        q, k, v, num_query_heads=heads, input_layout="BNSD", sparse_mode=3)[0]\n'
+    )
     steps = ("attention", "softmax")
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         for c in _calls_named(fn, "scaled_dot_product_attention"):
             yield c, c, self.steps, "scaled_dot_product_attention"
         soft = _calls_named(fn, "softmax")
@@ -288,19 +333,30 @@ class RepeatKv(PatternRule):
         "fused attention kernels read the grouped heads directly (num_key_value_heads), so the "
         "copy and its memory go away."
     )
-    fail = ("def attend(self, q, k, v):\n    k = repeat_kv(k, self.num_key_value_groups)\n"
-            "    v = repeat_kv(v, self.num_key_value_groups)\n    return self.core(q, k, v)\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef attend(self, q, k, v):\n"
-           "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
-           "        q, k, v, num_query_heads=self.num_heads,\n"
-           "        num_key_value_heads=self.num_kv_heads, input_layout=\"BNSD\")[0]\n")  # fmt: skip
+    fail = (
+        "def attend(self, q, k, v):\n    k = repeat_kv(k, self.num_key_value_groups)\n"
+        "    v = repeat_kv(v, self.num_key_value_groups)\n    return self.core(q, k, v)\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef attend(self, q, k, v):\n"
+        "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+        "        q, k, v, num_query_heads=self.num_heads,\n"
+        '        num_key_value_heads=self.num_kv_heads, input_layout="BNSD")[0]\n'
+    )
     steps = ("attention",)
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         calls = _calls_named(fn, "repeat_kv", "_repeat_kv")
-        softmax_attention = bool(_calls_named(fn, "softmax", "scaled_dot_product_attention"))  # not linear
-        calls += [c for c in _calls_named(fn, "repeat_interleave") if softmax_attention
-                  and any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))]  # fmt: skip
+        # not linear
+        softmax_attention = bool(_calls_named(fn, "softmax", "scaled_dot_product_attention"))
+        calls += [
+            c
+            for c in _calls_named(fn, "repeat_interleave")
+            if softmax_attention
+            and any(k in segment(lines, c).lower() for k in ("kv", "key", "value", "k_", "v_"))
+        ]
         if calls:
             first, last = _span(list(calls))
             yield first, last, self.steps, "KV heads repeated for GQA"
@@ -315,13 +371,19 @@ class IndexPutCacheWrite(PatternRule):
         "fused writers take a slot mapping (paged) or positions (contiguous) and write K and V "
         "together, and some also fuse the norm and RoPE before the write."
     )
-    fail = ("def write(k_cache, v_cache, k, v, slots):\n"
-            "    k_cache[slots] = k\n    v_cache[slots] = v\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef write(k_cache, v_cache, k, v, slots):\n"
-           "    torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n")  # fmt: skip
+    fail = (
+        "def write(k_cache, v_cache, k, v, slots):\n"
+        "    k_cache[slots] = k\n    v_cache[slots] = v\n"
+    )
+    fix = (
+        "import torch_npu\n\n\ndef write(k_cache, v_cache, k, v, slots):\n"
+        "    torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n"
+    )
     steps = ("kv_cache_write",)
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         hits: list[ast.AST] = list(fn.cache_stores)
         if hits:
             first, last = _span(hits)
@@ -337,25 +399,35 @@ class SeparateQkvRopeCache(PatternRule):
         "matches a whole reference chain rather than one operator; the chain lists the fused "
         "stages and their prerequisites (a merged qkv weight, a paged cache, RoPE tables)."
     )
-    fail = ("class Attn:\n    def forward(self, x, cos, sin, cache, slots):\n"
-            "        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)\n"
-            "        q, k = apply_rotary_pos_emb(q, k, cos, sin)\n"
-            "        cache.update(k, v, slots)\n        return self.attn(q, k, v)\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\nclass Attn:\n    def forward(self, x, cos, sin, k_cache, v_cache, slots):\n"
-           "        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)\n"
-           "        q, k = torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin)\n"
-           "        torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n"
-           "        return self.attn(q, k_cache, v_cache)\n")  # fmt: skip
+    fail = (
+        "class Attn:\n    def forward(self, x, cos, sin, cache, slots):\n"
+        "        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)\n"
+        "        q, k = apply_rotary_pos_emb(q, k, cos, sin)\n"
+        "        cache.update(k, v, slots)\n        return self.attn(q, k, v)\n"
+    )
+    fix = (
+        "import torch_npu\n\n\nclass Attn:\n    def forward(self, x, cos, sin, k_cache, v_cache, slots):\n"
+        "        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)\n"
+        "        q, k = torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin)\n"
+        "        torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots)\n"
+        "        return self.attn(q, k_cache, v_cache)\n"
+    )
     steps = ("q_projection", "kv_projection", "rope", "kv_cache_write")
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         names = fn.named
         proj = {p: [c for n, c in names if n.endswith(p)] for p in ("q_proj", "k_proj", "v_proj")}
         if not all(proj.values()):
             return
         rope = [c for n, c in names if "rotary" in n or "rope" in n or n.endswith("rotate_half")]
-        cache: list[ast.AST] = [c for n, c in names if ("cache" in n or "past_key_value" in n)
-                                and n.rsplit(".", 1)[-1] in ("update", "write", "store", "append", "copy_")]  # fmt: skip
+        cache: list[ast.AST] = [
+            c
+            for n, c in names
+            if ("cache" in n or "past_key_value" in n)
+            and n.rsplit(".", 1)[-1] in ("update", "write", "store", "append", "copy_")
+        ]
         cache += fn.cache_stores
         if rope and cache:
             first, last = _span([*proj["q_proj"], *proj["k_proj"], *proj["v_proj"], *rope, *cache])
@@ -371,15 +443,18 @@ class PerTokenQuantWrittenOut(PatternRule):
         "clamp and a cast; the fused dynamic quantization returns the int8 tensor and its "
         "per-token scales in one kernel, in the layout the quantized matmuls expect."
     )
-    fail = ("import torch\n\n\ndef quant(x):\n"
-            "    scale = x.abs().amax(dim=-1, keepdim=True) / 127.0\n"
-            "    q = torch.clamp(torch.round(x / scale), -128, 127).to(torch.int8)\n"
-            "    return q, scale\n")  # fmt: skip
-    fix = ("import torch_npu\n\n\ndef quant(x):\n"
-           "    return torch_npu.npu_dynamic_quant(x)\n")  # fmt: skip
+    fail = (
+        "import torch\n\n\ndef quant(x):\n"
+        "    scale = x.abs().amax(dim=-1, keepdim=True) / 127.0\n"
+        "    q = torch.clamp(torch.round(x / scale), -128, 127).to(torch.int8)\n"
+        "    return q, scale\n"
+    )
+    fix = "import torch_npu\n\n\ndef quant(x):\n    return torch_npu.npu_dynamic_quant(x)\n"
     steps = ("dynamic_quantize",)
 
-    def detect(self, fn: FnIndex, lines: list[str]) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
+    def detect(
+        self, fn: FnIndex, lines: list[str]
+    ) -> Iterator[tuple[ast.AST, ast.AST, tuple[str, ...], str]]:
         absmax = [c for c in _calls_named(fn, "amax", "max") if "abs" in segment(lines, c)]
         if not absmax:
             return
@@ -395,139 +470,15 @@ class PerTokenQuantWrittenOut(PatternRule):
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Fusion opportunities (scan)"
 
-RULES: tuple[PatternRule, ...] = (HandwrittenRmsNorm(), ResidualAddThenNorm(), RotateHalfRope(),
-                                  GatedActivation(), SoftmaxTopkGate(), AttentionWrittenOut(),
-                                  RepeatKv(), IndexPutCacheWrite(), SeparateQkvRopeCache(),
-                                  PerTokenQuantWrittenOut())  # fmt: skip
-
-
-# -- choosing what the records offer -----------------------------------------------------------
-
-
-class _Fusing(NamedTuple):
-    """What :func:`fused_for` ranks an operator on (read from the catalog once per scan)."""
-
-    name: str
-    fuses: frozenset[str]
-    status: str
-    products: tuple[str, ...]
-    unsupported: tuple[str, ...]
-    superseded: bool
-    practice: int
-    chain_uses: int
-
-
-def _fusing_operators(ctx: Context) -> list[_Fusing]:
-    """Current inference operators that fuse something, with their ranking facts.
-
-    Decoding every record body once per scan instead of once per opportunity kind keeps
-    a 200-file scan from spending most of its time in JSON.
-    """
-    key = ("fusing_operators",)
-    if key in ctx.memo:
-        return ctx.memo[key]  # type: ignore[no-any-return]
-    uses: dict[str, int] = {}
-    for chain in _chains(ctx):
-        for stage in chain.get("stages") or []:
-            uses[stage.get("operator", "")] = uses.get(stage.get("operator", ""), 0) + 1
-    out = []
-    for rec in ctx.catalog.records("operator"):
-        if not rec.get("fuses") or rec.get("status") == "deprecated":
-            continue
-        if rec.get("category") == "training" or rec.get("phases") == ["training"]:
-            continue
-        successor = rec.get("superseded_by")
-        out.append(_Fusing(rec["name"], frozenset(rec["fuses"]), str(rec.get("status")),
-                           tuple(rec.get("products") or ()), tuple(rec.get("unsupported_products") or ()),
-                           bool(successor and ctx.operator(successor) is not None),
-                           sum(len(r.get("sites") or []) for r in rec.get("seen_in") or []),
-                           uses.get(rec["name"], 0)))  # fmt: skip
-    ctx.memo[key] = out
-    return out
-
-
-def _chains(ctx: Context) -> list[dict[str, Any]]:
-    key = ("chain_records",)
-    if key not in ctx.memo:
-        ctx.memo[key] = list(ctx.catalog.records("chain"))
-    return ctx.memo[key]  # type: ignore[no-any-return]
-
-
-def fused_for(ctx: Context, steps: tuple[str, ...], product: str | None) -> list[str]:
-    """Operators whose ``fuses`` cover ``steps``, best first: close matches (at most two
-    extra steps) before wide ones, current before superseded; then the ones shipping code
-    calls most (``seen_in``), the closest (a plain RMSNorm gets the plain norm, not
-    add+norm), documented for the product before not (refused ones are left out), the
-    better documented, and those proven in chains."""
-    key = ("fused_for", steps, product)
-    if key in ctx.memo:
-        return ctx.memo[key]  # type: ignore[no-any-return]
-    from kb.vocab import product_support
-
-    scored = []
-    for op in _fusing_operators(ctx):
-        if not set(steps) <= op.fuses:
-            continue
-        support = "yes"
-        if product and op.products:
-            support = product_support(product, list(op.products), list(op.unsupported))
-        if support == "no":
-            continue
-        extra = len(op.fuses - set(steps))
-        scored.append((extra > 2, op.superseded, -min(op.practice, 20), extra,
-                       support == "undocumented", -STATUS_RANK.get(op.status, 0),
-                       -min(op.chain_uses, 5), op.name))  # fmt: skip
-    ctx.memo[key] = [name for *_rest, name in sorted(scored)]
-    return ctx.memo[key]  # type: ignore[no-any-return]
-
-
-def chains_for(ctx: Context, operators: list[str], steps: tuple[str, ...]) -> list[str]:
-    """Chains using the best operator; for a whole module (several steps and no single
-    operator), attention chains whose stages cover RoPE and the cache write."""
-    out = []
-    for chain in _chains(ctx):
-        stages = chain.get("stages") or []
-        if operators:
-            if operators[0] in {s.get("operator") for s in stages}:
-                out.append(chain["name"])
-            continue
-        names = " ".join(str(s.get("stage", "")) for s in stages).lower()
-        if chain.get("module") == "attention" and "rope" in names and "cache" in names:
-            out.append(chain["name"])
-    return sorted(out, key=lambda n: (0 if "gqa" in n or "mha" in n else 1, n))[:3]
-
-
-def opportunities(scan: FileScan, tree: ast.Module, ctx: Context, settings: Any) -> list[Opportunity]:
-    """Every KB6xx match in a parsed file, with what the records offer for it."""
-    from kb.scan import hints
-
-    found: list[Opportunity] = []
-    seen: set[tuple[str, int]] = set()
-    functions = scan.functions or [("", tree)]
-    for qual, fn in functions:
-        if "loss" in qual.lower():  # auxiliary losses run in training only
-            continue
-        index = FnIndex(fn)
-        for rule in RULES:
-            for first, last, steps, what in rule.detect(index, scan.lines):
-                line = getattr(first, "lineno", 1)
-                if (rule.code, line) in seen:
-                    continue
-                seen.add((rule.code, line))
-                ops = [] if rule.code == "KB609" else fused_for(ctx, steps, settings.product)
-                chains = chains_for(ctx, ops, steps) if not ops else []
-                col = Where(line, getattr(first, "col_offset", 0) + 1)
-                end = getattr(last, "end_lineno", line) or line
-                offer = (f"use {ops[0]}" + (f" (or {', '.join(ops[1:3])})" if len(ops) > 1 else "")
-                         if ops else "")  # fmt: skip
-                if chains:
-                    offer += ("; " if offer else "") + f"reference chain {', '.join(chains)}"
-                if not offer:
-                    offer = f"no operator in the records fuses {' + '.join(steps)}"
-                message = f"{what} ({f'line {line}' if line == end else f'lines {line}-{end}'}): {offer}"
-                phase = hints.phase(frozenset(), qual.split("."))
-                finding = Finding(scan.path, col.line, col.column, rule.code, "info", message)
-                found.append(Opportunity(rule.code, scan.path, qual, line, col.column, end, steps,
-                                         what, ops, chains, phase, finding))  # fmt: skip
-    return found
-
+RULES: tuple[PatternRule, ...] = (
+    HandwrittenRmsNorm(),
+    ResidualAddThenNorm(),
+    RotateHalfRope(),
+    GatedActivation(),
+    SoftmaxTopkGate(),
+    AttentionWrittenOut(),
+    RepeatKv(),
+    IndexPutCacheWrite(),
+    SeparateQkvRopeCache(),
+    PerTokenQuantWrittenOut(),
+)

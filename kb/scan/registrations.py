@@ -28,7 +28,9 @@ MAX_NATIVE_BYTES = 4 * 1024 * 1024
 # Comments and literals in one alternation, so a "//" inside a string stays a string.  Every
 # alternative matches wherever it starts (an unterminated comment runs to the end, an
 # unterminated literal to the end of its line): the scan never backs up, so it is linear.
-_LEXEME = re.compile(r'//[^\n]*|/\*(?:.*?\*/|.*)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?', re.S)
+_LEXEME = re.compile(
+    r'//[^\n]*|/\*(?:.*?\*/|.*)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?', re.S
+)
 _MACRO = re.compile(r"\bTORCH_LIBRARY(\w*)\s*\(")
 _PLAIN = re.compile(r'\s*"((?:\\.|[^"\\\n])*)"', re.S)
 _RAW = re.compile(r'\s*R"([^()\\\s]{0,16})\(')
@@ -52,8 +54,16 @@ class Registration:
     def parameters(self) -> list[dict[str, Any]] | None:
         """The parameters in the records' terms, for :func:`kb.scan.binding.bind`."""
         if self.params is not None:
-            return [{"name": n, "type": t, "required": r, "default": None if r else "?",
-                     "keyword_only": k} for n, t, r, k in self.params]  # fmt: skip
+            return [
+                {
+                    "name": n,
+                    "type": t,
+                    "required": r,
+                    "default": None if r else "?",
+                    "keyword_only": k,
+                }
+                for n, t, r, k in self.params
+            ]
         return None if self.schema is None else schema_parameters(self.schema)
 
     @property
@@ -77,8 +87,10 @@ def schema_parameters(schema: str) -> list[dict[str, Any]] | None:
     parsed = _parsed(schema)
     if parsed is None:
         return None
-    return [{"name": n, "type": t, "default": d, "required": r, "keyword_only": k}
-            for n, t, d, r, k in parsed]  # fmt: skip
+    return [
+        {"name": n, "type": t, "default": d, "required": r, "keyword_only": k}
+        for n, t, d, r, k in parsed
+    ]
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -197,7 +209,9 @@ def qualified(text: str | None) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def function_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, str, bool, bool], ...]:
+def function_params(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> tuple[tuple[str, str, bool, bool], ...]:
     """A decorated Python definition's parameters, as ``custom_op`` infers the schema.
 
     The type is ``Tensor`` when the annotation names one (a list annotation is ``Tensor[]``)
@@ -205,7 +219,9 @@ def function_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[s
     """
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(
+        args.defaults
+    )
     out: list[tuple[str, str, bool, bool]] = []
     for arg, default in zip(positional, defaults, strict=True):
         out.append((arg.arg, _annotation_type(arg.annotation), default is None, False))

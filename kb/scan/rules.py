@@ -51,13 +51,15 @@ class TooManyPositional(ScanRule):
 class KeywordOnlyPositional(ScanRule):
     code = "KB502"
     name = "keyword-only-positional"
-    summary = "A positional argument lands on a keyword-only parameter (one after '*' in the schema)."
+    summary = (
+        "A positional argument lands on a keyword-only parameter (one after '*' in the schema)."
+    )
     why = (
         "Fused operators take most options after '*': they must be passed by name. A "
         "positional value there raises a TypeError, and the message names the keyword to use."
     )
-    fail = _IMPORT + "def act(x):\n    return torch_npu.npu_gelu(x, \"tanh\")\n"
-    fix = _IMPORT + "def act(x):\n    return torch_npu.npu_gelu(x, approximate=\"tanh\")\n"
+    fail = _IMPORT + 'def act(x):\n    return torch_npu.npu_gelu(x, "tanh")\n'
+    fix = _IMPORT + 'def act(x):\n    return torch_npu.npu_gelu(x, approximate="tanh")\n'
 
 
 class MissingRequired(ScanRule):
@@ -90,25 +92,29 @@ class BindingKeyword(ScanRule):
         "to 'input'; torch.ops.npu overloads take the schema names. The same keyword cannot "
         "work for both spellings of the call."
     )
-    fail = ("import torch\n\n\ndef act(x):\n"
-            "    return torch.ops.npu.npu_swiglu(input=x, dim=-1)\n")  # fmt: skip
-    fix = ("import torch\n\n\ndef act(x):\n"
-           "    return torch.ops.npu.npu_swiglu(self=x, dim=-1)\n")  # fmt: skip
+    fail = "import torch\n\n\ndef act(x):\n    return torch.ops.npu.npu_swiglu(input=x, dim=-1)\n"
+    fix = "import torch\n\n\ndef act(x):\n    return torch.ops.npu.npu_swiglu(self=x, dim=-1)\n"
 
 
 class TensorListExpected(ScanRule):
     code = "KB506"
     name = "tensor-list-expected"
-    summary = "One tensor (by its annotation) passed where the schema takes a list of tensors (Tensor[])."
+    summary = (
+        "One tensor (by its annotation) passed where the schema takes a list of tensors (Tensor[])."
+    )
     why = (
         "Grouped kernels take their weights and scales as Tensor[] lists; a single tensor is "
         "rejected when the call binds. The scanner knows a value is one tensor only from an "
         "annotation such as 'weight: torch.Tensor', so other values stay unjudged."
     )
-    fail = (_IMPORT + "def experts(x: torch.Tensor, weight: torch.Tensor, group_list):\n"
-            "    return torch_npu.npu_grouped_matmul([x], weight, group_list=group_list)\n")  # fmt: skip
-    fix = (_IMPORT + "def experts(x: torch.Tensor, weight: torch.Tensor, group_list):\n"
-           "    return torch_npu.npu_grouped_matmul([x], [weight], group_list=group_list)\n")  # fmt: skip
+    fail = (
+        _IMPORT + "def experts(x: torch.Tensor, weight: torch.Tensor, group_list):\n"
+        "    return torch_npu.npu_grouped_matmul([x], weight, group_list=group_list)\n"
+    )
+    fix = (
+        _IMPORT + "def experts(x: torch.Tensor, weight: torch.Tensor, group_list):\n"
+        "    return torch_npu.npu_grouped_matmul([x], [weight], group_list=group_list)\n"
+    )
 
 
 class ForeignOperator(ScanRule):
@@ -123,10 +129,11 @@ class ForeignOperator(ScanRule):
         "checks the call against that registration's schema. A name nobody in sight registers "
         "is reported here, not as an error: the registering package may simply not be scanned."
     )
-    fail = ("import torch\n\n\ndef mix(x):\n"
-            "    return torch.ops.my_kernels.fused_mix(x, 2)\n")  # fmt: skip
-    fix = ("import torch\n\ntorch.library.define(\"my_kernels::fused_mix\", \"(Tensor x, int n) -> Tensor\")\n\n\n"
-           "def mix(x):\n    return torch.ops.my_kernels.fused_mix(x, 2)\n")  # fmt: skip
+    fail = "import torch\n\n\ndef mix(x):\n    return torch.ops.my_kernels.fused_mix(x, 2)\n"
+    fix = (
+        'import torch\n\ntorch.library.define("my_kernels::fused_mix", "(Tensor x, int n) -> Tensor")\n\n\n'
+        "def mix(x):\n    return torch.ops.my_kernels.fused_mix(x, 2)\n"
+    )
 
 
 #: The family title of this module's codes (site navigation, ``kb rules``).
@@ -140,5 +147,13 @@ DUPLICATE_ARGUMENT = DuplicateArgument()
 BINDING_KEYWORD = BindingKeyword()
 TENSOR_LIST_EXPECTED = TensorListExpected()
 FOREIGN_OPERATOR = ForeignOperator()
-RULES = (SOURCE_UNREADABLE, TOO_MANY_POSITIONAL, KEYWORD_ONLY_POSITIONAL, MISSING_REQUIRED,
-         DUPLICATE_ARGUMENT, BINDING_KEYWORD, TENSOR_LIST_EXPECTED, FOREIGN_OPERATOR)  # fmt: skip
+RULES = (
+    SOURCE_UNREADABLE,
+    TOO_MANY_POSITIONAL,
+    KEYWORD_ONLY_POSITIONAL,
+    MISSING_REQUIRED,
+    DUPLICATE_ARGUMENT,
+    BINDING_KEYWORD,
+    TENSOR_LIST_EXPECTED,
+    FOREIGN_OPERATOR,
+)

@@ -26,9 +26,24 @@ from kb.scan.globs import PatternSet
 from kb.scan.registrations import MAX_NATIVE_BYTES, NATIVE_SUFFIXES
 
 MAX_BYTES = 4 * 1024 * 1024
-DEFAULT_EXCLUDES = (".git/", ".hg/", ".svn/", ".venv/", "venv/", "__pycache__/", ".tox/",
-                    ".nox/", "node_modules/", "build/", "dist/", ".eggs/", "*.egg-info/",
-                    "site-packages/", ".mypy_cache/", ".ruff_cache/")  # fmt: skip
+DEFAULT_EXCLUDES = (
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    ".tox/",
+    ".nox/",
+    "node_modules/",
+    "build/",
+    "dist/",
+    ".eggs/",
+    "*.egg-info/",
+    "site-packages/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +99,13 @@ def _display(path: Path) -> str:
     return str(path) if rel.startswith("..") else rel
 
 
-def discover(paths: Sequence[str], exclude: Sequence[str] = (), *, respect_gitignore: bool = True,
-             native: list[Path] | None = None) -> tuple[list[Path], list[Skipped]]:  # fmt: skip
+def discover(
+    paths: Sequence[str],
+    exclude: Sequence[str] = (),
+    *,
+    respect_gitignore: bool = True,
+    native: list[Path] | None = None,
+) -> tuple[list[Path], list[Skipped]]:
     """The ``.py`` files under ``paths`` (files named explicitly are always taken).
 
     ``native``, when given, receives the C/C++ sources found on the same walk (the same
@@ -110,22 +130,37 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = (), *, respect_gitig
         elif stat.S_ISDIR(st.st_mode):
             found += _walk(path, user, defaults, respect_gitignore, skipped, native)
         else:
-            skipped.append(Skipped(raw, "not a regular file or directory (a FIFO, socket or "
-                                   "device); give a .py file or a directory", named=True))  # fmt: skip
+            skipped.append(
+                Skipped(
+                    raw,
+                    "not a regular file or directory (a FIFO, socket or "
+                    "device); give a .py file or a directory",
+                    named=True,
+                )
+            )
     unique: dict[str, Path] = {}
     for p in found:
         unique.setdefault(os.path.normpath(str(p)), p)
     return list(unique.values()), skipped
 
 
-def _walk(root: Path, user: PatternSet, defaults: PatternSet, gitignore: bool,
-          skipped: list[Skipped], native: list[Path] | None = None) -> Iterator[Path]:  # fmt: skip
+def _walk(
+    root: Path,
+    user: PatternSet,
+    defaults: PatternSet,
+    gitignore: bool,
+    skipped: list[Skipped],
+    native: list[Path] | None = None,
+) -> Iterator[Path]:
     ignores: list[tuple[str, PatternSet]] = []  # (directory relative to root, patterns)
 
     def unlistable(exc: OSError) -> None:
         where = Path(exc.filename) if exc.filename else root
-        skipped.append(Skipped(_display(where), f"directory not scanned: cannot list it: "
-                               f"{exc.strerror or exc}"))  # fmt: skip
+        skipped.append(
+            Skipped(
+                _display(where), f"directory not scanned: cannot list it: {exc.strerror or exc}"
+            )
+        )
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable, followlinks=False):
         rel_dir = os.path.relpath(dirpath, root)
@@ -258,8 +293,11 @@ def _compiled_anyway(raw: bytes, encoding: str, exc: UnicodeDecodeError) -> str:
             warnings.simplefilter("ignore")
             compile(raw, "<scanned>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as err:
-        raise SourceError(f"not valid {encoding} source where Python decodes it: {err.msg}",
-                          err.lineno or 1, err.offset or 1) from None
+        raise SourceError(
+            f"not valid {encoding} source where Python decodes it: {err.msg}",
+            err.lineno or 1,
+            err.offset or 1,
+        ) from None
     except (ValueError, MemoryError, RecursionError):
         pass  # the parse proper reports these with its own message
     else:

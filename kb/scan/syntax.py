@@ -49,9 +49,30 @@ def target_names(target: ast.AST) -> Iterator[str]:
 
 #: Fields that never hold a call, a statement or an operation: load/store contexts,
 #: operators, names, constants and flags (an ``op`` is read off its BinOp directly).
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "name", "id", "attr", "arg", "asname", "module", "level",
-                          "is_async", "conversion", "type_comment", "kind", "rest", "tag", "names",
-                          "kwd_attrs", "simple", "lineno"})  # fmt: skip
+_LEAF_FIELDS = frozenset(
+    {
+        "ctx",
+        "op",
+        "ops",
+        "name",
+        "id",
+        "attr",
+        "arg",
+        "asname",
+        "module",
+        "level",
+        "is_async",
+        "conversion",
+        "type_comment",
+        "kind",
+        "rest",
+        "tag",
+        "names",
+        "kwd_attrs",
+        "simple",
+        "lineno",
+    }
+)
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -125,8 +146,11 @@ def binds_self(fn: ast.AST) -> bool:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"):  # fmt: skip
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                ):
                     return True
         for name in _BLOCKS:
             block = getattr(node, name, None)

@@ -20,9 +20,13 @@ def _wrap(text: str, indent: str, hang: int = 0, *, spaced: bool = False) -> lis
     """Wrap to the terminal (at most 80 columns, :func:`kb.text.width.terminal_width`);
     ``hang`` indents continuation lines under the item's text; ``spaced`` keeps runs of
     spaces inside a line (a header's gap before its phases)."""
-    return textwrap.wrap(text if spaced else " ".join(text.split()), width=terminal_width(),
-                         initial_indent=indent, subsequent_indent=indent + " " * hang,
-                         break_on_hyphens=False)  # fmt: skip
+    return textwrap.wrap(
+        text if spaced else " ".join(text.split()),
+        width=terminal_width(),
+        initial_indent=indent,
+        subsequent_indent=indent + " " * hang,
+        break_on_hyphens=False,
+    )
 
 
 def _assumed(adv: dict[str, Any]) -> list[str]:
@@ -43,7 +47,9 @@ def _practice(chain: dict[str, Any]) -> list[str]:
     some = [e for e in prac.get("engines") or [] if 0 < e["operators_seen"] < e["operators"]]
     if full or some:
         shown = [e["repo"] + (" (cited)" if e["cited"] else "") for e in full]
-        shown += [f"{e['repo']} ({e['operators_seen']}/{e['operators']} operators)" for e in some[:4]]
+        shown += [
+            f"{e['repo']} ({e['operators_seen']}/{e['operators']} operators)" for e in some[:4]
+        ]
         out += _wrap("practiced in: " + ", ".join(shown), "  ", 4)
     rel = prac.get("releases") or []
     if rel:
@@ -54,16 +60,24 @@ def _practice(chain: dict[str, Any]) -> list[str]:
 def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
     if chain.get("missing"):
         return ["", f"{head} {chain['name']}: no such record"]
-    out = ["", *_wrap(f"{head} {chain['name']}  [{', '.join(chain['phases'])}]", "", 4, spaced=True)]
+    out = [
+        "",
+        *_wrap(f"{head} {chain['name']}  [{', '.join(chain['phases'])}]", "", 4, spaced=True),
+    ]
     out += _wrap(chain["title"], "  ")
     out += _wrap(chain["summary"], "  ")
     if chain.get("when"):
         out += _wrap("when: " + chain["when"], "  ", 4)
     if chain["products"] or (chain.get("practice") or {}).get("products"):
-        out += _wrap("products: " + ", ".join(chain["products"] or chain["practice"]["products"]), "  ")
+        out += _wrap(
+            "products: " + ", ".join(chain["products"] or chain["practice"]["products"]), "  "
+        )
     out += _practice(chain)
-    omitted = f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out" \
-        if chain["stages_omitted"] else ""  # fmt: skip
+    omitted = (
+        f"; {chain['stages_omitted']} stage(s) of another phase or scheme left out"
+        if chain["stages_omitted"]
+        else ""
+    )
     asked = ", ".join(x for x in (adv.get("phase"), adv.get("quantization")) if x)
     out += _wrap(f"stages{' (' + asked + omitted + ')' if asked or omitted else ''}:", "  ", 4)
     for i, st in enumerate(chain["stages"], 1):
@@ -80,8 +94,12 @@ def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
     if chain["models"]:
         out += _wrap("reference models: " + ", ".join(chain["models"]), "  ")
     for src in chain.get("sources") or []:
-        out += _wrap(f"seen in {src['model']}: {src['repo']}@{src['commit'][:10]} "
-                     f"{src['path']}:{src['lines']} - {src['shows']}", "  ", 4)  # fmt: skip
+        out += _wrap(
+            f"seen in {src['model']}: {src['repo']}@{src['commit'][:10]} "
+            f"{src['path']}:{src['lines']} - {src['shows']}",
+            "  ",
+            4,
+        )
     return out
 
 
@@ -97,9 +115,16 @@ def _operators(adv: dict[str, Any]) -> list[str]:
         if brief["tensors"]:
             out += _wrap("tensors: " + "; ".join(brief["tensors"]), "      ", 9)
         graph = brief.get("graph_mode") or {}
-        if "--mode" in adv["answers"] or "unsupported" in (graph.get("aclgraph"), graph.get("torchair")):
-            out += _wrap(f"graph mode: aclgraph {graph.get('aclgraph')}, torchair {graph.get('torchair')}"
-                         + (f" - {graph['notes']}" if graph.get("notes") else ""), "      ", 12)  # fmt: skip
+        if "--mode" in adv["answers"] or "unsupported" in (
+            graph.get("aclgraph"),
+            graph.get("torchair"),
+        ):
+            out += _wrap(
+                f"graph mode: aclgraph {graph.get('aclgraph')}, torchair {graph.get('torchair')}"
+                + (f" - {graph['notes']}" if graph.get("notes") else ""),
+                "      ",
+                12,
+            )
         shown = brief["constraints"][:_FIRST_CONSTRAINTS]
         for c in shown:
             out += _wrap("- " + c, "      ", 2)
@@ -111,23 +136,41 @@ def _operators(adv: dict[str, Any]) -> list[str]:
 
 def _completions(adv: dict[str, Any]) -> list[str]:
     need = adv["needed"][0]
-    out = ["", *_wrap(f"NOT ENOUGH ANSWERS: {need['flag']} changes the operators ({need['question']})", "", 4),
-           *_wrap(f"Every completion, most common first ({adv['completions_total']} in all):", "", 4)]
+    out = [
+        "",
+        *_wrap(
+            f"NOT ENOUGH ANSWERS: {need['flag']} changes the operators ({need['question']})", "", 4
+        ),
+        *_wrap(f"Every completion, most common first ({adv['completions_total']} in all):", "", 4),
+    ]
     for c in adv["completions"][:_FIRST_COMPLETIONS]:
         adds = " ".join(f"{k} {v}" for k, v in c["adds"].items())
         if c["outcome"] == "stop":
             reach = "verdict: " + c["verdict"]
         else:
-            reach = ", ".join(ch["name"] + (f" (or {', '.join(ch['alternatives'])})" if ch["alternatives"] else "")
-                              for ch in c["chains"]) or ", ".join(c["operators"]) or "no chain"
+            reach = (
+                ", ".join(
+                    ch["name"]
+                    + (f" (or {', '.join(ch['alternatives'])})" if ch["alternatives"] else "")
+                    for ch in c["chains"]
+                )
+                or ", ".join(c["operators"])
+                or "no chain"
+            )
         out += _wrap(f"{c['rank']:>2}. {adds} -> {reach}", "  ", 6)
         if c["assumed"]:
-            out += _wrap("assumes " + " ".join(f"{k} {v}" for k, v in c["assumed"].items()), "      ")
+            out += _wrap(
+                "assumes " + " ".join(f"{k} {v}" for k, v in c["assumed"].items()), "      "
+            )
     left = adv["completions_total"] - min(len(adv["completions"]), _FIRST_COMPLETIONS)
     if left > 0:
         out += _wrap(f"({left} more; answer {need['flag']} to narrow)", "  ", 1)
-    out += _wrap(f"Answer {need['flag']} (kb advise {adv['tree']} ... {need['flag']} VALUE) for the whole "
-                 "advice.", "", 4)
+    out += _wrap(
+        f"Answer {need['flag']} (kb advise {adv['tree']} ... {need['flag']} VALUE) for the whole "
+        "advice.",
+        "",
+        4,
+    )
     return out
 
 
@@ -136,9 +179,16 @@ def _command(adv: dict[str, Any]) -> list[str]:
     value, continuation lines joined with a trailing backslash."""
     words = [f"kb\0advise\0{adv['tree']}", *(f"{k}\0{v}" for k, v in adv["answers"].items())]
     width = terminal_width()
-    lines = textwrap.wrap(" ".join(words), width=width - 2, subsequent_indent="    ",
-                          break_long_words=False, break_on_hyphens=False)  # fmt: skip
-    return [ln.replace("\0", " ") + (" \\" if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]
+    lines = textwrap.wrap(
+        " ".join(words),
+        width=width - 2,
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return [
+        ln.replace("\0", " ") + (" \\" if i < len(lines) - 1 else "") for i, ln in enumerate(lines)
+    ]
 
 
 def render(adv: dict[str, Any]) -> str:

@@ -42,8 +42,9 @@ def text(report: Report, *, color: bool = False) -> str:
     errors, warnings, infos = (report.count(s) for s in ("error", "warning", "info"))
     scope = f"{_plural(report.files, 'file')}, {_plural(report.candidates, 'candidate')}"
     if report.findings:
-        counts = ", ".join([_plural(errors, "error"), _plural(warnings, "warning"),
-                            _plural(infos, "info")])  # fmt: skip
+        counts = ", ".join(
+            [_plural(errors, "error"), _plural(warnings, "warning"), _plural(infos, "info")]
+        )
         summary = f"{counts} in {scope}"
         summary = _paint(summary, "1;31" if errors else "1", color)
         if out:
@@ -68,8 +69,10 @@ def github(report: Report) -> str:
     """GitHub Actions workflow commands: ``::error file=…,line=…,col=…,title=CODE::message``."""
     lines = []
     for f in report.findings:
-        props = (f"file={github_property(f.file)},line={f.line},col={f.column},"
-                 f"title={github_property(f.code)}")  # fmt: skip
+        props = (
+            f"file={github_property(f.file)},line={f.line},col={f.column},"
+            f"title={github_property(f.code)}"
+        )
         lines.append(f"::{_LEVEL[f.severity]} {props}::{github_data(f.message)}")
     return "".join(line + "\n" for line in lines)
 

@@ -19,8 +19,14 @@ def wrap(text: str, indent: str = "  ", width: int = WIDTH, hang: str = "") -> l
     text = " ".join(str(text).split())
     if not text:
         return []
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + hang,
-                         break_long_words=True, break_on_hyphens=False)  # fmt: skip
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + hang,
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
 
 
 def field(label: str, value: Any, indent: str = "  ") -> list[str]:
@@ -29,8 +35,13 @@ def field(label: str, value: Any, indent: str = "  ") -> list[str]:
     if isinstance(value, (list, tuple)):
         value = ", ".join(str(v) for v in value)
     head = f"{indent}{label}: "
-    lines = textwrap.wrap(" ".join(str(value).split()), width=WIDTH, initial_indent=head,
-                          subsequent_indent=indent + "    ", break_on_hyphens=False)  # fmt: skip
+    lines = textwrap.wrap(
+        " ".join(str(value).split()),
+        width=WIDTH,
+        initial_indent=head,
+        subsequent_indent=indent + "    ",
+        break_on_hyphens=False,
+    )
     return lines
 
 
@@ -67,7 +78,9 @@ def _param(p: dict[str, Any]) -> list[str]:
         when = f" when {shape['when']}" if shape.get("when") else ""
         out += field("shape", f"{shape['dims']}{when}", "      ")
     if p.get("allowed") is not None:
-        out += field("allowed", [repr(v) if isinstance(v, str) else v for v in p["allowed"]], "      ")
+        out += field(
+            "allowed", [repr(v) if isinstance(v, str) else v for v in p["allowed"]], "      "
+        )
     rng = p.get("range")
     if rng:
         bounds = f"[{rng.get('min', '')}, {rng.get('max', '')}]"
@@ -313,12 +326,17 @@ def _upstream(rec: Rec, lang: str) -> Lines:
     up = rec.get("upstream") or {}
     if not (up.get("url") or up.get("path")):
         return []
-    return section("Upstream") + field("page", up.get("url") or up.get("path")) + \
-        field("commit", up.get("commit"))  # fmt: skip
+    return (
+        section("Upstream")
+        + field("page", up.get("url") or up.get("path"))
+        + field("commit", up.get("commit"))
+    )
 
 
 def _models(rec: Rec, lang: str) -> Lines:
-    return section("Models that use it") + wrap(", ".join(rec["models"])) if rec.get("models") else []
+    return (
+        section("Models that use it") + wrap(", ".join(rec["models"])) if rec.get("models") else []
+    )
 
 
 def _stages(rec: Rec, lang: str) -> Lines:
@@ -406,7 +424,9 @@ def _success(rec: Rec, lang: str) -> Lines:
 
 
 def _failures(rec: Rec, lang: str) -> Lines:
-    return _listed("Failure signals", rec.get("failures"), lambda f: f"- {f['signal']} -> {f['action']}")
+    return _listed(
+        "Failure signals", rec.get("failures"), lambda f: f"- {f['signal']} -> {f['action']}"
+    )
 
 
 Renderer = Callable[[Rec, str], Lines]
@@ -414,36 +434,59 @@ Renderer = Callable[[Rec, str], Lines]
 #: The sections of the full view, in print order, by the record field they show.
 SECTIONS: dict[str, dict[str, Renderer]] = {
     "operator": {
-        "description": _description, "signature": _signature_section, "versions": _history,
-        "parameters": _parameters, "returns": _returns, "reference": _reference,
+        "description": _description,
+        "signature": _signature_section,
+        "versions": _history,
+        "parameters": _parameters,
+        "returns": _returns,
+        "reference": _reference,
         "quantization": _quantization,
-        "constraints": _constraints, "rules": _rules, "graph_mode": _graph_mode,
-        "changes": _changes, "examples": _examples, "related": _related, "seen_in": _seen_in,
+        "constraints": _constraints,
+        "rules": _rules,
+        "graph_mode": _graph_mode,
+        "changes": _changes,
+        "examples": _examples,
+        "related": _related,
+        "seen_in": _seen_in,
         "upstream": _upstream,
     },
     "chain": {
-        "description": _description, "stages": _stages, "prerequisites": _prerequisites,
-        "differences": _differences, "models": _models, "related": _related,
+        "description": _description,
+        "stages": _stages,
+        "prerequisites": _prerequisites,
+        "differences": _differences,
+        "models": _models,
+        "related": _related,
     },
     "tree": {"description": _description, "nodes": _nodes},
     "playbook": {
-        "description": _description, "op_classes": _op_classes, "formulas": _sizing,
-        "success": _success, "failures": _failures,
+        "description": _description,
+        "op_classes": _op_classes,
+        "formulas": _sizing,
+        "success": _success,
+        "failures": _failures,
     },
     "extension": {"operators": _extension_ops},
-}  # fmt: skip
+}
 #: Sections whose full-view part lives partly in the header (shown whole on their own).
 _SECTION_ONLY: dict[str, Renderer] = {"versions": _versions_section}
 #: Sections another one prints already (shown with it, not twice).
-_COVERED = {"description_zh": "description", "conservative_factor": "formulas", "ladder": "formulas"}
+_COVERED = {
+    "description_zh": "description",
+    "conservative_factor": "formulas",
+    "ladder": "formulas",
+}
 
 
 def _header(rec: Rec, lang: str) -> Lines:
     kind = rec["kind"]
-    tag = {"operator": f"{rec.get('status')}, {rec.get('category')}",
-           "chain": f"chain, {rec.get('module')}; {', '.join(rec.get('phases') or [])}",
-           "tree": "decision tree", "playbook": "playbook",
-           "extension": f"extension package, {rec.get('repo')}@{str(rec.get('commit'))[:12]}"}[kind]  # fmt: skip
+    tag = {
+        "operator": f"{rec.get('status')}, {rec.get('category')}",
+        "chain": f"chain, {rec.get('module')}; {', '.join(rec.get('phases') or [])}",
+        "tree": "decision tree",
+        "playbook": "playbook",
+        "extension": f"extension package, {rec.get('repo')}@{str(rec.get('commit'))[:12]}",
+    }[kind]
     out = [f"{rec['name']}  [{tag}]"]
     if rec.get("title"):
         out += wrap(text_in(rec["title"], lang), "  ")
@@ -475,7 +518,9 @@ def _generic(rec: Rec, key: str, lang: str) -> Lines:
     if isinstance(value, dict) and value and set(value) <= {"en", "zh"}:
         value = value.get(lang) or value.get("en")
     if isinstance(value, list) and value and isinstance(value[0], dict):
-        return section(key) + [line for item in value for line in wrap(_flat(item), "  ", hang="  ")]
+        return section(key) + [
+            line for item in value for line in wrap(_flat(item), "  ", hang="  ")
+        ]
     if isinstance(value, dict):
         return section(key) + [line for k, v in value.items() for line in field(k, _flat(v))]
     return field(key, _flat(value) if value not in (None, "", [], {}) else "(none)")
@@ -483,7 +528,9 @@ def _generic(rec: Rec, key: str, lang: str) -> Lines:
 
 def _flat(value: Any) -> str:
     if isinstance(value, dict):
-        return "; ".join(f"{k}: {_flat(v)}" for k, v in value.items() if v not in (None, "", [], {}))
+        return "; ".join(
+            f"{k}: {_flat(v)}" for k, v in value.items() if v not in (None, "", [], {})
+        )
     if isinstance(value, list):
         return ", ".join(_flat(v) for v in value)
     return str(value)
@@ -508,10 +555,19 @@ def brief_text(card: Rec) -> str:
     if card.get("title"):
         out += wrap(card["title"], "  ")
     out += wrap(card["summary"], "  ")
-    labels = {"call": "call", "products": "products", "phases": "phases", "module": "module",
-              "torch_npu": "torch_npu", "schemes": "schemes", "superseded_by": "superseded by",
-              "operators": "operators", "targets": "prefetch targets",
-              "conservative_factor": "conservative factor", "ladder": "ladder"}  # fmt: skip
+    labels = {
+        "call": "call",
+        "products": "products",
+        "phases": "phases",
+        "module": "module",
+        "torch_npu": "torch_npu",
+        "schemes": "schemes",
+        "superseded_by": "superseded by",
+        "operators": "operators",
+        "targets": "prefetch targets",
+        "conservative_factor": "conservative factor",
+        "ladder": "ladder",
+    }
     for key, label in labels.items():
         out += field(label, card.get(key))
     if card.get("flags"):
@@ -522,9 +578,13 @@ def brief_text(card: Rec) -> str:
 
 
 #: The sections a reader of the card most often wants next, per kind.
-_BRIEF_MORE = {"operator": ("parameters", "constraints", "examples"),
-               "chain": ("stages", "prerequisites"), "tree": ("nodes",),
-               "playbook": ("op_classes", "formulas"), "extension": ("operators",)}  # fmt: skip
+_BRIEF_MORE = {
+    "operator": ("parameters", "constraints", "examples"),
+    "chain": ("stages", "prerequisites"),
+    "tree": ("nodes",),
+    "playbook": ("op_classes", "formulas"),
+    "extension": ("operators",),
+}
 
 
 def record_text(rec: Rec, lang: str = "en") -> str:

@@ -27,8 +27,10 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
         extra.append(f"{skipped.path}: skipped: {skipped.reason}")
     if verbose:
         extra += report.notes
-        extra.append(f"{report.ops} distinct operators in {report.calls} calls"
-                     + (f"; settings from {report.config}" if report.config else ""))  # fmt: skip
+        extra.append(
+            f"{report.ops} distinct operators in {report.calls} calls"
+            + (f"; settings from {report.config}" if report.config else "")
+        )
     return out + "".join(printable(line) + "\n" for line in extra)
 
 
@@ -51,35 +53,51 @@ def sarif(report: ScanReport) -> str:
         unit = BY_CODE.get(code)
         rule: dict[str, Any] = {"id": code}
         if unit is not None:
-            rule.update({
-                "name": unit.name,
-                "shortDescription": {"text": unit.summary},
-                "fullDescription": {"text": unit.why},
-                "defaultConfiguration": {"level": _SARIF_LEVEL[unit.severity]},
-                "help": {"text": f"kb rules {code}"},
-            })  # fmt: skip
+            rule.update(
+                {
+                    "name": unit.name,
+                    "shortDescription": {"text": unit.summary},
+                    "fullDescription": {"text": unit.why},
+                    "defaultConfiguration": {"level": _SARIF_LEVEL[unit.severity]},
+                    "help": {"text": f"kb rules {code}"},
+                }
+            )
         rules.append(rule)
     results = []
     for f in report.findings:
         uri = uri_path(f.file.replace(os.sep, "/"))
-        results.append({
-            "ruleId": f.code,
-            "ruleIndex": index[f.code],
-            "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": f.message},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": {"uri": uri, **({} if os.path.isabs(f.file)
-                                                     else {"uriBaseId": "%SRCROOT%"})},
-                "region": {"startLine": max(1, f.line), "startColumn": max(1, f.column)},
-            }}],
-        })  # fmt: skip
+        results.append(
+            {
+                "ruleId": f.code,
+                "ruleIndex": index[f.code],
+                "level": _SARIF_LEVEL[f.severity],
+                "message": {"text": f.message},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {
+                                "uri": uri,
+                                **({} if os.path.isabs(f.file) else {"uriBaseId": "%SRCROOT%"}),
+                            },
+                            "region": {
+                                "startLine": max(1, f.line),
+                                "startColumn": max(1, f.column),
+                            },
+                        }
+                    }
+                ],
+            }
+        )
     run = {
         "tool": {"driver": {"name": "kb", "version": __version__, "rules": rules}},
         "columnKind": "unicodeCodePoints",
         "results": results,
-    }  # fmt: skip
-    doc = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
-           "runs": [run]}  # fmt: skip
+    }
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [run],
+    }
     return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
 
 
@@ -107,19 +125,26 @@ def plan_text(report: ScanReport) -> str:
         out.append(f"{file}")
         for m in modules:
             facts = ", ".join(f"{k}={v}" for k, v in m.facts.items() if k not in ("projections",))
-            out.append(f"  {m.name} [{m.kind}] lines {m.line}-{m.end_line}" + (f": {facts}" if facts else ""))
+            out.append(
+                f"  {m.name} [{m.kind}] lines {m.line}-{m.end_line}"
+                + (f": {facts}" if facts else "")
+            )
             for text in m.unknown:
                 out.append(f"    unknown: {text}")
             for text in m.not_proposed:
                 out.append(f"    not proposed: {text}")
             for entry in plans.get((m.file, m.name), []):
-                head = f"    {entry['phase']}: " + (f"chain {entry['chain']}" if entry.get("chain") else "no chain")
+                head = f"    {entry['phase']}: " + (
+                    f"chain {entry['chain']}" if entry.get("chain") else "no chain"
+                )
                 out.append(head)
                 if entry.get("none"):
                     out.append(f"      {entry['none']}")
                 for stage in entry.get("stages", []):
                     args = ", ".join(f"{k}={v!r}" for k, v in (stage.get("args") or {}).items())
-                    line = f"      {stage['stage']}: {stage['operator']}({args}) [{stage['mapping']}]"
+                    line = (
+                        f"      {stage['stage']}: {stage['operator']}({args}) [{stage['mapping']}]"
+                    )
                     out.append(line)
                     for note in stage.get("notes", []):
                         out.append(f"        note: {note}")
@@ -131,7 +156,9 @@ def plan_text(report: ScanReport) -> str:
                 for note in entry.get("notes", []):
                     out.append(f"      note: {note}")
     if not out:
-        out.append("no modules recognised (nn.Module classes with attention, MLP, MoE or norm parts)")
+        out.append(
+            "no modules recognised (nn.Module classes with attention, MLP, MoE or norm parts)"
+        )
     return "".join(printable(line) + "\n" for line in out)
 
 

@@ -41,7 +41,6 @@ class DtypeDef(NamedTuple):
     recorded: bool = True
 
 
-
 DTYPES: tuple[DtypeDef, ...] = (
     DtypeDef("bool", 1, (11,)),
     DtypeDef("uint8", 1, (0,), aliases=("byte",)),
@@ -53,24 +52,27 @@ DTYPES: tuple[DtypeDef, ...] = (
     DtypeDef("int64", 8, (4,), torch_aliases=("long",)),
     DtypeDef("uint64", 8, (29,)),
     DtypeDef("int4", 0.5, (285,), in_torch=False, aliases=("w4", "int4pack")),
-    DtypeDef("float16", 2, (5,), torch_aliases=("half",), aliases=("fp16",),
-             short="fp16"),
+    DtypeDef("float16", 2, (5,), torch_aliases=("half",), aliases=("fp16",), short="fp16"),
     DtypeDef("bfloat16", 2, (15,), aliases=("bf16",), short="bf16"),
-    DtypeDef("float32", 4, (6,), torch_aliases=("float",), aliases=("fp32", "single"),
-             short="fp32"),
-    DtypeDef("float64", 8, (7,), torch_aliases=("double",), aliases=("fp64",),
-             short="fp64"),
+    DtypeDef(
+        "float32", 4, (6,), torch_aliases=("float",), aliases=("fp32", "single"), short="fp32"
+    ),
+    DtypeDef("float64", 8, (7,), torch_aliases=("double",), aliases=("fp64",), short="fp64"),
     DtypeDef("complex64", 8, (9,), torch_aliases=("cfloat",)),
     DtypeDef("complex128", 16, (10,), torch_aliases=("cdouble",)),
-    DtypeDef("float8_e4m3fn", 1, (24, 292),
-             aliases=("fp8", "fp8_e4m3", "e4m3", "float8_e4m3", "mxfp8"), short="fp8e4m3"),
-    DtypeDef("float8_e5m2", 1, (23, 291), aliases=("fp8_e5m2", "e5m2"),
-             short="fp8e5m2"),
-    DtypeDef("float8_e8m0fnu", 1, (44, 293), aliases=("float8_e8m0", "e8m0"),
-             short="e8m0"),
+    DtypeDef(
+        "float8_e4m3fn",
+        1,
+        (24, 292),
+        aliases=("fp8", "fp8_e4m3", "e4m3", "float8_e4m3", "mxfp8"),
+        short="fp8e4m3",
+    ),
+    DtypeDef("float8_e5m2", 1, (23, 291), aliases=("fp8_e5m2", "e5m2"), short="fp8e5m2"),
+    DtypeDef("float8_e8m0fnu", 1, (44, 293), aliases=("float8_e8m0", "e8m0"), short="e8m0"),
     DtypeDef("hifloat8", 1, (290,), in_torch=False, aliases=("hif8",), short="hif8"),
-    DtypeDef("float4_e2m1fn_x2", 1, (45, 296),
-             aliases=("fp4", "float4_e2m1", "float4_e2m1fn", "mxfp4")),
+    DtypeDef(
+        "float4_e2m1fn_x2", 1, (45, 296), aliases=("fp4", "float4_e2m1", "float4_e2m1fn", "mxfp4")
+    ),
     DtypeDef("float4_e1m2fn_x2", 1, (297,), in_torch=False, aliases=("float4_e1m2",)),
     DtypeDef("quint4x2", 0.5, (16,), in_torch_npu=False),
     DtypeDef("qint8", 1, (12,), in_torch_npu=False),
@@ -80,7 +82,7 @@ DTYPES: tuple[DtypeDef, ...] = (
     DtypeDef("uint1", 0.125, in_torch=False, recorded=False),
     DtypeDef("float6_e3m2", 0.75, in_torch=False, recorded=False),
     DtypeDef("float6_e2m3", 0.75, in_torch=False, recorded=False),
-)  # fmt: skip
+)
 
 DTYPE_NAMES: tuple[str, ...] = tuple(d.name for d in DTYPES if d.recorded)
 if TYPE_CHECKING:

@@ -105,8 +105,6 @@ def normalize_scheme(value: object) -> str | None:
     return "+".join([head, *mods])  # type: ignore[list-item]
 
 
-
-
 def scheme_meanings(value: object) -> tuple[str, ...]:
     """Every canonical scheme expression ``value`` may name: one, several or none.
 

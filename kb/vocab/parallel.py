@@ -36,7 +36,9 @@ class ParallelDef(NamedTuple):
 
 PARALLEL_ROWS: tuple[ParallelDef, ...] = (
     ParallelDef("none", "a single device", (), (), ("single", "single-device", "dp")),
-    ParallelDef("tp", "tensor parallelism", ("tp-groups", "moe-tp-group"), ("hcom", "group_tp"), ("tensor",)),
+    ParallelDef(
+        "tp", "tensor parallelism", ("tp-groups", "moe-tp-group"), ("hcom", "group_tp"), ("tensor",)
+    ),
     ParallelDef("ep", "expert parallelism", ("ep-groups", "mc2-group"), ("group_ep",), ("expert",)),
 )
 
@@ -51,6 +53,8 @@ DEFAULT_PARALLEL = PARALLEL_ROWS[0].name
 PARALLEL_BY_NAME: dict[str, ParallelDef] = {row.name: row for row in PARALLEL_ROWS}
 PARALLEL_ALIASES: dict[str, str] = {a: row.name for row in PARALLEL_ROWS for a in row.aliases}
 #: Chain prerequisite id → the mode whose communication domain it sets up.
-PARALLEL_OF_PREREQUISITE: dict[str, str] = {p: row.name for row in PARALLEL_ROWS for p in row.prerequisites}
+PARALLEL_OF_PREREQUISITE: dict[str, str] = {
+    p: row.name for row in PARALLEL_ROWS for p in row.prerequisites
+}
 #: Mode → how far its chains stray from the single-device computation (row order).
 PARALLEL_DISTANCE: dict[str, int] = {row.name: i for i, row in enumerate(PARALLEL_ROWS)}

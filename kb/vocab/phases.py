@@ -43,7 +43,8 @@ BOTH = "both"
 STAGE_PHASES: tuple[str, ...] = (*INFERENCE_PHASES, BOTH)
 #: What a candidate's ``phase`` may say.
 CANDIDATE_PHASES: tuple[str, ...] = (
-    *STAGE_PHASES, *(p.name for p in PHASE_ROWS if not p.inference)
+    *STAGE_PHASES,
+    *(p.name for p in PHASE_ROWS if not p.inference),
 )
 if TYPE_CHECKING:
     StagePhase = str

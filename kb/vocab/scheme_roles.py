@@ -35,8 +35,9 @@ def quantized_roles(expr: str) -> set[str]:
     return {r for r, types in roles.items() if not set(types) <= plain}
 
 
-def schemes_compatible(model: str, mode: str, roles: set[str] | list[str] | tuple[str, ...],
-                       *, partial: bool = False) -> bool:  # fmt: skip
+def schemes_compatible(
+    model: str, mode: str, roles: set[str] | list[str] | tuple[str, ...], *, partial: bool = False
+) -> bool:
     """Can an operator mode (scheme ``mode``) run in a model quantized as ``model``?
 
     Only the ``roles`` the operator handles are compared: a gate in a w8a8 model reads

@@ -28,12 +28,22 @@ class StatusDef(NamedTuple):
 
 STATUS_ROWS: tuple[StatusDef, ...] = (
     StatusDef("stable", 3, True, 1.0, "documented on an official reference page"),
-    StatusDef("beta", 2, True, 0.9,
-              "documented on an official beta reference page; the interface may still change"),
+    StatusDef(
+        "beta",
+        2,
+        True,
+        0.9,
+        "documented on an official beta reference page; the interface may still change",
+    ),
     StatusDef("deprecated", 0, False, 0.6, "kept for old code; the page names what to use instead"),
-    StatusDef("undocumented", 1, False, 0.75,
-              "the schema is known but there is no official reference page"),
-)  # fmt: skip
+    StatusDef(
+        "undocumented",
+        1,
+        False,
+        0.75,
+        "the schema is known but there is no official reference page",
+    ),
+)
 
 STATUSES: tuple[str, ...] = tuple(s.name for s in STATUS_ROWS)
 if TYPE_CHECKING:

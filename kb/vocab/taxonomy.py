@@ -101,4 +101,3 @@ Step = Literal[
     "state_update",
     "copy",
 ]
-

@@ -76,9 +76,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--op-plugin", type=Path, required=True)
     s.add_argument("--wheel", type=Path)
     s.add_argument("--commit")
-    k = sub.add_parser("known-ops", help="write kb/data/known_ops.json: operators no harvested wheel shows")
-    k.add_argument("--op-plugin", type=Path, required=True, help="op-plugin checkout (config), read-only")
-    k.add_argument("--wheel", type=Path, help="torch_npu .whl, installed package dir, or extracted folder")
+    k = sub.add_parser(
+        "known-ops", help="write kb/data/known_ops.json: operators no harvested wheel shows"
+    )
+    k.add_argument(
+        "--op-plugin", type=Path, required=True, help="op-plugin checkout (config), read-only"
+    )
+    k.add_argument(
+        "--wheel", type=Path, help="torch_npu .whl, installed package dir, or extracted folder"
+    )
     k.add_argument("--release", help="the wheel's torch_npu release (default: read from its name)")
     k.add_argument("--commit", required=True, help="the op-plugin commit to cite")
     k.add_argument("--out", type=Path, help="output file (default: kb/data/known_ops.json)")
@@ -231,8 +237,10 @@ def cmd_known_ops(ns: argparse.Namespace) -> int:
     for entry in ops.values():
         by_source[entry["source"]] = by_source.get(entry["source"], 0) + 1
     shown = ", ".join(f"{n} from {s}" for s, n in sorted(by_source.items()))
-    print(f"{len(ops)} operator(s) beyond releases.json ({shown}); "
-          f"{report.covered} wheel schema(s) already in releases.json")
+    print(
+        f"{len(ops)} operator(s) beyond releases.json ({shown}); "
+        f"{report.covered} wheel schema(s) already in releases.json"
+    )
     for w in report.warnings:
         print(f"warning: {w}")
     if not ns.dry_run:

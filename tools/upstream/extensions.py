@@ -19,8 +19,19 @@ from typing import Any
 from kb.scan.registrations import NATIVE_SUFFIXES, Registration, native_registrations
 
 #: Directories a harvest skips unless asked: tests register throw-away operators.
-SKIPPED_DIRS = frozenset({".git", "tests", "test", "third_party", "3rdparty", "build", "dist",
-                          "__pycache__", "node_modules"})  # fmt: skip
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        "tests",
+        "test",
+        "third_party",
+        "3rdparty",
+        "build",
+        "dist",
+        "__pycache__",
+        "node_modules",
+    }
+)
 
 
 def source_files(root: Path, only: Sequence[str] = ()) -> Iterable[Path]:
@@ -47,8 +58,13 @@ def registrations(root: Path, only: Sequence[str] = ()) -> list[Registration]:
         if path.suffix == ".py":
             scan, _problem, _tree, _text = parse_file(path)
             if scan is not None:
-                out += sorted((Registration(r.namespace, r.name, r.schema, rel, r.line, params=r.params)
-                               for r in scan.registrations), key=lambda r: (r.line, r.name))  # fmt: skip
+                out += sorted(
+                    (
+                        Registration(r.namespace, r.name, r.schema, rel, r.line, params=r.params)
+                        for r in scan.registrations
+                    ),
+                    key=lambda r: (r.line, r.name),
+                )
             continue
         raw = path.read_bytes()
         if b"TORCH_LIBRARY" in raw:
@@ -56,9 +72,20 @@ def registrations(root: Path, only: Sequence[str] = ()) -> list[Registration]:
     return out
 
 
-def record(regs: Iterable[Registration], *, name: str, repo: str, commit: str, licence: str,
-           imports: list[str], summary_en: str, summary_zh: str, namespaces: Sequence[str] = (),
-           macro_namespace: str | None = None, products: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+def record(
+    regs: Iterable[Registration],
+    *,
+    name: str,
+    repo: str,
+    commit: str,
+    licence: str,
+    imports: list[str],
+    summary_en: str,
+    summary_zh: str,
+    namespaces: Sequence[str] = (),
+    macro_namespace: str | None = None,
+    products: Sequence[str] = (),
+) -> dict[str, Any]:
     """The record's data: one operator per distinct (namespace, name, schema).
 
     ``macro_namespace`` names the namespace of blocks written through a macro (the reader
@@ -87,11 +114,15 @@ def record(regs: Iterable[Registration], *, name: str, repo: str, commit: str, l
         ops.append(op)
     found = sorted({op["namespace"] for op in ops})
     body: dict[str, Any] = {
-        "kind": "extension", "name": name,
+        "kind": "extension",
+        "name": name,
         "summary": {"en": summary_en, "zh": summary_zh},
-        "imports": list(imports), "namespaces": found, "repo": repo, "commit": commit,
+        "imports": list(imports),
+        "namespaces": found,
+        "repo": repo,
+        "commit": commit,
         "licence": licence,
-    }  # fmt: skip
+    }
     if products:
         body["products"] = list(products)
     body["operators"] = ops
@@ -105,6 +136,8 @@ def dump(body: dict[str, Any]) -> str:
     from kb.catalog.models import Extension
 
     Extension.model_validate(body)
-    head = (f"# Harvested by scripts/harvest_extensions.py from {body['repo']}@{body['commit']}.\n"
-            "# Facts (names, namespaces, schemas, places) are the package's; the summary is ours.\n")  # fmt: skip
+    head = (
+        f"# Harvested by scripts/harvest_extensions.py from {body['repo']}@{body['commit']}.\n"
+        "# Facts (names, namespaces, schemas, places) are the package's; the summary is ours.\n"
+    )
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)

@@ -33,7 +33,7 @@ class KernelRepo:
             rel = path.relative_to(self.root)
             if "tests" in rel.parts:
                 continue
-            opdir = "/".join(rel.parts[:rel.parts.index("op_host")])
+            opdir = "/".join(rel.parts[: rel.parts.index("op_host")])
             text = path.read_text(encoding="utf-8", errors="replace")
             self.defs.setdefault(opdir, []).extend(parse_def(text, rel.as_posix()))
 
@@ -75,19 +75,34 @@ def _inputs(kd: KernelDef) -> list[dict[str, Any]]:
     return [{"socs": socs, "inputs": inputs} for socs, inputs in groups if inputs]
 
 
-def kernel_block(kd: KernelDef, repo: KernelRepo, link: Link, plugin: tuple[str, str],
-                 soc_products: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+def kernel_block(
+    kd: KernelDef,
+    repo: KernelRepo,
+    link: Link,
+    plugin: tuple[str, str],
+    soc_products: dict[str, str],
+) -> dict[str, Any]:
     """One ``kernels`` entry (a dict the ``Kernel`` model validates)."""
     products = list(dict.fromkeys(soc_products[s] for s in kd.socs if s in soc_products))
     block: dict[str, Any] = {
-        "op_type": kd.op_type, "aclnn": link.aclnn, "repo": repo.name, "commit": repo.commit,
-        "path": kd.path, "lines": kd.lines, "socs": list(kd.socs), "products": products,
-    }  # fmt: skip
+        "op_type": kd.op_type,
+        "aclnn": link.aclnn,
+        "repo": repo.name,
+        "commit": repo.commit,
+        "path": kd.path,
+        "lines": kd.lines,
+        "socs": list(kd.socs),
+        "products": products,
+    }
     inputs = _inputs(kd)
     if inputs:
         block["inputs"] = inputs
-    wrapper: dict[str, Any] = {"repo": plugin[0], "commit": plugin[1], "path": link.path,
-                               "lines": link.lines}  # fmt: skip
+    wrapper: dict[str, Any] = {
+        "repo": plugin[0],
+        "commit": plugin[1],
+        "path": link.path,
+        "lines": link.lines,
+    }
     # A refused runtime SoC (c10_npu::SocVersion::Ascend950) names a product when its
     # lower-case spelling is a registration SoC name; any other refusal is not read, and
     # the wrapper then counts as choosing per product.
@@ -105,8 +120,13 @@ def kernel_block(kd: KernelDef, repo: KernelRepo, link: Link, plugin: tuple[str,
     return block
 
 
-def harvest_record(api: str, wrappers: WrapperIndex, repos: list[KernelRepo],
-                   plugin: tuple[str, str], soc_products: dict[str, str]) -> Outcome:  # fmt: skip
+def harvest_record(
+    api: str,
+    wrappers: WrapperIndex,
+    repos: list[KernelRepo],
+    plugin: tuple[str, str],
+    soc_products: dict[str, str],
+) -> Outcome:
     """The kernel blocks of one operator (or why there are none)."""
     out = Outcome()
     links = wrappers.links(api)
@@ -114,8 +134,11 @@ def harvest_record(api: str, wrappers: WrapperIndex, repos: list[KernelRepo],
         out.problems.append("no op-plugin wrapper calling an aclnn API")
         return out
     for link in links:
-        found = [(repo, operator_directory(repo.aclnn[link.aclnn]))
-                 for repo in repos if link.aclnn in repo.aclnn]  # fmt: skip
+        found = [
+            (repo, operator_directory(repo.aclnn[link.aclnn]))
+            for repo in repos
+            if link.aclnn in repo.aclnn
+        ]
         if not found:
             out.problems.append(f"{link.aclnn}: not in the kernel repositories read")
             continue

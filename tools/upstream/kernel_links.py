@@ -30,7 +30,8 @@ _SOC = re.compile(r"\bGetSocVersion\s*\(")
 #: refuses one SoC and branches on nothing else
 _REFUSAL = re.compile(
     r"\bTORCH_CHECK\s*\(\s*(?:c10_npu::)?GetSocVersion\s*\(\s*\)\s*!=\s*"
-    r"(?:c10_npu::)?SocVersion::(\w+)\s*,")
+    r"(?:c10_npu::)?SocVersion::(\w+)\s*,"
+)
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _GEN_FUNC = re.compile(r"^\s*-\s*func:\s*([A-Za-z_]\w*)[.(]")
 _GEN_EXEC = re.compile(r"^\s*exec:\s*(aclnn\w+)")
@@ -91,15 +92,18 @@ def _definitions(clean: str, path: str) -> dict[str, list[_Function]]:
         while i < len(clean) and depth:
             depth += {"(": 1, ")": -1}.get(clean[i], 0)
             i += 1
-        rest = clean[i:i + 200].lstrip()
+        rest = clean[i : i + 200].lstrip()
         rest = re.sub(r"^(?:const\b|noexcept\b|->\s*[\w:<>, ]+)\s*", "", rest)
         if not rest.startswith("{"):
             continue
         open_at = clean.index("{", i)
         close = _match_brace(clean, open_at)
         line = clean.count("\n", 0, m.start()) + 1
-        out.setdefault(m.group(1), []).append(_Function(
-            path, m.start(1), (open_at, close), line, line + clean.count("\n", m.start(), close)))
+        out.setdefault(m.group(1), []).append(
+            _Function(
+                path, m.start(1), (open_at, close), line, line + clean.count("\n", m.start(), close)
+            )
+        )
     return out
 
 
@@ -127,11 +131,13 @@ class WrapperIndex:
     def _calls(self, fn: _Function, depth: int, seen: set[int]) -> list[Link]:
         seen.add(fn.start)
         text = self.texts[fn.path]
-        body = text[fn.body[0]:fn.body[1]]
+        body = text[fn.body[0] : fn.body[1]]
         refuses = [m.group(1) for m in _REFUSAL.finditer(body)]
         gated = len(_SOC.findall(body)) > len(refuses)
-        found = [Link(m.group(1), fn.path, fn.first_line, fn.last_line, gated, list(refuses))
-                 for m in _EXEC.finditer(body)]  # fmt: skip
+        found = [
+            Link(m.group(1), fn.path, fn.first_line, fn.last_line, gated, list(refuses))
+            for m in _EXEC.finditer(body)
+        ]
         if found or depth == 0:
             return found
         for m in _CALL.finditer(body):
@@ -179,7 +185,7 @@ def aclnn_directories(root: Path) -> dict[str, dict[str, str]]:
         if "docs" in parts:
             dm = _ACLNN_DOC.match(path.name)
             if dm:
-                opdir = "/".join(parts[:parts.index("docs")])
+                opdir = "/".join(parts[: parts.index("docs")])
                 out.setdefault(dm.group(1), {}).setdefault(opdir, "doc")
             continue
         if "op_api" in parts and path.suffix in (".cpp", ".h"):  # op_host/op_api or op_api

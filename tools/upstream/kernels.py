@@ -20,7 +20,8 @@ _CLASS = re.compile(r"\bclass\s+(\w+)\s*(?:final\s*)?:\s*public\s+(?:ops::)?OpDe
 _OP_ADD = re.compile(r"\bOP_ADD\(\s*(\w+)\s*[,)]")
 #: ``std::vector<ge::DataType> name = {...}`` (or ``name{...}``): a named literal list
 _NAMED_LIST = re.compile(
-    r"std::vector\s*<\s*(?:ge::)?(?:DataType|Format)\s*>\s*(\w+)\s*=?\s*(\{\s*\{[^{}]*\}\s*\}|\{[^{}]*\})")
+    r"std::vector\s*<\s*(?:ge::)?(?:DataType|Format)\s*>\s*(\w+)\s*=?\s*(\{\s*\{[^{}]*\}\s*\}|\{[^{}]*\})"
+)
 _DECL = re.compile(r"^\s*OpAICoreConfig\s+(\w+)\s*(?:;|$|=|\(|\{)")
 _TENSOR = re.compile(r"^\s*(this\s*->\s*|(\w+)\s*\.\s*)(Input|Output)\s*\(\s*\"(\w+)\"\s*\)")
 _ADD = re.compile(r"AddConfig\s*\(")
@@ -82,7 +83,7 @@ def strip_comments(text: str) -> str:
             j = i + 1
             while j < n and text[j] != '"' and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
+            out.append(text[i : j + 1])
             i = j + 1
         elif text.startswith("//", i):
             j = text.find("\n", i)
@@ -127,7 +128,7 @@ def _call_args(stmt: str, method: str) -> str | None:
     while i < len(stmt) and depth:
         depth += {"(": 1, ")": -1}.get(stmt[i], 0)
         i += 1
-    return stmt[m.end():i - 1]
+    return stmt[m.end() : i - 1]
 
 
 def _literal_list(args: str) -> list[str] | None:
@@ -159,8 +160,14 @@ def named_lists(clean: str) -> dict[str, list[str] | None]:
     return out
 
 
-def _tensor(stmt: str, io: str, name: str, where: str, problems: list[str],
-            named: dict[str, list[str] | None]) -> Tensor:  # fmt: skip
+def _tensor(
+    stmt: str,
+    io: str,
+    name: str,
+    where: str,
+    problems: list[str],
+    named: dict[str, list[str] | None],
+) -> Tensor:
     t = Tensor(name, io.lower())
     for method, attr in (("DataType", "dtypes"), ("Format", "formats")):
         args = _call_args(stmt, method)
@@ -200,8 +207,9 @@ def parse_def(text: str, path: str) -> list[KernelDef]:
     return out
 
 
-def _read_body(clean: str, start: int, end: int, kd: KernelDef,
-               named: dict[str, list[str] | None]) -> None:  # fmt: skip
+def _read_body(
+    clean: str, start: int, end: int, kd: KernelDef, named: dict[str, list[str] | None]
+) -> None:
     body = clean[start:end]
     configs: set[str] = set()
     for pos, stmt in _statements(body, start):
@@ -215,10 +223,11 @@ def _read_body(clean: str, start: int, end: int, kd: KernelDef,
         if decl:
             configs.add(decl.group(1))
             kd.configs.setdefault(decl.group(1), [])
-            if stmt[decl.end() - 1:decl.end()] in ("=", "(", "{"):
+            if stmt[decl.end() - 1 : decl.end()] in ("=", "(", "{"):
                 kd.opaque.add(decl.group(1))
-                kd.unreadable.append(f"{where}: config {decl.group(1)} initialised by code "
-                                     "not read")
+                kd.unreadable.append(
+                    f"{where}: config {decl.group(1)} initialised by code not read"
+                )
             continue
         tm = _TENSOR.match(stmt)
         if tm:
@@ -240,11 +249,11 @@ def _read_body(clean: str, start: int, end: int, kd: KernelDef,
             if cfg and cfg not in configs:
                 kd.unreadable.append(f"{where}: AddConfig({soc!r}) with unknown config {cfg!r}")
             kd.socs[soc] = cfg
-        elif any(re.search(rf"\b{c}\b", stmt) and not re.match(rf"{c}\s*\.", stmt)
-                 for c in configs):
+        elif any(
+            re.search(rf"\b{c}\b", stmt) and not re.match(rf"{c}\s*\.", stmt) for c in configs
+        ):
             used = [c for c in configs if re.search(rf"\b{c}\b", stmt)]
             kd.opaque.update(used)
-            kd.unreadable.append(f"{where}: config {', '.join(sorted(used))} used by code "
-                                 "not read")
+            kd.unreadable.append(f"{where}: config {', '.join(sorted(used))} used by code not read")
         elif re.search(r"\b(?:Input|Output)\s*\(", stmt) and "Attr" not in stmt:
             kd.unreadable.append(f"{where}: tensor declaration not read")

@@ -62,8 +62,11 @@ def op_plugin_own(text: str) -> dict[str, str]:
     data = yaml.load(text.lstrip("\ufeff"), Loader=_Loader)
     if not isinstance(data, dict) or not isinstance(data.get("custom"), list):
         raise ValueError("no 'custom' section: not an op_plugin_functions.yaml")
-    aten = {str(e["func"]).split("(", 1)[0].split(".", 1)[0]
-            for e in data.get(_ATEN_SECTION) or [] if isinstance(e, dict) and "func" in e}  # fmt: skip
+    aten = {
+        str(e["func"]).split("(", 1)[0].split(".", 1)[0]
+        for e in data.get(_ATEN_SECTION) or []
+        if isinstance(e, dict) and "func" in e
+    }
     out: dict[str, str] = {}
     for section in _OWN_SECTIONS:
         for entry in data.get(section) or []:
@@ -87,22 +90,30 @@ def wheel_release(path: Path, given: str | None) -> str:
     return m.group(1)
 
 
-def _add(ops: dict[str, dict[str, Any]], key: str, schema: str | None, namespace: str,
-         source: str) -> None:  # fmt: skip
+def _add(
+    ops: dict[str, dict[str, Any]], key: str, schema: str | None, namespace: str, source: str
+) -> None:
     name = key.split(".", 1)[0]
     entry = ops.setdefault(name, {"namespace": namespace, "source": source, "schemas": []})
     if schema is not None and schema not in entry["schemas"]:
         entry["schemas"].append(schema)
 
 
-def build(op_plugin: Path, wheel: Path | None, commit: str, releases: ReleaseData,
-          release: str | None = None) -> KnownOpsReport:  # fmt: skip
+def build(
+    op_plugin: Path,
+    wheel: Path | None,
+    commit: str,
+    releases: ReleaseData,
+    release: str | None = None,
+) -> KnownOpsReport:
     """The data file's content from an op-plugin tree (config) and optionally a wheel."""
     from tools.upstream.facts import find_config
 
     config = find_config(op_plugin)
     if config is None or not (config / sch.OP_PLUGIN_FUNCTIONS).is_file():
-        raise FileNotFoundError(f"{op_plugin}: no {sch.OP_PLUGIN_FUNCTIONS} under op_plugin/config or config")
+        raise FileNotFoundError(
+            f"{op_plugin}: no {sch.OP_PLUGIN_FUNCTIONS} under op_plugin/config or config"
+        )
     harvested = {k.split(".", 1)[0] for k in releases.operators()}
     ops: dict[str, dict[str, Any]] = {}
     report = KnownOpsReport(data={})
@@ -117,8 +128,10 @@ def build(op_plugin: Path, wheel: Path | None, commit: str, releases: ReleaseDat
                 report.covered += 1
                 continue
             _add(ops, key, schema, "npu", f"wheel {rel}")
-            report.warnings.append(f"{key}: the {rel} wheel's schema is not in releases.json "
-                                   "(run scripts/harvest_releases.py)")  # fmt: skip
+            report.warnings.append(
+                f"{key}: the {rel} wheel's schema is not in releases.json "
+                "(run scripts/harvest_releases.py)"
+            )
         sources["wheel"] = {"release": rel, "covered_by_releases_json": report.covered}
     functions = config / sch.OP_PLUGIN_FUNCTIONS
     sources["op-plugin"]["files"].append(f"op_plugin/config/{sch.OP_PLUGIN_FUNCTIONS}")
@@ -130,8 +143,13 @@ def build(op_plugin: Path, wheel: Path | None, commit: str, releases: ReleaseDat
         sources["op-plugin"]["files"].append(f"op_plugin/config/{sch.ATB_SCHEMAS}")
         for e in sch.parse_atb_schemas(atb.read_text(encoding="utf-8-sig")):
             if not e.is_out:
-                _add(ops, e.name + (f".{e.overload}" if e.overload else ""),
-                     normalize_schema(e.text), "atb", sch.ATB_SCHEMAS)  # fmt: skip
+                _add(
+                    ops,
+                    e.name + (f".{e.overload}" if e.overload else ""),
+                    normalize_schema(e.text),
+                    "atb",
+                    sch.ATB_SCHEMAS,
+                )
     atb_ops = config / "atb_ops.yaml"
     if atb_ops.is_file():
         sources["op-plugin"]["files"].append("op_plugin/config/atb_ops.yaml")

@@ -107,7 +107,11 @@ def _entry(key: str, val: Any, pad: str) -> list[str]:
         return lines
     if isinstance(val, str) and key in QUOTED_KEYS:
         return [f"{head} {scalar(val, quote=True)}"]
-    literal = (_literal(val, len(pad) + 2) or _folded(val, len(pad) + 2)) if isinstance(val, str) else None
+    literal = (
+        (_literal(val, len(pad) + 2) or _folded(val, len(pad) + 2))
+        if isinstance(val, str)
+        else None
+    )
     if literal is not None:
         return [f"{head} {literal[0]}", *literal[1:]]
     return [f"{head} {flow(val) if isinstance(val, (list, dict)) else scalar(val)}"]
@@ -147,7 +151,11 @@ def _literal(text: str, indent: int) -> list[str] | None:
     pad = " " * indent
     lines = ["|" if text.endswith("\n") else "|-"]
     lines += [pad + line if line else "" for line in body.split("\n")]
-    probe = "k: " + "\n".join(lines[:1] + [line[indent - 2 :] if line else "" for line in lines[1:]]) + "\n"
+    probe = (
+        "k: "
+        + "\n".join(lines[:1] + [line[indent - 2 :] if line else "" for line in lines[1:]])
+        + "\n"
+    )
     return lines if _loads(probe) == {"k": text} else None
 
 
@@ -248,8 +256,9 @@ class _Editor:
         if key_node is None or parent_flow or _flow(node) or isinstance(node, yaml.ScalarNode):
             self.edits.append((node.start_mark.index, _end(node, self.text), flow(value)))
             return
-        if isinstance(value, dict) or (isinstance(value, list) and value
-                                       and all(isinstance(v, dict) for v in value)):  # fmt: skip
+        if isinstance(value, dict) or (
+            isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
+        ):
             # a block collection stays a block collection (seen_in, quantization ...)
             start = _line_start(self.text, key_node.start_mark.index)
             pad = " " * key_node.start_mark.column
@@ -350,7 +359,9 @@ class _Editor:
         indent = node.value[0].start_mark.column - 2
         if indent < 0:
             raise PatchError(f"unusual sequence layout at {path}")
-        unused = list(zip(old, (self.text[s:e] for s, e in zip(starts, ends, strict=True)), strict=True))
+        unused = list(
+            zip(old, (self.text[s:e] for s, e in zip(starts, ends, strict=True)), strict=True)
+        )
         out = []
         for item in new:
             hit = next((i for i, (o, _) in enumerate(unused) if o == item), None)

@@ -36,8 +36,11 @@ class Waiver(Strict):
 class Stage(Strict):
     stage: str = Field(description="norm, q_projection, rope, cache_write, attention, …")
     operator: str = Field(description="an operator name, or 'plain-torch'")
-    overload: str = Field(default="", pattern=r"^([a-z][a-z_]*)?$",
-                          description="the overload a port calls, e.g. 'out' for op.out under graph capture")
+    overload: str = Field(
+        default="",
+        pattern=r"^([a-z][a-z_]*)?$",
+        description="the overload a port calls, e.g. 'out' for op.out under graph capture",
+    )
     phase: StagePhase = "both"
     args: dict[str, Scalar | list[Scalar]] = Field(
         default_factory=dict, description="literal argument values as the port writes them"
@@ -65,7 +68,9 @@ class Stage(Strict):
         if nones:
             raise ValueError(f"{nones} passed as None: write them under args with the value null")
         if self.operator == "plain-torch" and (self.args or self.passed or self.tensors):
-            raise ValueError("a plain-torch stage writes its call in 'torch', not in args/passed/tensors")
+            raise ValueError(
+                "a plain-torch stage writes its call in 'torch', not in args/passed/tensors"
+            )
         return self
 
 
@@ -103,8 +108,19 @@ class ReferenceChain(Strict):
     title: Text
     summary: Text
     description: str = ""
-    module: Literal["attention", "moe", "ffn", "norm", "rope", "kv-cache", "prefetch",
-                    "quantization", "communication", "runtime", "other"]  # fmt: skip
+    module: Literal[
+        "attention",
+        "moe",
+        "ffn",
+        "norm",
+        "rope",
+        "kv-cache",
+        "prefetch",
+        "quantization",
+        "communication",
+        "runtime",
+        "other",
+    ]
     phases: list[Phase] = Field(min_length=1)
     quantization: list[QuantScheme] = Field(default_factory=list)
     products: list[Product] = Field(default_factory=list)

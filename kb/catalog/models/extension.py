@@ -26,11 +26,14 @@ class ExtensionOperator(Strict):
     """One operator the package registers: where, under which namespace, with which schema."""
 
     name: str = Field(pattern=_IDENT)
-    namespace: str = Field(pattern=_IDENT, description="the torch.ops namespace it is registered in")
+    namespace: str = Field(
+        pattern=_IDENT, description="the torch.ops namespace it is registered in"
+    )
     schema_: str | None = Field(
-        default=None, alias="schema",
+        default=None,
+        alias="schema",
         description="the schema string exactly as registered (None: registered by name only)",
-    )  # fmt: skip
+    )
     path: str = Field(min_length=1, description="the file of the registration, in the repository")
     lines: str = Field(pattern=r"^\d+(?:-\d+)?$", description="the line(s) of the registration")
 
@@ -50,12 +53,15 @@ class Extension(Strict):
     imports: list[str] = Field(
         min_length=1, description="Python modules whose import registers the operators"
     )
-    namespaces: list[str] = Field(min_length=1, description="the torch.ops namespaces it registers in")
+    namespaces: list[str] = Field(
+        min_length=1, description="the torch.ops namespaces it registers in"
+    )
     repo: str = Field(pattern=r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$", description="owner/name")
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
     licence: str = Field(min_length=1, description="SPDX identifier of the package's licence")
     products: list[Product] = Field(
-        default_factory=list, description="products the package says it builds for (empty: not stated)"
+        default_factory=list,
+        description="products the package says it builds for (empty: not stated)",
     )
     operators: list[ExtensionOperator] = Field(min_length=1)
 
@@ -72,10 +78,14 @@ class Extension(Strict):
         seen: set[tuple[str, str, str]] = set()
         for op in self.operators:
             if op.namespace not in self.namespaces:
-                raise ValueError(f"operator {op.name!r} is in namespace {op.namespace!r}, "
-                                 f"not one of {self.namespaces}")  # fmt: skip
+                raise ValueError(
+                    f"operator {op.name!r} is in namespace {op.namespace!r}, "
+                    f"not one of {self.namespaces}"
+                )
             key = (op.namespace, op.name, op.schema_ or "")
             if key in seen:
-                raise ValueError(f"operator {op.namespace}::{op.name} is listed twice with one schema")
+                raise ValueError(
+                    f"operator {op.namespace}::{op.name} is listed twice with one schema"
+                )
             seen.add(key)
         return self

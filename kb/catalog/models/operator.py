@@ -163,9 +163,11 @@ class Evidence(Strict):
     def _known_fields(cls, v: list[str]) -> list[str]:
         bad = [a for a in v if not EVIDENCE_ABOUT.match(a)]
         if bad:
-            raise ValueError(f"evidence cannot be about {bad}: name superseded_by, "
-                             "unsupported_products, phase_limit, parameters.<name>[.<field>], "
-                             "rules.<id>, quantization, products, calls, returns or constraints")  # fmt: skip
+            raise ValueError(
+                f"evidence cannot be about {bad}: name superseded_by, "
+                "unsupported_products, phase_limit, parameters.<name>[.<field>], "
+                "rules.<id>, quantization, products, calls, returns or constraints"
+            )
         return v
 
 
@@ -316,11 +318,14 @@ class Operator(Strict):
         for q in self.quantization:
             bad = (set(q.select) | set(q.tensors)) - known
             if bad:
-                raise ValueError(f"quantization {q.scheme!r} names unknown parameters {sorted(bad)}")
+                raise ValueError(
+                    f"quantization {q.scheme!r} names unknown parameters {sorted(bad)}"
+                )
         for o in self.overloads:
             if not o.schema_.startswith(f"{self.name}.{o.name}("):
-                raise ValueError(f"overload {o.name!r}: its schema must start with "
-                                 f"'{self.name}.{o.name}('")  # fmt: skip
+                raise ValueError(
+                    f"overload {o.name!r}: its schema must start with '{self.name}.{o.name}('"
+                )
         if self.status == "deprecated" and not (self.superseded_by or self.replacement_note):
             raise ValueError("a deprecated operator names superseded_by or a replacement_note")
         return self

@@ -30,11 +30,17 @@ class Parameter(Strict):
     default: str | None = Field(default=None, description="schema literal, e.g. '1e-05'")
     keyword_only: bool = False
     mutated: bool = False
-    reserved: bool = Field(default=False, description="in the schema but reserved upstream: pass the default")
-    undocumented: bool = Field(default=False, description="in the schema, absent from the official page")
+    reserved: bool = Field(
+        default=False, description="in the schema but reserved upstream: pass the default"
+    )
+    undocumented: bool = Field(
+        default=False, description="in the schema, absent from the official page"
+    )
     description: str = ""
     dtypes: list[Dtype] = Field(default_factory=list)
-    any_dtype: bool = Field(default=False, description="upstream accepts every dtype (e.g. npu_prefetch)")
+    any_dtype: bool = Field(
+        default=False, description="upstream accepts every dtype (e.g. npu_prefetch)"
+    )
     formats: list[Format] = Field(default_factory=list)
     shapes: list[Shape] = Field(default_factory=list)
     allowed: list[Value] | None = Field(
@@ -72,8 +78,10 @@ class Parameter(Strict):
                 continue
             canon = normalize("dtype", value)
             if canon is None:
-                raise ValueError(f"{value!r} is not a dtype (allowed values of a dtype "
-                                 "argument are dtype names such as bfloat16)")  # fmt: skip
+                raise ValueError(
+                    f"{value!r} is not a dtype (allowed values of a dtype "
+                    "argument are dtype names such as bfloat16)"
+                )
             if canon != value:
                 raise ValueError(f"write the dtype {value!r} as {canon!r}")
         return self
@@ -148,9 +156,17 @@ class Rule(Strict):
 
     @model_validator(mode="after")
     def _has_effect(self) -> Rule:
-        if not (self.require or self.forbid or self.dtypes or self.formats or self.values
-                or self.products):  # fmt: skip
-            raise ValueError("a rule needs an effect: require, forbid, dtypes, formats, values or products")
+        if not (
+            self.require
+            or self.forbid
+            or self.dtypes
+            or self.formats
+            or self.values
+            or self.products
+        ):
+            raise ValueError(
+                "a rule needs an effect: require, forbid, dtypes, formats, values or products"
+            )
         return self
 
 

@@ -34,9 +34,12 @@ class Option(Strict):
     goto: str | None = Field(default=None, description="next node id")
     chain: str | None = None
     operators: list[str] = Field(default_factory=list)
-    when: str = Field(default="", description="what decides for this option's chain over its alternatives")
+    when: str = Field(
+        default="", description="what decides for this option's chain over its alternatives"
+    )
     alternatives: list[Alternative] = Field(
-        default_factory=list, description="other practiced chains for these answers, ranked after the option's own"
+        default_factory=list,
+        description="other practiced chains for these answers, ranked after the option's own",
     )
     note: str = ""
     denies: list[Denial] = Field(
@@ -57,7 +60,9 @@ class Option(Strict):
         if self.stop and (self.goto or self.chain or self.operators):
             raise ValueError("a stop option leads nowhere: drop goto, chain and operators")
         if self.alternatives and not self.chain:
-            raise ValueError("alternatives rank after the option's own chain: name that chain first")
+            raise ValueError(
+                "alternatives rank after the option's own chain: name that chain first"
+            )
         names = [self.chain] + [a.chain for a in self.alternatives]
         if len(names) != len(set(names)):
             raise ValueError("an alternative repeats a chain already named on this option")
@@ -83,9 +88,13 @@ class Node(Strict):
                 if normalize_scheme(o.value) != o.value:
                     why = ambiguous_scheme_message(o.value)
                     canon = normalize_scheme(o.value)
-                    raise ValueError(why or (f"option {o.value!r} of a --{SCHEME_FLAG} question is "
-                                             f"not a canonical scheme id"
-                                             + (f"; write {canon!r}" if canon else "")))  # fmt: skip
+                    raise ValueError(
+                        why
+                        or (
+                            f"option {o.value!r} of a --{SCHEME_FLAG} question is "
+                            f"not a canonical scheme id" + (f"; write {canon!r}" if canon else "")
+                        )
+                    )
         return self
 
 
@@ -109,5 +118,7 @@ class DecisionTree(Strict):
         for n in self.nodes:
             for o in n.options:
                 if o.goto is not None and o.goto not in ids:
-                    raise ValueError(f"node {n.id!r} option {o.value!r} goes to unknown node {o.goto!r}")
+                    raise ValueError(
+                        f"node {n.id!r} option {o.value!r} goes to unknown node {o.goto!r}"
+                    )
         return self

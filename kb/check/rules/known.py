@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kb.check.rules.operator import ValueNotAllowed
+from kb.check.rules.scalars import ValueNotAllowed
 from kb.lint.context import Context
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
@@ -57,10 +57,14 @@ class OperatorWithoutRecord(CandidateRule):
         "reach them, and a training stack may call them itself. Prefer the documented "
         "forward operator when one exists."
     )
-    fail = (_HEAD + "  - module: model.layers.*.self_attn.core\n    phase: training\n"
-            "    operator: npu_fusion_attention_grad\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.self_attn.core\n    phase: training\n"
-           "    operator: npu_fusion_attention\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.self_attn.core\n    phase: training\n"
+        "    operator: npu_fusion_attention_grad\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.self_attn.core\n    phase: training\n"
+        "    operator: npu_fusion_attention\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         if not cand.operator or ctx.record(cand.operator) is not None:
@@ -68,11 +72,18 @@ class OperatorWithoutRecord(CandidateRule):
         known = ctx.known(cand.operator)
         if known is None:
             return
-        yield self.on(doc, cand, ("operator",),
-                      f"{known.name} is a torch_npu operator known from {known.origin} but has "
-                      f"no record: {schema_text(known.schemas)}{_note(known.role, known.namespace)}; "
-                      + ("kb checks only its argument names" if known.schemas
-                         else "kb cannot check its arguments"))  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            ("operator",),
+            f"{known.name} is a torch_npu operator known from {known.origin} but has "
+            f"no record: {schema_text(known.schemas)}{_note(known.role, known.namespace)}; "
+            + (
+                "kb checks only its argument names"
+                if known.schemas
+                else "kb cannot check its arguments"
+            ),
+        )
 
 
 class VendorValue(ValueNotAllowed):
@@ -88,10 +99,14 @@ class VendorValue(ValueNotAllowed):
         "where the vendor runs it, but nothing documents it, and it may change without notice. "
         "A value no evidence names stays a KB106 error."
     )
-    fail = (_HEAD_950 + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
-            "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 7}\n")  # fmt: skip
-    fix = (_HEAD_950 + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
-           "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 0}\n")  # fmt: skip
+    fail = (
+        _HEAD_950 + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
+        "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 7}\n"
+    )
+    fix = (
+        _HEAD_950 + "  - module: transformer.blocks.*.attn.core\n    phase: prefill\n"
+        "    operator: npu_fused_infer_attention_score_v2\n    args: {query_quant_mode: 0}\n"
+    )
 
 
 #: The family title of this module's codes (site navigation, ``kb rules``).

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any
 
-from kb.check.conditions import (
-    NUMERIC_TEXT,
-    Violation,
-    as_number,
-    one_of,
-    same,
-    vendor_cited,
-    violations,
-)
+from kb.check.conditions import Violation, one_of, violations
 from kb.lint.context import Context, Record
-from kb.lint.findings import Finding, Severity
-from kb.lint.model import Candidate, Document, Path
+from kb.lint.findings import Finding
+from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
-from kb.vocab import STATUS_RANK, missing_call_path, normalize, product_support
+from kb.vocab import STATUS_RANK, missing_call_path, product_support
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 
@@ -86,14 +77,21 @@ class UnknownOperator(CandidateRule):
         if rec is not None and rec.get("kind") == "operator":
             paths = missing_call_path(cand.operator, rec.get("calls") or [])
             if paths:  # torch_npu.npu_ring_mla: the function is torch_npu.atb.npu_ring_mla
-                yield self.on(doc, cand, ("operator",), f"{cand.operator!r} does not exist "
-                              f"(AttributeError); {rec['name']} is called as {' or '.join(paths)}")  # fmt: skip
+                yield self.on(
+                    doc,
+                    cand,
+                    ("operator",),
+                    f"{cand.operator!r} does not exist "
+                    f"(AttributeError); {rec['name']} is called as {' or '.join(paths)}",
+                )
             return
         if rec is None and ctx.known(cand.operator):
             return  # a torch_npu operator without a record (KB120)
         if rec is not None:
-            msg = (f"{cand.operator!r} names a {rec.get('kind')}, not an operator; put the "
-                   f"operator the candidate calls here")  # fmt: skip
+            msg = (
+                f"{cand.operator!r} names a {rec.get('kind')}, not an operator; put the "
+                f"operator the candidate calls here"
+            )
             if rec.get("kind") == "chain":
                 msg += f" and the chain under 'chain: {rec['name']}'"
         else:
@@ -148,10 +146,14 @@ class SupersededOperator(CandidateRule):
         "older one can be right (an older torch_npu, a proven path), but it should be a choice. "
         "A successor with less documentation (beta or undocumented) is not suggested."
     )
-    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-            "    operator: npu_fused_infer_attention_score\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-           "    operator: npu_fused_infer_attention_score_v2\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_fused_infer_attention_score\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_fused_infer_attention_score_v2\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -159,13 +161,17 @@ class SupersededOperator(CandidateRule):
             return
         nxt = rec["superseded_by"]
         successor = ctx.operator(nxt)
-        if successor is not None and STATUS_RANK.get(str(successor.get("status")), 0) < STATUS_RANK.get(
-            str(rec.get("status")), 0
-        ):
+        if successor is not None and STATUS_RANK.get(
+            str(successor.get("status")), 0
+        ) < STATUS_RANK.get(str(rec.get("status")), 0):
             return
-        yield self.on(doc, cand, ("operator",),
-                      f"{rec['name']} has a successor, {nxt}; prefer it unless your torch_npu "
-                      f"lacks it ('kb show {nxt}' lists what changed)")  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            ("operator",),
+            f"{rec['name']} has a successor, {nxt}; prefer it unless your torch_npu "
+            f"lacks it ('kb show {nxt}' lists what changed)",
+        )
 
 
 class UnknownArgument(CandidateRule):
@@ -178,10 +184,14 @@ class UnknownArgument(CandidateRule):
         "raises a TypeError at the first call, and a near-miss (eps for epsilon) hides the "
         "value you meant to set."
     )
-    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-            "    args: {eps: 1.0e-6}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-           "    args: {epsilon: 1.0e-6}\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    args: {eps: 1.0e-6}\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    args: {epsilon: 1.0e-6}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -197,8 +207,10 @@ class UnknownArgument(CandidateRule):
                 if name in params:
                     continue
                 if name in outputs:
-                    msg = (f"{name!r} is an output of {rec['name']}, not a parameter; "
-                           "remove it from the candidate's inputs")  # fmt: skip
+                    msg = (
+                        f"{name!r} is an output of {rec['name']}, not a parameter; "
+                        "remove it from the candidate's inputs"
+                    )
                 else:
                     hint = _suggest(name, list(params))
                     msg = f"{rec['name']} has no parameter {name!r}{hint}"
@@ -214,10 +226,14 @@ class ArgumentKind(CandidateRule):
         "args holds the scalar values kb checks against allowed values and ranges; tensors "
         "holds dtype, format and shape. Swapping them means neither check can run."
     )
-    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-            "    args: {gamma: input_layernorm.weight}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-           "    tensors:\n      gamma: {dtype: bfloat16}\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    args: {gamma: input_layernorm.weight}\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    tensors:\n      gamma: {dtype: bfloat16}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -225,164 +241,25 @@ class ArgumentKind(CandidateRule):
         for name, value in cand.args.items():
             p = params.get(name)
             if p is not None and _is_tensor(p) and value is not None:
-                yield self.on(doc, cand, ("args", name),
-                              f"{name} is a tensor parameter ({p.get('type')}); describe it under "
-                              f"tensors: {{{name}: {{dtype: …, format: …}}}}", key=True)  # fmt: skip
+                yield self.on(
+                    doc,
+                    cand,
+                    ("args", name),
+                    f"{name} is a tensor parameter ({p.get('type')}); describe it under "
+                    f"tensors: {{{name}: {{dtype: …, format: …}}}}",
+                    key=True,
+                )
         for name, spec in cand.tensors.items():
             p = params.get(name)
             if p is not None and not _is_tensor(p) and spec is not None:
-                yield self.on(doc, cand, ("tensors", name),
-                              f"{name} is a {p.get('type')} argument, not a tensor; give its value "
-                              f"under args: {{{name}: …}}", key=True)  # fmt: skip
-
-
-_TYPE = re.compile(r"^([A-Za-z]+)(\[\d*\])?(\?)?$")
-
-
-def type_problem(param_type: str, value: object) -> str | None:
-    """Why ``value`` cannot be passed as ``param_type`` (schema spelling), or None."""
-    m = _TYPE.match(param_type.replace(" ", ""))
-    if not m or value is None:
-        return None
-    base, is_list = m.group(1), m.group(2) is not None
-    if isinstance(value, list):
-        if not is_list:
-            return f"expects one {base}, not a list"
-        problems = [type_problem(base, v) for v in value]
-        return next((p for p in problems if p), None)
-    if base in ("int", "SymInt"):
-        num = as_number(value)
-        if isinstance(value, float) and value.is_integer():
-            return None
-        if num is None or isinstance(value, float) or not float(num).is_integer():
-            return f"expects an integer, not {value!r}"
-    elif base in ("float", "double"):
-        if as_number(value) is None:
-            if isinstance(value, str) and NUMERIC_TEXT.match(value.strip()):
-                return f"expects a number; {value!r} is out of the float range"
-            return f"expects a number, not {value!r}"
-    elif base == "bool":
-        if not isinstance(value, bool):
-            return f"expects true or false, not {value!r}"
-    elif base == "str" and not isinstance(value, str):
-        return f"expects text, not {value!r}"
-    return None
-
-
-def _is_list_param(p: dict[str, Any]) -> bool:
-    m = _TYPE.match(str(p.get("type", "")).replace(" ", ""))
-    return bool(m and m.group(2) is not None)
-
-
-class ValueNotAllowed(CandidateRule):
-    code = "KB106"
-    name = "value-not-allowed"
-    summary = "A scalar argument has the wrong type, or a value outside its allowed set or range."
-    why = (
-        "Out-of-range scalars are rejected by the kernel's parameter check at run time (or, "
-        "worse, accepted and computed wrongly). The record lists the allowed values or range. "
-        "Dtype arguments (output_dtype, dst_type, y_dtype ...) take a torch.dtype, a torch_npu "
-        "dtype constant or its integer code; list arguments (perm_x1) are compared as whole "
-        "lists when the record lists whole lists."
-    )
-    fail = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
-            "    args: {k: 0}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
-           "    args: {k: 8}\n")  # fmt: skip
-
-    severity: ClassVar[Severity] = "error"
-    #: KB121 (kb/check/rules/known.py) reports the values vendor code is cited for.
-    vendor: ClassVar[bool] = False
-
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        for where, msg, cited in self._problems(ctx, cand):
-            if bool(cited) != self.vendor:
-                continue
-            if cited:
-                shown = f"{where[1]}={cand.args[where[1]]!r}"
-                msg = (f"{shown} is not a documented value, but vendor code passes it ({cited}); "
-                       "it works where the vendor runs it, yet may change without notice")  # fmt: skip
-            yield self.on(doc, cand, where, msg)
-
-    def _problems(self, ctx: Context, cand: Candidate) -> Iterator[tuple[Path, str, str]]:
-        """(path, message, vendor code cited for the value or '') per value out of bounds."""
-        rec = ctx.operator(cand.operator)
-        if rec is None:
-            return
-        params = _params(rec)
-        for name, value in cand.args.items():
-            p = params.get(name)
-            if p is None or _is_tensor(p) or value is None:
-                continue
-            if p.get("takes") == "dtype":
-                msg = self._dtype(name, value, p)
-                if msg:
-                    yield ("args", name), msg, vendor_cited(rec, name, value)
-                continue
-            problem = type_problem(str(p.get("type", "")), value)
-            if problem:
-                yield ("args", name), f"{name} {problem} ({p.get('type')})", ""
-                continue
-            allowed = p.get("allowed")
-            if (isinstance(value, list) and allowed
-                    and any(isinstance(a, list) for a in allowed)):  # fmt: skip
-                if not any(isinstance(a, list) and _same_list(value, a) for a in allowed) and not any(
-                    isinstance(a, list) and _same_list(value, a) for a in p.get("also_accepted") or []
-                ):
-                    shown = " or ".join(str(a) for a in allowed if a is not None)
-                    yield (("args", name), f"{name}={value} is not allowed; use {shown}",
-                           vendor_cited(rec, name, value))  # fmt: skip
-                continue
-            items = value if isinstance(value, list) else [value]
-            for j, item in enumerate(items):
-                where = ("args", name, j) if isinstance(value, list) else ("args", name)
-                msg = self._judge(name, item, p)
-                if msg:
-                    yield where, msg, vendor_cited(rec, name, item)
-
-    @staticmethod
-    def _dtype(name: str, value: object, p: dict[str, Any]) -> str | None:
-        if isinstance(value, list):
-            return f"{name} takes one dtype, not a list"
-        if one_of(value, p.get("also_accepted") or []):
-            return None
-        canon = normalize("dtype", value)
-        if canon is None:
-            return (f"{name}={value!r} is not a dtype; pass a torch.dtype (torch.bfloat16), "
-                    "a torch_npu dtype constant (torch_npu.hifloat8) or its integer code")  # fmt: skip
-        allowed = [a for a in p.get("allowed") or [] if a is not None]
-        if allowed and canon not in allowed:
-            return f"{name}={canon} is not allowed; use one of {', '.join(map(_shown_value, allowed))}"
-        return None
-
-    @staticmethod
-    def _judge(name: str, value: object, p: dict[str, Any]) -> str | None:
-        allowed = p.get("allowed")
-        if allowed is not None and not one_of(value, allowed):
-            if one_of(value, p.get("also_accepted") or []):
-                return None
-            shown = ", ".join(map(_shown_value, allowed))
-            return f"{name}={value!r} is not allowed; use one of {shown}"
-        rng = p.get("range") or {}
-        num = as_number(value)
-        if num is None or not rng:
-            return None
-        low, high, note = rng.get("min"), rng.get("max"), rng.get("note")
-        span = f"{_num(low, '-inf')}..{_num(high, 'inf')}"
-        extra = f"; {note}" if note else ""
-        if low is not None and num < low:
-            return f"{name}={value} is below the minimum {low:g} (range {span}{extra})"
-        if high is not None and num > high:
-            return f"{name}={value} is above the maximum {high:g} (range {span}{extra})"
-        return None
-
-
-def _same_list(a: list[Any], b: list[Any]) -> bool:
-    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-
-
-def _num(value: float | None, default: str) -> str:
-    return default if value is None else f"{value:g}"
+                yield self.on(
+                    doc,
+                    cand,
+                    ("tensors", name),
+                    f"{name} is a {p.get('type')} argument, not a tensor; give its value "
+                    f"under args: {{{name}: …}}",
+                    key=True,
+                )
 
 
 def _tensor_mismatches(
@@ -411,16 +288,24 @@ class DtypeNotSupported(CandidateRule):
         "the bandwidth the fusion was meant to save. Cast before the call or pick the "
         "operator variant for that dtype."
     )
-    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-            "    tensors:\n      self: {dtype: int8}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-           "    tensors:\n      self: {dtype: bfloat16}\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    tensors:\n      self: {dtype: int8}\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    tensors:\n      self: {dtype: bfloat16}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         for rec, name, allowed, stated in _tensor_mismatches(ctx, cand, "dtype", "dtypes"):
-            yield self.on(doc, cand, ("tensors", name, "dtype"),
-                          f"{rec['name']} takes {name} as {', '.join(allowed)}, not "
-                          f"{stated}; cast it or use another operator")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("tensors", name, "dtype"),
+                f"{rec['name']} takes {name} as {', '.join(allowed)}, not "
+                f"{stated}; cast it or use another operator",
+            )
 
 
 class FormatNotSupported(CandidateRule):
@@ -433,18 +318,28 @@ class FormatNotSupported(CandidateRule):
         "fails at run time or silently computes garbage; convert once at load time with "
         "torch_npu.npu_format_cast."
     )
-    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-            "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: ND}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-           "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: FRACTAL_NZ}\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: ND}\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_mla_prolog_v3\n    tensors:\n      weight_dq: {format: FRACTAL_NZ}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         for rec, name, allowed, stated in _tensor_mismatches(ctx, cand, "format", "formats"):
-            fix = (" (torch_npu.npu_format_cast(t, 29) converts to FRACTAL_NZ)"
-                   if "FRACTAL_NZ" in allowed else "")  # fmt: skip
-            yield self.on(doc, cand, ("tensors", name, "format"),
-                          f"{rec['name']} takes {name} in {', '.join(allowed)}, not "
-                          f"{stated}{fix}")  # fmt: skip
+            fix = (
+                " (torch_npu.npu_format_cast(t, 29) converts to FRACTAL_NZ)"
+                if "FRACTAL_NZ" in allowed
+                else ""
+            )
+            yield self.on(
+                doc,
+                cand,
+                ("tensors", name, "format"),
+                f"{rec['name']} takes {name} in {', '.join(allowed)}, not {stated}{fix}",
+            )
 
 
 def record_violations(ctx: Context, doc: Document, cand: Candidate) -> list[Violation]:
@@ -465,12 +360,16 @@ class OperatorRule(CandidateRule):
         "a paged cache_mode needs cache_index, bfloat16 is absent on older products. Records "
         "state these as rules; a rule applies only when everything in its 'when' is stated."
     )
-    fail = ("version: 1\ntarget: {product: atlas-inference}\ncandidates:\n"
-            "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-            "    tensors:\n      self: {dtype: bfloat16}\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-inference}\ncandidates:\n"
-           "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-           "    tensors:\n      self: {dtype: float16}\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: atlas-inference}\ncandidates:\n"
+        "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    tensors:\n      self: {dtype: bfloat16}\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: atlas-inference}\ncandidates:\n"
+        "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    tensors:\n      self: {dtype: float16}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -490,8 +389,13 @@ class OperatorRule(CandidateRule):
             yield replace(found, severity="warning") if v.kind == "product-sub-series" else found
 
     @staticmethod
-    def _duplicate(v: Violation, cand: Candidate, params: dict[str, dict[str, Any]],
-                   products: list[str], doc: Document) -> bool:  # fmt: skip
+    def _duplicate(
+        v: Violation,
+        cand: Candidate,
+        params: dict[str, dict[str, Any]],
+        products: list[str],
+        doc: Document,
+    ) -> bool:
         """Skip what KB106/KB107/KB108/KB201 already report from the parameter itself."""
         p = params.get(v.subject, {})
         spec = cand.tensors.get(v.subject)
@@ -517,11 +421,15 @@ class RuleRequiresArgument(CandidateRule):
         "need their dequant scales. The candidate does not say whether it passes them, so this "
         "is a reminder, not an error; list them under tensors or args to make it go away."
     )
-    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-            "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-           "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
-           "    tensors:\n      cache_index: {dtype: int64}\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
+        "    tensors:\n      cache_index: {dtype: int64}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         for v in record_violations(ctx, doc, cand):
@@ -532,11 +440,14 @@ class RuleRequiresArgument(CandidateRule):
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Operator calls"
 
-RULES = (UnknownOperator(), DeprecatedOperator(), SupersededOperator(), UnknownArgument(),
-         ArgumentKind(), ValueNotAllowed(), DtypeNotSupported(), FormatNotSupported(),
-         OperatorRule(), RuleRequiresArgument())  # fmt: skip
-
-
-def _shown_value(value: object) -> str:
-    """An allowed value as a message lists it: the empty string as '' (not as nothing)."""
-    return repr(value) if value == "" else str(value)
+RULES = (
+    UnknownOperator(),
+    DeprecatedOperator(),
+    SupersededOperator(),
+    UnknownArgument(),
+    ArgumentKind(),
+    DtypeNotSupported(),
+    FormatNotSupported(),
+    OperatorRule(),
+    RuleRequiresArgument(),
+)

@@ -81,8 +81,11 @@ def _class_in_words(ctx: Context, text: str | None) -> Record | None:
     if not text:
         return None
     padded = _words(text)
-    found = [cls for cls in (ctx.playbook() or {}).get("op_classes", [])
-             if any(_words(n) in padded for n in cls.get("names", []))]  # fmt: skip
+    found = [
+        cls
+        for cls in (ctx.playbook() or {}).get("op_classes", [])
+        if any(_words(n) in padded for n in cls.get("names", []))
+    ]
     ranked = [c for c in found if c.get("window") in _CAUTION]
     return min(ranked, key=lambda c: _CAUTION.index(c["window"]), default=None)
 
@@ -123,10 +126,14 @@ class TargetNotWeightHeavy(PrefetchRule):
         cls, path, op = _target_class(ctx, cand)
         if cls is None or cls.get("weight_heavy"):
             return
-        yield self.on(doc, cand, path,
-                      f"{op} is in the playbook's {cls['id']} class, not a weight-heavy target "
-                      f"({cls.get('why', '').rstrip('.')}); prefetch for the matmul that reads "
-                      "the large weight instead")  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            path,
+            f"{op} is in the playbook's {cls['id']} class, not a weight-heavy target "
+            f"({cls.get('why', '').rstrip('.')}); prefetch for the matmul that reads "
+            "the large weight instead",
+        )
 
 
 class UnsafeWindow(PrefetchRule):
@@ -147,10 +154,14 @@ class UnsafeWindow(PrefetchRule):
         cls, path, op = _window_class(ctx, cand)
         if cls is None or cls.get("window") != "unsafe":
             return
-        yield self.on(doc, cand, path,
-                      f"{op} ({cls['id']}) is not a safe window: {cls.get('why', '').rstrip('.')}; "
-                      "trigger from an earlier compute-bound op (norm, RoPE, activation, routing) "
-                      "or drop this point")  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            path,
+            f"{op} ({cls['id']}) is not a safe window: {cls.get('why', '').rstrip('.')}; "
+            "trigger from an earlier compute-bound op (norm, RoPE, activation, routing) "
+            "or drop this point",
+        )
 
 
 _OUTPUT_WORDS = re.compile(r"(?i)(\boutputs?\b|\bout\b|_out\b|输出)")
@@ -171,10 +182,16 @@ class OutputOnlyWindow(PrefetchRule):
         "by the playbook's op names as whole words: tensor_model_parallel_all_reduce, "
         "'tp all-reduce' and hcom_allReduce_ are communication."
     )
-    fail = _HEAD + point(target="gate_up_proj", weight="{shape: [7168, 36864], dtype: bfloat16}",
-                         dependency="{name: o_proj, op: matmul}")  # fmt: skip
-    fix = _HEAD + point(target="gate_up_proj", weight="{shape: [7168, 36864], dtype: bfloat16}",
-                        dependency="{name: o_proj, op: matmul, output: true}")  # fmt: skip
+    fail = _HEAD + point(
+        target="gate_up_proj",
+        weight="{shape: [7168, 36864], dtype: bfloat16}",
+        dependency="{name: o_proj, op: matmul}",
+    )
+    fix = _HEAD + point(
+        target="gate_up_proj",
+        weight="{shape: [7168, 36864], dtype: bfloat16}",
+        dependency="{name: o_proj, op: matmul, output: true}",
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         cls, path, op = _window_class(ctx, cand)
@@ -189,12 +206,19 @@ class OutputOnlyWindow(PrefetchRule):
         )
         if said_output:
             return
-        how = "says it is the input" if dep.output is False or _INPUT_WORDS.search(name) else \
-            "does not say it is the output"  # fmt: skip
-        yield self.on(doc, cand, ("dependency",) if path == () else path,
-                      f"{op} ({cls['id']}) is a window only once it has finished, and this "
-                      f"dependency {how}: trigger on its output (dependency.output: true) or "
-                      "pick a compute-bound window")  # fmt: skip
+        how = (
+            "says it is the input"
+            if dep.output is False or _INPUT_WORDS.search(name)
+            else "does not say it is the output"
+        )
+        yield self.on(
+            doc,
+            cand,
+            ("dependency",) if path == () else path,
+            f"{op} ({cls['id']}) is a window only once it has finished, and this "
+            f"dependency {how}: trigger on its output (dependency.output: true) or "
+            "pick a compute-bound window",
+        )
 
 
 class MaxSizeNotPositive(PrefetchRule):
@@ -210,8 +234,11 @@ class MaxSizeNotPositive(PrefetchRule):
         if cand.max_size is not None and cand.max_size <= 0:
             total = weight_bytes(cand)
             factor = ctx.conservative_factor()
-            start = (f"; start at {factor:g} x the weight: {format_size(total * factor)}"
-                     if total and factor else "")  # fmt: skip
+            start = (
+                f"; start at {factor:g} x the weight: {format_size(total * factor)}"
+                if total and factor
+                else ""
+            )
             yield self.on(doc, cand, ("max_size",), f"max_size must be greater than 0{start}")
 
 
@@ -233,11 +260,15 @@ class MaxSizeAboveWeight(PrefetchRule):
         if cand.max_size is None or total is None or cand.max_size <= total:
             return
         assert cand.weight is not None
-        yield self.on(doc, cand, ("max_size",),
-                      f"max_size is above the size of the weight ({format_size(cand.max_size)} > "
-                      f"{format_size(total)} for {' x '.join(map(str, cand.weight.shape or []))} "
-                      f"{cand.weight.dtype}); npu_prefetch clamps it, so recompute it from the "
-                      "weight's shape and dtype")  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            ("max_size",),
+            f"max_size is above the size of the weight ({format_size(cand.max_size)} > "
+            f"{format_size(total)} for {' x '.join(map(str, cand.weight.shape or []))} "
+            f"{cand.weight.dtype}); npu_prefetch clamps it, so recompute it from the "
+            "weight's shape and dtype",
+        )
 
 
 class MaxSizeAboveConservative(PrefetchRule):
@@ -259,13 +290,20 @@ class MaxSizeAboveConservative(PrefetchRule):
             return
         limit = total * factor
         if limit < cand.max_size <= total:
-            share = (f"the whole weight, {format_size(total)}" if cand.max_size == total
-                     else f"{format_size(cand.max_size)} of {format_size(total)}")  # fmt: skip
-            yield self.on(doc, cand, ("max_size",),
-                          f"max_size is more than {factor:g} x the weight before the point is "
-                          f"validated ({share}); "
-                          f"start at {format_size(limit)} and raise it after profiling "
-                          "confirms the point (validated: true)")  # fmt: skip
+            share = (
+                f"the whole weight, {format_size(total)}"
+                if cand.max_size == total
+                else f"{format_size(cand.max_size)} of {format_size(total)}"
+            )
+            yield self.on(
+                doc,
+                cand,
+                ("max_size",),
+                f"max_size is more than {factor:g} x the weight before the point is "
+                f"validated ({share}); "
+                f"start at {format_size(limit)} and raise it after profiling "
+                "confirms the point (validated: true)",
+            )
 
 
 class MissingSwitch(PrefetchRule):
@@ -284,11 +322,21 @@ class MissingSwitch(PrefetchRule):
         if cand.switch:
             return
         if "switch" in cand.stated:
-            yield self.on(doc, cand, ("switch",), "switch is empty; name the config flag that "
-                          "guards this prefetch (e.g. enable_prefetch)")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("switch",),
+                "switch is empty; name the config flag that "
+                "guards this prefetch (e.g. enable_prefetch)",
+            )
         else:
-            yield self.on(doc, cand, (), "no switch: guard the prefetch with a config flag "
-                          "(switch: enable_prefetch, switch_default: false)")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                (),
+                "no switch: guard the prefetch with a config flag "
+                "(switch: enable_prefetch, switch_default: false)",
+            )
 
 
 class SwitchDefaultsOn(PrefetchRule):
@@ -323,8 +371,9 @@ class GraphModeWithoutDependency(PrefetchRule):
         "tensor the prefetch may be scheduled anywhere, or dropped. It must depend on a "
         "tensor produced right before the window, on the target's logical path."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a3, graph_mode: torchair}\ncandidates:\n"
-            + point(dependency=None))  # fmt: skip
+    fail = "version: 1\ntarget: {product: atlas-a3, graph_mode: torchair}\ncandidates:\n" + point(
+        dependency=None
+    )
     fix = "version: 1\ntarget: {product: atlas-a3, graph_mode: torchair}\ncandidates:\n" + point()
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
@@ -335,9 +384,13 @@ class GraphModeWithoutDependency(PrefetchRule):
         if dep is not None and (dep.name or dep.op):
             return
         path: Path = ("dependency",) if "dependency" in cand.stated else ()
-        yield self.on(doc, cand, path,
-                      f"the target runs under {mode}, where a prefetch needs a dependency tensor "
-                      "produced right before the window: add dependency: {name: …, op: …}")  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            path,
+            f"the target runs under {mode}, where a prefetch needs a dependency tensor "
+            "produced right before the window: add dependency: {name: …, op: …}",
+        )
 
 
 class SeveralUnvalidated(RuleUnit):
@@ -349,11 +402,24 @@ class SeveralUnvalidated(RuleUnit):
         "Several new prefetch points at once make the profile unreadable: a gain in one and a "
         "loss in another cancel out. Prove one point (validated: true), then add the next."
     )
-    fail = _HEAD + point() + point(target="gate_up_proj", weight="{shape: [7168, 36864], dtype: bfloat16}",
-                                   dependency='{name: "o_proj output", op: matmul, output: true}')  # fmt: skip
-    fix = _HEAD + point(validated="true") + point(
-        target="gate_up_proj", weight="{shape: [7168, 36864], dtype: bfloat16}",
-        dependency='{name: "o_proj output", op: matmul, output: true}')  # fmt: skip
+    fail = (
+        _HEAD
+        + point()
+        + point(
+            target="gate_up_proj",
+            weight="{shape: [7168, 36864], dtype: bfloat16}",
+            dependency='{name: "o_proj output", op: matmul, output: true}',
+        )
+    )
+    fix = (
+        _HEAD
+        + point(validated="true")
+        + point(
+            target="gate_up_proj",
+            weight="{shape: [7168, 36864], dtype: bfloat16}",
+            dependency='{name: "o_proj output", op: matmul, output: true}',
+        )
+    )
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
         first: dict[str, Candidate] = {}
@@ -365,15 +431,27 @@ class SeveralUnvalidated(RuleUnit):
                 continue
             line = doc.where(first[cand.module].path)[0]
             path: tuple[Any, ...] = ("target",) if cand.target else ()
-            yield self.at(doc, cand.path + path,
-                          f"second unvalidated prefetch point in {cand.module} (the first is on "
-                          f"line {line}); validate one point with profiling before adding more",
-                          candidate=cand.index)  # fmt: skip
+            yield self.at(
+                doc,
+                cand.path + path,
+                f"second unvalidated prefetch point in {cand.module} (the first is on "
+                f"line {line}); validate one point with profiling before adding more",
+                candidate=cand.index,
+            )
 
 
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Prefetch points"
 
-RULES = (TargetNotWeightHeavy(), UnsafeWindow(), OutputOnlyWindow(), MaxSizeNotPositive(),
-         MaxSizeAboveWeight(), MaxSizeAboveConservative(), MissingSwitch(), SwitchDefaultsOn(),
-         GraphModeWithoutDependency(), SeveralUnvalidated())  # fmt: skip
+RULES = (
+    TargetNotWeightHeavy(),
+    UnsafeWindow(),
+    OutputOnlyWindow(),
+    MaxSizeNotPositive(),
+    MaxSizeAboveWeight(),
+    MaxSizeAboveConservative(),
+    MissingSwitch(),
+    SwitchDefaultsOn(),
+    GraphModeWithoutDependency(),
+    SeveralUnvalidated(),
+)

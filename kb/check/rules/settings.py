@@ -24,10 +24,14 @@ class ReservedArgument(CandidateRule):
         "(inner_k_tiles of npu_convert_weight_to_int4pack, for example). A value there has no "
         "effect, so the setting it was meant to make does not happen."
     )
-    fail = (_HEAD + "  - module: model.layers.*.mlp.down_proj\n"
-            "    operator: npu_convert_weight_to_int4pack\n    args: {inner_k_tiles: 8}\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.mlp.down_proj\n"
-           "    operator: npu_convert_weight_to_int4pack\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.mlp.down_proj\n"
+        "    operator: npu_convert_weight_to_int4pack\n    args: {inner_k_tiles: 8}\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.mlp.down_proj\n"
+        "    operator: npu_convert_weight_to_int4pack\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -40,13 +44,21 @@ class ReservedArgument(CandidateRule):
                 value = cand.args[name]
                 if p.get("default") is not None and same(value, _literal(p["default"])):
                     continue
-                yield self.on(doc, cand, ("args", name),
-                              f"{name} is reserved in {rec['name']} and ignored; leave it at its "
-                              f"default ({p.get('default')})")  # fmt: skip
+                yield self.on(
+                    doc,
+                    cand,
+                    ("args", name),
+                    f"{name} is reserved in {rec['name']} and ignored; leave it at its "
+                    f"default ({p.get('default')})",
+                )
             elif name in cand.tensors and cand.tensors[name] is not None:
-                yield self.on(doc, cand, ("tensors", name),
-                              f"{name} is reserved in {rec['name']} and ignored; do not pass it",
-                              key=True)  # fmt: skip
+                yield self.on(
+                    doc,
+                    cand,
+                    ("tensors", name),
+                    f"{name} is reserved in {rec['name']} and ignored; do not pass it",
+                    key=True,
+                )
 
 
 def _literal(text: str) -> object:
@@ -72,12 +84,16 @@ class IgnoredSetting(CandidateRule):
         "or in a mode, such as a rotary_mode on a kernel that only computes 'half'. The call "
         "succeeds, so it is not an error, but the result is not what the setting asks for."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-            "  - module: model.layers.*.self_attn.rotary_emb\n"
-            "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: interleave}\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-           "  - module: model.layers.*.self_attn.rotary_emb\n"
-           "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: half}\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: model.layers.*.self_attn.rotary_emb\n"
+        "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: interleave}\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: model.layers.*.self_attn.rotary_emb\n"
+        "    operator: npu_apply_rotary_pos_emb\n    args: {rotary_mode: half}\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         seen: set[tuple[str, tuple[Any, ...]]] = set()

@@ -29,10 +29,14 @@ class BadIgnoreComment(RuleUnit):
     )
     #: ``kb scan`` reports the same problems in Python comments (kb.scan.engine).
     fronts = ("check", "scan")
-    fail = (_HEAD + "  - module: model.layers.*.input_layernorm\n"
-            "    operator: npu_rms_norm  # kb: ignore[KB999]\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
-           "    args: {eps: 1.0e-6}  # kb: ignore[KB104]\n")  # fmt: skip
+    fail = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n"
+        "    operator: npu_rms_norm  # kb: ignore[KB999]\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+        "    args: {eps: 1.0e-6}  # kb: ignore[KB104]\n"
+    )
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
         if doc.located is None or not doc.text:

@@ -1,31 +1,22 @@
-"""KB2xx: does the operator exist for the target product, torch_npu, quantization, phase, graph mode."""
+"""KB2xx: does the operator exist for the target product, torch_npu, quantization, phase, graph mode.
+
+The quantization rules (KB203, KB204) are :mod:`kb.check.rules.quantization`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
-from typing import Any
 
 from kb.catalog.kernelfacts import kernel_products
-from kb.check.conditions import same
 from kb.check.values import version_before
 from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
 from kb.lint.unit import CandidateRule
-from kb.vocab import (
-    CAPTURED_GRAPH_MODES,
-    normalize_scheme,
-    product_support,
-    quantized_roles,
-    schemes_compatible,
-    sub_series_in,
-)
+from kb.vocab import CAPTURED_GRAPH_MODES, product_support
 
 _CAND = "candidates:\n  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
-_GATE = (
-    "candidates:\n  - module: model.layers.*.mlp.gate\n    operator: npu_moe_gating_top_k_softmax\n"
-)
+
 
 class ProductNotSupported(CandidateRule):
     code = "KB201"
@@ -38,12 +29,16 @@ class ProductNotSupported(CandidateRule):
         "product x (or whose source refuses it) has no kernel there. The plan needs another "
         "operator or product. A product the table simply does not mention is KB208, a warning."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
-            "  - module: model.layers.*.mlp.down_proj\n"
-            "    operator: npu_dual_level_quant_matmul\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
-           "  - module: model.layers.*.mlp.down_proj\n"
-           "    operator: npu_dual_level_quant_matmul\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+        "  - module: model.layers.*.mlp.down_proj\n"
+        "    operator: npu_dual_level_quant_matmul\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
+        "  - module: model.layers.*.mlp.down_proj\n"
+        "    operator: npu_dual_level_quant_matmul\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec, path = ctx.operator_of(cand)
@@ -54,9 +49,13 @@ class ProductNotSupported(CandidateRule):
         if product_support(product, supported, unsupported) != "no":
             return
         where = f" (supported: {', '.join(supported)})" if supported else ""
-        yield self.at(doc, path, f"{rec['name']} is documented as not supported on {product}"
-                      f"{where}; choose another operator or target product",
-                      candidate=cand.index)  # fmt: skip
+        yield self.at(
+            doc,
+            path,
+            f"{rec['name']} is documented as not supported on {product}"
+            f"{where}; choose another operator or target product",
+            candidate=cand.index,
+        )
 
 
 class ProductNotDocumented(CandidateRule):
@@ -72,12 +71,16 @@ class ProductNotDocumented(CandidateRule):
         "and whether shipping code calls it on your product. Where the operator's kernel is "
         "compiled for the target, KB209 speaks instead."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
-            "  - module: model.layers.*.self_attn\n    phase: training\n"
-            "    operator: npu_fusion_attention_v3\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2-training}\ncandidates:\n"
-           "  - module: model.layers.*.self_attn\n    phase: training\n"
-           "    operator: npu_fusion_attention_v3\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
+        "  - module: model.layers.*.self_attn\n    phase: training\n"
+        "    operator: npu_fusion_attention_v3\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: atlas-a2-training}\ncandidates:\n"
+        "  - module: model.layers.*.self_attn\n    phase: training\n"
+        "    operator: npu_fusion_attention_v3\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec, path = ctx.operator_of(cand)
@@ -95,8 +98,10 @@ class ProductNotDocumented(CandidateRule):
             return  # KB209's business
         seen = _seen_on(rec, product)
         evidence = f"; shipping code calls it on {product} ({seen})" if seen else ""
-        msg = (f"{rec['name']} is documented for {', '.join(supported)}, and its product "
-               f"table does not mention {product}{evidence}; verify it on the device")  # fmt: skip
+        msg = (
+            f"{rec['name']} is documented for {', '.join(supported)}, and its product "
+            f"table does not mention {product}{evidence}; verify it on the device"
+        )
         yield self.at(doc, path, msg, candidate=cand.index)
 
 
@@ -110,7 +115,9 @@ class ProductKernelOnly(CandidateRule):
     name = "product-kernel-only"
     severity = "warning"
     kinds = ("fusion", "prefetch")
-    summary = "The page does not list the target product, but the operator's kernel is compiled for it."
+    summary = (
+        "The page does not list the target product, but the operator's kernel is compiled for it."
+    )
     why = (
         "The kernel registration the operator's wrapper reaches (ops-transformer / ops-nn "
         "op_host/*_def.cpp, harvested into the record's kernels) names the SoCs the kernel "
@@ -118,10 +125,14 @@ class ProductKernelOnly(CandidateRule):
         "code exists, but a compiled kernel is not a documented API, so limits and accuracy "
         "on that product are not promised. Verify on the device."
     )
-    fail = ("version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
-            "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-           "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: ascend-950}\ncandidates:\n"
+        "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: model.layers.*.input_layernorm\n    operator: npu_rms_norm\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec, path = ctx.operator_of(cand)
@@ -135,19 +146,30 @@ class ProductKernelOnly(CandidateRule):
             return
         k = (rec.get("kernels") or [{}])[0]
         where = f"{k.get('repo')}@{str(k.get('commit'))[:7]} {k.get('path')}:{k.get('lines')}"
-        yield self.at(doc, path, f"{rec['name']}'s page lists {', '.join(supported)}, not "
-                      f"{product}; its kernel {k.get('op_type')} is compiled for {product} "
-                      f"({where}): kernel-only support, not a documented API; verify it on "
-                      f"the device", candidate=cand.index)  # fmt: skip
+        yield self.at(
+            doc,
+            path,
+            f"{rec['name']}'s page lists {', '.join(supported)}, not "
+            f"{product}; its kernel {k.get('op_type')} is compiled for {product} "
+            f"({where}): kernel-only support, not a documented API; verify it on "
+            f"the device",
+            candidate=cand.index,
+        )
 
 
 def _seen_on(rec: Record, product: str) -> str:
     """``vllm-project/vllm-ascend: 3 sites`` for the call sites known to run on ``product``."""
     out = []
     for repo in rec.get("seen_in") or []:
-        n = sum(1 for site in repo.get("sites") or []
-                if any(product_support(product, [p]) in ("yes", "partial") or
-                       product_support(p, [product]) == "yes" for p in site.get("products") or []))  # fmt: skip
+        n = sum(
+            1
+            for site in repo.get("sites") or []
+            if any(
+                product_support(product, [p]) in ("yes", "partial")
+                or product_support(p, [product]) == "yes"
+                for p in site.get("products") or []
+            )
+        )
         if n:
             out.append(f"{repo.get('repo')}: {n} site{'s' if n != 1 else ''}")
     return ", ".join(out)
@@ -196,8 +218,11 @@ class TorchNpuTooOld(CandidateRule):
         else:
             later = _next_release(rec, judged)
             msg = f"{rec['name']} is missing from torch_npu {shown} (it ships from {first})"
-            fix = (f"use torch_npu {later} or a later release that has it" if later
-                   else "pick a release that has it ('kb show' lists them)")  # fmt: skip
+            fix = (
+                f"use torch_npu {later} or a later release that has it"
+                if later
+                else "pick a release that has it ('kb show' lists them)"
+            )
         yield self.at(doc, path, f"{msg}: {fix}", candidate=cand.index)
 
 
@@ -249,202 +274,14 @@ class ArgumentNotInRelease(CandidateRule):
                 if name in params and name not in names:
                     later = ctx.release_with_argument(rec, name, release)
                     hint = f"; torch_npu {later} has it" if later else ""
-                    yield self.on(doc, cand, (section, name),
-                                  f"{name} is not in {rec['name']}'s signature in torch_npu "
-                                  f"{release}{hint}: drop it or upgrade", key=True)  # fmt: skip
-
-
-def _expression(mode: dict[str, Any]) -> str:
-    return f"{mode['scheme']}+{mode['kv']}" if mode.get("kv") else str(mode.get("scheme"))
-
-
-def quant_roles(rec: Record) -> set[str]:
-    """What the operator's quantization modes decide: stated, else what its schemes quantize.
-
-    An operator that reads quantized weights also reads activations (a weight-only
-    matmul takes 16-bit ones), so weights bring activations along.
-    """
-    if rec.get("quant_roles") is not None:
-        return set(rec["quant_roles"])
-    roles: set[str] = set()
-    for mode in rec.get("quantization") or []:
-        roles |= quantized_roles(_expression(mode))
-    if "weights" in roles:
-        roles.add("activations")
-    return roles
-
-
-def _schemes(rec: Record, scheme: str) -> list[dict[str, Any]]:
-    """The record's quantization modes that can run in a model quantized as ``scheme``.
-
-    The modes named exactly as the scheme first, then (for a scheme that quantizes
-    something) every other mode whose scheme
-    agrees with it on the roles the operator handles
-    (:func:`kb.vocab.schemes_compatible`): GMM's w8a8-dynamic modes serve a w8a8c8 model, and
-    an attention core that only sees the KV cache runs any of its float8-KV modes in an
-    mxfp8+kv-fp8 model, not just the one named mxfp8.
-    """
-    modes = rec.get("quantization") or []
-    canon = normalize_scheme(scheme) or scheme
-    roles = quant_roles(rec)
-    exact = [m for m in modes if _expression(m) == canon]
-    if exact and not quantized_roles(canon):
-        return exact  # bf16 / fp16: the float dtype itself is what the candidate asks for
-    return exact + [m for m in modes if m not in exact
-                    and schemes_compatible(canon, _expression(m), roles,
-                                           partial=bool(m.get("partial")))]  # fmt: skip
-
-
-class QuantizationNotSupported(CandidateRule):
-    code = "KB203"
-    name = "quantization-not-supported"
-    severity = "error"
-    summary = (
-        "The candidate's quantization scheme is not one the operator offers (on this product)."
-    )
-    why = (
-        "Quantization decides the dtypes of every weight and activation the operator reads; a "
-        "scheme the kernel has no mode for cannot be reached by any argument setting. Only "
-        "what the operator handles is compared: a gate or a norm runs unquantized inside a "
-        "w8a8-dynamic model, an attention core sees only the KV-cache part of a scheme. Schemes are "
-        "defined once (kb.vocab.SCHEMES); 'mxfp8+kv-fp8' adds a float8 KV cache to mxfp8."
-    )
-    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-            "  - module: model.layers.*.mlp.down_proj\n"
-            "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a8-dynamic\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-           "  - module: model.layers.*.mlp.down_proj\n"
-           "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a16\n")  # fmt: skip
-
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        rec = ctx.operator(cand.operator)
-        scheme = cand.quantization
-        if rec is None or scheme is None or not rec.get("quantization"):
-            return
-        modes = _schemes(rec, scheme)
-        offered = sorted({_expression(m) for m in rec["quantization"]})
-        if not modes:
-            yield self.on(doc, cand, ("quantization",),
-                          f"{rec['name']} has no {scheme} mode (it offers {', '.join(offered)}); "
-                          f"pick one of those or another operator")  # fmt: skip
-            return
-        product = doc.target.product
-        if product is None:
-            return
-        fit = {product_support(product, m.get("products") or [product]) for m in modes}
-        if "yes" in fit:
-            return
-        where = sorted({p for m in modes for p in m.get("products", [])})
-        if "partial" in fit:  # a family target, the scheme documented on some sub-series
-            subs = ", ".join(sorted({s for m in modes
-                                     for s in sub_series_in(product, m.get("products") or [])}))  # fmt: skip
-            yield replace(self.on(doc, cand, ("quantization",),
-                                  f"{rec['name']} offers {scheme} only on {subs} of {product}; "
-                                  f"verify that your device is one of them"), severity="warning")  # fmt: skip
-            return
-        yield self.on(doc, cand, ("quantization",),
-                      f"{rec['name']} offers {scheme} only on {', '.join(where)}, not on "
-                      f"{product}; use another scheme on this product")  # fmt: skip
-
-
-class QuantizationMismatch(CandidateRule):
-    code = "KB204"
-    name = "quantization-mismatch"
-    severity = "error"
-    summary = "Arguments or tensor dtypes contradict the quantization scheme the candidate names."
-    why = (
-        "A scheme is selected by argument values (weight_quant_mode=2, quant_mode=0 …) and "
-        "implies tensor dtypes. A candidate saying w8a8-dynamic while passing bfloat16 weights, or "
-        "the bf16 mode with a quantized setting, will not run the scheme it claims. The "
-        "arguments you state pick the mode and the dtypes are held to that mode; an argument "
-        "value no mode of the scheme uses is reported with the values that do and the scheme "
-        "it selects instead."
-    )
-    fail = ("version: 1\ntarget: {product: atlas-a3}\n" + _GATE
-            + "    quantization: bf16\n    tensors:\n      x: {dtype: float16}\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a3}\n" + _GATE
-           + "    quantization: bf16\n    tensors:\n      x: {dtype: bfloat16}\n")  # fmt: skip
-
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
-        rec = ctx.operator(cand.operator)
-        scheme = cand.quantization
-        if rec is None or scheme is None:
-            return
-        modes = _schemes(rec, scheme)
-        if not modes:
-            return  # KB203's business
-        # The arguments pick the mode: when the stated ones select a mode of the scheme,
-        # only its tensors are judged (weight_quant_mode=2 is w8a8-dynamic; a bfloat16
-        # token_x there is a dtype problem, not a reason to suggest mode 1).
-        selected = [m for m in modes if not list(self._arg_mismatches(cand, m, scheme))]
-        if not selected:
-            yield from self._wrong_selection(doc, cand, rec, modes, scheme)
-            return
-        best: list[tuple[tuple[Any, ...], str]] | None = None
-        for mode in selected:
-            problems = list(self._tensor_mismatches(cand, mode, scheme))
-            if not problems:
-                return
-            if best is None or len(problems) < len(best):
-                best = problems
-        explained = self._explained(ctx, doc, cand, rec)
-        for path, msg in best or []:
-            if path not in explained:
-                yield self.on(doc, cand, path, f"{rec['name']} {msg}")
-
-    def _wrong_selection(self, doc: Document, cand: Candidate, rec: Record,
-                         modes: list[dict[str, Any]], scheme: str) -> Iterator[Finding]:  # fmt: skip
-        """No mode of the scheme has the stated arguments: name every value that selects it."""
-        best = min(modes, key=lambda m: len(list(self._arg_mismatches(cand, m, scheme))))
-        for path, _msg in self._arg_mismatches(cand, best, scheme):
-            arg, have = path[1], cand.args.get(path[1])
-            wanted = sorted({str((m.get("select") or {})[arg]) for m in modes
-                             if arg in (m.get("select") or {})})  # fmt: skip
-            other = sorted({_expression(m) for m in rec.get("quantization") or []
-                            if arg in (m.get("select") or {}) and same(have, m["select"][arg])})  # fmt: skip
-            named = f" ({arg}={have} is {' or '.join(other)})" if other else ""
-            yield self.on(doc, cand, path,
-                          f"{rec['name']} runs {scheme} with {arg}={' or '.join(wanted)}, not "
-                          f"{have}{named}; pass one of those or name the scheme you run")  # fmt: skip
-
-    @staticmethod
-    def _explained(
-        ctx: Context, doc: Document, cand: Candidate, rec: Record
-    ) -> set[tuple[Any, ...]]:
-        """Tensor dtypes already reported by KB107 (parameter) or KB109 (a record rule)."""
-        from kb.check.rules.operator import record_violations
-
-        paths = {v.path for v in record_violations(ctx, doc, cand) if v.kind == "dtype"}
-        params = {p["name"]: p for p in rec.get("parameters") or []}
-        for name, spec in cand.tensors.items():
-            allowed = params.get(name, {}).get("dtypes")
-            if (
-                spec is not None
-                and spec.dtype is not None
-                and allowed
-                and spec.dtype not in allowed
-            ):
-                paths.add(("tensors", name, "dtype"))
-        return paths
-
-    @staticmethod
-    def _arg_mismatches(cand: Candidate, mode: dict[str, Any],
-                        scheme: str) -> Iterator[tuple[tuple[Any, ...], str]]:  # fmt: skip
-        for arg, want in (mode.get("select") or {}).items():
-            have = cand.args.get(arg)
-            if have is not None and not isinstance(have, list) and not same(have, want):
-                yield ("args", arg), f"selects {scheme} with {arg}={want}, not {have}"
-
-    @staticmethod
-    def _tensor_mismatches(cand: Candidate, mode: dict[str, Any],
-                           scheme: str) -> Iterator[tuple[tuple[Any, ...], str]]:  # fmt: skip
-        for name, dtypes in (mode.get("tensors") or {}).items():
-            spec = cand.tensors.get(name)
-            if spec is not None and spec.dtype is not None and spec.dtype not in dtypes:
-                yield (
-                    ("tensors", name, "dtype"),
-                    f"in {scheme} takes {name} as {'/'.join(dtypes)}, not {spec.dtype}",
-                )
+                    yield self.on(
+                        doc,
+                        cand,
+                        (section, name),
+                        f"{name} is not in {rec['name']}'s signature in torch_npu "
+                        f"{release}{hint}: drop it or upgrade",
+                        key=True,
+                    )
 
 
 class PhaseNotSupported(CandidateRule):
@@ -460,12 +297,16 @@ class PhaseNotSupported(CandidateRule):
         "shows a decode example restricts nothing (real ports call npu_transpose_batchmatmul in "
         "prefill), so this fires only where upstream states a restriction (phase_limit)."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-            "  - module: model.layers.*.linear_attn\n    phase: training\n"
-            "    operator: npu_chunk_gated_delta_rule\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
-           "  - module: model.layers.*.linear_attn\n    phase: prefill\n"
-           "    operator: npu_chunk_gated_delta_rule\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: model.layers.*.linear_attn\n    phase: training\n"
+        "    operator: npu_chunk_gated_delta_rule\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: model.layers.*.linear_attn\n    phase: prefill\n"
+        "    operator: npu_chunk_gated_delta_rule\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
@@ -475,10 +316,14 @@ class PhaseNotSupported(CandidateRule):
             return
         missing = sorted(wanted - set(limit))
         if missing:
-            yield self.on(doc, cand, ("phase",),
-                          f"{rec['name']} is restricted upstream to {', '.join(limit)}, not "
-                          f"{' or '.join(missing)}; split the candidate per phase or use the "
-                          f"{'/'.join(missing)} operator")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("phase",),
+                f"{rec['name']} is restricted upstream to {', '.join(limit)}, not "
+                f"{' or '.join(missing)}; split the candidate per phase or use the "
+                f"{'/'.join(missing)} operator",
+            )
 
 
 class GraphModeNotSupported(CandidateRule):
@@ -493,12 +338,16 @@ class GraphModeNotSupported(CandidateRule):
         "Graph capture needs every op to be capturable; one unsupported op breaks the graph "
         "or falls back to eager for the whole region. Keep it out of the captured part."
     )
-    fail = ("version: 1\ntarget: {product: atlas-a2, graph_mode: aclgraph}\ncandidates:\n"
-            "  - module: model.layers.*.self_attn\n"
-            "    phase: training\n    operator: npu_fusion_attention\n")  # fmt: skip
-    fix = ("version: 1\ntarget: {product: atlas-a2, graph_mode: aclgraph}\ncandidates:\n"
-           "  - module: model.layers.*.self_attn\n"
-           "    phase: training\n    operator: npu_fusion_attention_v3\n")  # fmt: skip
+    fail = (
+        "version: 1\ntarget: {product: atlas-a2, graph_mode: aclgraph}\ncandidates:\n"
+        "  - module: model.layers.*.self_attn\n"
+        "    phase: training\n    operator: npu_fusion_attention\n"
+    )
+    fix = (
+        "version: 1\ntarget: {product: atlas-a2, graph_mode: aclgraph}\ncandidates:\n"
+        "  - module: model.layers.*.self_attn\n"
+        "    phase: training\n    operator: npu_fusion_attention_v3\n"
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         mode = cand.graph_mode_in(doc.target)
@@ -508,14 +357,24 @@ class GraphModeNotSupported(CandidateRule):
         graph = rec.get("graph_mode") or {}
         if graph.get(mode) == "unsupported":
             notes = f" ({graph['notes']})" if graph.get("notes") else ""
-            yield self.at(doc, path, f"{rec['name']} is not supported under {mode}{notes}; run it "
-                          "outside the captured graph or pick another operator",
-                          candidate=cand.index)  # fmt: skip
+            yield self.at(
+                doc,
+                path,
+                f"{rec['name']} is not supported under {mode}{notes}; run it "
+                "outside the captured graph or pick another operator",
+                candidate=cand.index,
+            )
 
 
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Target fit"
 
-RULES = (ProductNotSupported(), ProductNotDocumented(), ProductKernelOnly(), TorchNpuTooOld(), ArgumentNotInRelease(),
-         QuantizationNotSupported(), QuantizationMismatch(), PhaseNotSupported(),
-         GraphModeNotSupported())  # fmt: skip
+RULES = (
+    ProductNotSupported(),
+    ProductNotDocumented(),
+    ProductKernelOnly(),
+    TorchNpuTooOld(),
+    ArgumentNotInRelease(),
+    PhaseNotSupported(),
+    GraphModeNotSupported(),
+)

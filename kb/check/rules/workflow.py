@@ -40,14 +40,20 @@ class NotApplicableWithoutEvidence(WorkflowRule):
         "from a change that merely looked large, and the module is never revisited."
     )
     fail = _HEAD + _ATTN + "    status: not-applicable\n"
-    fix = (_HEAD + _ATTN + "    status: not-applicable\n"
-           '    evidence: "head_dim 256 is outside the operator\'s D limit {128, 192}"\n')  # fmt: skip
+    fix = (
+        _HEAD + _ATTN + "    status: not-applicable\n"
+        '    evidence: "head_dim 256 is outside the operator\'s D limit {128, 192}"\n'
+    )
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         if cand.status == "not-applicable" and not (cand.evidence or "").strip():
-            yield self.on(doc, cand, ("status",),
-                          "status not-applicable needs 'evidence': the hard constraint that rules "
-                          "the operator out (error text, documented limit, profiling result)")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("status",),
+                "status not-applicable needs 'evidence': the hard constraint that rules "
+                "the operator out (error text, documented limit, profiling result)",
+            )
 
 
 class PrerequisiteMissing(WorkflowRule):
@@ -75,9 +81,12 @@ class PrerequisiteMissing(WorkflowRule):
         if chain and chain.get("prerequisites"):
             ids = ", ".join(p["id"] for p in chain["prerequisites"])
             known = f" (chain {chain['name']} lists: {ids})"
-        yield self.on(doc, cand, ("status",),
-                      f"status needs-prerequisite needs 'prerequisites', e.g. [rope-precompute]"
-                      f"{known}")  # fmt: skip
+        yield self.on(
+            doc,
+            cand,
+            ("status",),
+            f"status needs-prerequisite needs 'prerequisites', e.g. [rope-precompute]{known}",
+        )
 
 
 class UnknownChain(WorkflowRule):
@@ -143,17 +152,25 @@ class OperatorOutsideChain(WorkflowRule):
         phases = [p for op, p in stages if op == rec["name"]]
         if not phases:
             listed = ", ".join(dict.fromkeys(op for op, _ in stages))
-            yield self.on(doc, cand, ("operator",),
-                          f"{rec['name']} is not a stage of chain {chain['name']} (its operators: "
-                          f"{listed}); fix the chain or the operator")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("operator",),
+                f"{rec['name']} is not a stage of chain {chain['name']} (its operators: "
+                f"{listed}); fix the chain or the operator",
+            )
             return
         wanted = cand.phases()
         if wanted is None or "both" in phases:
             return
         if not wanted & set(phases):
-            yield self.on(doc, cand, ("phase",),
-                          f"in chain {chain['name']} {rec['name']} is a {'/'.join(phases)} stage, "
-                          f"not {cand.phase}")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("phase",),
+                f"in chain {chain['name']} {rec['name']} is a {'/'.join(phases)} stage, "
+                f"not {cand.phase}",
+            )
 
 
 class ChainStageArguments(WorkflowRule):
@@ -202,18 +219,24 @@ class ChainStageArguments(WorkflowRule):
                 (arg, want, cand.args[arg])
                 for arg, want in (stage.get("args") or {}).items()
                 if cand.args.get(arg) is not None
-                and not _same_value(cand.args[arg],
-                                    (normalize("dtype", want) or want) if arg in dtype_args else want)
+                and not _same_value(
+                    cand.args[arg],
+                    (normalize("dtype", want) or want) if arg in dtype_args else want,
+                )
             ]
             if not diffs:
                 return
             if best is None or len(diffs) < len(best):
                 best = diffs
         for arg, want, have in best or []:
-            yield self.on(doc, cand, ("args", arg),
-                          f"chain {chain['name']} runs {rec['name']} with {arg}={want}, not "
-                          f"{have}; keep the chain's value or say why in notes "
-                          f"('kb show {chain['name']}' explains the stage)")  # fmt: skip
+            yield self.on(
+                doc,
+                cand,
+                ("args", arg),
+                f"chain {chain['name']} runs {rec['name']} with {arg}={want}, not "
+                f"{have}; keep the chain's value or say why in notes "
+                f"('kb show {chain['name']}' explains the stage)",
+            )
 
 
 def _same_value(a: object, b: object) -> bool:
@@ -263,9 +286,13 @@ class DuplicateCandidate(RuleUnit):
                 if phases_overlap(earlier, cand):
                     line = doc.where(earlier.path)[0]
                     what = "target" if cand.kind == "prefetch" else "operator"
-                    yield self.at(doc, cand.path + (what,),
-                                  f"same module, phase and {what} as the candidate on line {line}; "
-                                  "merge them or give each its own phase", candidate=cand.index)  # fmt: skip
+                    yield self.at(
+                        doc,
+                        cand.path + (what,),
+                        f"same module, phase and {what} as the candidate on line {line}; "
+                        "merge them or give each its own phase",
+                        candidate=cand.index,
+                    )
                     break
             groups.setdefault(key, []).append(cand)
 
@@ -331,18 +358,22 @@ class CacheLayoutMismatch(RuleUnit):
         "paged writer (slot ids into blocks) feeding an attention core that reads a contiguous "
         "cache (no block_table) reads garbage, and the opposite fails on shapes."
     )
-    fail = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-            "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
-            "    tensors:\n      cache_index: {dtype: int64}\n"
-            "  - module: model.layers.*.self_attn\n    phase: decode\n"
-            "    operator: npu_fused_infer_attention_score_v2\n    tensors:\n      block_table: null\n")  # fmt: skip
-    fix = (_HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
-           "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
-           "    tensors:\n      cache_index: {dtype: int64}\n"
-           "  - module: model.layers.*.self_attn\n    phase: decode\n"
-           "    operator: npu_fused_infer_attention_score_v2\n"
+    fail = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
+        "    tensors:\n      cache_index: {dtype: int64}\n"
+        "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_fused_infer_attention_score_v2\n    tensors:\n      block_table: null\n"
+    )
+    fix = (
+        _HEAD + "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_mla_prolog_v3\n    args: {cache_mode: PA_BSND}\n"
+        "    tensors:\n      cache_index: {dtype: int64}\n"
+        "  - module: model.layers.*.self_attn\n    phase: decode\n"
+        "    operator: npu_fused_infer_attention_score_v2\n"
         "    args: {block_size: 128, actual_seq_kvlen: [512]}\n"
-        "    tensors:\n      block_table: {dtype: int32}\n")  # fmt: skip
+        "    tensors:\n      block_table: {dtype: int32}\n"
+    )
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
         writers: list[tuple[Candidate, Record, tuple[str, Path, str]]] = []
@@ -363,18 +394,31 @@ class CacheLayoutMismatch(RuleUnit):
                 if not _related_modules(writer.module or "", core.module or ""):
                     continue
                 line = doc.where(writer.path)[0]
-                fix = ("pass block_table (and block_size) so it reads the paged blocks"
-                       if w_layout == "paged" else "configure it for the contiguous cache")  # fmt: skip
-                yield self.at(doc, core.path + c_path,
-                              f"{core_rec['name']} reads a {c_layout} cache ({c_how}) but "
-                              f"{w_rec['name']} on line {line} writes a {w_layout} one ({w_how}): "
-                              f"{fix}, or change the writer", candidate=core.index)  # fmt: skip
+                fix = (
+                    "pass block_table (and block_size) so it reads the paged blocks"
+                    if w_layout == "paged"
+                    else "configure it for the contiguous cache"
+                )
+                yield self.at(
+                    doc,
+                    core.path + c_path,
+                    f"{core_rec['name']} reads a {c_layout} cache ({c_how}) but "
+                    f"{w_rec['name']} on line {line} writes a {w_layout} one ({w_how}): "
+                    f"{fix}, or change the writer",
+                    candidate=core.index,
+                )
                 break
 
 
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Workflow bookkeeping"
 
-RULES = (NotApplicableWithoutEvidence(), PrerequisiteMissing(), UnknownChain(),
-         OperatorOutsideChain(), DuplicateCandidate(), CacheLayoutMismatch(),
-         ChainStageArguments())  # fmt: skip
+RULES = (
+    NotApplicableWithoutEvidence(),
+    PrerequisiteMissing(),
+    UnknownChain(),
+    OperatorOutsideChain(),
+    DuplicateCandidate(),
+    CacheLayoutMismatch(),
+    ChainStageArguments(),
+)

@@ -79,8 +79,9 @@ def _tensor_term(node: ast.AST) -> bool:
     """A name, attribute or call, possibly scaled by one (``residual * self.alpha``)."""
     plain = (ast.Name, ast.Attribute, ast.Call)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        return (isinstance(node.left, plain) and isinstance(node.right, (*plain, ast.Constant))) or \
-            (isinstance(node.right, plain) and isinstance(node.left, ast.Constant))
+        return (
+            isinstance(node.left, plain) and isinstance(node.right, (*plain, ast.Constant))
+        ) or (isinstance(node.right, plain) and isinstance(node.left, ast.Constant))
     return isinstance(node, plain)
 
 
@@ -107,8 +108,11 @@ def _one_plus(node: ast.AST) -> bool:
     """``(1 + scale)``, also indexed or unsqueezed: ``(1 + scale)[:, None]``, ``(1 + s).unsqueeze(1)``."""
     while isinstance(node, (ast.Subscript, ast.Call, ast.Attribute)):
         node = node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else node.func
-    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and any(
-        _literal(s) in (1, 1.0) for s in (node.left, node.right))
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Add)
+        and any(_literal(s) in (1, 1.0) for s in (node.left, node.right))
+    )
 
 
 def _training_test(test: ast.AST) -> bool:
@@ -123,8 +127,12 @@ def _is_loss(name: str) -> bool:
 class _Reader:
     """Walks forward and the helpers it reaches, collecting calls in order."""
 
-    def __init__(self, facts: ClassFacts, methods: dict[str, ast.FunctionDef],
-                 helpers: dict[str, ast.FunctionDef]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        facts: ClassFacts,
+        methods: dict[str, ast.FunctionDef],
+        helpers: dict[str, ast.FunctionDef],
+    ) -> None:
         self.facts = facts
         self.methods = methods
         self.helpers = helpers
@@ -154,14 +162,20 @@ class _Reader:
             _config_read(node, self.facts.config)
         elif isinstance(node, ast.BinOp):
             self.binop(node)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
+        elif (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, ast.USub)
+            and not isinstance(node.operand, ast.Constant)
+        ):
             self.facts.shapes.add("negate")
         elif isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
                 self.facts.self_used.add(node.attr)
             else:
                 _config_read(node, self.facts.config)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 60:
+        elif (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 60
+        ):
             self.facts.strings.add(node.value)
         elif isinstance(node, ast.Subscript):
             self.subscript(node)
@@ -169,9 +183,14 @@ class _Reader:
         elif isinstance(node, ast.Assign) and any(_is_loss(dotted(t)) for t in node.targets):
             self.facts.skipped_training += 1  # aux_loss = ...: training-only
             return
-        elif isinstance(node, ast.Name) and node.id in self.helpers and isinstance(node.ctx, ast.Load) \
-                and not _is_loss(node.id):
-            self.facts.calls.append((self.order, node.id))  # a helper handed on (eager_attention_forward)
+        elif (
+            isinstance(node, ast.Name)
+            and node.id in self.helpers
+            and isinstance(node.ctx, ast.Load)
+            and not _is_loss(node.id)
+        ):
+            # a helper handed on (eager_attention_forward)
+            self.facts.calls.append((self.order, node.id))
             self.function(self.helpers[node.id], depth + 1)
         for child in ast.iter_child_nodes(node):
             self.node(child, depth)
@@ -190,7 +209,11 @@ class _Reader:
             shape = node.args[-1]
             if isinstance(shape, ast.Tuple) and _literal(shape.elts[-1]) == 2:
                 self.facts.shapes.add("pairs_last")
-            if len(node.args) >= 2 and _literal(node.args[-1]) == 2 and _literal(node.args[-2]) == -1:
+            if (
+                len(node.args) >= 2
+                and _literal(node.args[-1]) == 2
+                and _literal(node.args[-2]) == -1
+            ):
                 self.facts.shapes.add("pairs_last")
         if short == "unbind" and (_literal(node.args[0]) if node.args else None) == -1:
             self.facts.shapes.add("unbind_last")
@@ -218,18 +241,24 @@ class _Reader:
         for side, other in ((node.left, node.right), (node.right, node.left)):
             if isinstance(node.op, ast.Add) and _literal(side) in (1, 1.0):
                 target = dotted(other)
-                self.facts.shapes.add("one_plus_weight" if "weight" in target
-                                      else "one_plus_x")  # fmt: skip
-        if isinstance(node.op, ast.Sub) and all(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult)
-                                                for x in (node.left, node.right)):
+                self.facts.shapes.add("one_plus_weight" if "weight" in target else "one_plus_x")
+        if isinstance(node.op, ast.Sub) and all(
+            isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult) for x in (node.left, node.right)
+        ):
             self.facts.shapes.add("mult_sub")  # x1 * cos - x2 * sin
-        if isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Call) and last(dotted(node.right.func)) == "mean":
+        if (
+            isinstance(node.op, ast.Sub)
+            and isinstance(node.right, ast.Call)
+            and last(dotted(node.right.func)) == "mean"
+        ):
             self.facts.shapes.add("mean_subtract")
         if isinstance(node.op, ast.Add) and all(_tensor_term(s) for s in (node.left, node.right)):
             self.facts.shapes.add("residual_add")  # h + r, or scaled: r * alpha + h * beta
         if isinstance(node.op, ast.Pow) and _literal(node.right) == 2:
             self.facts.shapes.add("square")
-        if isinstance(node.op, ast.Mult) and any(_one_plus(side) for side in (node.left, node.right)):
+        if isinstance(node.op, ast.Mult) and any(
+            _one_plus(side) for side in (node.left, node.right)
+        ):
             self.facts.shapes.add("times_one_plus")  # norm(x) * (1 + scale)[:, None] + shift
 
     def subscript(self, node: ast.Subscript) -> None:
@@ -238,9 +267,16 @@ class _Reader:
         for e in elts:
             if isinstance(e, ast.Slice) and e.step is not None and _literal(e.step) == 2:
                 self.facts.shapes.add("stride_two")
-            bound = e.upper if isinstance(e, ast.Slice) and e.upper is not None else (
-                e.lower if isinstance(e, ast.Slice) else None)  # fmt: skip
-            if isinstance(bound, ast.BinOp) and isinstance(bound.op, ast.FloorDiv) and _literal(bound.right) == 2:
+            bound = (
+                e.upper
+                if isinstance(e, ast.Slice) and e.upper is not None
+                else (e.lower if isinstance(e, ast.Slice) else None)
+            )
+            if (
+                isinstance(bound, ast.BinOp)
+                and isinstance(bound.op, ast.FloorDiv)
+                and _literal(bound.right) == 2
+            ):
                 self.facts.shapes.add("half_slice")
         base = dotted(node.value)
         if base.startswith("self.") and isinstance(node.ctx, ast.Load):
@@ -272,13 +308,20 @@ def _config_read(sub: ast.AST, out: set[str]) -> None:
         if _names_config(sub.value):
             out.add(sub.attr)
     elif isinstance(sub, ast.Call):
-        if isinstance(sub.func, ast.Name) and sub.func.id == "getattr" and len(sub.args) >= 2 \
-                and _names_config(sub.args[0]):
+        if (
+            isinstance(sub.func, ast.Name)
+            and sub.func.id == "getattr"
+            and len(sub.args) >= 2
+            and _names_config(sub.args[0])
+        ):
             key = _literal(sub.args[1])
             if isinstance(key, str):
                 out.add(key)
-    elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) \
-            and sub.value.attr.endswith("rope_parameters"):
+    elif (
+        isinstance(sub, ast.Subscript)
+        and isinstance(sub.value, ast.Attribute)
+        and sub.value.attr.endswith("rope_parameters")
+    ):
         key = _literal(sub.slice)
         if isinstance(key, str):
             out.add(f"rope_parameters.{key}")
@@ -294,7 +337,11 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
         elif isinstance(sub, ast.AnnAssign) and sub.value is not None:
             targets, value = [sub.target], sub.value
         for t in targets:
-            if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
+            if not (
+                isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+            ):
                 continue
             ctor, call = _constructor(value) if value is not None else ("", None)
             if ctor in ("Parameter", "Buffer") and call is not None:
@@ -302,7 +349,9 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
             if ctor and (t.attr not in facts.attrs or facts.attrs[t.attr] in ("Identity", "None")):
                 facts.attrs[t.attr] = ctor
             if call is not None and ctor == "ModuleList":  # ModuleList([Expert(...) for _ in ...])
-                inner = next((c for c in ast.walk(call) if isinstance(c, ast.Call) and c is not call), None)
+                inner = next(
+                    (c for c in ast.walk(call) if isinstance(c, ast.Call) and c is not call), None
+                )
                 if inner is not None:
                     facts.elements[t.attr] = last(dotted(inner.func))
             if call is not None:
@@ -310,8 +359,14 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
                     if k.arg == "processor" and isinstance(k.value, ast.Call):
                         facts.processors[t.attr] = last(dotted(k.value.func))
                 kw = {k.arg: _literal(k.value) for k in call.keywords if k.arg}
-                facts.attr_kwargs.setdefault(t.attr, {}).update({k: v for k, v in kw.items() if v is not None})
-                strings = [c.value for c in ast.walk(call) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                facts.attr_kwargs.setdefault(t.attr, {}).update(
+                    {k: v for k, v in kw.items() if v is not None}
+                )
+                strings = [
+                    c.value
+                    for c in ast.walk(call)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
                 if strings:
                     facts.attr_strings.setdefault(t.attr, []).extend(strings)
             if isinstance(value, ast.Constant) and isinstance(value.value, (bool, int, str)):
@@ -323,8 +378,14 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
                 if isinstance(key, str):
                     facts.attr_strings.setdefault(t.attr, []).append(key)
                 else:
-                    facts.attr_strings.setdefault(t.attr, []).append("config:" + dotted(value.slice).split(".")[-1])
-            if value is not None and isinstance(value, ast.Call) and last(dotted(value.func)) == "get_activation":
+                    facts.attr_strings.setdefault(t.attr, []).append(
+                        "config:" + dotted(value.slice).split(".")[-1]
+                    )
+            if (
+                value is not None
+                and isinstance(value, ast.Call)
+                and last(dotted(value.func)) == "get_activation"
+            ):
                 key = _literal(value.args[0]) if value.args else None
                 if isinstance(key, str):
                     facts.attr_strings.setdefault(t.attr, []).append(key)
@@ -332,15 +393,24 @@ def _init(facts: ClassFacts, init: ast.FunctionDef) -> None:
 
 def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> ClassFacts:
     """The facts of one class; ``helpers`` are the file's top-level functions."""
-    facts = ClassFacts(node.name, node.lineno, node.end_lineno or node.lineno,
-                       [dotted(b) for b in node.bases])  # fmt: skip
-    methods = {n.name: n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    facts = ClassFacts(
+        node.name, node.lineno, node.end_lineno or node.lineno, [dotted(b) for b in node.bases]
+    )
+    methods = {
+        n.name: n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     for stmt in node.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             v = stmt.value
             if isinstance(v, ast.Constant) and isinstance(v.value, bool):
                 facts.init_values.setdefault(stmt.targets[0].id, v.value)  # is_causal = False
-            text = v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else dotted(v)
+            text = (
+                v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else dotted(v)
+            )
             if text:
                 facts.class_strings[stmt.targets[0].id] = text
     init = methods.get("__init__")
@@ -350,7 +420,9 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
         for arg in args.args:
             if arg.arg == "config" and arg.annotation is not None:
                 facts.config_class = last(dotted(arg.annotation))
-        for arg, default in zip(args.args[len(args.args) - len(args.defaults):], args.defaults, strict=False):
+        for arg, default in zip(
+            args.args[len(args.args) - len(args.defaults) :], args.defaults, strict=False
+        ):
             value = _literal(default)
             if isinstance(value, (str, int, float, bool)):
                 facts.init_defaults[arg.arg] = value
@@ -363,9 +435,14 @@ def read_class(node: ast.ClassDef, helpers: dict[str, ast.FunctionDef]) -> Class
 
 def read_module(tree: ast.Module) -> tuple[list[ClassFacts], dict[str, ast.FunctionDef]]:
     """Every class of a file (nested ones included) and its top-level functions."""
-    helpers = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    classes = [read_class(n, helpers) for n in statements(tree.body)  # type: ignore[arg-type]
-               if isinstance(n, ast.ClassDef)]  # fmt: skip
+    helpers = {
+        n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    classes = [
+        read_class(n, helpers)  # type: ignore[arg-type]
+        for n in statements(tree.body)
+        if isinstance(n, ast.ClassDef)
+    ]
     return classes, helpers  # type: ignore[return-value]
 
 

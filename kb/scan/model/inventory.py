@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from kb.scan.model import mapping_ids as ids
+from kb.scan.model.entry import Module
 from kb.scan.model.facts import ClassFacts, LazyClasses, read_module, statements
-from kb.scan.model.kinds import Context, Module, decide, split_block
+from kb.scan.model.kinds import Context, decide, split_block
 
 #: Largest imported file read for its classes.
 MAX_IMPORT_BYTES = 2 * 1024 * 1024
@@ -65,18 +66,34 @@ def _defaults(tree: ast.Module) -> dict[str, Any]:
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         mine = out.setdefault(cls.name, {})
         for stmt in cls.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and stmt.value is not None
+            ):
                 if isinstance(stmt.value, ast.Constant):
                     mine.setdefault(stmt.target.id, stmt.value.value)
             elif isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 args = stmt.args
-                pairs = list(zip(args.args[len(args.args) - len(args.defaults):], args.defaults, strict=False))
-                pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None]
+                pairs = list(
+                    zip(
+                        args.args[len(args.args) - len(args.defaults) :],
+                        args.defaults,
+                        strict=False,
+                    )
+                )
+                pairs += [
+                    (a, d)
+                    for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False)
+                    if d is not None
+                ]
                 for arg, default in pairs:
                     if isinstance(default, ast.Constant):
                         mine.setdefault(arg.arg, default.value)
         for key, value in mine.items():
-            seen.setdefault(key, set()).add(value if isinstance(value, (str, int, float, bool)) else repr(value))
+            seen.setdefault(key, set()).add(
+                value if isinstance(value, (str, int, float, bool)) else repr(value)
+            )
     out[""] = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
     return out
 
@@ -103,12 +120,19 @@ def _own_rope_style(probe: ClassFacts) -> set[str]:
     """How one function rotates, read from its own body (never from its name: GLM
     writes an interleaving ``rotate_half``)."""
     found = set()
-    if "stride_two" in probe.shapes or probe.called("view_as_complex") \
-            or ("pairs_last" in probe.shapes and probe.called("unbind")) \
-            or (probe.called("stack") and probe.called("flatten")):
+    if (
+        "stride_two" in probe.shapes
+        or probe.called("view_as_complex")
+        or ("pairs_last" in probe.shapes and probe.called("unbind"))
+        or (probe.called("stack") and probe.called("flatten"))
+    ):
         found.add("interleave")
-    if probe.called("cat") and (probe.called("chunk", "split") or "half_slice" in probe.shapes) \
-            and ({"negate", "mult_sub"} & probe.shapes) and "stride_two" not in probe.shapes:
+    if (
+        probe.called("cat")
+        and (probe.called("chunk", "split") or "half_slice" in probe.shapes)
+        and ({"negate", "mult_sub"} & probe.shapes)
+        and "stride_two" not in probe.shapes
+    ):
         found.add("half")
     return found
 
@@ -134,8 +158,14 @@ class RopeStyles:
             _Reader(probe, {}, {}).function(fn, 0)
             found = _own_rope_style(probe)
             if len(found) > 1:  # diffusers: use_real_unbind_dim picks; read the default
-                unbind = next((d for a, d in zip(fn.args.args[::-1], fn.args.defaults[::-1], strict=False)
-                               if a.arg == "use_real_unbind_dim"), None)  # fmt: skip
+                unbind = next(
+                    (
+                        d
+                        for a, d in zip(fn.args.args[::-1], fn.args.defaults[::-1], strict=False)
+                        if a.arg == "use_real_unbind_dim"
+                    ),
+                    None,
+                )
                 if unbind is not None:
                     found = {"interleave" if ast.unparse(unbind) == "-1" else "half"}
             self.own[name] = (found, {n for _, n in probe.calls if n in self.helpers and n != name})
@@ -224,22 +254,47 @@ def _configured_ffn(cf: ClassFacts, ctx: Context, path: str) -> list[Module]:
     out = []
     for attr, ctor in cf.attrs.items():
         kind = ctx.kind_of(ctor)
-        if not kind.startswith("mlp.") or ctx.facts.get(ctor, {}).get("activation") not in ("unknown", None):
+        if not kind.startswith("mlp.") or ctx.facts.get(ctor, {}).get("activation") not in (
+            "unknown",
+            None,
+        ):
             continue
         callee = ctx.classes.get(ctor)
-        words = [w for w in cf.attr_strings.get(attr, []) if _activation(w) or w in ("geglu", "swiglu")]
+        words = [
+            w for w in cf.attr_strings.get(attr, []) if _activation(w) or w in ("geglu", "swiglu")
+        ]
         source = f"{attr} = {ctor}(..., {words[0]!r})" if words else ""
         if not words and callee is not None:
-            words = [str(v) for k, v in callee.init_defaults.items() if "activation" in k and isinstance(v, str)]
+            words = [
+                str(v)
+                for k, v in callee.init_defaults.items()
+                if "activation" in k and isinstance(v, str)
+            ]
             source = f"{ctor} default {words[0]!r}" if words else ""
         if not words:
             continue
         word = words[0].lower().replace("-", "_")
         gated = word in ("geglu", "swiglu", "geglu_approximate")
-        act = _activation("silu" if word == "swiglu" else "gelu_tanh" if "approx" in word or "tanh" in word
-                          else "gelu" if "gelu" in word or word == "geglu" else word) or "unknown"  # fmt: skip
-        m = Module(f"{cf.name}.{attr}", "mlp.glu" if gated else "mlp.plain", path, cf.line, cf.end_line,
-                   {"activation": act, "activation_from": source, "module": ctor})  # fmt: skip
+        act = (
+            _activation(
+                "silu"
+                if word == "swiglu"
+                else "gelu_tanh"
+                if "approx" in word or "tanh" in word
+                else "gelu"
+                if "gelu" in word or word == "geglu"
+                else word
+            )
+            or "unknown"
+        )
+        m = Module(
+            f"{cf.name}.{attr}",
+            "mlp.glu" if gated else "mlp.plain",
+            path,
+            cf.line,
+            cf.end_line,
+            {"activation": act, "activation_from": source, "module": ctor},
+        )
         if gated:
             m.mappings.append(ids.SWIGLU if act == "silu" else ids.GEGLU)
         elif act in (ids.GELU, ids.GELU_TANH):

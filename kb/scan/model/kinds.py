@@ -10,62 +10,48 @@ open (an activation read from a config whose default is not in reach), the fact 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from kb.scan.model import mapping_ids as ids
+from kb.scan.model.attention import read_attention, read_processor
+from kb.scan.model.entry import Module, linears, module_entry
 from kb.scan.model.facts import ClassFacts
 
 _LINEAR = re.compile(r"(Linear|Conv1D|LinearBase|ParallelLinear)$")
-_NORM_CTOR = {"RMSNorm": "rms", "LayerNorm": "layer", "GroupNorm": "group", "FP32LayerNorm": "layer",
-              "LlamaRMSNorm": "rms"}  # fmt: skip
-_Q = re.compile(r"^(q|q_proj|query|to_q|wq|wq_b|q_b_proj|linear_q|qkv|qkv_proj|to_qkv|c_attn|wqkv|Wqkv|in_proj|"
-                r"query_key_value|qkv_linear|linear_qkv)$")  # fmt: skip
-_K = re.compile(r"^(k|k_proj|key|to_k|wk|kv_a_proj_with_mqa|kv_b_proj|linear_k|kv_proj|to_kv)$")
-_O = re.compile(r"^(o|o_proj|out_proj|to_out|wo|dense|c_proj|proj|linear_o|out|attn_out|o_linear)$")
+_NORM_CTOR = {
+    "RMSNorm": "rms",
+    "LayerNorm": "layer",
+    "GroupNorm": "group",
+    "FP32LayerNorm": "layer",
+    "LlamaRMSNorm": "rms",
+}
 _GATE = re.compile(r"^(gate_proj|w1|wi_0|gate|fc_gate|linear_gate|ffn_gate)$")
 _UP = re.compile(r"^(up_proj|w3|wi_1|up|fc_up|linear_up|ffn_up)$")
 _DOWN = re.compile(r"^(down_proj|w2|wo|down|fc2|linear_fc2|linear_down|ffn_down|proj_out)$")
-_FC1 = re.compile(r"^(fc1|linear_fc1|c_fc|gate_up_proj|up_gate_proj|w12|wi|fc_in|linear1|proj_in|mlp_in)$")
-_ATTN_CORE = ("scaled_dot_product_attention", "attention_interface", "dispatch_attention_fn", "softmax",
-              "flash_attn_func", "flash_attn_varlen_func", "get_interface", "eager_attention_forward",
-              "sdpa_attention_forward", "attention")  # fmt: skip
+_FC1 = re.compile(
+    r"^(fc1|linear_fc1|c_fc|gate_up_proj|up_gate_proj|w12|wi|fc_in|linear1|proj_in|mlp_in)$"
+)
 _SILU = {"silu", "swish", "silu_and_mul", "swiglu"}
-_GELU = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu-approximate", "gelu_tanh", "geglu",
-         "gelu_accurate", "quick_gelu"}  # fmt: skip
-
-
-@dataclass
-class Module:
-    """One entry of the module inventory."""
-
-    name: str
-    kind: str  # family.variant, e.g. attention.gqa, moe.router, norm.rms
-    file: str
-    line: int
-    end_line: int
-    facts: dict[str, Any] = field(default_factory=dict)
-    unknown: list[str] = field(default_factory=list)
-    not_proposed: list[str] = field(default_factory=list)
-    mappings: list[str] = field(default_factory=list)
-    parts: dict[str, str] = field(default_factory=dict)  # attribute -> kind of its module
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"module": self.name, "kind": self.kind, "file": self.file,
-                               "lines": [self.line, self.end_line]}  # fmt: skip
-        for key in ("facts", "parts", "mappings", "unknown", "not_proposed"):
-            value = getattr(self, key)
-            if value:
-                out[key] = value
-        return out
+_GELU = {
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "gelu-approximate",
+    "gelu_tanh",
+    "geglu",
+    "gelu_accurate",
+    "quick_gelu",
+}
 
 
 class Context:
     """What deciding one class may look at: the other classes by name (this file's and
     its local imports'), their kinds once known, rope helpers and config defaults."""
 
-    def __init__(self, classes: dict[str, ClassFacts], rope_helpers: Any,
-                 config_defaults: dict[str, Any]) -> None:  # fmt: skip
+    def __init__(
+        self, classes: dict[str, ClassFacts], rope_helpers: Any, config_defaults: dict[str, Any]
+    ) -> None:
         self.classes = classes
         self.rope_helpers = rope_helpers
         self.all_defaults = config_defaults
@@ -94,14 +80,12 @@ class Context:
         return self.kinds.get(ctor, "")
 
 
-def _linears(cf: ClassFacts, ctx: Context) -> set[str]:
-    return {a for a, c in cf.attrs.items() if ctx.kind_of(c) == "linear"}
-
-
 def _norm_kind(cf: ClassFacts) -> str | None:
     if cf.called("layer_norm", "LayerNorm") or "mean_subtract" in cf.shapes:
         return "layer"
-    if cf.called("rms_norm") or (cf.called("rsqrt") and ("square" in cf.shapes or cf.called("pow", "square"))):
+    if cf.called("rms_norm") or (
+        cf.called("rsqrt") and ("square" in cf.shapes or cf.called("pow", "square"))
+    ):
         return "rms"
     if cf.called("rsqrt") and cf.called("mean"):
         return "rms"
@@ -115,7 +99,11 @@ def _activation(name: str) -> str | None:
     if low in _SILU or low.startswith("silu"):
         return "silu"
     if low in {g.replace("-", "_") for g in _GELU} or low.startswith("gelu"):
-        return "gelu_tanh" if ("tanh" in low or "approximate" in low or low in ("gelu_new", "gelu_fast")) else "gelu"
+        return (
+            "gelu_tanh"
+            if ("tanh" in low or "approximate" in low or low in ("gelu_new", "gelu_fast"))
+            else "gelu"
+        )
     if low in ("relu", "relu2", "sigmoid", "tanh", "quick_gelu"):
         return low
     return None
@@ -141,7 +129,9 @@ def activation_of(cf: ClassFacts, ctx: Context) -> tuple[str, str]:
     for _, name in cf.calls:
         act = _activation(name)
         if act:
-            return (act if act != "gelu" or "tanh" not in cf.strings else "gelu_tanh"), f"calls {name}"
+            return (
+                act if act != "gelu" or "tanh" not in cf.strings else "gelu_tanh"
+            ), f"calls {name}"
     return "unknown", "no activation found"
 
 
@@ -155,136 +145,11 @@ def decide(cf: ClassFacts, ctx: Context) -> Module | None:
         return None
     if any(c == "ModuleList" and _STACK.search(a) for a, c in cf.attrs.items()):
         return None
-    for reader in (_attention, _processor, _moe, _mlp, _norm, _rope, _layer):
+    for reader in (read_attention, read_processor, _moe, _mlp, _norm, _rope, _layer):
         found = reader(cf, ctx)
         if found is not None:
             return found
     return None
-
-
-def _module(cf: ClassFacts, kind: str, **facts: Any) -> Module:
-    return Module(cf.name, kind, "", cf.line, cf.end_line, {k: v for k, v in facts.items() if v is not None})
-
-
-def _rope_style(cf: ClassFacts, ctx: Context) -> str | None:
-    """How the module rotates q and k: the style of the rotating helpers it calls (read
-    from their bodies), or of its own body when it rotates inline."""
-    styles = {style for _, n in cf.calls if (style := ctx.rope_helpers.get(n))}
-    if not styles and (cf.called("view_as_complex") or ("pairs_last" in cf.shapes and cf.called("unbind"))):
-        styles.add("interleave")
-    if any(s.endswith("unbind_dim=-2") for s in cf.strings):  # the caller picks the halves layout
-        styles = (styles - {"interleave"}) | {"half"}
-    if len(styles) > 1:
-        defaults = ctx.defaults_for(cf)
-        keys = [k for k in cf.config if "interleave" in k and isinstance(defaults.get(k), bool)]
-        if keys:  # the branch is a config switch whose default is in reach
-            return "interleave" if defaults[keys[0]] else "half"
-        return "unknown"
-    return next(iter(styles), None)
-
-
-def with_processor(cf: ClassFacts, ctx: Context) -> ClassFacts:
-    """An attention module whose compute lives in its default processor class
-    (diffusers): the module's parts with the processor's calls and shapes."""
-    name = cf.class_strings.get("_default_processor_cls", "")
-    proc = ctx.classes.get(name)
-    if proc is None:
-        return cf
-    from dataclasses import replace
-
-    return replace(cf, calls=cf.calls + proc.calls, shapes=cf.shapes | proc.shapes,
-                   self_used=cf.self_used | proc.self_used, strings=cf.strings | proc.strings)  # fmt: skip
-
-
-def _processor(cf: ClassFacts, ctx: Context) -> Module | None:
-    """A diffusers attention processor: ``__call__(attn, ...)`` projecting through
-    ``attn.to_q`` and calling an attention function; no weights of its own."""
-    if _linears(cf, ctx) or not cf.called(*_ATTN_CORE) or not cf.called("to_q", "to_qkv", "to_k"):
-        return None
-    facts: dict[str, Any] = {"cache": "none", "processor": True}
-    rope = _rope_style(cf, ctx)
-    if rope:
-        facts["rope"] = rope
-    norms = sorted({n for _, n in cf.calls if re.match(r"norm_(added_)?[qk]$", n)})
-    if norms:
-        facts["qk_norm_calls"] = norms
-    return _module(cf, "attention.dit", **facts)
-
-
-def _attention(cf: ClassFacts, ctx: Context) -> Module | None:
-    cf = with_processor(cf, ctx)
-    lin = _linears(cf, ctx)
-    names = set(cf.attrs)
-    mla = {"q_a_proj", "kv_a_proj_with_mqa", "kv_b_proj", "wkv_a", "wkv_b"} & names
-    has_q = any(_Q.match(a) for a in lin) or bool(mla)
-    has_k = any(_K.match(a) for a in lin) or any(a in ("qkv", "qkv_proj", "to_qkv", "c_attn", "Wqkv", "wqkv",
-                                                      "in_proj", "query_key_value") for a in lin)  # fmt: skip
-    deltas = [n for _, n in cf.calls if "delta_rule" in n]
-    slopes = any("slope" in u for u in cf.self_used | names) and has_q  # per-head decay rates
-    other_delta = any("delta" in n and "delta_rule" not in n for _, n in cf.calls) and has_q and has_k
-    ssm = {"A_log", "dt_bias"} <= set(cf.params) | names and has_k  # a bare gate module has no input proj
-    linear_attn = bool(deltas) or ssm or slopes or other_delta
-    indexer = (cf.called("relu") and cf.called("topk") and not cf.called("softmax")
-               and any("weights_proj" in a or a == "weights" for a in names | lin) and has_q)  # fmt: skip
-    core = [n for n in _ATTN_CORE if cf.called(n)] or (["processor"] if "processor" in cf.self_used
-                                                       or cf.class_strings.get("_default_processor_cls") else [])  # fmt: skip
-    if not (has_q and has_k) and not linear_attn and not mla:
-        return None
-    if not core and not linear_attn and not mla and not indexer:
-        return None
-    facts: dict[str, Any] = {"projections": sorted(a for a in lin if _Q.match(a) or _K.match(a)
-                                                   or re.match(r"^(v|v_proj|value|to_v|wv)$", a))}  # fmt: skip
-    qk_norm = [a for a, c in cf.attrs.items() if ctx.kind_of(c).startswith("norm") and re.search(r"(^|_)(q|k|query|key)(_|$)", a)]
-    if qk_norm:
-        facts["qk_norm"] = {a: ctx.kind_of(cf.attrs[a]) for a in sorted(qk_norm)}
-    if cf.called("cache_update"):
-        facts["cache"] = "past_key_values.update"
-    rope = _rope_style(cf, ctx)
-    if rope:
-        facts["rope"] = rope
-    if "sliding_window" in cf.config or "sliding_window" in cf.self_used:
-        facts["sliding_window"] = "config.sliding_window (per layer type; may be None)"
-    if "sinks" in cf.self_used or "sinks" in cf.params:
-        facts["sinks"] = True
-    if indexer:
-        return _module(cf, "attention.indexer", **facts, score="relu(q.k) weighted, top-k")
-    if linear_attn and not cf.called("scaled_dot_product_attention", "attention_interface", "get_interface"):
-        # A_log/dt_bias alone is a selective state-space scan (Mamba) or a gate module, not the
-        # delta rule: only a delta-rule update makes the module a gated-delta-rule one
-        variant = "gated-delta-rule" if deltas else "lightning" if slopes else \
-            "state-space" if ssm and not other_delta else "unknown"
-        m = _module(cf, "attention.linear", **facts, variant=variant,
-                    forms=sorted({"chunked" if "chunk" in d else "recurrent" if "recurrent" in d else d
-                                  for d in deltas}) or None)  # fmt: skip
-        if cf.called("repeat_interleave", "repeat_kv"):
-            m.not_proposed.append("head expansion here feeds a linear-attention recurrence, not a softmax "
-                                  "attention: no repeat_kv/attention operator")  # fmt: skip
-        return m
-    if mla:
-        facts["q_lora_rank"] = "q_lora_rank" in cf.config or "q_a_proj" in names
-        sub = [a for a, c in cf.attrs.items() if ctx.kind_of(c) == "attention.indexer"]
-        if sub:
-            facts["indexer"] = sub[0]
-            facts["indexer_rope"] = ctx.facts.get(cf.attrs[sub[0]], {}).get("rope")
-        return _module(cf, "attention.mla", **facts)
-    causal = cf.class_strings.get("is_causal")
-    diffusion = any("AttentionModuleMixin" in b or b.endswith("Attention") for b in cf.bases) or \
-        cf.called("dispatch_attention_fn") or "processor" in cf.self_used or any(a.startswith("to_") for a in lin)
-    if diffusion and "cache" not in facts:
-        return _module(cf, "attention.dit", **facts, cache="none")
-    if re.search(r"(Vision|Visual|Vit|ViT|Patch|Siglip|Clip)", cf.name) and "cache" not in facts:
-        return _module(cf, "attention.vision", **facts, cache="none", causal=False)
-    gqa = bool({"num_key_value_heads", "num_kv_heads", "n_kv_heads", "num_key_value_groups",
-                "multi_query_group_num"} & (cf.config | cf.self_used))  # fmt: skip
-    if ("cache" not in facts and cf.init_value("is_causal") is False) or "CrossAttention" in cf.name \
-            or cf.init_value("is_cross_attention") is True:
-        facts["causal"] = False  # an encoder (one bidirectional pass) or attention over encoder states
-    elif str(cf.init_values.get("is_causal", "")).startswith("arg:"):
-        facts["causal"] = "per instance (is_causal argument)"
-    m = _module(cf, "attention.gqa" if gqa else "attention.mha", **facts)
-    if causal is None and "cache" not in facts and "causal" not in facts:
-        m.unknown.append("cache: no past_key_values.update in forward")
-    return m
 
 
 def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
@@ -294,24 +159,37 @@ def _router_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
     scores = {s: i for s, i in score_order.items() if i is not None}
     if not scores:
         return None
-    experts = {"num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "n_experts"} & (
-        cf.config | cf.self_used)
-    if not experts and not any(r == 2 for r in cf.params.values()) and not _linears(cf, ctx):
+    experts = {
+        "num_experts",
+        "n_routed_experts",
+        "num_local_experts",
+        "moe_num_experts",
+        "n_experts",
+    } & (cf.config | cf.self_used)
+    if not experts and not any(r == 2 for r in cf.params.values()) and not linears(cf, ctx):
         return None
-    if not any("expert" in x.lower() for x in cf.config | cf.self_used | set(cf.params) | set(cf.attrs)) \
-            and not re.search(r"Router|Gat(e|ing)|TopK|Topk|MoE|Moe", cf.name):
+    if not any(
+        "expert" in x.lower() for x in cf.config | cf.self_used | set(cf.params) | set(cf.attrs)
+    ) and not re.search(r"Router|Gat(e|ing)|TopK|Topk|MoE|Moe", cf.name):
         return None  # top-k over sigmoid scores with no experts in sight: detection query selection
     score = min(scores, key=lambda s: scores[s])
     topk_at = cf.first("topk") or 0
     bias_param = any("bias" in a for a in cf.added)  # scores + self.e_score_correction_bias
     for attr in cf.self_called:  # bias added by a small module: topk(self.bias_module(p))
         sub = ctx.classes.get(cf.attrs.get(attr, ""))
-        if sub is not None and any("bias" in p for p in sub.added) and not _linears(sub, ctx):
+        if sub is not None and any("bias" in p for p in sub.added) and not linears(sub, ctx):
             bias_param = True
     order = "topk-then-" + score if scores[score] > topk_at else score + "-then-topk"
-    groups = bool({"n_group", "topk_group", "num_expert_group", "num_group"} & (cf.config | cf.self_used))
-    return {"score": score, "bias": bias_param, "groups": groups, "order": order,
-            "renormalize": "norm_topk_prob" in (cf.config | cf.self_used)}  # fmt: skip
+    groups = bool(
+        {"n_group", "topk_group", "num_expert_group", "num_group"} & (cf.config | cf.self_used)
+    )
+    return {
+        "score": score,
+        "bias": bias_param,
+        "groups": groups,
+        "order": order,
+        "renormalize": "norm_topk_prob" in (cf.config | cf.self_used),
+    }
 
 
 def router_mapping(facts: dict[str, Any]) -> str:
@@ -320,7 +198,11 @@ def router_mapping(facts: dict[str, Any]) -> str:
     if facts["order"].startswith("topk-then-softmax"):
         return ids.ROUTER_TOPK_THEN_SOFTMAX
     if facts["score"] == "sigmoid":
-        return ids.ROUTER_SIGMOID_BIAS_GROUP_TOPK if facts["bias"] or facts["groups"] else ids.ROUTER_SIGMOID_TOPK
+        return (
+            ids.ROUTER_SIGMOID_BIAS_GROUP_TOPK
+            if facts["bias"] or facts["groups"]
+            else ids.ROUTER_SIGMOID_TOPK
+        )
     return ids.ROUTER_SOFTMAX_BIAS_TOPK if facts["bias"] else ids.ROUTER_SOFTMAX_TOPK
 
 
@@ -338,12 +220,19 @@ def _experts_facts(cf: ClassFacts, ctx: Context) -> dict[str, Any] | None:
             act = ctx.facts.get(elem, {}).get("activation", "unknown")
             source = f"{attr} holds {elem} ({ctx.facts.get(elem, {}).get('activation_from', '')})"
     clamped = cf.called("clamp") and any("limit" in u or "alpha" in u for u in cf.self_used)
-    return {"form": "loop over one_hot masks" if loop else "batched matmul", "weights": "stacked gate_up_proj"
-            if stacked else "list of expert MLPs", "activation": act, "activation_from": source,
-            "clamped_glu": clamped or None,
-            "identity_experts": bool({"zero_expert_num", "zero_expert_type", "num_zero_experts"}
-                                     & (cf.config | cf.self_used)) or "Identity" in cf.attrs.values()
-                                     or "Identity" in cf.elements.values() or None}  # fmt: skip
+    return {
+        "form": "loop over one_hot masks" if loop else "batched matmul",
+        "weights": "stacked gate_up_proj" if stacked else "list of expert MLPs",
+        "activation": act,
+        "activation_from": source,
+        "clamped_glu": clamped or None,
+        "identity_experts": bool(
+            {"zero_expert_num", "zero_expert_type", "num_zero_experts"} & (cf.config | cf.self_used)
+        )
+        or "Identity" in cf.attrs.values()
+        or "Identity" in cf.elements.values()
+        or None,
+    }
 
 
 def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
@@ -352,14 +241,15 @@ def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
     parts = {a: ctx.kind_of(c) for a, c in cf.attrs.items()}
     has_parts = {k for k in parts.values() if k.startswith("moe.")}
     if router and not experts:
-        m = _module(cf, "moe.router", **router)
+        m = module_entry(cf, "moe.router", **router)
         m.mappings.append(router_mapping(router))
         return m
     if experts and not router:
-        m = _module(cf, "moe.experts", **experts)
+        m = module_entry(cf, "moe.experts", **experts)
         return m
     composed = ("moe.experts" in has_parts or "experts" in parts) and (
-        "moe.router" in has_parts or "linear" in parts.get("gate", "") or "router" in parts)
+        "moe.router" in has_parts or "linear" in parts.get("gate", "") or "router" in parts
+    )
     if router or composed:
         shared = sorted(a for a in parts if "shared" in a)
         facts: dict[str, Any] = {"shared_experts": shared or None}
@@ -367,7 +257,7 @@ def _moe(cf: ClassFacts, ctx: Context) -> Module | None:
             facts["router"] = router
         if experts:
             facts["experts"] = experts
-        m = _module(cf, "moe.block", **facts)
+        m = module_entry(cf, "moe.block", **facts)
         m.parts = {a: k for a, k in parts.items() if k}
         if router:
             m.mappings.append(router_mapping(router))
@@ -391,7 +281,7 @@ def split_block(m: Module) -> list[Module]:
 
 
 def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
-    lin = _linears(cf, ctx)
+    lin = linears(cf, ctx)
     gate = [a for a in lin if _GATE.match(a)]
     up = [a for a in lin if _UP.match(a)]
     down = [a for a in lin if _DOWN.match(a)]
@@ -400,7 +290,12 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
     if any(ctx.kind_of(c).startswith(("norm.", "attention.")) for c in cf.attrs.values()):
         return None  # a block, not a feed-forward
     net = "net" in cf.attrs and cf.attrs["net"] == "ModuleList"
-    if not ((gate and up and (down or fc1)) or (fc1 and (down or "fc2" in lin)) or net or (sub_acts and down)):
+    if not (
+        (gate and up and (down or fc1))
+        or (fc1 and (down or "fc2" in lin))
+        or net
+        or (sub_acts and down)
+    ):
         return None
     if not cf.called("mul") and not cf.calls and not net:
         return None
@@ -408,13 +303,24 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
     for a in sub_acts:
         kind = ctx.kind_of(cf.attrs[a])
         act, source = kind.split(".", 1)[1], f"{a} = {cf.attrs[a]}"
-    gated = bool(gate and up) or (bool(fc1) and cf.called("chunk", "split")) or act in ("geglu", "swiglu")
+    gated = (
+        bool(gate and up)
+        or (bool(fc1) and cf.called("chunk", "split"))
+        or act in ("geglu", "swiglu")
+    )
     if act in ("geglu", "swiglu"):
         act = "gelu" if act == "geglu" else "silu"
-    m = _module(cf, "mlp.glu" if gated else "mlp.plain", activation=act, activation_from=source,
-                merged_gate_up=(bool(fc1) and gated) or None)  # fmt: skip
+    m = module_entry(
+        cf,
+        "mlp.glu" if gated else "mlp.plain",
+        activation=act,
+        activation_from=source,
+        merged_gate_up=(bool(fc1) and gated) or None,
+    )
     if gated:
-        m.mappings.append({"silu": ids.SWIGLU, "gelu": ids.GEGLU, "gelu_tanh": ids.GEGLU}.get(act, ""))
+        m.mappings.append(
+            {"silu": ids.SWIGLU, "gelu": ids.GEGLU, "gelu_tanh": ids.GEGLU}.get(act, "")
+        )
     elif act in ("gelu", "gelu_tanh"):
         m.mappings.append(ids.GELU_TANH if act == "gelu_tanh" else ids.GELU)
     m.mappings = [x for x in m.mappings if x]
@@ -424,12 +330,18 @@ def _mlp(cf: ClassFacts, ctx: Context) -> Module | None:
 
 
 def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
-    lin = _linears(cf, ctx)
-    norms = [a for a, c in cf.attrs.items() if ctx.kind_of(c).startswith("norm.") and ctx.kind_of(c) != "norm.adaln"]
-    blocks = any(ctx.kind_of(c).startswith(("attention.", "mlp.", "moe.")) for c in cf.attrs.values())
+    lin = linears(cf, ctx)
+    norms = [
+        a
+        for a, c in cf.attrs.items()
+        if ctx.kind_of(c).startswith("norm.") and ctx.kind_of(c) != "norm.adaln"
+    ]
+    blocks = any(
+        ctx.kind_of(c).startswith(("attention.", "mlp.", "moe.")) for c in cf.attrs.values()
+    )
     if norms and lin and "times_one_plus" in cf.shapes and not blocks:
         inner = ctx.kind_of(cf.attrs[norms[0]])
-        m = _module(cf, "norm.adaln", inner=inner, modulation=sorted(lin))
+        m = module_entry(cf, "norm.adaln", inner=inner, modulation=sorted(lin))
         m.mappings.append(ids.adaln(inner.split(".")[1]))
         return m
     kind = _norm_kind(cf)
@@ -437,10 +349,14 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
         if norms or len(lin) != 1:
             return None
         if cf.called("gelu") and not cf.called("mul", "chunk"):
-            return _module(cf, "act.gelu_tanh" if "tanh" in cf.strings or "approximate" in str(cf.strings)
-                           else "act.gelu")  # fmt: skip
+            return module_entry(
+                cf,
+                "act.gelu_tanh"
+                if "tanh" in cf.strings or "approximate" in str(cf.strings)
+                else "act.gelu",
+            )
         if cf.called("chunk") and cf.called("gelu", "silu"):
-            return _module(cf, "act.geglu" if cf.called("gelu") else "act.swiglu")
+            return module_entry(cf, "act.geglu" if cf.called("gelu") else "act.swiglu")
         return None
     facts: dict[str, Any] = {}
     gemma = "one_plus_weight" in cf.shapes
@@ -449,44 +365,77 @@ def _norm(cf: ClassFacts, ctx: Context) -> Module | None:
         facts["weight"] = "(1 + weight)"
     if gated:
         facts["gate"] = "silu(gate) multiplies the output"
-    m = _module(cf, f"norm.{kind}", **facts)
+    m = module_entry(cf, f"norm.{kind}", **facts)
     if kind == "rms":
-        m.mappings.append(ids.RMS_NORM_GATED if gated else ids.RMS_NORM_ONE_PLUS_W if gemma else ids.RMS_NORM)
+        m.mappings.append(
+            ids.RMS_NORM_GATED if gated else ids.RMS_NORM_ONE_PLUS_W if gemma else ids.RMS_NORM
+        )
     elif kind == "layer":
         m.mappings.append(ids.LAYER_NORM)
     return m
 
 
 def _rope(cf: ClassFacts, ctx: Context) -> Module | None:
-    if "inv_freq" not in cf.attrs and "inv_freq" not in cf.params and "inv_freq" not in cf.self_used:
+    if (
+        "inv_freq" not in cf.attrs
+        and "inv_freq" not in cf.params
+        and "inv_freq" not in cf.self_used
+    ):
         return None
-    rope_type = "rope_parameters.rope_type" in cf.config or "rope_scaling" in cf.config or "rope_type" in cf.config
-    facts = {"rope_type": "read from config (rope_parameters / rope_scaling)" if rope_type else "default",
-             "mrope": True if any("mrope" in c for c in cf.config | cf.self_used) else None}  # fmt: skip
-    return _module(cf, "rope.table", **facts)
+    rope_type = (
+        "rope_parameters.rope_type" in cf.config
+        or "rope_scaling" in cf.config
+        or "rope_type" in cf.config
+    )
+    facts = {
+        "rope_type": "read from config (rope_parameters / rope_scaling)"
+        if rope_type
+        else "default",
+        "mrope": True if any("mrope" in c for c in cf.config | cf.self_used) else None,
+    }
+    return module_entry(cf, "rope.table", **facts)
 
 
 def _layer(cf: ClassFacts, ctx: Context) -> Module | None:
-    parts = {a: ctx.kind_of(cf.elements.get(a, c) if c == "ModuleList" else c) for a, c in cf.attrs.items()}
+    parts = {
+        a: ctx.kind_of(cf.elements.get(a, c) if c == "ModuleList" else c)
+        for a, c in cf.attrs.items()
+    }
     norms = [a for a, k in parts.items() if k.startswith("norm.") and k != "norm.adaln"]
     blocks = [a for a, k in parts.items() if k.startswith(("attention.", "mlp.", "moe."))]
     if not any(parts[a].startswith("attention.") for a in blocks):
         return None  # a decoder layer wraps an attention
     adaln = [a for a, k in parts.items() if k == "norm.adaln"] or (
-        norms if "times_one_plus" in cf.shapes else [])  # fmt: skip
+        norms if "times_one_plus" in cf.shapes else []
+    )
     if adaln:
-        m = Module(cf.name, "layer.dit", "", cf.line, cf.end_line, {"adaln": sorted(adaln)},
-                   parts={a: k for a, k in parts.items() if k})  # fmt: skip
-        m.not_proposed.append("adaLN modulation (norm(x) * (1 + scale) + shift): no fused operator in the "
-                              "records computes it; the norm inside may still be fused on its own")  # fmt: skip
+        m = Module(
+            cf.name,
+            "layer.dit",
+            "",
+            cf.line,
+            cf.end_line,
+            {"adaln": sorted(adaln)},
+            parts={a: k for a, k in parts.items() if k},
+        )
+        m.not_proposed.append(
+            "adaLN modulation (norm(x) * (1 + scale) + shift): no fused operator in the "
+            "records computes it; the norm inside may still be fused on its own"
+        )
         return m
     if not norms:
         return None
     kinds = {parts[a] for a in norms}
     residual = "residual_add" in cf.shapes
-    m = Module(cf.name, "layer.decoder", "", cf.line, cf.end_line,
-               {"norms": {a: parts[a] for a in sorted(norms)}, "residual_add_then_norm": residual},
-               parts={a: k for a, k in parts.items() if k})  # fmt: skip
+    m = Module(
+        cf.name,
+        "layer.decoder",
+        "",
+        cf.line,
+        cf.end_line,
+        {"norms": {a: parts[a] for a in sorted(norms)}, "residual_add_then_norm": residual},
+        parts={a: k for a, k in parts.items() if k},
+    )
     gated = any(ctx.facts.get(cf.attrs.get(a, ""), {}).get("gate") for a in norms)
     if kinds == {"norm.rms"} and residual and not gated:
         m.mappings.append(ids.ADD_RMS_NORM)

@@ -45,9 +45,14 @@ RMS_NORM_GATED = "rms_norm_gated"
 ADD_LAYER_NORM = "add_layer_norm"
 ADALN_PREFIX = "adaln_"  # + the inner norm kind + "_norm"
 
-ROUTERS: tuple[str, ...] = (ROUTER_SOFTMAX_TOPK, ROUTER_SOFTMAX_BIAS_TOPK, ROUTER_SIGMOID_TOPK,
-                            ROUTER_SIGMOID_BIAS_GROUP_TOPK, ROUTER_TOPK_THEN_SIGMOID,
-                            ROUTER_TOPK_THEN_SOFTMAX)  # fmt: skip
+ROUTERS: tuple[str, ...] = (
+    ROUTER_SOFTMAX_TOPK,
+    ROUTER_SOFTMAX_BIAS_TOPK,
+    ROUTER_SIGMOID_TOPK,
+    ROUTER_SIGMOID_BIAS_GROUP_TOPK,
+    ROUTER_TOPK_THEN_SIGMOID,
+    ROUTER_TOPK_THEN_SOFTMAX,
+)
 
 #: attention ids are ``<family>_<layout>``, the layout being the stage's lower-cased
 #: ``input_layout`` / ``layout`` argument (DEFAULT_LAYOUT when the stage fixes none)
@@ -60,11 +65,30 @@ DEFAULT_LAYOUT = "bsnd"
 #: the fixed (non-attention) ids a plan stage can carry; FALLBACKS say the planner could
 #: not tell what the stage replaces
 PLANNED: tuple[str, ...] = (
-    RMS_NORM, RMS_NORM_ONE_PLUS_W, ADD_RMS_NORM, ADD_RMS_NORM_QUANT, LAYER_NORM, ROPE_HALF,
-    ROPE_INTERLEAVE, SWIGLU, DEQUANT_SWIGLU_QUANT, GEGLU, GELU, GELU_TANH, *ROUTERS,
-    MOE_EXPERTS_LOOP, MOE_EXPERTS_BMM, CACHE_WRITE_PAGED, CACHE_WRITE_CONTIGUOUS, MLA_PROLOG,
-    MLA_KV_NORM_ROPE_CACHE, MLA_ABSORB_BMM, LIGHTNING_INDEXER, SPARSE_ATTENTION_MLA,
-    GATED_DELTA_RULE, DYNAMIC_QUANT_INT8_MATMUL,
+    RMS_NORM,
+    RMS_NORM_ONE_PLUS_W,
+    ADD_RMS_NORM,
+    ADD_RMS_NORM_QUANT,
+    LAYER_NORM,
+    ROPE_HALF,
+    ROPE_INTERLEAVE,
+    SWIGLU,
+    DEQUANT_SWIGLU_QUANT,
+    GEGLU,
+    GELU,
+    GELU_TANH,
+    *ROUTERS,
+    MOE_EXPERTS_LOOP,
+    MOE_EXPERTS_BMM,
+    CACHE_WRITE_PAGED,
+    CACHE_WRITE_CONTIGUOUS,
+    MLA_PROLOG,
+    MLA_KV_NORM_ROPE_CACHE,
+    MLA_ABSORB_BMM,
+    LIGHTNING_INDEXER,
+    SPARSE_ATTENTION_MLA,
+    GATED_DELTA_RULE,
+    DYNAMIC_QUANT_INT8_MATMUL,
 )
 FALLBACKS: tuple[str, ...] = (ROUTER_UNKNOWN, UNKNOWN)
 

@@ -1,26 +1,27 @@
 """A plan per module and phase, read from the records.
 
 Each inventory module states what it computes as primitive steps (the records' ``fuses``
-vocabulary) and a few words for its variant ("sigmoid", "bias", "interleaved").  The
-chains are then chosen from the chain records - their module, phases, products and
-quantization schemes, the steps their operators fuse, and the words in their names
-and titles - never from a table of operator names here.  Within a chain, only the
-stages whose operators compute something this module computes are kept, each with
-the arguments the chain fixes and those the mapping implies when the operator takes
-them.  Without a fitting chain the operators whose ``fuses`` cover the steps are
-ranked (:func:`kb.scan.patterns.fused_for`); without one, the plan says so.
+vocabulary) and a few words for its variant ("sigmoid", "bias", "interleaved"): its
+need (:mod:`kb.scan.model.needs`).  The chains are then chosen from the chain records -
+their module, phases, products and quantization schemes, the steps their operators
+fuse, and the words in their names and titles - never from a table of operator names
+here.  Within a chain, only the stages whose operators compute something this module
+computes are kept, each with the arguments the chain fixes and those the mapping implies
+when the operator takes them.  Without a fitting chain the operators whose ``fuses``
+cover the steps are ranked (:func:`kb.scan.offers.fused_for`); without one, the plan
+says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kb.catalog.kernelfacts import kernel_products
 from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
-from kb.scan.model import mapping_ids as ids
-from kb.scan.model.kinds import Module
+from kb.scan.model.entry import Module
+from kb.scan.model.needs import Need, mapping_id, need
 from kb.scan.model.visibility import sees_every_key
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 from kb.vocab.parallel import (
@@ -31,129 +32,6 @@ from kb.vocab.parallel import (
 )
 
 _TORCH = "plain-torch"
-
-
-@dataclass
-class Need:
-    """What one module asks of the records."""
-
-    category: str  # the chain ``module`` it belongs to
-    steps: frozenset[str]  # every step the chain's operators must cover
-    terms: tuple[str, ...] = ()  # words that favour a chain (name, title, keywords)
-    refuse: frozenset[str] = frozenset()  # steps a kept stage's operator must not fuse
-    keep: frozenset[str] = frozenset()  # steps a stage operator must touch to be kept
-    prerequisites: tuple[str, ...] = ()
-    implied: dict[str, Any] = field(default_factory=dict)  # args the mapping implies
-    notes: list[str] = field(default_factory=list)
-    refuse_words: tuple[str, ...] = ()  # a chain whose name or title says one of these is another module
-    requires: frozenset[str] = frozenset()  # parameters an operator must take to express the mapping
-    bidirectional: bool = False  # every query sees every key: no causal or banded stage fits
-
-
-def need(m: Module) -> Need | None:
-    """The steps and words of one module; None when it is planned through its parts."""
-    f = m.facts
-    if m.kind in ("attention.gqa", "attention.mha", "attention.dit", "attention.vision"):
-        bidirectional = m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False
-        steps = {"flash_attention", "softmax"} if bidirectional else {"attention"}
-        keep = {"attention", "flash_attention"}
-        if f.get("rope") in ("half", "interleave"):
-            steps.add("rope")
-            keep.add("rope")
-        if f.get("cache") == "past_key_values.update":
-            steps.add("kv_cache_write")
-            keep.add("kv_cache_write")
-        if f.get("qk_norm") and all(v == "norm.rms" for v in f["qk_norm"].values()):
-            keep.add("rms_norm")
-        refuse = {"q_projection", "kv_projection", "linear_attention", "sparse_attention", "lightning_indexer",
-                  "residual_add"}
-        if "kv_cache_write" not in steps:
-            refuse.add("kv_cache_write")  # no cache in this module: no chain that writes one
-        terms: tuple[str, ...] = ("gqa", "paged") if m.kind == "attention.gqa" else ("paged",)
-        words = ["mla", "indexer"]
-        if f.get("sinks"):
-            terms += ("sinks",)
-        else:
-            words.append("sinks")
-        if not f.get("sliding_window"):
-            words.append("sliding")  # a window the module does not have is another function
-        if "kv_cache_write" not in steps:
-            words += ["paged", "contiguous", "cache"]
-        implied = {"rotary_mode": f["rope"]} if f.get("rope") in ("half", "interleave") else {}
-        per_instance = ["causal: the caller decides (is_causal argument); this plan is the causal "
-                        "self-attention one, the non-causal instances (encoder, cross-attention) need "
-                        "the full-visibility mask instead (mapping attention_noncausal)"]
-        return Need("attention", frozenset(steps), terms, frozenset(refuse), frozenset(keep),
-                    implied=implied, refuse_words=tuple(words), bidirectional=bidirectional,
-                    notes=per_instance if isinstance(f.get("causal"), str) else [])  # fmt: skip
-    if m.kind == "attention.mla":
-        # the projections are matmuls in every chain; what must be fused is the norm,
-        # the rotation, the latent cache write and the attention over the latent cache
-        steps = {"attention", "rms_norm", "rope", "kv_cache_write"}
-        mla_words = ("gqa", "sinks") + (() if f.get("indexer") else ("indexer",))
-        if f.get("indexer"):
-            steps = (steps - {"attention"}) | {"lightning_indexer", "sparse_attention"}
-        return Need("attention", frozenset(steps), ("mla", "absorb"), frozenset({"residual_add"}),
-                    frozenset(steps | {"batch_matmul", "q_projection", "flash_attention"}),
-                    refuse_words=mla_words)  # fmt: skip
-    if m.kind == "attention.linear":
-        if f.get("variant") not in ("gated-delta-rule", "lightning"):
-            return None  # a state-space scan or an unknown recurrence: no operator computes it
-        if f.get("variant") == "lightning":
-            return Need("attention", frozenset({"linear_attention"}), ("lightning",),
-                        frozenset({"state_update"}), frozenset({"linear_attention"}))  # fmt: skip
-        return Need("attention", frozenset({"linear_attention"}), ("gdn", "gated", "delta"),
-                    frozenset({"softmax"}), frozenset({"linear_attention", "state_update"}))  # fmt: skip
-    if m.kind == "moe.router":
-        r = f
-        gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
-        gate_terms = (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
-        renorm = (["norm_topk_prob: the softmax gate operators return the top-k probabilities without "
-                   "renormalising them; when the config sets it, divide the weights by their sum after the call"]
-                  if r["score"] == "softmax" and r.get("renormalize") else [])  # fmt: skip
-        return Need("moe", frozenset(gate_steps), gate_terms, frozenset(), frozenset({"gating", "top_k"}),
-                    ("int32-expert-ids",), notes=renorm)  # fmt: skip
-    if m.kind == "moe.experts":
-        act = f.get("activation")
-        if f.get("clamped_glu"):  # routing and grouped matmuls fit; the activation stays out
-            return Need("moe", frozenset({"grouped_matmul", "expert_routing"}), ("routing", "tp"),
-                        frozenset({"swiglu"}), frozenset({"grouped_matmul", "expert_routing", "finalize_routing",
-                                                          "token_permute"}),
-                        notes=["clamped GLU (alpha, limit, up + 1): npu_swiglu has no clamp or alpha argument, so "
-                               "the expert activation is not proposed; keep it in torch"])  # fmt: skip
-        if act not in ("silu", "gelu", "gelu_tanh"):
-            return None
-        moe_steps = frozenset({"grouped_matmul", "expert_routing", "swiglu" if act == "silu" else "gelu"})
-        return Need("moe", moe_steps, ("routing", "tp"), frozenset(),
-                    moe_steps | {"finalize_routing", "token_permute"})  # fmt: skip
-    if m.kind == "mlp.glu":
-        act = f.get("activation")
-        if act not in ("silu", "gelu", "gelu_tanh"):
-            return None
-        ffn_steps = frozenset({"swiglu"} if act == "silu" else {"gelu", "mul"})
-        prereq = () if f.get("merged_gate_up") else ("merged-gate-up",)
-        glu_args: dict[str, Any] = {"activate_left": True}  # merged [gate | up]: the left half is activated
-        if act != "silu":
-            glu_args["approximate"] = "tanh" if act == "gelu_tanh" else "none"
-        return Need("ffn", ffn_steps, ("dense",), frozenset({"quantize", "matmul", "grouped_matmul", "dequantize"}),
-                    ffn_steps, prereq, implied=glu_args,
-                    requires=frozenset() if act == "silu" else frozenset({"approximate"}))  # fmt: skip
-    if m.kind == "mlp.plain" and f.get("activation") in ("gelu", "gelu_tanh"):
-        # an operator without an approximation switch computes another GELU: not proposed
-        return Need("ffn", frozenset({"gelu"}), (), frozenset({"mul", "matmul", "grouped_matmul", "dequantize"}),
-                    frozenset({"gelu"}),
-                    implied={"approximate": "tanh" if f["activation"] == "gelu_tanh" else "none"},
-                    requires=frozenset({"approximate"}))  # fmt: skip
-    if m.kind == "norm.rms" and "gate" not in f:
-        prereq = ("one-plus-weight-folded",) if f.get("weight") else ()
-        return Need("norm", frozenset({"rms_norm"}), ("first",), frozenset({"residual_add", "quantize"}),
-                    frozenset({"rms_norm"}), prereq)  # fmt: skip
-    if m.kind == "norm.layer":
-        return Need("norm", frozenset({"layer_norm"}), (), frozenset({"residual_add"}), frozenset({"layer_norm"}))
-    if m.kind == "layer.decoder" and ids.ADD_RMS_NORM in m.mappings:
-        return Need("norm", frozenset({"residual_add", "rms_norm"}), ("residual",), frozenset({"quantize"}),
-                    frozenset({"residual_add"}))  # fmt: skip
-    return None  # rope tables are a prerequisite of the attention that rotates
 
 
 # -- reading the records ---------------------------------------------------------------------
@@ -187,8 +65,11 @@ def _spells(ctx: Context, op: str, implied: dict[str, Any]) -> bool:
     """Whether ``op`` accepts every implied value it takes as written (a closed list of
     strings that lacks one is another spelling or another mode; a numeric code is noted
     by :func:`_stage`, not refused here)."""
-    return all(v in (_param(ctx, op, k).get("allowed") or [v]) for k, v in implied.items()
-               if _param_type(ctx, op, k).startswith("str"))  # fmt: skip
+    return all(
+        v in (_param(ctx, op, k).get("allowed") or [v])
+        for k, v in implied.items()
+        if _param_type(ctx, op, k).startswith("str")
+    )
 
 
 def _param(ctx: Context, op: str, name: str) -> dict[str, Any]:
@@ -208,8 +89,11 @@ def _support(ctx: Context, op: str, product: str | None) -> str:
     if rec is None or not product:
         return "yes"
     products = list(rec.get("products") or ())
-    page = (product_support(product, products, list(rec.get("unsupported_products") or ()))
-            if products else "undocumented")  # fmt: skip
+    page = (
+        product_support(product, products, list(rec.get("unsupported_products") or ()))
+        if products
+        else "undocumented"
+    )
     if page == "undocumented" and product_support(product, kernel_products(rec)) != "undocumented":
         return "kernel"  # built for it, not documented on it (KB209): a usable, weaker fit
     return page
@@ -226,8 +110,13 @@ def _in_release(ctx: Context, op: str, release: str | None) -> bool:
 def _words(chain: dict[str, Any]) -> str:
     title = chain.get("title") or {}
     kw = chain.get("keywords") or {}
-    return " ".join([chain["name"], str(title.get("en", "")), " ".join(kw.get("en", []) if isinstance(kw, dict)
-                                                                         else [])]).lower()  # fmt: skip
+    return " ".join(
+        [
+            chain["name"],
+            str(title.get("en", "")),
+            " ".join(kw.get("en", []) if isinstance(kw, dict) else []),
+        ]
+    ).lower()
 
 
 @dataclass
@@ -250,21 +139,32 @@ def unasked(ctx: Context, chain: dict[str, Any], t: Target) -> tuple[list[str], 
     plain torch, leave the single-device computation on one rank."""
     other = [m for m in deployment(chain) if m != t.parallel]
     ops = {s.get("operator", _TORCH) for s in chain.get("stages") or []} - {_TORCH}
-    grouped = {m for m in other if any(set(PARALLEL_BY_NAME[m].group_args) & _params(ctx, o) for o in ops)}
+    grouped = {
+        m for m in other if any(set(PARALLEL_BY_NAME[m].group_args) & _params(ctx, o) for o in ops)
+    }
     return [m for m in other if m in grouped], [m for m in other if m not in grouped]
 
 
-def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -> tuple[Any, ...] | None:
+def _fits(
+    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target
+) -> tuple[Any, ...] | None:
     """Rank key of a chain for one need and phase; None when it does not fit.  The
     deployment comes first: a chain built for a mode the target does not ask for never
     outranks one that runs as deployed, whatever the products say."""
     if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
         return None
-    if t.product and chain.get("products") and product_support(t.product, chain["products"]) == "no":
+    if (
+        t.product
+        and chain.get("products")
+        and product_support(t.product, chain["products"]) == "no"
+    ):
         return None
     quant = t.quantization or "bf16"
-    if chain.get("quantization") and quant not in chain["quantization"] and not (
-            quant == "bf16" and "fp16" in chain["quantization"]):  # fmt: skip
+    if (
+        chain.get("quantization")
+        and quant not in chain["quantization"]
+        and not (quant == "bf16" and "fp16" in chain["quantization"])
+    ):
         return None
     ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
     if any(o != _TORCH and not n.requires <= _params(ctx, o) for o in ops):
@@ -273,33 +173,69 @@ def _fits(ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target) -
     words = _words(chain)
     if not n.steps <= covered or any(w in words for w in n.refuse_words):
         return None
-    if n.category == "attention" and phase == "prefill" and n.bidirectional != sees_every_key(ctx, chain):
-        return None  # a causal or full mask where the module has the other (one decode row sees all)
-    product_ok = not t.product or (chain.get("products") and product_support(t.product, chain["products"]) == "yes")
-    unsupported = sum(1 for o in set(ops) if o != _TORCH and (_support(ctx, o, t.product) not in _USABLE
-                                                                or not _in_release(ctx, o, t.torch_npu)))
+    if (
+        n.category == "attention"
+        and phase == "prefill"
+        and n.bidirectional != sees_every_key(ctx, chain)
+    ):
+        return (
+            None  # a causal or full mask where the module has the other (one decode row sees all)
+        )
+    product_ok = not t.product or (
+        chain.get("products") and product_support(t.product, chain["products"]) == "yes"
+    )
+    unsupported = sum(
+        1
+        for o in set(ops)
+        if o != _TORCH
+        and (_support(ctx, o, t.product) not in _USABLE or not _in_release(ctx, o, t.torch_npu))
+    )
     hits = sum(1 for w in n.terms if w in words)
     prereq = len(chain.get("prerequisites") or [])
     hard, soft = unasked(ctx, chain, t)
     distance = sum(PARALLEL_DISTANCE[m] for m in soft)
-    return (len(hard), not product_ok, unsupported, distance, -hits, prereq, len(covered - n.steps),
-            chain["name"])  # fmt: skip
+    return (
+        len(hard),
+        not product_ok,
+        unsupported,
+        distance,
+        -hits,
+        prereq,
+        len(covered - n.steps),
+        chain["name"],
+    )
 
 
-def best_chain(ctx: Context, n: Need, phase: str,
-               t: Target) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:  # fmt: skip
+def best_chain(
+    ctx: Context, n: Need, phase: str, t: Target
+) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:
     """The chain to plan (the deployment decides first: a chain whose operators need a
     group the target lacks is never planned; then the products; then the chain nearest
     the deployment asked for), the next ones built for that deployment, and the other
     fitting chains, named with the deployment they need."""
-    ranked = sorted((key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None)
+    ranked = sorted(
+        (key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None
+    )
     best = next((c for key, c in ranked if not key[0]), None)
     rest = [c for _key, c in ranked if c is not best]
-    needs = {c["name"]: max((m for part in unasked(ctx, c, t) for m in part),
-                            key=PARALLEL_DISTANCE.__getitem__, default="") for c in rest}  # fmt: skip
-    held = [{"chain": c["name"], "parallel": needs[c["name"]], "reason": f"needs "
-             f"{PARALLEL_BY_NAME[needs[c['name']]].label} (--parallel {needs[c['name']]})"}
-            for c in rest if needs[c["name"]]]  # fmt: skip
+    needs = {
+        c["name"]: max(
+            (m for part in unasked(ctx, c, t) for m in part),
+            key=PARALLEL_DISTANCE.__getitem__,
+            default="",
+        )
+        for c in rest
+    }
+    held = [
+        {
+            "chain": c["name"],
+            "parallel": needs[c["name"]],
+            "reason": f"needs "
+            f"{PARALLEL_BY_NAME[needs[c['name']]].label} (--parallel {needs[c['name']]})",
+        }
+        for c in rest
+        if needs[c["name"]]
+    ]
     return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held
 
 
@@ -312,8 +248,13 @@ def _applies(stage: dict[str, Any], phase: str | None, scheme: str | None) -> bo
     return not scheme or not only or scheme in only or (scheme == "bf16" and "fp16" in only)
 
 
-def kept_stages(ctx: Context, chain: dict[str, Any], n: Need, phase: str | None = None,
-                scheme: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def kept_stages(
+    ctx: Context,
+    chain: dict[str, Any],
+    n: Need,
+    phase: str | None = None,
+    scheme: str | None = None,
+) -> list[dict[str, Any]]:
     """The chain's stages this module does in ``phase`` under ``scheme``: a fused operator
     touching a kept step and fusing no refused one, each operator once."""
     out, seen = [], set()
@@ -337,90 +278,57 @@ def _rope_operator(ctx: Context, style: str, t: Target) -> str | None:
             continue
         for stage in chain.get("stages") or []:
             op = stage.get("operator", _TORCH)
-            if word in str(stage.get("stage", "")) and op != _TORCH and _support(ctx, op, t.product) != "no":
+            if (
+                word in str(stage.get("stage", ""))
+                and op != _TORCH
+                and _support(ctx, op, t.product) != "no"
+            ):
                 return str(op)
     return None
 
 
-def mapping_id(m: Module, op_fuses: frozenset[str], chain: dict[str, Any] | None, args: dict[str, Any],
-               stage: str = "") -> str:  # fmt: skip
-    """The equivalence-proof id of one stage, read from what its operator fuses."""
-    f = m.facts
-    if "indexer" in stage and "rope" in op_fuses and f.get("indexer_rope") in ("half", "interleave"):
-        return ids.ROPE_INTERLEAVE if f["indexer_rope"] == "interleave" else ids.ROPE_HALF
-    paged = bool(chain and any(p.get("id") == "paged-kv-cache" for p in chain.get("prerequisites") or []))
-    if "lightning_indexer" in op_fuses:
-        return ids.LIGHTNING_INDEXER
-    if "sparse_attention" in op_fuses:
-        return ids.SPARSE_ATTENTION_MLA
-    if "q_projection" in op_fuses and "kv_projection" in op_fuses:
-        return ids.MLA_PROLOG
-    if "linear_attention" in op_fuses:
-        return ids.GATED_DELTA_RULE
-    if "gating" in op_fuses:
-        return next((x for x in m.mappings if x in ids.ROUTERS), ids.ROUTER_UNKNOWN)
-    if "grouped_matmul" in op_fuses or "expert_routing" in op_fuses or "finalize_routing" in op_fuses:
-        return ids.MOE_EXPERTS_LOOP if "loop" in str(f.get("form", "")) else ids.MOE_EXPERTS_BMM
-    if "kv_cache_write" in op_fuses and "rms_norm" in op_fuses:
-        return ids.MLA_KV_NORM_ROPE_CACHE
-    if "kv_cache_write" in op_fuses:
-        return ids.CACHE_WRITE_PAGED if paged else ids.CACHE_WRITE_CONTIGUOUS
-    if "attention" in op_fuses or "flash_attention" in op_fuses:
-        layout = str(args.get("input_layout") or args.get("layout") or ids.DEFAULT_LAYOUT)
-        if m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False:
-            return ids.attention(ids.ATTENTION_NONCAUSAL, layout)
-        if m.kind == "attention.mla":
-            return ids.attention(ids.ATTENTION_MLA, layout)
-        return ids.attention(ids.ATTENTION_GQA, layout)
-    if "rope" in op_fuses:
-        return ids.ROPE_INTERLEAVE if f.get("rope") == "interleave" else ids.ROPE_HALF
-    quantizes = bool(op_fuses & {"quantize", "dynamic_quantize"})
-    if "residual_add" in op_fuses and "rms_norm" in op_fuses:
-        return ids.ADD_RMS_NORM_QUANT if quantizes else ids.ADD_RMS_NORM
-    if "swiglu" in op_fuses:
-        return ids.DEQUANT_SWIGLU_QUANT if quantizes and "dequantize" in op_fuses else ids.SWIGLU
-    if "gelu" in op_fuses:
-        if "mul" in op_fuses:
-            return ids.GEGLU
-        return ids.GELU_TANH if f.get("activation") == "gelu_tanh" else ids.GELU
-    if "dynamic_quantize" in op_fuses or ("matmul" in op_fuses and "dequantize" in op_fuses):
-        return ids.DYNAMIC_QUANT_INT8_MATMUL
-    if "rms_norm" in op_fuses:
-        return ids.RMS_NORM_ONE_PLUS_W if f.get("weight") else ids.RMS_NORM
-    if "batch_matmul" in op_fuses and m.kind == "attention.mla":
-        return ids.MLA_ABSORB_BMM
-    return next((x for x in m.mappings if x in ids.PLANNED), ids.UNKNOWN)
-
-
-def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[str, Any] | None,
-           t: Target) -> dict[str, Any]:  # fmt: skip
+def _stage(
+    ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[str, Any] | None, t: Target
+) -> dict[str, Any]:
     op = str(stage.get("operator"))
     fuses = _fuses(ctx, op)
     out: dict[str, Any] = {"stage": stage.get("stage", "fused"), "operator": op}
     notes: list[str] = []
-    if "rope" in fuses and not ({"q_projection", "kv_cache_write"} & fuses) and m.kind != "attention.mla":
+    if (
+        "rope" in fuses
+        and not ({"q_projection", "kv_cache_write"} & fuses)
+        and m.kind != "attention.mla"
+    ):
         style = m.facts.get("rope")
         if style in ("half", "interleave"):
             better = _rope_operator(ctx, style, t)
             if better and better != op:
-                notes.append(f"the chain applies {op}; this module rotates {style} pairs, so {better}")
+                notes.append(
+                    f"the chain applies {op}; this module rotates {style} pairs, so {better}"
+                )
                 op = out["operator"] = better
                 fuses = _fuses(ctx, op)
         else:
-            notes.append("rotary layout undecided (half or interleaved): confirm before choosing rotary_mode")
+            notes.append(
+                "rotary layout undecided (half or interleaved): confirm before choosing rotary_mode"
+            )
     params = _params(ctx, op)
     args = dict(stage.get("args") or {})
     for key, value in n.implied.items():
         if key not in params:
             continue
         if isinstance(value, str) and not _param_type(ctx, op, key).startswith("str"):
-            notes.append(f"{key}: this module needs the {value!r} mode; {op} takes it as a "
-                         f"{_param_type(ctx, op, key)} code")  # fmt: skip
+            notes.append(
+                f"{key}: this module needs the {value!r} mode; {op} takes it as a "
+                f"{_param_type(ctx, op, key)} code"
+            )
             continue
         allowed = _param(ctx, op, key).get("allowed") or []
         if allowed and value not in allowed:  # another spelling, or a mode it lacks: not guessed
-            out["held"] = (f"{key}: this module needs {value!r}, which {op} does not spell "
-                           f"({', '.join(map(str, allowed))})")  # fmt: skip
+            out["held"] = (
+                f"{key}: this module needs {value!r}, which {op} does not spell "
+                f"({', '.join(map(str, allowed))})"
+            )
             continue
         args[key] = value
     args = {k: v for k, v in args.items() if k in params or not params}
@@ -430,9 +338,13 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
         out["passed"] = sorted(stage["passed"])
     support = _support(ctx, op, t.product)
     if t.product and support not in _USABLE:
-        notes.append(f"{op} is {'not supported' if support == 'no' else 'not documented'} on {t.product}")
+        notes.append(
+            f"{op} is {'not supported' if support == 'no' else 'not documented'} on {t.product}"
+        )
     elif support == "kernel":
-        notes.append(f"{op} is built for {t.product} (kernel registration) but not documented there")
+        notes.append(
+            f"{op} is built for {t.product} (kernel registration) but not documented there"
+        )
     if not _in_release(ctx, op, t.torch_npu):
         notes.append(f"{op} is not in torch_npu {t.torch_npu}")
     out["mapping"] = mapping_id(m, fuses, chain, args, str(out["stage"]))
@@ -442,11 +354,16 @@ def _stage(ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[
 
 
 def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str]:
-    from kb.scan.patterns import fused_for
+    from kb.scan.offers import fused_for
 
-    ops = [o for o in fused_for(ctx, tuple(sorted(steps)), t.product)
-           if not (_fuses(ctx, o) & n.refuse) and _in_release(ctx, o, t.torch_npu)
-           and n.requires <= _params(ctx, o) and _spells(ctx, o, n.implied)]
+    ops = [
+        o
+        for o in fused_for(ctx, tuple(sorted(steps)), t.product)
+        if not (_fuses(ctx, o) & n.refuse)
+        and _in_release(ctx, o, t.torch_npu)
+        and n.requires <= _params(ctx, o)
+        and _spells(ctx, o, n.implied)
+    ]
     ops.sort(key=lambda o: _support(ctx, o, t.product) not in _USABLE)
     return ops
 
@@ -458,8 +375,15 @@ def _by_operators(ctx: Context, m: Module, n: Need, t: Target) -> list[dict[str,
     groups = [n.steps]
     if not _ranked(ctx, n.steps, n, t):
         apart = {"rope", "kv_cache_write", "rms_norm"}
-        groups = [n.steps - apart] + [frozenset({s}) for s in sorted(n.steps & apart)] + (
-            [frozenset({"rms_norm"})] if "rms_norm" in n.keep and "rms_norm" not in n.steps else [])  # fmt: skip
+        groups = (
+            [n.steps - apart]
+            + [frozenset({s}) for s in sorted(n.steps & apart)]
+            + (
+                [frozenset({"rms_norm"})]
+                if "rms_norm" in n.keep and "rms_norm" not in n.steps
+                else []
+            )
+        )
     out = []
     for steps in groups:
         if steps == {"rope"} and m.facts.get("rope") in ("half", "interleave"):
@@ -486,13 +410,23 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         from dataclasses import replace
 
         quant = frozenset({"quantize", "dequantize", "dynamic_quantize", "matmul"})
-        n = replace(n, refuse=n.refuse - quant, keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()))
+        n = replace(
+            n,
+            refuse=n.refuse - quant,
+            keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()),
+        )
     picks = {p: best_chain(ctx, n, p, t) for p in phases}
     entries: list[dict[str, Any]] = []
     scheme_of = t.quantization or "bf16"
-    kept = {p: kept_stages(ctx, c, n, p, scheme_of) if c else [] for p, (c, _alt, _held) in picks.items()}
+    kept = {
+        p: kept_stages(ctx, c, n, p, scheme_of) if c else []
+        for p, (c, _alt, _held) in picks.items()
+    }
     # phases share an entry when they take the same chain and the same stages of it
-    names = {p: ((c["name"], [id(s) for s in kept[p]]) if c else None) for p, (c, _alt, _held) in picks.items()}
+    names = {
+        p: ((c["name"], [id(s) for s in kept[p]]) if c else None)
+        for p, (c, _alt, _held) in picks.items()
+    }
     groups: list[tuple[Any, list[str]]] = []
     for p in phases:
         for chain_name, members in groups:
@@ -503,54 +437,96 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
         chain, alternatives, held_chains = picks[members[0]]
-        phase = members[0] if len(members) == 1 and len(phases) > 1 else "both" if len(members) > 1 else members[0]
-        entry: dict[str, Any] = {"module": m.name, "kind": m.kind, "phase": phase, "file": m.file,
-                                 "lines": [m.line, m.end_line]}  # fmt: skip
+        phase = (
+            members[0]
+            if len(members) == 1 and len(phases) > 1
+            else "both"
+            if len(members) > 1
+            else members[0]
+        )
+        entry: dict[str, Any] = {
+            "module": m.name,
+            "kind": m.kind,
+            "phase": phase,
+            "file": m.file,
+            "lines": [m.line, m.end_line],
+        }
         if chain is not None:
             entry["chain"] = chain["name"]
             stages = [_stage(ctx, m, n, s, chain, t) for s in kept[members[0]]]
             unspelled = [s for s in stages if "held" in s]
             stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
-            for mode in unasked(ctx, chain, t)[1]:  # written for it; on this deployment its collective drops out
+            # written for it; on this deployment its collective drops out
+            for mode in unasked(ctx, chain, t)[1]:
                 dropped = [p for p in prereq if PARALLEL_OF_PREREQUISITE.get(p) == mode]
                 prereq = [p for p in prereq if p not in dropped]
                 entry["notes"] = entry.get("notes", []) + [
                     f"{chain['name']} is written for {PARALLEL_BY_NAME[mode].label}; on "
                     f"{PARALLEL_BY_NAME[t.parallel].label} it runs without its collectives over that group "
-                    f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"]
+                    f"and without {', '.join(dropped) or 'its group'} (--parallel {mode} keeps them)"
+                ]
         else:
-            stages = _by_operators(ctx, m, n, t)  # ranked only among operators that spell the values
+            # ranked only among operators that spell the values
+            stages = _by_operators(ctx, m, n, t)
             prereq, unspelled = [], []
             if not stages:
-                entry["none"] = f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
+                entry["none"] = (
+                    f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
+                )
             elif n.category == "attention":
                 entry["notes"] = [
                     "no chain fixes the mask arguments for this module: set sparse_mode, pre/next tokens "
-                    "and atten_mask so that " + ("every query sees every key" if n.bidirectional else
-                                                 "each query sees only the keys before it")]  # fmt: skip
+                    "and atten_mask so that "
+                    + (
+                        "every query sees every key"
+                        if n.bidirectional
+                        else "each query sees only the keys before it"
+                    )
+                ]
         entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
         held = [s for s in stages if s["mapping"] not in PROVEN]
         if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
-            entry["not_proposed"] = [{"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"],
-                                      "reason": "no equivalence proof yet"} for s in held]  # fmt: skip
+            entry["not_proposed"] = [
+                {
+                    "stage": s["stage"],
+                    "operator": s["operator"],
+                    "mapping": s["mapping"],
+                    "reason": "no equivalence proof yet",
+                }
+                for s in held
+            ]
             entry["notes"] = entry.get("notes", []) + [
                 f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): no "
-                "equivalence proof yet" for s in held]  # fmt: skip
+                "equivalence proof yet"
+                for s in held
+            ]
         # nor a stage whose operator cannot be given the value the mapping needs, nor a
         # chain for another deployment (named with what it needs)
         for s in unspelled:
             entry["notes"] = entry.get("notes", []) + [
-                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): {s['held']}"]
-        entry["not_proposed"] = entry.get("not_proposed", []) + [
-            {"stage": s["stage"], "operator": s["operator"], "mapping": s["mapping"], "reason": s.pop("held")}
-            for s in unspelled] + held_chains  # fmt: skip
+                f"not proposed: {s['stage']} ({s['operator']}, mapping {s['mapping']}): {s['held']}"
+            ]
+        entry["not_proposed"] = (
+            entry.get("not_proposed", [])
+            + [
+                {
+                    "stage": s["stage"],
+                    "operator": s["operator"],
+                    "mapping": s["mapping"],
+                    "reason": s.pop("held"),
+                }
+                for s in unspelled
+            ]
+            + held_chains
+        )
         if not entry["not_proposed"]:
             del entry["not_proposed"]
         if m.facts.get("sliding_window") and chain is not None and "attention" in m.kind:
             entry["notes"] = entry.get("notes", []) + [
                 f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
-                "attention stage needs the window (mapping attention_sliding_window)"]
+                "attention stage needs the window (mapping attention_sliding_window)"
+            ]
         entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
         if alternatives:
             entry["alternatives"] = alternatives
@@ -563,11 +539,15 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
 def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]:
     """The whole plan, module by module, in inventory order."""
     phases = [row.name for row in PHASE_ROWS if row.inference]
-    if any(m.kind == "attention.dit" for m in modules) and not any(m.facts.get("cache") not in (None, "none")
-                                                                    for m in modules):  # fmt: skip
-        phases = phases[:1]  # a diffusion transformer: every step is one full pass, there is no decode
+    if any(m.kind == "attention.dit" for m in modules) and not any(
+        m.facts.get("cache") not in (None, "none") for m in modules
+    ):
+        # a diffusion transformer: every step is one full pass, there is no decode
+        phases = phases[:1]
     out: list[dict[str, Any]] = []
     for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
-        encoder = m.kind == "attention.vision" or (m.facts.get("causal") is False and "cache" not in m.facts)
+        encoder = m.kind == "attention.vision" or (
+            m.facts.get("causal") is False and "cache" not in m.facts
+        )
         out += plan_module(ctx, m, t, phases[:1] if encoder else phases)
     return out

@@ -20,7 +20,9 @@ _PROBE = 4  # rows and columns of the probe score matrix: enough to tell a band 
 
 
 def _defaults(rec: dict[str, Any]) -> dict[str, Any]:
-    return {str(p.get("name")): p.get("default") for p in rec.get("parameters") or [] if "default" in p}
+    return {
+        str(p.get("name")): p.get("default") for p in rec.get("parameters") or [] if "default" in p
+    }
 
 
 def _int(value: Any) -> int | None:
@@ -40,16 +42,23 @@ def sees_every_key(ctx: Context, chain: dict[str, Any]) -> bool:
             continue
         found = True
         args = {**_defaults(rec), **(stage.get("args") or {})}
-        mode, pre, nxt = (_int(args.get(k, d)) for k, d in (("sparse_mode", 0), ("pre_tokens", 0),
-                                                              ("next_tokens", 0)))  # fmt: skip
+        mode, pre, nxt = (
+            _int(args.get(k, d))
+            for k, d in (("sparse_mode", 0), ("pre_tokens", 0), ("next_tokens", 0))
+        )
         if mode is None or pre is None or nxt is None:
             return False
-        masked = "atten_mask" in (stage.get("args") or {}) or "atten_mask" in (stage.get("passed") or {})
+        masked = "atten_mask" in (stage.get("args") or {}) or "atten_mask" in (
+            stage.get("passed") or {}
+        )
         # a padding/packing mask lets every entry through: only the band can hide one
         unmasked = True if masked and mode == 0 else None
         try:
-            if not all(sees(i, j, _PROBE, _PROBE, mode, pre, nxt, unmasked)
-                       for i in range(_PROBE) for j in range(_PROBE)):  # fmt: skip
+            if not all(
+                sees(i, j, _PROBE, _PROBE, mode, pre, nxt, unmasked)
+                for i in range(_PROBE)
+                for j in range(_PROBE)
+            ):
                 return False
         except (NotModelled, ReferenceInputError):
             return False  # a mode that takes its visibility from the caller's mask
