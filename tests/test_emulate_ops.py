@@ -124,9 +124,12 @@ def test_an_operator_matches_its_reference_bit_for_bit(
                     kwargs[python_name(p)],
                     f"{name} call {n}: {p['name']} after",
                 )
-        # the same call through torch.ops.npu (the dispatcher binds by schema) and torch_npu.atb
+        if n:
+            continue
+        # the first call again through torch.ops.npu (the dispatcher binds by schema) and
+        # torch_npu.atb
         for path in (getattr(torch.ops.npu, name), getattr(torch_npu.atb, name)):
-            again = path(**_fresh(call.before)) if path is not None else None
+            again = path(**_fresh(call.before))
             same_bits_all(again, want, f"{name} call {n} via {path}")
 
 

@@ -39,3 +39,13 @@ def emulated(name: str) -> bool:
 def emulated_names() -> list[str]:
     """Every record name kb.emulate runs, sorted."""
     return sorted({*available(), *PLUMBING})
+
+
+def in_words(name: str) -> str:
+    """How ``kb show`` and the site say whether ``name`` runs under kb.emulate."""
+    way = how(name)
+    if way == "reference":
+        return "yes: kb emulate runs it on the CPU through its numpy reference"
+    if way == "plumbing":
+        return f"yes: kb emulate {PLUMBING[name]}"
+    return "no: there is no numpy reference, so kb emulate raises NotEmulated"

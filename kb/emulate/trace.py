@@ -95,4 +95,8 @@ def call_site(depth: int = 1) -> tuple[str, int, str]:
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return ("<unknown>", 0, "")
-    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    file = frame.f_code.co_filename
+    here = os.getcwd() + os.sep
+    if file.startswith(here):  # a port's own files read best relative to where it runs
+        file = file[len(here) :]
+    return (file, frame.f_lineno, frame.f_code.co_name)
