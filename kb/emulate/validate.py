@@ -42,6 +42,10 @@ class Verdict:
     never_cast: list[str] = field(default_factory=list)
 
 
+#: verdicts kept before the memo starts over
+_REMEMBERED = 4096
+
+
 def _is_tensor(p: dict[str, Any]) -> bool:
     return str(p.get("type", "")).startswith("Tensor")
 
@@ -65,12 +69,26 @@ class Validator:
         every = [r.code for r in RULES]
         self.rules = [r for r in rules_for(RULES, "scan", every) if isinstance(r, CandidateRule)]
         self.target = Target(product=product, torch_npu=torch_npu)
+        #: verdicts by what a call states: a decode loop asks the same question each step
+        self._seen: dict[Any, Verdict] = {}
 
     def judge(
         self, rec: dict[str, Any], values: dict[str, Any], tensors: dict[str, TensorFacts | None]
     ) -> Verdict:
         """Errors and warnings of the record about a call (``values``: every scalar by
         schema name, defaults included; ``tensors``: every tensor parameter)."""
+        params = rec.get("parameters") or []
+        scalars = [(p["name"], values.get(p["name"])) for p in params if not _is_tensor(p)]
+        key = (rec["name"], repr(scalars), repr(tensors))
+        if key not in self._seen:
+            if len(self._seen) > _REMEMBERED:
+                self._seen.clear()
+            self._seen[key] = self._judge(rec, values, tensors)
+        return self._seen[key]
+
+    def _judge(
+        self, rec: dict[str, Any], values: dict[str, Any], tensors: dict[str, TensorFacts | None]
+    ) -> Verdict:
         verdict = Verdict()
         cand = Candidate(
             index=0,

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from kb.catalog.models.base import Keywords, Name, Scalar, Strict, Text
 from kb.catalog.models.kernel import Kernel
 from kb.catalog.models.parameters import Constraint, Parameter, Return, Rule
+from kb.catalog.signature import SchemaError, parse_schema
 from kb.vocab import (
     KV_SCHEMES,
     Category,
@@ -326,6 +327,10 @@ class Operator(Strict):
                 raise ValueError(
                     f"overload {o.name!r}: its schema must start with '{self.name}.{o.name}('"
                 )
+            try:
+                parse_schema(o.schema_)
+            except SchemaError as exc:
+                raise ValueError(f"overload {o.name!r}: {exc}") from None
         if self.status == "deprecated" and not (self.superseded_by or self.replacement_note):
             raise ValueError("a deprecated operator names superseded_by or a replacement_note")
         return self
