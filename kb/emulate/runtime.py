@@ -219,7 +219,11 @@ class Runtime:
         try:
             result = reference.run_record(rec, **kwargs)
         except reference.ReferenceInputError as exc:
-            raise type(exc)(f"torch_npu.{rec['name']} at {where}: {exc}") from None
+            try:
+                located = type(exc)(f"torch_npu.{rec['name']} at {where}: {exc}")
+            except TypeError:  # an error class that takes other arguments: as it is
+                raise exc from None
+            raise located from None
         mutated: dict[int, torch.Tensor] = {}
         with torch.no_grad():
             for p in params:
