@@ -107,21 +107,13 @@ class FusedRouter(nn.Module):
         return weights / weights.sum(dim=-1, keepdim=True)
 
 
-class FusedMoE(nn.Module):
+class FusedMoE(MoE):
+    """The original's expert loop, with the fused router and fused experts."""
+
     def __init__(self, original: MoE) -> None:
-        super().__init__()
+        nn.Module.__init__(self)
         self.router = FusedRouter(original.router)
         self.experts = nn.ModuleList(FusedMLP(e) for e in original.experts)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1])
-        weights, ids = self.router(flat)
-        out = torch.zeros_like(flat)
-        for e, expert in enumerate(self.experts):
-            rows, slot = (ids == e).nonzero(as_tuple=True)
-            if rows.numel():
-                out.index_add_(0, rows, expert(flat[rows]) * weights[rows, slot, None])
-        return out.view_as(x)
 
 
 class FusedDecoderLayer(nn.Module):
