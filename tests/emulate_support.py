@@ -34,6 +34,8 @@ def _clone(value: Any) -> Any:
         return value.detach().clone()
     if isinstance(value, (list, tuple)):
         return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
     return value
 
 
@@ -46,14 +48,15 @@ class ExampleRun:
     error: BaseException | None
 
 
-def run_examples(em: Emulation, names: list[str]) -> list[ExampleRun]:
-    """Every example of every record in ``names``, each call captured as it happened."""
+def run_examples(em: Emulation, names: list[Any]) -> list[ExampleRun]:
+    """Every example of every record in ``names`` (record names, or record-shaped dicts),
+    each call captured as it happened."""
     from kb.emulate import examples
 
     runs: list[ExampleRun] = []
     catalog = em.runtime.catalog
     for name in names:
-        rec = catalog.get(name)
+        rec = catalog.get(name) if isinstance(name, str) else name
         for index in range(len(rec.get("examples") or [])):
             seen: list[Captured] = []
 
@@ -72,7 +75,7 @@ def run_examples(em: Emulation, names: list[str]) -> list[ExampleRun]:
                 error = exc
             finally:
                 em.runtime.listeners.remove(listen)
-            runs.append(ExampleRun(f"{name}[{index}]", seen, error))
+            runs.append(ExampleRun(f"{rec['name']}[{index}]", seen, error))
     return runs
 
 

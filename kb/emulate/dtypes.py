@@ -53,7 +53,9 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 def from_numpy(a: Any) -> torch.Tensor:
     """A torch tensor holding the same bits as numpy array ``a`` (a fresh copy)."""
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")  # np.ascontiguousarray would make a 0-d result 1-d
     if a.dtype in _BY_NUMPY:
         carrier, dtype = _BY_NUMPY[a.dtype]
         return torch.from_numpy(a.view(_CARRIER_NUMPY[carrier]).copy()).view(dtype)

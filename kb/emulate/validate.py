@@ -6,6 +6,10 @@ candidate rules that judge a candidate list or a scanned call then run on it, so
 wrong dtype, a value outside the allowed set, a broken record rule or, with a product
 set, an unsupported product reads exactly as ``kb check`` would word it.
 
+A value a reference adds to its record's range (``kb.reference.registry.WIDENED``: the
+one-rank expert-parallel group the MC2 references compute, which the device refuses) is
+left unstated, so the emulator runs what the reference models.
+
 A tensor's format is the one ``npu_format_cast`` remembered for it.  A tensor never
 cast is in a base format: the candidate states the base format its parameter lists
 (ND for every fused operator), else ND, so a parameter or a record rule that wants
@@ -22,6 +26,7 @@ from kb.lint.context import Context
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target, TensorSpec
 from kb.lint.unit import CandidateRule
+from kb.reference import registry
 from kb.vocab import BASE_FORMATS
 
 
@@ -90,6 +95,7 @@ class Validator:
         self, rec: dict[str, Any], values: dict[str, Any], tensors: dict[str, TensorFacts | None]
     ) -> Verdict:
         verdict = Verdict()
+        widened = getattr(registry, "WIDENED", {}).get(rec["name"], {})
         cand = Candidate(
             index=0,
             kind="fusion",
@@ -102,7 +108,10 @@ class Validator:
                 facts = tensors.get(name)
                 cand.tensors[name] = None if facts is None else self._spec(p, facts, verdict)
             else:
-                cand.args[name] = _scalar(p, values.get(name))
+                value = _scalar(p, values.get(name))
+                if value in widened.get(name, ()):
+                    continue  # a value the reference adds to the record (see below): unstated
+                cand.args[name] = value
         doc = Document(file="<emulated call>", text="", target=self.target, candidates=[cand])
         doc.target_stated = True
         for rule in self.rules:
