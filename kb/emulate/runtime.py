@@ -188,15 +188,12 @@ class Runtime:
                 if any(re.search(rf"\b{n}\b", f.message) for f in formats)
             ]
             if uncast:
-                were = "was" if len(uncast) == 1 else "were"
-                found.append(
-                    {
-                        "code": "KB108",
-                        "severity": "error",
-                        "message": f"{', '.join(uncast)} {were} never cast with torch_npu.npu_format_cast, "
-                        "so kb.emulate holds them in their base format (ND), not FRACTAL_NZ",
-                    }
+                were, them = ("was", "it") if len(uncast) == 1 else ("were", "them")
+                message = (
+                    f"{', '.join(uncast)} {were} never cast with torch_npu.npu_format_cast, "
+                    f"so kb.emulate holds {them} in the base format (ND), not FRACTAL_NZ"
                 )
+                found.append({"code": "KB108", "severity": "error", "message": message})
             raise CallRejected(rec["name"], where, found)
 
     @staticmethod
