@@ -10,14 +10,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "emulate",
         help="run a port with torch_npu emulated on the CPU",
-        description="Run COMMAND (typically 'python my_port.py') with kb.emulate's torch_npu "
-        "importable: every operator with a numpy reference runs on the CPU through "
-        "torch_npu.<op>, torch.ops.npu.<op> and torch_npu.atb.<op>, each call judged by its "
-        "record as kb check would (a call the record rejects raises CallRejected), device "
-        "placement and streams are no-ops, and an operator without a reference raises "
-        "NotEmulated. A leading 'python' is this interpreter. The exit code is COMMAND's. "
-        "Needs the [emulate] extra (torch==2.13.0).",
-        epilog="Example: kb emulate --product atlas-a2 -- python examples/emulate/compare_qwen.py",
+        description="Run COMMAND (typically 'python my_port.py') with kb.emulate's torch_npu\n"
+        "importable: every operator with a numpy reference runs on the CPU through\n"
+        "torch_npu.<op>, torch.ops.npu.<op> and torch_npu.atb.<op>, each call judged by\n"
+        "its record as kb check would (a call the record rejects raises CallRejected);\n"
+        "device placement and streams are no-ops; an operator without a reference\n"
+        "raises NotEmulated. A leading 'python' is the interpreter kb runs in. Needs\n"
+        "the [emulate] extra (torch==2.13.0). docs/guides/emulate.md has a worked port.",
+        epilog="examples:\n"
+        "  kb emulate -- python my_port.py\n"
+        "  kb emulate --product atlas-a2 -- python examples/emulate/compare_qwen.py\n"
+        "  kb emulate -- python -m pytest tests/test_my_port.py\n\n"
+        "Exit status: COMMAND's own; 2 when there is no command, the product is unknown\n"
+        "or the program does not exist.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--product", help="judge calls for this product (as target.product in kb check)")
     p.add_argument(
