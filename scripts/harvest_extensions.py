@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         namespaces=args.namespace,
         macro_namespace=args.macro_namespace,
         products=args.product,
+        root=args.root,
     )
     if not body["operators"]:
         print(f"error: no operator registrations found under {args.root}", file=sys.stderr)

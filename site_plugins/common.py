@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from site_plugins import md
+from site_plugins.reads import Bucket, Generation, Reads, derived
 
 Record = dict[str, Any]
 
 #: Where each kind of record gets its page (docs-relative source paths).
 KIND_DIRS = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
+#: The SiteData attribute holding each kind's records.
+BUCKETS = {"operator": "operators", "chain": "chains", "tree": "trees", "playbook": "playbooks"}
 
 
 class RuleUnit(Protocol):
@@ -44,6 +47,26 @@ class SiteData:
     directory_urls: bool = True
     #: Rule code → what ``kb check`` prints for that rule's failing example.
     rule_reports: dict[str, str] = field(default_factory=dict)
+    #: What the page being generated reads of the buckets (site_plugins/reads.py).
+    reads: Reads = field(default_factory=Reads, repr=False, compare=False)
+    #: Generated pages reused by what they read; None: generate every page.
+    generation: Generation | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for kind, attr in BUCKETS.items():
+            current = getattr(self, attr)
+            if not isinstance(current, Bucket):
+                bucket = Bucket(kind, self.reads)
+                dict.update(bucket, current)
+                setattr(self, attr, bucket)
+
+    def buckets(self) -> dict[str, dict[str, Record]]:
+        return {kind: getattr(self, attr) for kind, attr in BUCKETS.items()}
+
+    def page(self, path: str, make: Callable[[], str]) -> str:
+        """The text of generated page ``path``: ``make()``, or what it made before when
+        nothing it read has changed."""
+        return self.generation.page(path, make) if self.generation is not None else make()
 
     @classmethod
     def from_records(
@@ -95,24 +118,17 @@ class SiteData:
         return md.url_between(target, current, self.directory_urls) if target else None
 
     def chains_using(self, operator: str) -> list[Record]:
-        return [
-            c
-            for c in self.chains.values()
-            if any(s.get("operator") == operator for s in c.get("stages", []))
-        ]
+        """Chains with a stage that calls ``operator`` (a page reading them depends on
+        those chains, not on every chain: :func:`site_plugins.reads.derived`)."""
+        return [dict.__getitem__(self.chains, n) for n in derived(self, "chains_using", operator)]
 
     def trees_naming(self, name: str) -> list[Record]:
         """Decision trees with a leaf that points at ``name`` (chain or operator)."""
-        out = []
-        for tree in self.trees.values():
-            for node in tree.get("nodes", []):
-                if any(
-                    o.get("chain") == name or name in o.get("operators", [])
-                    for o in node.get("options", [])
-                ):
-                    out.append(tree)
-                    break
-        return out
+        return [dict.__getitem__(self.trees, n) for n in derived(self, "trees_naming", name)]
+
+    def successors(self, name: str) -> list[str]:
+        """Operators whose ``supersedes`` lists ``name``, by name."""
+        return derived(self, "successors", name)
 
 
 #: Labels for category and module ids whose capitalized form reads wrong.
@@ -153,8 +169,15 @@ def title_text(text: object) -> str:
 
 
 def nav_title(text: object) -> str:
-    """A nav entry title: themes print it as HTML, so escape it."""
-    return html.escape(title_text(text), quote=True)
+    """A nav entry title: themes print it as HTML, so escape it; and let it wrap after
+    each underscore.
+
+    The sidebar cuts a label it cannot wrap, and identifiers have no break of their own:
+    ``npu_fused_infer_attention_score`` and its ``_v2`` were cut to the same text.  With
+    the whole label shown, labels made from record names and titles cannot collide.
+    ``<wbr>`` leaves the page's <title> through the theme's ``striptags``.
+    """
+    return "_<wbr>".join(html.escape(part, quote=True) for part in title_text(text).split("_"))
 
 
 def h1(text: object) -> str:

@@ -17,6 +17,7 @@ import posixpath
 import re
 
 from site_plugins import diagrams, md
+from site_plugins.build_cache import digest
 from site_plugins.common import Record, SiteData, record_path
 from site_plugins.operators import operator_markdown
 
@@ -79,9 +80,9 @@ def markdown_copies(data: SiteData, pages: dict[str, str]) -> dict[str, str]:
     """Site path → Markdown of each record's page (directory URLs only)."""
     if not data.directory_urls:
         return {}
-    sources: dict[str, str] = {}
-    for name, op in data.operators.items():
-        sources[record_path("operator", name)] = operator_markdown(op, data)
+    sources: dict[str, str | None] = {}  # None: an operator's compact page, made below
+    for name in data.operators:
+        sources[record_path("operator", name)] = None
     for kind, bucket in (
         ("chain", data.chains),
         ("tree", data.trees),
@@ -91,10 +92,20 @@ def markdown_copies(data: SiteData, pages: dict[str, str]) -> dict[str, str]:
             src = record_path(kind, name)
             if src in pages:
                 sources[src] = pages[src]
-    return {
-        md.page_url(src, True) + "index.md": plain(text, src, set(sources))
-        for src, text in sources.items()
-    }
+    copies = set(sources)
+    listed = digest(*sorted(copies))  # the links of a copy depend on which copies exist
+    out = {}
+    for src, text in sources.items():
+
+        def make(src: str = src, text: str | None = text) -> str:
+            if text is None:
+                text = operator_markdown(data.operators[posixpath.basename(src)[:-3]], data)
+            return plain(text, src, copies)
+
+        # a chain's, tree's or playbook's copy is made of its page's text: key on it
+        made = digest(text) if text is not None else "operator"
+        out[md.page_url(src, True) + "index.md"] = data.page(f"llms:{listed}:{made}:{src}", make)
+    return out
 
 
 def plain(text: str, src: str, copies: set[str]) -> str:

@@ -7,6 +7,7 @@ The conditions are worded by :func:`kb.catalog.wording.when_words`, the function
 from __future__ import annotations
 
 from kb.catalog.wording import Notation, when_words
+from kb.check.conditions import range_text
 from site_plugins import md
 from site_plugins.common import Record, folded, no_search, scalar, value_text
 
@@ -42,6 +43,8 @@ def effect_lines(rule: Record) -> list[str]:
         out.append(f"{md.code(tensor)} format ∈ {{{md.words(formats)}}}")
     for arg, values in (rule.get("values") or {}).items():
         out.append(f"{md.code(arg)} ∈ {{{md.words(value_text(v) for v in values)}}}")
+    for arg, rng in (rule.get("ranges") or {}).items():
+        out.append(f"{md.code(arg)} ∈ {md.inline(range_text(rng))}")
     if rule.get("products"):
         out.append("only on " + md.words(rule["products"]))
     return out

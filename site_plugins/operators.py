@@ -32,6 +32,7 @@ from site_plugins.common import (
     status_path,
     value_text,
 )
+from site_plugins.operator_discrepancies import discrepancies_section
 from site_plugins.operator_reference import reference_section
 from site_plugins.operator_rules import rules_section
 
@@ -56,6 +57,7 @@ def operator_page(op: Record, data: SiteData) -> str:
         _returns(op),
         reference_section(op),
         _constraints(op),
+        discrepancies_section(op),
         _quantization(op),
         rules_section(op),
         _versions(op),
@@ -84,6 +86,7 @@ def operator_markdown(op: Record, data: SiteData) -> str:
         _param_section("## Parameters", op.get("parameters", [])),
         _returns(op),
         _constraints(op),
+        discrepancies_section(op),
         _quantization(op),
         rules_section(op),
         _fuses(op),
@@ -250,7 +253,11 @@ def _allowed(p: Record) -> str:
     rng = p.get("range")
     if rng:
         lo, hi = rng.get("min"), rng.get("max")
-        bounds = " ≤ ".join(x for x in (_num(lo), md.code(p["name"]), _num(hi)) if x)
+        left = " < " if rng.get("min_open") else " ≤ "
+        right = " < " if rng.get("max_open") else " ≤ "
+        bounds = (_num(lo) + left if lo is not None else "") + md.code(p["name"])
+        bounds += right + _num(hi) if hi is not None else ""
+        bounds += "".join(f", {_num(v)}" for v in rng.get("also") or [])
         text = bounds if (lo is not None or hi is not None) else ""
         if rng.get("note"):
             text = f"{text} ({md.inline(rng['note'])})" if text else md.inline(rng["note"])
@@ -528,11 +535,7 @@ def _lineage(op: Record, data: SiteData, here: str) -> str:
         lines.append("- **Supersedes:** " + data.refs(op["supersedes"], here))
     if op.get("related"):
         lines.append("- **Related:** " + data.refs(op["related"], here))
-    successors = [
-        o["name"]
-        for o in data.operators.values()
-        if op["name"] in o.get("supersedes", []) and o["name"] != op.get("superseded_by")
-    ]
+    successors = [n for n in data.successors(op["name"]) if n != op.get("superseded_by")]
     if successors:
         lines.append("- **Newer versions:** " + data.refs(successors, here))
     out = "\n".join(lines)

@@ -42,12 +42,14 @@ def _classes(book: Record, data: SiteData, here: str) -> str:
             [
                 md.code(cls["id"]),
                 data.refs(cls.get("names", []), here),
-                "yes" if cls.get("weight_heavy") else "no",
-                md.inline(WINDOW_WORDS.get(cls.get("window", ""), cls.get("window", ""))),
+                # one column for both roles: five columns do not fit a 390 px phone
+                ("target: " + ("yes" if cls.get("weight_heavy") else "no"))
+                + "<br>window: "
+                + md.inline(WINDOW_WORDS.get(cls.get("window", ""), cls.get("window", ""))),
                 md.inline(cls.get("why", "")),
             ]
         )
-    head = ["Class", "Operators", "Worth prefetching for", "Usable as dependency window", "Why"]
+    head = ["Class", "Operators", "Prefetch target · dependency window", "Why"]
     return "## Operator classes\n\n" + md.table(head, rows)
 
 

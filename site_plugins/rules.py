@@ -54,9 +54,9 @@ def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
         reading = build_cache.ReadLog(catalog)
         try:
             text = (
-                _scan_example(rule.fail, reading)
+                _scan_example(rule.fail, reading, rule.code)
                 if front == "scan"
-                else _check_example(rule.fail, reading)
+                else _check_example(rule.fail, reading, rule.code)
             )
         except Exception as exc:  # a checker bug must not hide the rest of the site
             log.warning(f"kb check/scan failed on the failing example of {rule.code}: {exc!r}")
@@ -67,26 +67,29 @@ def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
     return {code: str(entry["text"]) for code, entry in entries.items()}
 
 
-def _check_example(text: str, catalog: Any) -> str:
-    """``kb check candidates.yaml`` on a snippet (a checker of its own: its lookups are
-    memoised, and each example's reads must reach the catalog to be logged)."""
+def _check_example(text: str, catalog: Any, code: str) -> str:
+    """``kb check --select CODE candidates.yaml`` on a snippet (a checker of its own: its
+    lookups are memoised, and each example's reads must reach the catalog to be logged).
+    Only the page's rule runs, so a new rule never rewrites another rule's page."""
     from kb.api.check import checker
     from kb.text.findings import text as findings_text
 
-    return findings_text(checker(catalog).check_sources([("candidates.yaml", text)]))
+    report = checker(catalog, select=[code]).check_sources([("candidates.yaml", text)])
+    return findings_text(report)
 
 
 def _scan_only(rule: RuleUnit) -> bool:
     return "check" not in getattr(rule, "fronts", ("check",))
 
 
-def _scan_example(code: str, catalog: Any) -> str:
-    """``kb scan model.py`` on a snippet."""
+def _scan_example(source: str, catalog: Any, code: str) -> str:
+    """``kb scan --select CODE model.py`` on a snippet."""
     from kb.api.scan import scanner
     from kb.scan.engine import ScanOptions
     from kb.text.scan import text
 
-    return text(scanner(catalog, ScanOptions(use_config=False)).scan_text(code, "model.py"))
+    options = ScanOptions(use_config=False, select=[code])
+    return text(scanner(catalog, options).scan_text(source, "model.py"))
 
 
 def rule_family(rule: RuleUnit) -> str:
@@ -106,9 +109,11 @@ def rule_title(rule: RuleUnit) -> str:
 def rule_page(rule: RuleUnit, report: str | None = None) -> str:
     here = rule_path(rule.code)
     language = getattr(rule, "language", "yaml")
-    command = "kb scan model.py" if _scan_only(rule) else "kb check candidates.yaml"
+    verb, file = ("scan", "model.py") if _scan_only(rule) else ("check", "candidates.yaml")
+    command = f"kb {verb} {file}"
+    selected = f"kb {verb} --select {rule.code} {file}"
     shown = (
-        f"{md.code(command)} on the failing example prints:\n\n" + md.code_block(report, "text")
+        f"{md.code(selected)} on the failing example prints:\n\n" + md.code_block(report, "text")
         if report
         else ""
     )

@@ -6,8 +6,10 @@ every cold page.  Instead the site ships what the CLI ranks with, and a small wo
 custom worker) runs the same steps as :mod:`kb.index.search`:
 
 * ``docs.json``: one row per record in whoosh document order (name, kind, page, prior,
-  dtypes, fused steps, summary, name parts with their stems), the record spellings for exact names, the other pages'
-  titles, and every ranking constant, read from the modules that define them;
+  dtypes, fused steps, summary, name parts with their stems), the record spellings for
+  exact names, the other pages' titles, and every ranking constant, read from the
+  modules that define them.  A page URL the worker can derive (``dirs[kind] + name/``)
+  ships as "" ("-": no page), and a name part that is its own stem as a bare string;
 * ``s<N>.json`` shards, by a hash of the term: each term's BM25F score per document
   (exactly what ``Session.token_scores`` sums, computed here by whoosh), the stems of
   the record words hashed there, and the keyword phrases hashed there.
@@ -30,9 +32,12 @@ from kb.vocab import CALL_PREFIXES, normalize
 from kb.vocab.dtypes import DTYPE_CODES
 from kb.vocab.normalize import ALIAS_TABLES, CANONICAL
 from site_plugins import md
-from site_plugins.common import SiteData
+from site_plugins.common import KIND_DIRS, SiteData
 
-SHARDS = 128
+#: Shards of the term table.  A query fetches one per word, stem and phrase (about ten
+#: for three words), so more, smaller shards cut what the first search transfers:
+#: at 512 a shard averages about 2 KB (issue 34: a cold page and one search <= 300 KB).
+SHARDS = 512
 DIRECTORY = "search/kb"
 #: Score precision in the shards: rank ties closer than this may order differently.
 DIGITS = 3
@@ -126,12 +131,15 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
                 [
                     doc["name"],
                     doc["kind"],
-                    url,
+                    "" if url and url == _usual_url(doc, data) else url or "-",
                     doc.get("prior", 1.0),
                     doc.get("dtypes", ""),
                     doc.get("steps", ""),
                     doc.get("summary_en", ""),
-                    [list(p) for p in names._name_parts(doc["name"])],
+                    [
+                        raw if raw == stem else [raw, stem]
+                        for raw, stem in names._name_parts(doc["name"])
+                    ],
                 ]
             )
         terms: set[str] = set()
@@ -160,6 +168,7 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
     for word, stem in sorted(_stems(catalog).items()):
         shards[shard_of(word)]["s"][word] = stem
     head = {
+        "dirs": {kind: f"{folder}/" for kind, folder in KIND_DIRS.items()},
         "docs": docs,
         "spellings": _spellings(catalog),
         "pages": pages,
@@ -170,6 +179,13 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
     for i, shard in enumerate(shards):
         out[f"{DIRECTORY}/s{i}.json"] = _dump(shard)
     return out
+
+
+def _usual_url(doc: dict[str, Any], data: SiteData) -> str | None:
+    """The page URL the worker derives itself (``dirs[kind] + name + "/"``): such rows
+    ship "" instead (12 KB of a first search's download)."""
+    folder = KIND_DIRS.get(doc["kind"])
+    return f"{folder}/{doc['name']}/" if folder and data.directory_urls else None
 
 
 def _spellings(catalog: Catalog) -> dict[str, str]:
@@ -188,6 +204,30 @@ def _spellings(catalog: Catalog) -> dict[str, str]:
 
 def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+_EXCLUDED_HEADING = re.compile(r"<h[1-6]\b[^>]*?\bid=\"?([^\"\s>]+)\"?[^>]*data-search-exclude")
+_FIRST_H1 = re.compile(r"<h1\b[^>]*?\bid=\"?([^\"\s>]+)")
+
+
+def page_titles(page: Any) -> list[dict[str, str]]:
+    """The entries Material's search would make of a page's titles: the page itself, then
+    each heading's section (``url#id``) unless the heading says ``data-search-exclude``.
+    Read from the table of contents, without parsing the page's HTML."""
+    content = page.content or ""
+    excluded = set(_EXCLUDED_HEADING.findall(content))
+    first = _FIRST_H1.search(content)
+    title = (page.meta or {}).get("title") or page.title or ""
+    out = [{"location": page.url, "title": str(title)}]
+
+    def walk(items: Any) -> None:
+        for item in items:
+            if item.id not in excluded and not (first and item.id == first.group(1)):
+                out.append({"location": f"{page.url}#{item.id}", "title": str(item.title)})
+            walk(item.children)
+
+    walk(page.toc or [])
+    return out
 
 
 def other_pages(search_index: dict[str, Any], record_urls: set[str]) -> list[list[str]]:

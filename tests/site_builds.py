@@ -1,11 +1,10 @@
 """Site builds shared by every site test: the real site and the fixture site, once each.
 
 A strict build of the real records takes seconds; building it once per test session
-(not once per module) keeps CI fast.  Build time is a budget of the build log
-(``kb site build`` prints it), not of a timed test.  The fixture site is built in a child process
-with a private, empty TMPDIR and cache dir, so the tests can see what a build writes
-outside the site (nothing into TMPDIR) with a fresh jieba, not one this process has
-already initialized.
+(not once per module) keeps CI fast.  Build time is measured by scripts/benchmark.py,
+never by a timed test.  The fixture site is built in a child process with a private,
+empty TMPDIR and cache dir, so the tests can see what a build writes outside the site
+(nothing into TMPDIR).
 """
 
 from __future__ import annotations

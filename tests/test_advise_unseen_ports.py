@@ -40,6 +40,7 @@ CORPUS = {
 MIRRORS = {
     "Ascend/MindIE-SD": Path("/work/.mirror/Ascend+MindIE-SD/repo"),
     "vllm-project/vllm-ascend": Path("/work/.mirror/vllm-project+vllm-ascend/repo"),
+    "sgl-project/sgl-kernel-npu": Path("/work/.mirror/sgl-project+sgl-kernel-npu/repo"),
 }
 UNSEEN = {"Ascend/MindIE-LLM", "DeepLink-org/dlinfer", "Ascend/MindIE-SD"}
 

@@ -1,5 +1,7 @@
 """Every checker rule's own snippets are its tests: the failing one finds exactly that
 code, the fixed one finds nothing — against the fixture records and the shipped ones.
+Each runs with only its own rule selected (ruff's habit), so a new rule never breaks
+another rule's examples; a failure names each finding (line, code, message).
 
 Also the registry's promises to the site and ``kb rules``: stable, unique codes grouped
 by prefix, and every documentation attribute filled in.
@@ -40,18 +42,40 @@ def shipped_catalog() -> Catalog:
     return open_catalog(PACKAGE_DIR / "records")
 
 
+def _named(findings: list[Any]) -> str:
+    return "\n".join(f"  line {f.line}: {f.code} {f.severity}: {f.message}" for f in findings)
+
+
 def _assert_fails_with_exactly(rule: RuleUnit, catalog: Catalog) -> None:
-    findings = check_text(rule.fail, "fail.yaml", catalog=catalog)
-    assert findings, f"{rule.code}: the failing snippet produced no finding"
-    assert {f.code for f in findings} == {rule.code}, [
-        (f.line, f.code, f.message) for f in findings
-    ]
-    assert all(f.severity == rule.severity for f in findings)
+    findings = check_text(rule.fail, "fail.yaml", catalog=catalog, select=[rule.code])
+    assert findings, f"{rule.code}: the failing snippet produced no {rule.code} finding"
+    assert {f.code for f in findings} == {rule.code}, (
+        f"{rule.code}: the failing snippet (only {rule.code} selected) found:\n" + _named(findings)
+    )
+    wrong = [f for f in findings if f.severity != rule.severity]
+    assert not wrong, f"{rule.code} is a {rule.severity}, but:\n" + _named(wrong)
 
 
 def _assert_fix_is_clean(rule: RuleUnit, catalog: Catalog) -> None:
-    findings = check_text(rule.fix, "fix.yaml", catalog=catalog)
-    assert findings == [], [(f.line, f.code, f.message) for f in findings]
+    findings = check_text(rule.fix, "fix.yaml", catalog=catalog, select=[rule.code])
+    assert findings == [], (
+        f"{rule.code}: the fixed snippet (only {rule.code} selected) still finds:\n"
+        + _named(findings)
+    )
+
+
+def test_a_selected_rule_is_the_only_one_that_reports() -> None:
+    """What the tests above rely on: with one rule selected, no other rule reports."""
+    text = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: m\n    phase: decode\n    operator: npu_no_such_operator_here\n"
+    )
+    catalog = open_catalog(FIXTURE_RECORDS)
+    everything = {f.code for f in check_text(text, "x.yaml", catalog=catalog)}
+    assert "KB101" in everything
+    only = check_text(text, "x.yaml", catalog=catalog, select=["KB101"])
+    assert {f.code for f in only} == {"KB101"}
+    assert check_text(text, "x.yaml", catalog=catalog, select=["KB104"]) == []
 
 
 @pytest.mark.parametrize("rule", CHECK_RULES, ids=IDS)

@@ -108,9 +108,7 @@ def test_sparse_gigabyte_pyproject_is_refused_quickly_in_bounded_memory(tmp_path
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())\n"
         "print(hwm.group(1), file=sys.stderr)\nsys.exit(rc)\n"
     )
-    started = time.monotonic()
-    proc = _capped_python(tmp_path, probe)
-    assert time.monotonic() - started < 30
+    proc = _capped_python(tmp_path, probe)  # its subprocess bound ends a hang
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "larger than the 1048576 byte limit" in proc.stderr
     peak_kb = int(proc.stderr.strip().splitlines()[-1])
@@ -174,11 +172,17 @@ def test_bad_gitignore_lines_are_skipped_as_git_does(tmp_path: Path, capsys) -> 
 
 
 def test_backtracking_pattern_matches_in_linear_time(tmp_path: Path) -> None:
+    """A backtracking matcher takes years on this pattern and name; a linear one, well
+    under a second.  The subprocess's generous bound only ends a hang: no speed is
+    asserted (timings belong to the benchmark)."""
     hostile = "a*a*a*a*a*a*a*b"
-    started = time.perf_counter()
-    assert not PatternSet.from_lines([hostile]).match("a" * 100_000 + ".py")
     assert PatternSet.from_lines([hostile]).match("x/" + "a" * 50 + "b")
-    assert time.perf_counter() - started < 1.0
+    probe = (
+        "from kb.scan.globs import PatternSet\n"
+        f"assert not PatternSet.from_lines([{hostile!r}]).match('a' * 100_000 + '.py')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, timeout=120)
+    assert done.returncode == 0
     proj = _project(tmp_path, pyproject=None)
     (proj / ".gitignore").write_text(hostile + "\n", encoding="utf-8")
     (proj / ("a" * 200 + ".py")).write_text(MODEL, encoding="utf-8")

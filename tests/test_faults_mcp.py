@@ -37,26 +37,28 @@ REPO = Path(__file__).resolve().parent.parent
 PROTOCOL = "2025-06-18"
 
 
-def _env() -> dict[str, str]:
+def _env(code: Path = REPO) -> dict[str, str]:
     keep = {
         k: os.environ[k]
         for k in ("KB_CACHE_DIR", "KB_RECORDS_DIR", "PATH", "HOME")
         if k in os.environ
     }
-    return {**keep, "PYTHONPATH": str(REPO)}
+    return {**keep, "PYTHONPATH": str(code)}
 
 
 class RawServer:
-    """``kb mcp`` on a pipe: write raw lines, read replies (one JSON object a line)."""
+    """``kb mcp`` on a pipe: write raw lines, read replies (one JSON object a line).
+    ``code`` is the checkout it runs from (also its working directory by default, so
+    ``python -m kb`` finds that checkout first); ``env`` adds or replaces variables."""
 
-    def __init__(self, *args: str, cwd: Path = REPO) -> None:
+    def __init__(self, *args: str, cwd: Path | None = None, code: Path = REPO, **env: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kb", "mcp", *args],
-            cwd=cwd,
+            cwd=cwd or code,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_env(),
+            env={**_env(code), **env},
         )
         self.replies: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -82,10 +84,11 @@ class RawServer:
         try:
             line = self.replies.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"no reply within {timeout} s") from None
+            state = "alive" if self.proc.poll() is None else f"dead, exit {self.proc.returncode}"
+            raise AssertionError(f"no reply within {timeout} s (server {state})") from None
         return json.loads(line)  # type: ignore[no-any-return]
 
-    def initialize(self) -> None:
+    def initialize(self, timeout: float = 30) -> None:
         self.request(
             0,
             "initialize",
@@ -95,7 +98,7 @@ class RawServer:
                 "clientInfo": {"name": "faults", "version": "1"},
             },
         )
-        assert self.reply(30)["id"] == 0
+        assert self.reply(timeout)["id"] == 0
         self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
     def close(self) -> str:

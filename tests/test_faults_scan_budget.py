@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +74,11 @@ def test_a_20000_key_kwargs_dict_is_traced_in_linear_time(
     sc: Any, body: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = _module(body)
-    start = time.perf_counter()
-    ast.parse(text)
-    parsing = time.perf_counter() - start  # the floor: a loaded machine raises the bound
     copied = _counted(monkeypatch, COPIES_PER_KEY * KEYS)
-    start = time.perf_counter()
     report = sc.scan_text(text, "big_kwargs.py")
-    elapsed = time.perf_counter() - start
+    # linear by count, not by clock (timings belong to the benchmark): the dict is copied
+    # a bounded number of times per key, where a quadratic trace copies it per statement
     assert copied[0] <= COPIES_PER_KEY * KEYS
-    assert elapsed < max(5, 10 * parsing), f"{elapsed:.1f} s (parsing alone {parsing:.1f} s)"
     # past the key budget the dict is open: its keys are not judged, and nothing fails
     assert [s.record for s in report.sites] == ["npu_rms_norm"]
     assert not [f for f in report.findings if f.severity == "error"], report.findings[:3]

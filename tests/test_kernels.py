@@ -105,6 +105,43 @@ def test_reader_reports_what_it_cannot_follow() -> None:
     assert kd.tensors[0].dtypes is None and kd.tensors[0].formats == ["ND"]
 
 
+def test_one_config_object_redeclared_between_chips_keeps_each_chips_lists() -> None:
+    # one OpAICoreConfig is added for two chips, then its inputs are declared and it is
+    # added for a third, then declared again for a fourth: each chip keeps what held when
+    # it was added, and a redeclared input replaces the earlier one (never both)
+    text = textwrap.dedent("""\
+        class Mix : public OpDef {
+        public:
+            explicit Mix(const char* name) : OpDef(name)
+            {
+                this->Input("a").DataType({ge::DT_FLOAT16, ge::DT_BF16}).Format({ge::FORMAT_ND, ge::FORMAT_ND});
+                this->Input("b").DataType({ge::DT_FLOAT16, ge::DT_BF16}).Format({ge::FORMAT_ND, ge::FORMAT_ND});
+                OpAICoreConfig cfg;
+                cfg.DynamicShapeSupportFlag(true);
+                this->AICore().AddConfig("ascend910b", cfg);
+                this->AICore().AddConfig("ascend910_93", cfg);
+                cfg.Input("a").DataType({ge::DT_FLOAT16}).Format({ge::FORMAT_FRACTAL_NZ});
+                cfg.Input("b").DataType({ge::DT_FLOAT16}).Format({ge::FORMAT_ND});
+                this->AICore().AddConfig("ascend310p", cfg);
+                cfg.Input("a").DataType({ge::DT_FLOAT, ge::DT_BF16}).Format({ge::FORMAT_ND, ge::FORMAT_ND});
+                this->AICore().AddConfig("ascend950", cfg);
+            }
+        };
+        OP_ADD(Mix);
+        """)
+    [kd] = parse_def(text, "mix_def.cpp")
+
+    def lists(soc: str) -> list[tuple[str, list[str] | None]]:
+        got = kd.tensors_for(soc)
+        assert got is not None
+        return [(t.name, t.dtypes) for t in got]
+
+    both = [("a", ["FLOAT16", "BF16"]), ("b", ["FLOAT16", "BF16"])]
+    assert lists("ascend910b") == both and lists("ascend910_93") == both
+    assert lists("ascend310p") == [("a", ["FLOAT16"]), ("b", ["FLOAT16"])]
+    assert lists("ascend950") == [("a", ["FLOAT", "BF16"]), ("b", ["FLOAT16"])]
+
+
 def test_reader_is_linear_on_a_large_file() -> None:
     body = "\n".join(
         f'        this->Input("x{i}").DataType({{ge::DT_INT8}}).Format({{ge::FORMAT_ND}});'

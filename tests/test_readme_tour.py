@@ -41,6 +41,13 @@ def test_the_tour_is_there() -> None:
     assert {"search", "show", "check", "tree", "advise", "mcp", "doctor"} <= verbs
 
 
+def test_the_tour_writes_only_beside_itself() -> None:
+    """No fixed path outside the checkout (a shared /tmp/plan.yaml collides between users
+    and runs): what the tour writes lands in the directory it runs in."""
+    absolute = [a for c, _ in tour() for a in shlex.split(c) if a.startswith(("/", "~"))]
+    assert absolute == []
+
+
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tracked files only, as a fresh clone would have them."""

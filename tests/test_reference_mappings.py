@@ -219,3 +219,56 @@ def test_mla_attention_needs_the_rope_part_and_the_192_scale() -> None:
         **{**args, "input_layout": "TND_NTD"},
     )[0]
     assert ntd.shape == (2, 3, 512) and Check("TND_NTD", ntd.swapaxes(0, 1), right).error() is None
+
+
+# -- the attention proofs fail on the classic mistakes (issue 32, class 6) -------------------
+def _fails(proof) -> bool:
+    from kb.reference import ReferenceInputError
+    from kb.reference.proving import failures
+
+    try:
+        return bool(failures(proof()))
+    except ReferenceInputError:
+        return True
+
+
+@pytest.mark.parametrize("layout", ["TND", "BSND"])
+def test_top_left_causal_alignment_fails_the_gqa_proof(layout: str) -> None:
+    """Query and key lengths differ per sequence, so sparse_mode=2 (top-left) is not the
+    bottom-right causal mask the model computes (the chunked-prefill mistake)."""
+    import numpy as np
+
+    from kb.reference import proofs_sparse
+
+    assert not _fails(lambda: proofs_sparse.attention(layout, np.random.default_rng(0)))
+    assert _fails(lambda: proofs_sparse.attention(layout, np.random.default_rng(0), sparse_mode=2))
+
+
+@pytest.mark.parametrize("layout", ["TND_NTD", "NTD_TND"])
+def test_top_left_alignment_fails_the_split_layout_proof(layout: str) -> None:
+    import numpy as np
+
+    from kb.reference import proofs_more
+
+    assert _fails(
+        lambda: proofs_more.attention_split_layout(
+            True, layout, np.random.default_rng(0), sparse_mode=2
+        )
+    )
+
+
+def test_the_varlen_proofs_pack_unequal_lengths() -> None:
+    from kb.reference.proofs_sparse import VARLEN_KV, VARLEN_Q
+
+    assert all(q != kv for q, kv in zip(VARLEN_Q, VARLEN_KV, strict=True))
+
+
+@pytest.mark.parametrize("layout", ["BNSD", "BSND", "BSH", "TND"])
+def test_omitting_num_key_value_heads_fails_the_gqa_proof(layout: str) -> None:
+    import numpy as np
+
+    from kb.reference import proofs_sparse
+
+    assert _fails(
+        lambda: proofs_sparse.attention(layout, np.random.default_rng(0), pass_kv_heads=False)
+    )

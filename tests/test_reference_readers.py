@@ -22,7 +22,7 @@ def test_show_section_reference_prints_formula_and_sources(capsys) -> None:
     assert main(["show", "npu_geglu", "--section", "reference"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "What it computes" in out and "activate_left=False: out = A * gelu(B)" in out
-    assert "hicann/ops-nn@0c8fd4c activation/ge_glu_v2/docs/aclnnGeGluV3.md:28-43" in out
+    assert "hicann/ops-nn@e5c3fa9 activation/ge_glu_v2/docs/aclnnGeGluV3.md:28-43" in out
     assert "Left open by the sources" in out
 
 
@@ -34,7 +34,7 @@ def test_semantics_alias_and_full_view(capsys) -> None:
 
 
 def test_operator_without_reference_shows_nothing_for_it(capsys) -> None:
-    main(["show", "npu_mla_prolog_v3", "--section", "reference"])
+    main(["show", "npu_ffn", "--section", "reference"])
     assert "What it computes" not in capsys.readouterr().out
 
 
@@ -51,7 +51,7 @@ def test_site_page_has_what_it_computes() -> None:
     text = reference_section(rec)
     assert text.startswith("## What it computes")
     assert "https://github.com/Ascend/op-plugin/blob/" in text and "#L13-L18" in text
-    assert reference_section(open_catalog().get("npu_mla_prolog_v3")) == ""
+    assert reference_section(open_catalog().get("npu_ffn")) == ""
 
 
 @pytest.mark.parametrize(
@@ -151,3 +151,21 @@ def test_hostile_scalars_cannot_allocate() -> None:
                 "actual_seq_kvlen": [10**9],
             },
         )
+
+
+def test_run_json_caps_the_work_not_only_the_inputs() -> None:
+    """Issue 35 A: small arrays whose broadcast is huge are refused before they allocate."""
+    from kb.api.reference import run_json
+
+    x = {"shape": [4096, 1, 1, 1], "dtype": "float16"}
+    cos = {"shape": [1, 4096, 1, 1], "dtype": "float16"}
+    with pytest.raises(UsageError, match="cap"):
+        run_json("npu_rotary_mul", [x, cos, cos])
+
+
+@pytest.mark.parametrize("value", [None, []])
+def test_run_json_names_a_missing_required_tensor(value) -> None:
+    from kb.api.reference import run_json
+
+    with pytest.raises(UsageError, match="'gamma'"):
+        run_json("npu_rms_norm", [{"data": [[1.0, 2.0]]}, value])

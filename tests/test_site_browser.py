@@ -36,6 +36,10 @@ ARGS = [
 ]
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+#: How long a page may take to show what a test waits for.  Waits end as soon as the page
+#: is there: this bounds a hang on a loaded machine, it asserts no speed (the benchmark
+#: measures that).
+PATIENCE_MS = 60_000
 WIDTHS = {"desktop": 1280, "phone": 390}
 #: Every visible table and diagram in the article that is wider than its box: a table
 #: wider than its scroll wrapper (or the article), a wrapper that scrolls sideways, a
@@ -106,8 +110,9 @@ def fixture_url(fixture_site: FixtureSite) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=PATIENCE_MS)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         yield chromium
@@ -139,6 +144,7 @@ class Page:
 
 def open_page(browser: Any, request: pytest.FixtureRequest, width: int) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(PATIENCE_MS)
     try:
         yield Page(context.new_page(), f"{request.node.name}")
     finally:
@@ -177,10 +183,21 @@ def open_search(p: Page, base: str, query: str) -> None:
     box.press("End")
 
 
+#: Results shown; a search box that closed again (on a loaded machine a content swap's
+#: late events can close it right after the click that opened it) is opened again.
+RESULTS_SHOWN = """() => {
+  const toggle = document.getElementById("__search");
+  const input = document.querySelector("input.md-search__input");
+  if (toggle && !toggle.checked && input) { input.blur(); input.focus(); }
+  const item = document.querySelector(".md-search-result__item");
+  return !!item && item.getClientRects().length > 0;
+}"""
+
+
 def search(p: Page, base: str, query: str) -> list[str]:
     """Type into Material's search box; the result links, best first."""
     open_search(p, base, query)
-    p.page.wait_for_selector(".md-search-result__item", timeout=15000)
+    p.page.wait_for_function(RESULTS_SHOWN)
     links = p.page.locator(".md-search-result__item > a.md-search-result__link")
     return [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
 
@@ -201,6 +218,13 @@ FITTING_PAGES = [
     "operators/npu_mla_prolog_v3/",
     "operators/npu_fused_infer_attention_score_v2/",
     "operators/",
+    "categories/",
+    "status/stable/",
+    "chains/",
+    "rules/",
+    "playbooks/prefetch/",
+    "candidate-list/",
+    "contributing/",
     "trees/moe/",
     "trees/attention/",
     "chains/mla-absorb-decode/",
@@ -208,6 +232,33 @@ FITTING_PAGES = [
     "matrices/quantization/",
     "matrices/versions/",
 ]
+#: Table text broken inside a token: a line break inside one text node that does not
+#: follow white space, a hyphen, a slash, a comma or Chinese text and its punctuation
+#: (which break between characters; identifiers break only at the <wbr>
+#: the site puts after underscores, which starts a new text node).
+BROKEN_TOKENS = """() => {
+  const out = [];
+  const range = document.createRange();
+  for (const cell of document.querySelectorAll("article table td, article table th")) {
+    if (!cell.getClientRects().length) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.textContent;
+      let top = null;
+      for (let i = 0; i < text.length; i++) {
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rects = range.getClientRects();
+        if (!rects.length) continue;
+        const t = Math.round(rects[0].top);
+        if (top !== null && t > top + 2 && !/[\\s\\-\\/,\\u3000-\\u303f\\u3400-\\u9fff\\uff00-\\uffef]/.test(text[i - 1]) && !/\\s/.test(text[i]))
+          out.push(text.slice(Math.max(0, i - 12), i) + "|" + text.slice(i, i + 12));
+        top = t;
+      }
+    }
+  }
+  return out;
+}"""
 
 
 @pytest.mark.parametrize("path", FITTING_PAGES)
@@ -218,7 +269,35 @@ def test_tables_and_diagrams_fit_their_box(sized_page: Page, site_url: str, path
         p.page.wait_for_load_state("networkidle")
         assert p.page.locator("article.md-content__inner h1").count() == 1
         assert p.page.evaluate(TOO_WIDE) == []
+        assert p.page.evaluate(BROKEN_TOKENS) == []  # no "KB00" / "1"
         assert p.offsite(site_url) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["operators/npu_fused_infer_attention_score_v2/", "chains/gqa-paged-fa-v1/", "rules/KB101/"],
+)
+def test_nav_labels_show_whole_and_distinct(sized_page: Page, site_url: str, path: str) -> None:
+    """A sidebar label the theme cannot wrap is cut, and FIA v1 and v2 were cut to the
+    same text: every label of the open section shows whole, and no two read the same."""
+    p = sized_page
+    with screenshot_on_failure(p):
+        p.page.goto(site_url + path)
+        p.page.wait_for_load_state("networkidle")
+        labels = p.page.evaluate(
+            """() => [...document.querySelectorAll("nav.md-nav--primary .md-nav__link .md-ellipsis")]
+              .filter(e => e.getClientRects().length && e.closest("li:not([hidden])"))
+              .map(e => [e.innerText.trim(), e.scrollWidth <= e.clientWidth + 1])"""
+        )
+        assert len(labels) > 5
+        assert [text for text, whole in labels if not whole] == []
+        siblings = p.page.evaluate(
+            """() => [...document.querySelectorAll("nav.md-nav--primary .md-nav__list")].map(
+              l => [...l.children].map(li => li.querySelector(":scope > .md-nav__link .md-ellipsis, :scope > label .md-ellipsis, :scope > a .md-ellipsis"))
+                .filter(Boolean).map(e => e.innerText.trim()))"""
+        )
+        for group in siblings:
+            assert len(group) == len(set(group)), group
 
 
 def test_operator_page_answers_first(page: Page, site_url: str) -> None:
@@ -383,11 +462,23 @@ def test_matrix_filter_hides_empty_categories(sized_page: Page, site_url: str) -
         assert p.page.locator("#kb-matrix tbody tr:not([hidden])").count() == 1
 
 
+def instant_navigation_ready(p: Page) -> None:
+    """Material swaps content only for links its sitemap lists: wait until it has the
+    sitemap (a click before that loads the page whole, which is right, but not the point)."""
+    p.page.wait_for_load_state("networkidle")
+    p.page.wait_for_function(
+        "() => performance.getEntriesByType('resource')"
+        ".some(e => e.name.endsWith('/sitemap.xml') && e.responseEnd > 0)"
+    )
+
+
 def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) -> None:
-    """One page load, then content swaps: the search index is fetched once per visit."""
+    """One page load, then content swaps: the search index is fetched once per visit.
+    Each step waits for what it is about (the swapped title), however long the machine
+    takes; nothing here is timed."""
     with screenshot_on_failure(page):
         page.page.goto(f"{site_url}operators/npu_rms_norm/")
-        page.page.wait_for_load_state("networkidle")
+        instant_navigation_ready(page)
         page.page.evaluate("window.__kb_marker = 1")
         page.page.locator("nav.md-nav--primary a[href*='npu_add_rms_norm']").first.click()
         wait_for_title(page, "npu_add_rms_norm")
@@ -406,6 +497,25 @@ def test_navigation_is_instant_and_search_loads_once(page: Page, site_url: str) 
 # -- search ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("query", ["权重预取", "npu_mla_prolog_v3"])
+def test_a_pasted_or_composed_query_searches_without_another_key(
+    page: Page, site_url: str, query: str
+) -> None:
+    """Text that arrives without a key (pasted, or committed by an input method) still
+    searches: Material listens for keyup only, kb.js passes every input on."""
+    with screenshot_on_failure(page):
+        page.page.goto(site_url)
+        page.page.wait_for_load_state("networkidle")
+        page.page.locator("label.md-search__icon, .md-search__input").first.click()
+        page.page.locator("input.md-search__input").focus()
+        page.page.keyboard.insert_text(query)  # an input event, no keydown or keyup
+        page.page.wait_for_function(RESULTS_SHOWN)
+        first = page.page.locator(".md-search-result__item > a.md-search-result__link").first
+        assert "/operators/" in (first.get_attribute("href") or "") or "/playbooks/" in (
+            first.get_attribute("href") or ""
+        )
+
+
 def test_search_finds_an_operator_by_name_first(page: Page, site_url: str) -> None:
     with screenshot_on_failure(page):
         hits = search(page, site_url, "npu_mla_prolog_v3")
@@ -417,7 +527,7 @@ def test_a_mistyped_name_lands_on_the_operator(page: Page, site_url: str, typo: 
     with screenshot_on_failure(page):
         open_search(page, site_url, typo)
         suggestion = page.page.locator(".kb-didyoumean a").first
-        suggestion.wait_for(state="visible", timeout=15000)
+        suggestion.wait_for(state="visible")
         assert suggestion.inner_text() == "npu_mla_prolog_v3"
         suggestion.click()
         page.page.wait_for_url("**/operators/npu_mla_prolog_v3/")
@@ -473,15 +583,33 @@ def test_site_search_ranks_like_the_cli(page: Page, site_url: str) -> None:
         assert not misses, misses
 
 
-def test_a_search_on_a_cold_page_fetches_little(page: Page, site_url: str) -> None:
-    """No page load pays for a whole index: a cold page plus one search fetch at most
-    300 KB for search (kb's docs.json and the shards the words hash to)."""
+#: The theme's own files (Material's stylesheets, script bundle, favicon and fonts): the
+#: same on every page of any Material site and cached by the browser after the first.
+THEME_FILES = re.compile(
+    r"/assets/(stylesheets/(main|palette)\.[0-9a-f]+\.min\.css|"
+    r"javascripts/bundle\.[0-9a-f]+\.min\.js|images/favicon\.png)$"
+)
+
+
+def test_a_cold_page_and_its_first_search_fetch_little(page: Page, site_url: str) -> None:
+    """Issue 34: a cold operator page and one search transfer at most 300 KB: the page,
+    everything kb adds to it (stylesheet, scripts, names for "did you mean") and the
+    search (the worker, docs.json, the shards the words hash to) and the sitemap instant
+    navigation reads, measured from the browser's network events (uncompressed, as
+    Python's test server sends them).  No page load pays for a whole index."""
     sizes: list[tuple[str, int]] = []
+    lengths: dict[str, int] = {}
 
     def finished(request: Any) -> None:
         got = request.sizes()
-        sizes.append((request.url, got["responseBodySize"] + got["responseHeadersSize"]))
+        # a worker's script reports no body size: the server's Content-Length does
+        body = max(got["responseBodySize"], lengths.get(request.url, 0))
+        sizes.append((request.url, body + got["responseHeadersSize"]))
 
+    def response(resp: Any) -> None:
+        lengths[resp.url] = int(resp.headers.get("content-length") or 0)
+
+    page.page.on("response", response)
     page.page.on("requestfinished", finished)
     with screenshot_on_failure(page):
         page.page.goto(f"{site_url}operators/npu_rms_norm/")
@@ -489,8 +617,14 @@ def test_a_search_on_a_cold_page_fetches_little(page: Page, site_url: str) -> No
         assert not [u for u, _ in sizes if "/search/kb/" in u]  # nothing before a query
         hits = search(page, "", "paged attention decode")
         page.page.wait_for_load_state("networkidle")
-        fetched = sum(n for u, n in sizes if "/search/" in u or "kb-search-worker" in u)
-        assert hits and fetched <= 300_000, sizes
+        # result links carry ?h=: pages instant navigation preloads under the pointer
+        # are the next page's cost, not this one's
+        ours = [
+            (u, n) for u, n in sizes if not THEME_FILES.search(u.split("?")[0]) and "?h=" not in u
+        ]
+        fetched = sum(n for _u, n in ours)
+        assert hits and fetched <= 300_000, ours
+        assert any("/search/kb/docs.json" in u for u, _ in ours)  # the search was counted
 
 
 def test_chinese_search_finds_prefetch_with_no_missing_terms(page: Page, site_url: str) -> None:

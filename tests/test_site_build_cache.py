@@ -34,9 +34,9 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for name in ("_check_example", "_scan_example"):
         real = getattr(rules, name)
 
-        def counted(text: str, catalog: Any, real: Any = real) -> str:
+        def counted(text: str, catalog: Any, code: str, real: Any = real) -> str:
             ran.append(text)
-            return str(real(text, catalog))
+            return str(real(text, catalog, code))
 
         monkeypatch.setattr(rules, name, counted)
     return ran

@@ -20,7 +20,7 @@ def test_current_names_come_first_and_superseded_ones_are_flagged() -> None:
             {"kind": "chain", "name": "x-chain"},
         ]
     )
-    entries = json.loads(names_json(data))
+    entries = _expanded(json.loads(names_json(data)))
     assert entries[0] == ["npu_x_v2", "operators/npu_x_v2/", 1]
     assert ["npu_x_v1", "operators/npu_x_v1/", 0] in entries
     assert ["x-chain", "chains/x-chain/", 1] in entries
@@ -28,6 +28,16 @@ def test_current_names_come_first_and_superseded_ones_are_flagged() -> None:
     assert ["x_two", "operators/npu_x_v2/", 1] in entries
     assert ["torch.ops.npu.x2", "operators/npu_x_v2/", 1] in entries
     assert "torch_npu.npu_x_v2" not in [e[0] for e in entries]  # folds to the name anyway
+
+
+def _expanded(got: object) -> list[list[object]]:
+    """What kb.js's expand() makes of kb-names.json: [[name, url, current], …]."""
+    assert isinstance(got, dict) and set(got) == {"dirs", "names"}
+    out: list[list[object]] = []
+    for name, current, where in got["names"]:
+        url = got["dirs"][where] + name + "/" if isinstance(where, int) else where
+        out.append([name, url, current])
+    return out
 
 
 def test_flat_urls_follow_the_site_setting() -> None:

@@ -298,7 +298,7 @@ def test_playbook_page(data: SiteData) -> None:
     ]
     assert '<p class="kb-terms" hidden>' in page.split("## Operator classes")[0]
     assert "[`npu_fixture_attention_v2`](../operators/npu_fixture_attention_v2.md)" in page
-    assert "| only once its output exists |" in page
+    assert "<br>window: only once its output exists |" in page
 
 
 def test_rule_pages_from_rule_units(data: SiteData) -> None:
@@ -327,7 +327,9 @@ def test_scan_rule_pages_show_python_and_the_scan_command() -> None:
     assert report.startswith("model.py:") and "KB503" in report  # kb scan ran on the snippet
     page = rule_page(rule, report)
     assert "````python\n" in page or "```python\n" in page
-    assert "`kb scan model.py` on the failing example prints" in page
+    assert "`kb scan --select KB503 model.py` on the failing example prints" in page
+    # only the page's own rule ran: a new rule never rewrites this page
+    assert set(re.findall(r"\bKB\d{3}\b", report)) == {"KB503"}
     assert "run by `kb scan`" in page
     assert rule_family(rule) == "KB5xx Python calls (scan)"
     assert rule_family(BY_CODE["KB106"]) == "KB1xx Operator calls"

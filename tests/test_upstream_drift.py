@@ -184,7 +184,7 @@ def test_json_shape(built: tuple[Path, Path, Path], capsys: pytest.CaptureFixtur
         "file": None,
         "message": item["message"],
         "status": "deprecated",
-        "source": "docs/zh/custom_APIs/torch_npu/beta-torch_npu-npu_fake_cast.md",
+        "source": "docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_fake_cast.md",
     }
 
 

@@ -87,6 +87,19 @@ def test_beta_page_with_parameter_table_and_deprecation_note() -> None:
     assert page.params["input"].formats == ["ND", "FRACTAL_NZ"]
     assert page.products == ["atlas-a2-training", "atlas-training"]
     assert page.unsupported_products == []
+    # a local copy's ASCII name is cited by upstream's name, so the citation resolves there
+    assert page.upstream_path == "docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_fake_cast.md"
+    assert page.url.endswith("/torch_npu/%EF%BC%88beta%EF%BC%89torch_npu-npu_fake_cast.md")
+
+
+def test_beta_page_under_upstreams_own_name(tmp_path: Path) -> None:
+    copy = tmp_path / "（beta）torch_npu-npu_fake_cast.md"
+    copy.write_text(
+        (PAGES / "beta-torch_npu-npu_fake_cast.md").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    page = parse_page(copy)
+    assert page.beta and page.apis == ["npu_fake_cast"]
+    assert page.upstream_path == "docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_fake_cast.md"
 
 
 def test_page_documenting_two_apis_and_bold_paragraph_layout() -> None:
@@ -247,3 +260,10 @@ def test_undocumented_selection_rule(tmp_path: Path) -> None:
     assert reasons["npu_fake_outonly"] == "only an out overload has a schema"
     assert reasons["npu_fake_noschema"].startswith("registered in atb_ops.yaml")
     assert reasons["npu_fake_noschema_out"] == "out variant"
+
+
+def test_string_values_defined_one_after_another_are_a_closed_set() -> None:
+    text = "可选参数，`plain`表示逐元素计算，`wide`代表按块计算。默认值为`plain`。"
+    assert allowed_values(text, "str?", "style") == ["plain", "wide"]
+    assert allowed_values("可选参数，`plain`表示逐元素计算。", "str", "style") is None
+    assert allowed_values(text, "int", "style") is None

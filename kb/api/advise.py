@@ -86,8 +86,10 @@ def advise(
     }
 
 
-def advise_step(catalog: Catalog, tree: str, answers: Mapping[str, str | int]) -> dict[str, Any]:
-    """The MCP tool: the same document as ``kb advise TREE ... --no-input --format json``,
-    answers keyed with or without the leading ``--``."""
+def advise_step(
+    catalog: Catalog, tree: str, answers: Mapping[str, str | int], strict: bool = False
+) -> dict[str, Any]:
+    """The MCP tool: the same document as ``kb advise TREE ... --no-input [--strict]
+    --format json``, answers keyed with or without the leading ``--``."""
     given = {k.removeprefix("--"): str(v) for k, v in answers.items()}
-    return advise(catalog, tree_record(catalog, tree), given)
+    return advise(catalog, tree_record(catalog, tree), given, strict=strict)

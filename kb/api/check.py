@@ -87,7 +87,7 @@ def document(report: Report) -> dict[str, Any]:
     }
 
 
-def foreign(file: str, text: str) -> Finding | None:
+def foreign(file: str, text: str, parsed: Any = None) -> Finding | None:
     """The one finding for a file that is not a candidate list at all, quoting nothing of
     it; None when it has the shape of one (a mapping of the top-level fields only,
     holding ``target`` or ``candidates``).
@@ -99,7 +99,7 @@ def foreign(file: str, text: str) -> Finding | None:
     from kb.check.parse import TOP_FIELDS, parse
     from kb.check.rules.file import MISSING_FIELD, SYNTAX, UNKNOWN_FIELD, WRONG_TYPE
 
-    doc, found = parse(file, text)
+    doc, found = parsed if parsed is not None else parse(file, text)
     tail = "; it is not a candidate list, so nothing of it is shown"
     if doc.located is None:  # it did not parse: the syntax finding is the first
         first = found[0] if found else None
@@ -157,10 +157,16 @@ def check(
         if len(body.encode("utf-8")) > yamlpos.MAX_BYTES:
             raise UsageError(f"the text is larger than the {yamlpos.MAX_BYTES} byte limit")
     made = checker(catalog() if callable(catalog) else catalog, select=select, ignore=ignore)
-    if guard and path is not None:
-        stop = foreign(file, body)
-        if stop is not None:
-            from kb.lint.engine import Report
+    from kb.lint.engine import Report
 
+    parsed = None
+    if guard and path is not None:
+        from kb.check.parse import parse
+
+        parsed = parse(file, body)  # read once: for the guard and the check
+        stop = foreign(file, body, parsed)
+        if stop is not None:
             return document(Report(files=1, findings=[stop]))
-    return document(made.check_sources([(file, body)]))
+    report = Report()
+    made.check_text(file, body, report, parsed)
+    return document(report)

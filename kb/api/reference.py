@@ -15,6 +15,8 @@ Record = dict[str, Any]
 GITHUB = "https://github.com"
 #: bounds on what a JSON call may build: elements per array, in all, and dimensions
 MAX_ELEMENTS, MAX_TOTAL, MAX_DIMS = 4096, 65536, 8
+#: the work (outputs and intermediates, estimated from the shapes) one tool call may cause
+MAX_WORK_BYTES = 64 * 2**20
 
 
 def source_label(src: Record) -> str:
@@ -165,7 +167,8 @@ def run_json(
     named = {k: _value(v, np, lowp, budget, k) for k, v in kwargs.items()}
     try:
         rec = reference.record(name, catalog)
-        result = reference.run_record(rec, *values, **named)
+        with reference.limit(MAX_WORK_BYTES):
+            result = reference.run_record(rec, *values, **named)
     except reference.ReferenceInputError as exc:
         raise UsageError(str(exc)) from None
     except (

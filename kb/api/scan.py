@@ -69,7 +69,7 @@ def _has_kb_table(path: str) -> bool:
 
     try:
         data = tomllib.loads(read_regular_file(path, MAX_TEXT_BYTES).decode("utf-8"))
-    except (OSError, ValueError):  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
+    except (OSError, ValueError, RecursionError):  # TOMLDecodeError, UnicodeDecodeError
         return True
     tool = data.get("tool")
     return isinstance(tool, dict) and "kb" in tool
@@ -92,32 +92,6 @@ def config_within(start: str, root: str) -> Path | None:
     return None
 
 
-def _scan_within(made: Any, path: str, root: str) -> ScanReport:
-    """:meth:`Scanner.scan` of one path whose files are all inside ``root``: a file of
-    the tree that is a symlink leading out of it is skipped, never read."""
-    from kb.scan.config import ConfigError, load
-    from kb.scan.sources import Skipped, discover
-
-    try:
-        config = load(Path(path), made.options.config) if made.options.use_config else None
-    except ConfigError as exc:
-        from kb.scan.engine import ScanError
-
-        raise ScanError(str(exc)) from None
-    exclude = [*(config.exclude if config else []), *made.options.exclude]
-    found, skipped = discover([path], exclude)
-    inside = {str(f): _within(os.path.realpath(f), root) for f in found}
-    kept = [f for f, ok in inside.items() if ok]
-    outside = [
-        Skipped(f, "a symlink to a file outside the server's root; not read")
-        for f, ok in inside.items()
-        if not ok
-    ]
-    report: ScanReport = made.scan(kept)
-    report.skipped = [*skipped, *outside, *report.skipped]
-    return report
-
-
 def scan(
     catalog: Any = None,
     *,
@@ -130,46 +104,52 @@ def scan(
     ignore: Sequence[str] | None = None,
     fusion: bool = True,
     root: str | None = None,
+    quantization: str | None = None,
+    graph_mode: str | None = None,
+    exclude: Sequence[str] | None = None,
+    custom_ops: Sequence[str] | None = None,
+    config: str | None = None,
+    use_config: bool = True,
+    plan: bool = False,
 ) -> dict[str, Any]:
     """The document for a file or directory (``path``, honouring its ``[tool.kb]``) or for
     source given as ``text``; UsageError for unusable arguments or settings.  ``catalog``
     may be a function that opens it, called once the product is known to be one.
     ``root`` (a resolved directory) keeps the reading inside it: the ``[tool.kb]`` table
     is looked for no higher, and files of the tree that link out of it are skipped (the
-    caller checks that ``path`` itself is inside)."""
+    caller checks that ``path`` itself is inside).  The other options are the CLI's:
+    ``plan`` reads the inventory and plan even with ``fusion`` off (then without KB6xx
+    findings), ``config`` names the pyproject.toml, ``use_config=False`` ignores it."""
     from kb.api.errors import UsageError
     from kb.scan.engine import ScanError
-    from kb.vocab import normalize
 
     if (text is None) == (path is None):
         raise UsageError("give either path (a file or directory) or text (Python source)")
-    canon = normalize("product", product) if product else None
-    if product and canon is None:
-        raise UsageError(f"unknown product {product!r}")
-    mode = normalize("parallel", parallel) if parallel else None
-    if parallel and mode is None:
-        from kb.vocab.parallel import PARALLEL_MODES
-
-        raise UsageError(
-            f"unknown parallel mode {parallel[:40]!r}; one of {', '.join(PARALLEL_MODES)}"
-        )
-    config = config_within(path, root) if path is not None and root is not None else None
-    options = ScanOptions(
-        product=canon,
+    options = _options(
+        product=product,
         torch_npu=torch_npu,
-        parallel=mode,
-        select=list(select or []),
-        ignore=list(ignore or []),
-        fusion=fusion,
-        config=config,
-        use_config=path is not None and (root is None or config is not None),
+        parallel=parallel,
+        quantization=quantization,
+        graph_mode=graph_mode,
+        select=select,
+        ignore=ignore,
+        exclude=exclude,
+        custom_ops=custom_ops,
+        fusion=fusion or plan,
     )
+    if path is not None and use_config:
+        options.config = Path(config) if config is not None else None
+        if options.config is None and root is not None:
+            options.config = config_within(path, root)
+        options.use_config = root is None or options.config is not None
+    else:
+        options.use_config = False
     made = scanner(catalog() if callable(catalog) else catalog, options)
     try:
         if path is not None:
             if not Path(path).exists():
                 raise UsageError(f"{path}: no such file or directory")
-            report = made.scan([path]) if root is None else _scan_within(made, path, root)
+            report = made.scan([path], within=root)
         else:
             body = text or ""
             if len(body.encode("utf-8")) > MAX_TEXT_BYTES:
@@ -177,4 +157,66 @@ def scan(
             report = made.scan_text(body, "<text>")
     except ScanError as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:  # a name too long, a loop: the caller's path, said plainly
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not fusion:
+        report.findings = [f for f in report.findings if not f.code.startswith("KB6")]
     return document(report)
+
+
+def _options(
+    *,
+    product: str | None,
+    torch_npu: str | None,
+    parallel: str | None,
+    quantization: str | None,
+    graph_mode: str | None,
+    select: Sequence[str] | None,
+    ignore: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    custom_ops: Sequence[str] | None,
+    fusion: bool,
+) -> ScanOptions:
+    """The scan's options from the caller's words, each checked as the CLI checks it."""
+    from kb.api.errors import UsageError
+    from kb.scan.globs import PatternError, compile_pattern
+    from kb.vocab import GRAPH_MODES, ambiguous_scheme_message, normalize
+
+    canon = normalize("product", product) if product else None
+    if product and canon is None:
+        raise UsageError(f"unknown product {product!r}")
+    if torch_npu:
+        from kb.core.releasenumber import release_text
+
+        if release_text(torch_npu) is None:
+            raise UsageError(f"torch_npu {torch_npu[:40]!r} is not a release such as 2.7.1")
+    mode = normalize("parallel", parallel) if parallel else None
+    if parallel and mode is None:
+        from kb.vocab.parallel import PARALLEL_MODES
+
+        raise UsageError(
+            f"unknown parallel mode {parallel[:40]!r}; one of {', '.join(PARALLEL_MODES)}"
+        )
+    scheme = normalize("quantization", quantization) if quantization else None
+    if quantization and scheme is None:
+        shared = ambiguous_scheme_message(quantization)
+        raise UsageError(shared or f"unknown quantization scheme {quantization[:40]!r}")
+    if graph_mode is not None and graph_mode not in GRAPH_MODES:
+        raise UsageError(f"unknown graph mode {graph_mode[:40]!r}; one of {', '.join(GRAPH_MODES)}")
+    for pattern in exclude or []:
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            raise UsageError(f"exclude {pattern!r} is not a usable pattern: {exc}") from None
+    return ScanOptions(
+        product=canon,
+        torch_npu=torch_npu,
+        graph_mode=graph_mode,
+        quantization=scheme,
+        parallel=mode,
+        select=list(select or []),
+        ignore=list(ignore or []),
+        exclude=list(exclude or []),
+        custom_ops=list(custom_ops or []),
+        fusion=fusion,
+    )

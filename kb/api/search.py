@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kb.catalog.compiled import Catalog
     from kb.index.search import Session
+    from kb.index.termtable import TermTable
 
 #: More hits than any catalog holds; the bound keeps ``--limit`` a small integer.
 MAX_LIMIT = 100_000
@@ -19,7 +20,7 @@ def search(
     limit: int = 10,
     kind: str | None = None,
     torch_npu: str | None = None,
-    session: Session | None = None,
+    session: Session | TermTable | None = None,
 ) -> dict[str, Any]:
     """``{"query", "results", ["torch_npu"]}``, best first; UsageError for an unusable
     query or release."""

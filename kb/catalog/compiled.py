@@ -41,10 +41,17 @@ MEMORY = ":memory:"
 
 
 class StoreInvalid(Exception):
-    """The records do not validate; ``problems`` says where."""
+    """The records do not validate; ``problems`` says where, and so does the message
+    (the first few), so a test or a log that shows only the exception names them."""
+
+    SHOWN = 10
 
     def __init__(self, problems: list[Any]) -> None:
-        super().__init__(f"{len(problems)} problem(s) in the records")
+        lines = [f"{len(problems)} problem(s) in the records"]
+        lines += [f"  {p}" for p in problems[: self.SHOWN]]
+        if len(problems) > self.SHOWN:
+            lines.append(f"  … and {len(problems) - self.SHOWN} more (kb validate lists them all)")
+        super().__init__("\n".join(lines))
         self.problems = problems
 
 
@@ -140,11 +147,18 @@ def _digest(*parts: str) -> str:
 
 def _fill(con: sqlite3.Connection, root: Path, meta: dict[str, str]) -> None:
     """Validate everything and write the tables; raise StoreInvalid on any problem."""
-    from kb.catalog.store import load_store
     from kb.core.gcpause import collector_paused
 
+    # the whole fill, not only the loading: dumping 381 models with the collector on
+    # rescanned every loaded record and YAML node at each collection (a third of a compile)
     with collector_paused():
-        result = load_store(root)
+        _fill_paused(con, root, meta)
+
+
+def _fill_paused(con: sqlite3.Connection, root: Path, meta: dict[str, str]) -> None:
+    from kb.catalog.store import load_store
+
+    result = load_store(root)
     if result.problems:
         raise StoreInvalid(result.problems)
     from kb.catalog.releases import enrich
@@ -297,6 +311,11 @@ class Catalog:
 
     def spellings(self) -> list[str]:
         return [r[0] for r in self._rows("SELECT spelling FROM names")]
+
+    def digests(self) -> dict[str, str]:
+        """Each record's row digest (name, kind, file and body): what a reader keyed on
+        a record's content compares, without loading and re-serialising the body."""
+        return {str(n): str(d) for n, d in self._rows("SELECT name, digest FROM records")}
 
     def names(self, kind: str | None = None) -> list[str]:
         if kind:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kb.catalog.discrepancies import check_binding
 from kb.catalog.models import Evidence, Operator, Parameter
 from kb.vocab import normalize
 
@@ -437,6 +438,7 @@ CHECKS: tuple[Callable[[Operator, Report], None], ...] = (
     _evidence_targets,
     _values,
     _examples,
+    check_binding,
 )
 
 

@@ -40,6 +40,7 @@ class KnownOperator(NamedTuple):
     schemas: tuple[str, ...]
     origin: str  # where the schemas come from, in words
     role: str  # forward | backward | internal
+    out_only: bool = False  # only ``.out`` overloads exist: ``schemas`` are theirs
 
     def arg_names(self) -> set[str] | None:
         """Every argument name of any overload; None when no schema is published."""
@@ -72,12 +73,21 @@ class KnownOperators:
         self._commit = str(
             ((extra or {}).get("sources") or {}).get("op-plugin", {}).get("commit") or ""
         )
+        self._outs: dict[str, list[str]] = dict(extra.get("out_overloads") or {}) if extra else {}
         self._keys: dict[str, list[str]] = {}
         for key in releases.operators():
             self._keys.setdefault(key.split(".", 1)[0], []).append(key)
 
     def names(self) -> list[str]:
-        return sorted(set(self._keys) | set(self._extra))
+        return sorted(set(self._keys) | set(self._extra) | set(self._outs))
+
+    def out_schemas(self, spelling: str) -> tuple[str, ...]:
+        """The ``.out`` overloads of an operator (recorded or not): the Python binding takes
+        each as the functional call plus ``out=`` (the overload's mutated outputs)."""
+        name = spelling.strip()
+        for prefix in _EXTRA_PREFIXES:
+            name = name.removeprefix(prefix)
+        return tuple(self._outs.get(bare_operator(name), ()))
 
     def get(self, spelling: str) -> KnownOperator | None:
         """The operator a name or call path means (``torch.ops.npu._npu_dtype_cast``)."""
@@ -89,7 +99,10 @@ class KnownOperators:
             return self._from_wheels(name)
         entry = self._extra.get(name)
         if entry is None:
-            return None
+            outs = self._outs.get(name)
+            if not outs:
+                return None
+            return KnownOperator(name, "npu", tuple(outs), self._out_origin(), role_of(name), True)
         where = f"op-plugin {entry['source']}" + (
             f" at {self._commit[:12]}" if self._commit else ""
         )
@@ -98,6 +111,10 @@ class KnownOperators:
         return KnownOperator(
             name, entry["namespace"], tuple(entry.get("schemas") or ()), where, role_of(name)
         )
+
+    def _out_origin(self) -> str:
+        at = f" at {self._commit[:12]}" if self._commit else ""
+        return f"op-plugin op_plugin_functions.yaml{at} (only as a .out overload)"
 
     def _from_wheels(self, name: str) -> KnownOperator:
         data = self._releases

@@ -148,6 +148,24 @@ class Violation:
     severity: str = "error"  # the record rule's: warning when the setting is only ignored
 
 
+def in_range(value: float, rng: dict[str, Any]) -> bool:
+    """Is ``value`` inside a record range (open bounds and the single ``also`` values included)?"""
+    if any(value == float(v) for v in rng.get("also") or []):
+        return True
+    low, high = rng.get("min"), rng.get("max")
+    if low is not None and (value < low or (rng.get("min_open") and value == low)):
+        return False
+    return not (high is not None and (value > high or (rng.get("max_open") and value == high)))
+
+
+def range_text(rng: dict[str, Any]) -> str:
+    """``[6, 12] or 0`` / ``(0, 1]``: a range as a message writes it."""
+    low, high = rng.get("min"), rng.get("max")
+    text = f"{'(' if rng.get('min_open') else '['}{'-inf' if low is None else f'{low:g}'}, "
+    text += f"{'inf' if high is None else f'{high:g}'}{')' if rng.get('max_open') else ']'}"
+    return text + "".join(f" or {float(v):g}" for v in rng.get("also") or [])
+
+
 def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Iterator[Violation]:
     """Every contradiction between the record's fired rules and what the candidate states."""
     for rule in record.get("rules") or []:
@@ -190,6 +208,22 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     rid,
                     ("args", name),
                     f"{name}={value} is not allowed here, use {shown}{ctx}",
+                    msg,
+                    subject=name,
+                    severity=sev,
+                )
+        for name, rng in (rule.get("ranges") or {}).items():
+            value = cand.args.get(name)
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and not in_range(value, rng)
+            ):
+                yield Violation(
+                    "value",
+                    rid,
+                    ("args", name),
+                    f"{name}={value} is outside {range_text(rng)}{ctx}",
                     msg,
                     subject=name,
                     severity=sev,

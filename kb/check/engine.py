@@ -40,8 +40,16 @@ class Checker:
         self.codes = codes
         self.rules: list[RuleUnit] = rules_for(rules, "check", codes)
 
-    def check_text(self, file: str, text: str, report: Report | None = None) -> list[Finding]:
-        doc, found = parse(file, text)
+    def check_text(
+        self,
+        file: str,
+        text: str,
+        report: Report | None = None,
+        parsed: tuple[Document, list[Finding]] | None = None,
+    ) -> list[Finding]:
+        """Findings for one candidate list; ``parsed`` is ``parse(file, text)`` when the
+        caller has it already (read once, not twice)."""
+        doc, found = parsed if parsed is not None else parse(file, text)
         self.bind(doc)
         findings = [f for f in found if f.code in self.codes]
         for rule in self.rules:

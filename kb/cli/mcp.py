@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "the CLI's --format json). Resources: kb://operator/NAME, kb://chain/NAME, "
         f"kb://tree/NAME, kb://playbook/NAME. Prompts: {', '.join(p.name for p in PROMPTS)}. "
         "Records and the index stay open; an edited record is picked up on the next call. "
+        "Quick tools answer on the server's event loop; scan, reference and large checks "
+        "run in child processes stopped at their time budget. "
         "An agent client starts this command itself: see docs/mcp.md. Needs the mcp "
         "extra: " + INSTALL_HINT + ".",
         epilog="Exit status: 0 when the client closes the connection, 2 when the mcp package "
@@ -39,9 +41,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="SECONDS",
         type=_seconds,
         default=60.0,
-        help="the longest one tool call may take before it ends with an error (default: 60)",
+        help="the longest one tool call may take before it ends with an error; a long "
+        "call (scan, reference) is stopped then (default: 60)",
+    )
+    p.add_argument(
+        "--memory-budget",
+        metavar="MIB",
+        type=_mebibytes,
+        default=2048,
+        help="the memory one long call (scan, reference, a large check) may allocate, "
+        "in MiB; past it the call ends with an error (default: 2048)",
     )
     p.set_defaults(func=run)
+
+
+def _mebibytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 64 <= value <= 1024 * 1024:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of MiB in [64, 1048576]")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -68,5 +89,5 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from kb.mcp.server import serve
 
-    serve(root, getattr(args, "time_budget", 60.0))
+    serve(root, getattr(args, "time_budget", 60.0), getattr(args, "memory_budget", 2048))
     return 0

@@ -32,11 +32,11 @@ SITE_PACKAGES = {
     "minify_html": "minify-html",
 }
 INSTALL_HINT = "pip install '.[site]'"
-#: Budgets a build reports against (issue 13): the whole site, the median operator
-#: page's HTML, and a strict build on the 2-core reference machine.
+#: Size budgets of a built site (issue 13): the whole site and the median operator
+#: page's HTML.  Tests hold the real build to them; build time is the benchmark's
+#: business (scripts/benchmark.py), never the build's own message to the user.
 BUDGET_SITE_MB = 25.0
 BUDGET_OPERATOR_PAGE_KB = 60.0
-BUDGET_BUILD_SECONDS = 30.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -281,24 +281,13 @@ def measure(site: Path) -> SiteFigures:
     return SiteFigures(pages, total / 1e6, median)
 
 
-def report(site: Path, seconds: float) -> tuple[str, list[str]]:
-    """The build-log line with the site's figures, and a warning per budget exceeded."""
+def report(site: Path, seconds: float) -> str:
+    """The build-log line with the site's figures."""
     fig = measure(site)
-    line = (
+    return (
         f"site built in {site} in {seconds:.1f} s: {fig.pages} pages, {fig.total_mb:.1f} MB, "
         f"median operator page {fig.operator_page_kb:.0f} KB"
     )
-    over = []
-    if fig.total_mb > BUDGET_SITE_MB:
-        over.append(f"the site is {fig.total_mb:.1f} MB (budget {BUDGET_SITE_MB:.0f} MB)")
-    if fig.operator_page_kb > BUDGET_OPERATOR_PAGE_KB:
-        over.append(
-            f"the median operator page is {fig.operator_page_kb:.0f} KB "
-            f"(budget {BUDGET_OPERATOR_PAGE_KB:.0f} KB)"
-        )
-    if seconds > BUDGET_BUILD_SECONDS:
-        over.append(f"the build took {seconds:.1f} s (budget {BUDGET_BUILD_SECONDS:.0f} s)")
-    return line, over
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -349,11 +338,8 @@ def run_build(args: argparse.Namespace) -> int:
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    line, over = report(target, time.perf_counter() - started)
     if not args.quiet:
-        print(line)
-    for problem in over:
-        print(f"kb site: over budget: {problem}", file=sys.stderr)
+        print(report(target, time.perf_counter() - started))
     return 0
 
 

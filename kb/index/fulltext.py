@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kb.index.fields import TEXT_FIELDS, phrase_key
-from kb.index.names import Hit, name_factor, name_stems
+from kb.index.names import Hit, name_factor, name_stems, name_words
 from kb.index.priors import INPLACE_TWIN_PRIOR
 from kb.index.steps import (
     UNASKED_NAMED_STEP_PRIOR,
+    name_spelled,
     named_steps,
     step_factor,
     unasked_named_steps,
@@ -159,6 +160,54 @@ def _word_shares(words: list[list[str]], scores: dict[str, dict[int, float]]) ->
     return held
 
 
+class _Doc(NamedTuple):
+    """What the rescoring reads of one stored document, split and parsed once."""
+
+    name: str
+    kind: str
+    parts: Any  # the name's (raw, stem) parts; None: stemmed when needed
+    prior: float
+    phrases: frozenset[str]
+    fused: frozenset[str]
+    stems: frozenset[str]
+    dtypes: frozenset[str]
+    summary: str
+    words: frozenset[str] | None  # what could spell the name (names.name_words)
+    spelled: frozenset[str]  # fused steps the name spells (steps.name_spelled)
+
+
+def _facts(session: Session | TermTable) -> dict[int, _Doc]:
+    """The digested documents of a session, kept on it: a long-running process (``kb
+    mcp``) digests each document once, not once per query."""
+    facts: dict[int, _Doc] | None = getattr(session, "_kb_facts", None)
+    if facts is None:
+        facts = {}
+        session._kb_facts = facts  # type: ignore[union-attr]
+    return facts
+
+
+def _digest(session: Session | TermTable, docnum: int, facts: dict[int, _Doc]) -> _Doc:
+    doc = session.stored[docnum]
+    name = doc["name"]
+    parts = doc.get("parts")  # stored at build (docs.json); else stemmed when needed
+    fused = frozenset(doc["steps"].split()) if doc.get("steps") else frozenset()
+    stems = name_stems(name, parts) if fused else frozenset()
+    facts[docnum] = digested = _Doc(
+        name,
+        doc["kind"],
+        parts,
+        float(doc.get("prior", 1.0)),
+        frozenset((doc.get("phrases") or "").split("|")),
+        fused,
+        stems,
+        frozenset((doc.get("dtypes") or "").split()),
+        doc.get("summary_en", ""),
+        name_words(parts) if parts is not None else None,
+        name_spelled(stems, fused),
+    )
+    return digested
+
+
 def text_hits(
     session: Session | TermTable, text: str, toks: list[str], kinds: set[str] | None, seen: set[str]
 ) -> list[Hit]:
@@ -182,28 +231,28 @@ def text_hits(
     for kind, words in KIND_WORDS.items():
         if qset & words:
             prior[kind] = KIND_ASKED
+    facts = _facts(session)
     scored: list[tuple[float, str, str, str]] = []
     for docnum in main.keys() | extra.keys():
         # every token matched: ranked first, on the tokens' score; else any match
         raw = main.get(docnum, 0.0) + (0.0 if docnum in every else extra.get(docnum, 0.0))
-        doc = session.stored[docnum]
-        name, kind = doc["name"], doc["kind"]
+        doc = facts.get(docnum) or _digest(session, docnum, facts)
+        name, kind = doc.name, doc.kind
         if name in seen or (kinds and kind not in kinds):
             continue
-        parts = doc.get("parts")  # stored at build (docs.json); else stemmed here
-        factor, whole_name = name_factor(name, qset, parts)
-        score = float(raw) * factor * prior.get(kind, 1.0) * float(doc.get("prior", 1.0))
-        if phrase in (doc.get("phrases") or "").split("|"):
+        factor, whole_name = name_factor(name, qset, doc.parts, doc.words)
+        score = float(raw) * factor * prior.get(kind, 1.0) * doc.prior
+        if phrase in doc.phrases:
             score *= KEYWORD_PHRASE_BONUS
-        if doc.get("steps"):
-            fused = frozenset(doc["steps"].split())
-            score *= step_factor(fused, steps)
-            score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(
-                name_stems(name, parts), fused, qset, steps
-            )
+        if doc.fused:
+            score *= step_factor(doc.fused, steps)
+            if doc.spelled:  # the only steps that can count (steps.name_spelled)
+                score *= UNASKED_NAMED_STEP_PRIOR ** unasked_named_steps(
+                    doc.stems, doc.spelled, qset, steps
+                )
         if kind in PARTIAL_NAME_PRIOR and not whole_name and prior[kind] != KIND_ASKED:
             score *= PARTIAL_NAME_PRIOR[kind]
-        if wanted and doc.get("dtypes") and not wanted & set(doc["dtypes"].split()):
+        if wanted and doc.dtypes and not wanted & doc.dtypes:
             score *= DTYPE_MISS_PRIOR
         if inplace and name.endswith("_"):
             score /= INPLACE_TWIN_PRIOR * INPLACE_TWIN_PRIOR
@@ -211,6 +260,6 @@ def text_hits(
         score *= max(share, MIN_SHARE) ** COVERAGE_POWER
         if len(toks) > 1:  # the share of the query's words the document holds
             score += EVERY_TOKEN_BONUS * share**SHARE_POWER
-        scored.append((score, name, kind, doc.get("summary_en", "")))
+        scored.append((score, name, kind, doc.summary))
     scored.sort(key=lambda row: (-row[0], row[1]))  # ties by name: stable across builds
     return [Hit(kind, name, score, summary, "text") for score, name, kind, summary in scored]

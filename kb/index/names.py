@@ -71,28 +71,42 @@ def name_stems(name: str, parts: Parts | None = None) -> frozenset[str]:
     return frozenset(stem for _, stem in (_name_parts(name) if parts is None else parts))
 
 
+def name_words(parts: Parts) -> frozenset[str]:
+    """Every query word that could spell part of a name with these parts: each part's
+    stem and each pair of neighbours joined (``rms`` + ``norm``)."""
+    stems = {stem for _, stem in parts}
+    joined = {parts[i][0] + parts[i + 1][0] for i in range(len(parts) - 1)}
+    return frozenset(stems | joined)
+
+
 def name_factor(
-    name: str, query_tokens: set[str], parts: Parts | None = None
+    name: str,
+    query_tokens: set[str],
+    parts: Parts | None = None,
+    words: frozenset[str] | None = None,
 ) -> tuple[float, bool]:
     """How much the query spells out the record's name, and whether it spells all of it.
 
     A joined query word covers the two parts it joins ("rmsnorm" spells ``rms_norm``).
-    ``parts`` are the name's (raw, stemmed) parts when the index holds them.
+    ``parts`` are the name's (raw, stemmed) parts when the index holds them; ``words``
+    their :func:`name_words`, when the caller keeps them (a query sharing none of them
+    and naming no scheme spells nothing of the name).
     """
     if parts is None:
         parts = _name_parts(name)
     if not parts:
         return 1.0, False
+    schemes = _digit_words(frozenset(query_tokens))
+    if words is not None and not schemes and words.isdisjoint(query_tokens):
+        return 1.0, False
     covered = {i for i, (_, stem) in enumerate(parts) if stem in query_tokens}
     # a scheme word spells a short name part it starts with ("mxfp8" → mx)
-    covered |= {
-        i
-        for i, (raw, _) in enumerate(parts)
-        if len(raw) >= 2
-        and any(
-            t != raw and t.startswith(raw) and any(c.isdigit() for c in t) for t in query_tokens
-        )
-    }
+    if schemes:
+        covered |= {
+            i
+            for i, (raw, _) in enumerate(parts)
+            if len(raw) >= 2 and any(t != raw and t.startswith(raw) for t in schemes)
+        }
     for i in range(len(parts) - 1):
         if parts[i][0] + parts[i + 1][0] in query_tokens:
             covered.update((i, i + 1))
@@ -102,6 +116,13 @@ def name_factor(
     # the whole name is in the query: worth more the more of the query it explains
     shared = len({stem for _, stem in parts} & query_tokens) or 1
     return 1.0 + NAME_COVERAGE_WEIGHT + FULL_NAME_BONUS * shared / max(len(query_tokens), 1), True
+
+
+@functools.lru_cache(maxsize=256)
+def _digit_words(query_tokens: frozenset[str]) -> tuple[str, ...]:
+    """The query's words with a digit in them (scheme words: mxfp8, w8a8); the same for
+    every record a query is matched against, so worked out once per query."""
+    return tuple(t for t in query_tokens if any(c.isdigit() for c in t))
 
 
 def name_hits(catalog: Catalog, text: str, kinds: set[str] | None) -> list[Hit]:

@@ -24,6 +24,7 @@ from kb.index.textanalysis import tokens
 
 if TYPE_CHECKING:
     from kb.index.fulltext import Session
+    from kb.index.termtable import TermTable
 
 __all__ = ["MAX_QUERY_CHARS", "Hit", "search"]  # and, loaded on first use: Session, open_index
 
@@ -48,7 +49,7 @@ def search(
     limit: int = 10,
     kinds: set[str] | None = None,
     ix: Any = None,
-    session: Session | None = None,
+    session: Session | TermTable | None = None,
 ) -> list[Hit]:
     """Best-first hits for a query; raises ValueError for an empty or oversized query."""
     text = text.strip()

@@ -5,10 +5,11 @@ the cache directory.  It is built under the tree's lock in a private temp dir, m
 as kb's, and renamed into place; a reader never sees half an index, concurrent cold
 searches build it once, and a second record tree sharing the cache keeps its own.
 Old indexes of the same tree are removed after a build, and only when they carry kb's
-marker.  The stamp holds a CRC-32 of every index file, verified on each open (about a
-millisecond for the 4.5 MB index, where blake2b took several: CRC-32 is made to catch
-accidental damage, and nothing here guards against a writer who could as well rewrite
-the stamp), so bit rot cannot quietly change the answers.  The stored fields the
+marker.  The stamp holds a CRC-32 of every index file, verified on each open of the
+files that open reads (a query reads ``docs.json`` and ``terms.sqlite``, not whoosh's
+4.5 MB segment; CRC-32 is made to catch accidental damage, and nothing here guards
+against a writer who could as well rewrite the stamp), so bit rot cannot quietly change
+the answers.  The stored fields the
 ranking reads are also written as ``docs.json`` beside the segments (checked alike),
 which loads in a third of the time whoosh takes to unpickle them, and every term's
 scores as ``terms.sqlite`` (:mod:`kb.index.termtable`), so a query needs no whoosh.  An index that fails to open
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -57,11 +59,27 @@ def _crc(path: Path) -> str:
     crc, size = 0, 0
     buf = bytearray(1 << 20)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
+    # O_NONBLOCK and the check on the descriptor: a FIFO swapped in is refused, never
+    # waited on (an open for reading blocks until a writer comes)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         while n := fh.readinto(buf):
             crc = zlib.crc32(view[:n], crc)
             size += n
     return f"{size}:{crc:08x}"
+
+
+#: Larger than any index file kb writes (the term table is a few MB).
+MAX_INDEX_FILE = 1 << 30
+
+
+def _read(path: Path) -> bytes:
+    """A regular file's bytes; a FIFO or device in its place is an error, not a wait."""
+    from kb.core.paths import read_regular_file
+
+    return read_regular_file(path, MAX_INDEX_FILE, confined=False)
 
 
 def _index_files(directory: Path) -> set[str]:
@@ -79,22 +97,36 @@ def _checksums(directory: Path) -> dict[str, str]:
     return {name: _crc(directory / name) for name in sorted(_index_files(directory))}
 
 
-def _verified(target: Path, catalog: Catalog) -> dict[int, dict[str, Any]] | None:
+def _verified(
+    target: Path, catalog: Catalog, *, reads: frozenset[str] | None = None
+) -> dict[int, dict[str, Any]] | None:
     """The stored fields of the index at ``target`` when its stamp matches the catalog
-    and its files their checksums, else None (whoosh-free)."""
+    and its files (or the ones the caller ``reads``) their checksums, else None
+    (whoosh-free)."""
     try:
-        stamp = json.loads((target / STAMP).read_text(encoding="utf-8"))
+        stamp = json.loads(_read(target / STAMP))
         files = stamp.pop("files", None)
+        return _verified_files(target, catalog, stamp, files, reads)
+    except Exception:  # any damage (missing, not a directory, garbage): not trusted
+        return None
+
+
+def _verified_files(
+    target: Path,
+    catalog: Catalog,
+    stamp: dict[str, Any],
+    files: Any,
+    reads: frozenset[str] | None = None,
+) -> dict[int, dict[str, Any]] | None:
+    try:
         if stamp != _stamp(catalog) or not files:
             return None
         if not {DOCS, TERMS} <= set(files) or _index_files(target) != set(files):
             return None  # a file the build did not write (another TOC) is not trusted
         for name, digest in files.items():
-            if _crc(target / name) != digest:
+            if (reads is None or name in reads) and _crc(target / name) != digest:
                 return None
-        stored = {
-            int(k): v for k, v in json.loads((target / DOCS).read_text(encoding="utf-8")).items()
-        }
+        stored = {int(k): v for k, v in json.loads(_read(target / DOCS)).items()}
         # every file is byte for byte what the build wrote, so whoosh's own count (a
         # second read of its segment) would add nothing
         return stored if len(stored) == stamp["docs"] else None
@@ -111,9 +143,11 @@ def _open_valid(target: Path, catalog: Catalog) -> Any:
         from kb.index.whoosh_import import import_whoosh
 
         import_whoosh()
-        from whoosh import index as windex
+        from whoosh.filedb.filestore import FileStorage
 
-        ix = windex.open_dir(str(target))
+        # read, never mapped: a segment cut short under a mapping kills the process
+        # with SIGBUS when the lost pages are touched; a short read is an exception
+        ix = FileStorage(str(target), supports_mmap=False).open_index()
     except Exception:  # damage whoosh finds that the checksums could not: not trusted
         return None
     setattr(ix, STORED_ATTR, stored)
@@ -126,7 +160,8 @@ def open_terms(catalog: Catalog) -> TermTable | None:
     if catalog.in_memory:
         return None
     target = index_dir(catalog)
-    stored = _verified(target, catalog)
+    # a query reads these two; whoosh's 4.5 MB segment is checked where whoosh opens it
+    stored = _verified(target, catalog, reads=frozenset({DOCS, TERMS}))
     if stored is None:
         return None
     try:
@@ -135,6 +170,34 @@ def open_terms(catalog: Catalog) -> TermTable | None:
         return None
     cache.clean_dead()
     return table
+
+
+def load_terms(catalog: Catalog) -> TermTable | None:
+    """The term table of the catalog's index on disk, read into memory and checked
+    against the stamp *as read* (None: no index on disk verifies; build one).
+
+    For a long-running process (``kb mcp``): the bytes checked are the bytes used, and
+    nothing is left open or mapped, so a cache file truncated or replaced later cannot
+    change an answer or kill the process.
+    """
+    if catalog.in_memory:
+        return None
+    target = index_dir(catalog)
+    try:
+        stamp = json.loads(_read(target / STAMP))
+        files = stamp.pop("files", None)
+        stored = _verified_files(target, catalog, stamp, files)
+        if stored is None:
+            return None
+        data = _read(target / TERMS)
+        if f"{len(data)}:{zlib.crc32(data):08x}" != files[TERMS]:
+            return None  # changed since it was checked
+        try:
+            return TermTable.from_bytes(data, stored)
+        except AttributeError:  # Python 3.10: no deserialize; sqlite reads, never maps
+            return TermTable(target, stored)
+    except Exception:  # any damage: not trusted
+        return None
 
 
 def _fill(ix: Any, catalog: Catalog) -> termtable.Recorder:
@@ -226,8 +289,11 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
                 built.mkdir()
                 ix = windex.create_in(str(built), schema())
                 recorder = _fill(ix, catalog)
-                _write_docs(ix, built)
-                termtable.write(recorder, built)
+                from kb.core.gcpause import collector_paused
+
+                with collector_paused():  # scoring every term makes no cycles either
+                    _write_docs(ix, built)
+                    termtable.write(recorder, built)
                 stamp = {**_stamp(catalog), "files": _checksums(built)}
                 (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
                 cache.mark(built, root=str(catalog.root), content=catalog.content)

@@ -49,6 +49,7 @@ def named_steps(query_tokens: set[str]) -> frozenset[str]:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def _does(step: str, fused: str) -> bool:
     """A fused step does a named one: the same step, or one whose words hold all of the
     named step's ("attention" is done by flash_attention, "quantize" by dynamic_quantize)."""
@@ -80,6 +81,13 @@ def step_factor(fuses: frozenset[str] | set[str], named: frozenset[str]) -> floa
 #: ("flash attention" → npu_sparse_flash_attention is named for sparse_attention;
 #: "rms norm" → npu_add_rms_norm for residual_add): it falls behind the basic operator.
 UNASKED_NAMED_STEP_PRIOR = 0.85
+
+
+def name_spelled(name_stems: frozenset[str], fuses: frozenset[str]) -> frozenset[str]:
+    """The fused steps whose words the record's name shares: the only ones
+    :func:`unasked_named_steps` can count, whatever the query."""
+    words = _words()
+    return frozenset(step for step in fuses if words.get(step, frozenset()) & name_stems)
 
 
 def unasked_named_steps(

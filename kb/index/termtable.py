@@ -106,6 +106,17 @@ class TermTable:
         self._con = sqlite3.connect(uri, uri=True, check_same_thread=False)
         self.stored = stored
 
+    @classmethod
+    def from_bytes(cls, data: bytes, stored: dict[int, dict[str, Any]]) -> TermTable:
+        """A table held in memory from the file's bytes, already read and checked: a
+        long-running process (``kb mcp``) is then immune to the file changing or being
+        cut short under it (nothing of it is mapped or read again)."""
+        table = cls.__new__(cls)
+        table._con = sqlite3.connect(":memory:", check_same_thread=False)
+        table._con.deserialize(data)  # Python 3.11+; callers fall back on AttributeError
+        table.stored = stored
+        return table
+
     def token_scores(self, token: str) -> dict[int, float]:
         row = self._con.execute("SELECT docs FROM terms WHERE term = ?", (token,)).fetchone()
         return {int(d): float(s) for d, s in json.loads(row[0])} if row else {}

@@ -128,6 +128,11 @@ class Document:
 
     #: canonical path → path as written (``args.self`` written as ``args.input``)
     aliases: dict[Path, Path] = field(default_factory=dict)
+    #: The candidates each kind of candidate rule reads, listed once for all of them
+    #: (:meth:`kb.lint.unit.CandidateRule.check`; 40 rules over 10,000 candidates).
+    judged: dict[tuple[tuple[str, ...], bool], list[Candidate]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         if self.located is None:

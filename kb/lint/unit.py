@@ -73,14 +73,26 @@ class CandidateRule(RuleUnit):
     fronts: ClassVar[tuple[str, ...]] = ("check", "scan")
 
     def check(self, doc: Document, ctx: Context) -> Iterator[Finding]:
-        for cand in doc.candidates:
-            if cand.kind not in self.kinds:
-                continue
-            if self.skip_not_applicable and cand.status == "not-applicable":
-                continue
-            if cand.operator:  # the kernel sees a declared dtype, not its carrier
-                apply_declared_dtypes(cand, ctx.operator(cand.operator))
+        for cand in self.candidates(doc, ctx):
             yield from self.check_candidate(doc, ctx, cand)
+
+    def candidates(self, doc: Document, ctx: Context) -> list[Candidate]:
+        """The candidates this rule reads, listed once per document for every rule of
+        the same kinds (the list is the same for all of them)."""
+        key = (self.kinds, self.skip_not_applicable)
+        listed = doc.judged.get(key)
+        if listed is None:
+            listed = []
+            for cand in doc.candidates:
+                if cand.kind not in self.kinds:
+                    continue
+                if self.skip_not_applicable and cand.status == "not-applicable":
+                    continue
+                if cand.operator:  # the kernel sees a declared dtype, not its carrier
+                    apply_declared_dtypes(cand, ctx.operator(cand.operator))
+                listed.append(cand)
+            doc.judged[key] = listed
+        return listed
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         return iter(())

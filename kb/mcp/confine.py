@@ -41,15 +41,20 @@ def is_inside(real: str, top: str) -> bool:
         return False
 
 
-def inside(path: str) -> str:
+def inside(path: str, name: str = "path") -> str:
     """``path`` as the tool should hand it on (relative paths stay relative when the root
     is the working directory, so results read as the CLI's); UsageError when its real
     location is outside the root."""
+    from kb.mcp.limits import check_path
+
     top = root()
-    if "\0" in path:
-        raise UsageError("the path holds a NUL character")
+    check_path(name, path)
     joined = os.path.join(top, path)  # an absolute path replaces top
-    if not is_inside(os.path.realpath(joined), top):
+    try:
+        real = os.path.realpath(joined)
+    except (OSError, RuntimeError, ValueError) as exc:  # a loop, a name too long
+        raise UsageError(f"{path[:200]!r}: cannot be resolved ({exc})") from None
+    if not is_inside(real, top):
         raise UsageError(
             f"{path!r} is outside the server's root ({top}); give a path "
             "inside it (kb mcp --root DIR sets the root)"

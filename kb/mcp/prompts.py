@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from kb.mcp.state import state
+from kb.mcp.calls import catalog as current_catalog
 
 Record = dict[str, Any]
 
@@ -52,7 +52,7 @@ def fusion(
     """Replace a model's modules with torch_npu fused operators, module by module: decompose,
     match reference chains through the decision trees, confirm each operator's constraints,
     write a candidate list and check it, then replace and verify one module at a time."""
-    catalog = state().current().catalog
+    catalog = current_catalog()
     extra = f"quantization: {quantization}" if quantization else ""
     return f"""\
 You are porting inference code to Ascend NPUs and want torch_npu fused operators where
@@ -124,7 +124,7 @@ def prefetch(
     switch that is off by default, validate one point at a time."""
     from kb.api.prefetch_size import playbook_record
 
-    book = playbook_record(state().current().catalog)
+    book = playbook_record(current_catalog())
     if book is None:
         return "The prefetch playbook record is missing from the knowledge base; run 'kb validate'."
     extra = f"graph mode: {graph_mode}" if graph_mode else ""

@@ -2,11 +2,18 @@
 
 The SDK drops a line it cannot validate as a JSON-RPC message (``params`` that are not
 an object, ``jsonrpc: "1.0"``, nesting deeper than its parser takes, a lone surrogate
-escape): a request with an id then never gets an answer and the client waits forever.
-:class:`Input` reads the lines before the SDK does, passes on the ones it accepts and
-answers the others itself with a JSON-RPC error carrying their id (``null`` when the
-line is not JSON at all); :class:`Output` is the one writer of the wire, so those
-replies and the SDK's never interleave.
+escape), and takes a request whose id is a float, a boolean, an array or an object for
+a notification: either way the client waits forever for an answer.  :class:`Input`
+reads the lines before the SDK does and checks each envelope strictly
+(:func:`refused`): it passes on the ones it accepts and answers the others itself with
+a JSON-RPC error, carrying the request's id when that id is a string or an integer and
+``null`` otherwise, as JSON-RPC 2.0 asks.  :class:`Output` is the one writer of the
+wire, so those replies and the SDK's never interleave.
+
+When the wire is a pipe or a socket (what an agent's client gives), both ends are read
+and written by the event loop itself, with no thread in between: a request costs one
+wake-up of the server, not three.  Other files (a terminal, a regular file) are read
+and written on helper threads.
 
 While serving, file descriptors 0 and 1 point at the null device and at standard
 error (as the SDK does for its own streams), so nothing a tool prints or reads can
@@ -15,8 +22,12 @@ reach the wire.
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import json
 import os
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,8 +40,43 @@ import mcp_types
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 #: Longest line read (a 4 MiB scan text, JSON-escaped, fits easily).
 MAX_LINE = 64 * 1024 * 1024
+#: Lines read ahead of the SDK before reading pauses.
+READ_AHEAD = 64
 
 Reply = tuple[Any, int, str]  # (id, code, message) of one JSON-RPC error reply
+
+
+def _is_pipe(raw: BinaryIO) -> bool:
+    """A pipe or socket the event loop can watch (not a terminal or a regular file)."""
+    try:
+        mode = os.fstat(raw.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _Drain(asyncio.Protocol):
+    """Flow control of the writing pipe: wait while the client is not reading."""
+
+    def __init__(self) -> None:
+        self._resumed: asyncio.Event | None = None
+        self.lost = False
+
+    def pause_writing(self) -> None:
+        self._resumed = asyncio.Event()
+
+    def resume_writing(self) -> None:
+        if self._resumed is not None:
+            self._resumed.set()
+            self._resumed = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.resume_writing()
+
+    async def drain(self) -> None:
+        if self._resumed is not None and not self.lost:
+            await self._resumed.wait()
 
 
 class Output:
@@ -39,14 +85,36 @@ class Output:
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
         self._lock = threading.Lock()
+        self._transport: asyncio.WriteTransport | None = None
+        self._drain: _Drain | None = None
+        self._fd = -1
 
-    def _put(self, text: str) -> None:
+    async def open(self) -> None:
+        """Write through the event loop when the wire is a pipe or socket."""
+        if _is_pipe(self._raw):
+            loop = asyncio.get_running_loop()
+            self._fd = self._raw.fileno()
+            transport, protocol = await loop.connect_write_pipe(_Drain, self._raw)
+            self._transport, self._drain = transport, protocol
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()  # closes the file object, not the descriptor
+            with suppress(OSError):
+                os.set_blocking(self._fd, True)  # shared with whoever else holds the pipe
+
+    def _put(self, data: bytes) -> None:
         with self._lock:
-            self._raw.write(text.encode("utf-8", "backslashreplace"))
+            self._raw.write(data)
             self._raw.flush()
 
     async def write(self, text: str) -> None:
-        await anyio.to_thread.run_sync(self._put, text)
+        data = text.encode("utf-8", "backslashreplace")
+        if self._transport is None or self._drain is None:
+            await anyio.to_thread.run_sync(self._put, data)
+        elif not self._drain.lost:
+            self._transport.write(data)
+            await self._drain.drain()
 
     async def flush(self) -> None:
         """Every write is flushed already (the SDK calls this after each line)."""
@@ -56,29 +124,123 @@ class Output:
         await self.write(json.dumps(error, separators=(",", ":")) + "\n")
 
 
+class TooLong(bytes):
+    """The start of a line longer than :data:`MAX_LINE` (the rest was skipped)."""
+
+
+class _Lines(asyncio.Protocol):
+    """Lines of a pipe read by the event loop; reading pauses while many are unread."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._skipping = False  # inside a line that was too long
+        self._ended = False
+        self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._transport: asyncio.ReadTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self._skipping:
+                self._skipping = False
+            else:
+                self._buffer += data[start : end + 1]
+                self._lines.append(bytes(self._buffer))
+                self._buffer.clear()
+            start = end + 1
+        if start < len(data) and not self._skipping:
+            self._buffer += data[start:]
+            if len(self._buffer) >= MAX_LINE:
+                self._lines.append(TooLong(self._buffer[:65536]))
+                self._buffer.clear()
+                self._skipping = True
+        if len(self._lines) >= READ_AHEAD and self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._finish()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        if not self._ended:
+            self._ended = True
+            if self._buffer and not self._skipping:
+                self._lines.append(bytes(self._buffer))
+            self._buffer.clear()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self) -> bytes | None:
+        """The next line (with its newline), None at the end."""
+        while not self._lines:
+            if self._ended:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        if self._paused and len(self._lines) <= READ_AHEAD // 4 and self._transport is not None:
+            self._transport.resume_reading()
+            self._paused = False
+        return self._lines.popleft()
+
+
 class Input:
     """The lines of standard input the SDK can read; the others answered on ``out``."""
 
     def __init__(self, raw: BinaryIO, out: Output) -> None:
         self._raw = raw
         self._out = out
+        self._pipe: _Lines | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._fd = -1
 
-    def _skip_line(self) -> None:
-        while True:
-            chunk = self._raw.readline(MAX_LINE)
-            if not chunk or chunk.endswith(b"\n"):
-                return
+    async def open(self) -> None:
+        """Read through the event loop when the wire is a pipe or socket."""
+        if _is_pipe(self._raw):
+            loop = asyncio.get_running_loop()
+            self._fd = self._raw.fileno()
+            self._transport, self._pipe = await loop.connect_read_pipe(_Lines, self._raw)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            with suppress(OSError):
+                os.set_blocking(self._fd, True)
+
+    def _read_line(self) -> bytes:
+        raw = self._raw.readline(MAX_LINE)
+        if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
+            while True:  # skip the rest of the line
+                chunk = self._raw.readline(MAX_LINE)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            return TooLong(raw[:65536])
+        return raw
+
+    async def _next(self) -> bytes | None:
+        if self._pipe is not None:
+            return await self._pipe.next()
+        raw = await anyio.to_thread.run_sync(self._read_line)
+        return raw or None
 
     async def __aiter__(self) -> AsyncIterator[str]:
-        while True:
-            raw = await anyio.to_thread.run_sync(self._raw.readline, MAX_LINE)
-            if not raw:
-                return
+        while (raw := await self._next()) is not None:
             line = raw.decode("utf-8", "replace")  # what the SDK's own reader does
-            if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
-                await anyio.to_thread.run_sync(self._skip_line)
+            if isinstance(raw, TooLong):
                 await self._out.reply_error(
-                    top_level_id(line[:65536]),
+                    top_level_id(line)[1],
                     INVALID_REQUEST,
                     f"the message is longer than {MAX_LINE} bytes",
                 )
@@ -93,55 +255,76 @@ class Input:
                 await self._out.reply_error(id, code, message)
 
 
+#: The members each kind of message may have (JSON-RPC 2.0).
+REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
+RESPONSE_MEMBERS = frozenset({"jsonrpc", "id", "result", "error"})
+
+
 def refused(line: str) -> list[Reply] | None:
-    """None for a line the SDK accepts; else the error replies it needs: one per request
-    id it carries, ``null`` for a line that is not JSON, none for a broken notification
-    or response."""
-    try:
-        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return None
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        reason = _reason(exc)
+    """None for a line to pass to the SDK; else the error replies it needs: one per
+    request (the id when it is a string or an integer, else ``null``), ``null`` for a
+    line that is not JSON, none for a notification or response the SDK would drop."""
     try:
         data = json.loads(line)
     except RecursionError:  # JSON nested deeper than Python's parser goes
-        id = top_level_id(line)
-        return (
-            []
-            if id is None
-            else [(id, INVALID_REQUEST, "invalid request: the message nests too deeply")]
-        )
+        found, id = top_level_id(line)
+        if not found:
+            return []
+        return [(id, INVALID_REQUEST, "invalid request: the message nests too deeply")]
     except ValueError:
-        return [(top_level_id(line), PARSE_ERROR, "parse error: the line is not valid JSON")]
+        return [(top_level_id(line)[1], PARSE_ERROR, "parse error: the line is not valid JSON")]
     if isinstance(data, list):  # a batch: JSON-RPC 2.0 has them, MCP does not
-        return [
-            (
-                m["id"],
-                INVALID_REQUEST,
-                "invalid request: batches are not supported; send one message a line",
-            )
-            for m in data
-            if _wants_reply(m)
-        ]
+        said = "invalid request: batches are not supported; send one message a line"
+        replies = [(_id_or_null(m), INVALID_REQUEST, said) for m in data if _is_request(m)]
+        return replies if data else [(None, INVALID_REQUEST, said)]
     if not isinstance(data, dict):
         return [(None, INVALID_REQUEST, "invalid request: a message is a JSON object")]
-    if _wants_reply(data):
-        if data.get("jsonrpc") != "2.0":
-            reason = 'jsonrpc must be "2.0"'
-        return [(data["id"], INVALID_REQUEST, f"invalid request: {reason}")]
-    if "id" in data and "method" in data:
-        return [(None, INVALID_REQUEST, "invalid request: the id must be a string or an integer")]
-    return []
+    problem = envelope_problem(data)
+    if problem is None:
+        try:
+            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            return None
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            problem = _reason(exc)
+    if "method" in data or ("id" in data and not _is_response(data)):
+        return [(_id_or_null(data), INVALID_REQUEST, f"invalid request: {problem}")]
+    return []  # a broken response: nothing to answer
 
 
-def _wants_reply(message: Any) -> bool:
-    """A request (not a response) with a usable id."""
-    return (
-        isinstance(message, dict)
-        and _usable_id(message.get("id"))
-        and "result" not in message
-        and "error" not in message
-    )
+def envelope_problem(data: dict[str, Any]) -> str | None:
+    """What makes ``data`` not a JSON-RPC 2.0 message MCP takes, or None."""
+    if data.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if "id" in data and not _usable_id(data["id"]):
+        shown = json.dumps(data["id"], ensure_ascii=False)
+        return f"the id must be a string or an integer, not {shown[:40]}"
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            return "method must be a string"
+        members = REQUEST_MEMBERS
+    elif _is_response(data):
+        members = RESPONSE_MEMBERS
+        if "result" in data and "error" in data:
+            return "a response has result or error, not both"
+    else:
+        return "a message is a request (with method) or a response (with result or error)"
+    extra = sorted(k for k in data if k not in members)
+    if extra:
+        return f"unknown member {', '.join(repr(k[:40]) for k in extra[:5])}"
+    return None
+
+
+def _is_request(message: Any) -> bool:
+    return isinstance(message, dict) and "method" in message
+
+
+def _is_response(message: dict[str, Any]) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def _id_or_null(message: Any) -> Any:
+    id = message.get("id") if isinstance(message, dict) else None
+    return id if _usable_id(id) else None
 
 
 def _usable_id(id: Any) -> bool:
@@ -162,9 +345,10 @@ def _reason(exc: ValueError) -> str:
     return f"{msg} ({'.'.join(field)})" if field else msg
 
 
-def top_level_id(line: str) -> Any:
-    """The ``id`` member of the outermost JSON object in ``line`` when it is a string or
-    an integer, else None: one flat pass tracking depth and strings (any nesting)."""
+def top_level_id(line: str) -> tuple[bool, Any]:
+    """Whether the outermost JSON object in ``line`` has an ``id`` member, and its value
+    when that is a string or an integer (else None): one flat pass tracking depth and
+    strings, so any nesting and a line cut short are read."""
     decoder = json.JSONDecoder()
     depth, i, n = 0, 0, len(line)
     while i < n:
@@ -173,14 +357,14 @@ def top_level_id(line: str) -> Any:
             try:
                 key, end = json.decoder.scanstring(line, i + 1)  # type: ignore[attr-defined]
             except ValueError:
-                return None
+                return False, None
             j = _blank_end(line, end)
             if depth == 1 and key == "id" and line.startswith(":", j):
                 try:
                     value, _ = decoder.raw_decode(line, _blank_end(line, j + 1))
                 except (ValueError, RecursionError):
-                    return None
-                return value if _usable_id(value) else None
+                    return True, None
+                return True, value if _usable_id(value) else None
             i = end
             continue
         if c in "{[":
@@ -188,7 +372,7 @@ def top_level_id(line: str) -> Any:
         elif c in "}]":
             depth -= 1
         i += 1
-    return None
+    return False, None
 
 
 def _blank_end(line: str, i: int) -> int:
@@ -226,7 +410,15 @@ def claimed() -> Iterator[tuple[BinaryIO, BinaryIO]]:
                 os.dup2(wire, fd)
 
 
-def streams(raw_in: BinaryIO, raw_out: BinaryIO) -> tuple[Any, Any]:
-    """(stdin, stdout) to hand to the SDK's ``stdio_server``."""
+@contextlib.asynccontextmanager
+async def streams(raw_in: BinaryIO, raw_out: BinaryIO) -> AsyncIterator[tuple[Input, Output]]:
+    """(stdin, stdout) to hand to the SDK's ``stdio_server``, open while in use."""
     out = Output(raw_out)
-    return Input(raw_in, out), out
+    stdin = Input(raw_in, out)
+    await out.open()
+    await stdin.open()
+    try:
+        yield stdin, out
+    finally:
+        stdin.close()
+        out.close()

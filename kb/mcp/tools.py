@@ -13,167 +13,30 @@ To add a tool: write the function, then add a :class:`ToolSpec` line to :data:`T
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
-from typing_extensions import NotRequired, TypedDict
 
-from kb.api.check import InputError
-from kb.api.errors import UsageError
-from kb.catalog.compiled import Catalog, StoreInvalid
-from kb.mcp import confine
-from kb.mcp.state import state
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class ToolInputError(UsageError, ValueError):
-    """Arguments a tool cannot use; the message says what would work."""
-
-
-def _tool(fn: F) -> F:
-    """The api's UsageError raised as ToolInputError (still a UsageError), so a tool fails
-    with one type whichever layer found the mistake."""
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ToolInputError:
-            raise
-        except UsageError as exc:
-            raise ToolInputError(str(exc)) from None
-
-    return cast(F, call)
-
-
-def _records_invalid(exc: StoreInvalid) -> ToolInputError:
-    shown = "; ".join(str(p) for p in exc.problems[:5])
-    more = f" (and {len(exc.problems) - 5} more)" if len(exc.problems) > 5 else ""
-    return ToolInputError(f"the records do not validate: {shown}{more}; run 'kb validate'")
-
-
-#: Exceptions that mean "the arguments (or the records) are wrong", not "the server broke".
-CALLER_ERRORS: tuple[type[Exception], ...] = (ToolInputError, UsageError, InputError, ValueError)
+from kb.mcp import confine, limits
+from kb.mcp.calls import CALLER_ERRORS as CALLER_ERRORS  # the server's and tests' name
+from kb.mcp.calls import ToolInputError as ToolInputError
+from kb.mcp.calls import catalog as _catalog
+from kb.mcp.calls import current as _current
+from kb.mcp.calls import tool as _tool
+from kb.mcp.shapes import (
+    CheckResult,
+    ListResult,
+    PrefetchSizeResult,
+    RulesResult,
+    ScanResult,
+    SearchResult,
+)
+from kb.vocab import GRAPH_MODES
 
 Kind = Literal["operator", "chain", "tree", "playbook"]
 Lang = Literal["en", "zh"]
-
-
-def _current() -> Any:
-    try:
-        return state().current()
-    except StoreInvalid as exc:
-        raise _records_invalid(exc) from None
-
-
-def _catalog() -> Catalog:
-    """The warm catalog; handed to the api uncalled where the arguments are checked first."""
-    return _current().catalog  # type: ignore[no-any-return]
-
-
-# --------------------------------------------------------------------------- outputs
-
-
-class ReleaseMatch(TypedDict):
-    asked: str
-    release: str
-    exact: bool
-
-
-class SearchHit(TypedDict):
-    kind: str
-    name: str
-    score: float
-    summary: str
-
-
-class SearchResult(TypedDict):
-    query: str
-    results: list[SearchHit]
-    torch_npu: NotRequired[ReleaseMatch]
-
-
-class ListItem(TypedDict):
-    kind: str
-    name: str
-    category: str | None
-    status: str | None
-    summary: str
-
-
-class ListResult(TypedDict):
-    results: list[ListItem]
-    torch_npu: NotRequired[ReleaseMatch]
-
-
-class Finding(TypedDict):
-    file: str
-    line: int
-    column: int
-    code: str
-    severity: Literal["error", "warning", "info"]
-    message: str
-    candidate: int | None
-
-
-class CheckSummary(TypedDict):
-    files: int
-    candidates: int
-    errors: int
-    warnings: int
-
-
-class CheckResult(TypedDict):
-    findings: list[Finding]
-    summary: CheckSummary
-
-
-class Rule(TypedDict):
-    code: str
-    name: str
-    severity: str
-    summary: str
-    why: str
-    fail: str
-    fix: str
-    fronts: list[str]  # which front ends run it: check (candidate lists), scan (Python)
-    language: str  # of the fail/fix snippets: yaml (candidate list) or python
-
-
-class ScanSummary(TypedDict):
-    files: int
-    calls: int
-    ops: int
-    candidates: int
-    errors: int
-    warnings: int
-
-
-class Skipped(TypedDict):
-    path: str
-    reason: str
-
-
-class ScanResult(TypedDict):
-    findings: list[Finding]
-    summary: ScanSummary
-    skipped: list[Skipped]
-    inventory: list[dict[str, Any]]  # the modules read (kind, lines, facts, unknown, not_proposed)
-    # per module and phase: chain, stages with args and mapping, prerequisites
-    plan: list[dict[str, Any]]
-
-
-class RulesResult(TypedDict):
-    rules: list[Rule]
-
-
-class PrefetchSizeResult(TypedDict):
-    playbook: str
-    results: list[dict[str, Any]]
 
 
 # --------------------------------------------------------------------------- tools
@@ -345,19 +208,53 @@ def scan(
     torch_npu: Annotated[
         str | None, Field(description="target torch_npu release, e.g. 2.7.1")
     ] = None,
+    quant: Annotated[
+        str | None,
+        Field(description="quantization scheme the plan targets: bf16, w8a8-static, ..."),
+    ] = None,
+    graph_mode: Annotated[
+        str | None,
+        Field(description=f"the graph mode the code runs under: {', '.join(GRAPH_MODES)}"),
+    ] = None,
     parallel: Annotated[
         str | None,
         Field(description="deployment the plan targets: none (one device, the default), tp or ep"),
     ] = None,
+    model_config_path: Annotated[
+        str | None,
+        Field(
+            alias="model_config",  # pydantic reserves the name for itself
+            description="the checkpoint's config.json or params.json inside the server's "
+            "root (the CLI's --model-config): decides config-dependent facts of the plan",
+        ),
+    ] = None,
+    plan: Annotated[
+        bool,
+        Field(description="the module inventory and plan even without fusion findings"),
+    ] = False,
     select: Annotated[list[str] | None, Field(description="run only these rules")] = None,
     ignore: Annotated[list[str] | None, Field(description="skip these rules")] = None,
+    exclude: Annotated[
+        list[str] | None, Field(description="gitignore-style patterns of paths to skip")
+    ] = None,
+    custom_ops: Annotated[
+        list[str] | None,
+        Field(description="operators this project defines itself (not checked against records)"),
+    ] = None,
+    config: Annotated[
+        str | None,
+        Field(description="read [tool.kb] from this pyproject.toml (inside the server's root)"),
+    ] = None,
+    use_config: Annotated[
+        bool, Field(description="false: ignore [tool.kb] settings (the CLI's --no-config)")
+    ] = True,
     fusion: Annotated[bool, Field(description="also report fusion opportunities (KB6xx)")] = True,
 ) -> ScanResult:
     """Lint Python model code without running it: every torch_npu call judged against the
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
-    patterns named with the fused operator that replaces them; with fusion, also the
-    module inventory (nn.Module classes and their kinds) and the plan per module and
-    phase read from the chain records. Same result as `kb scan PATH --format json`."""
+    patterns named with the fused operator that replaces them; with fusion (or plan),
+    also the module inventory (nn.Module classes and their kinds) and the plan per module
+    and phase read from the chain records. Same result as `kb scan PATH --format json`."""
     import os
 
     from kb.api.scan import scan as scanned
@@ -368,18 +265,51 @@ def scan(
             raise ToolInputError(
                 f"{path}: scan reads Python source; give a .py file or a directory"
             )
-    return scanned(
+    extra: dict[str, Any] = {
+        "quantization": quant,
+        "graph_mode": graph_mode,
+        "exclude": exclude,
+        "custom_ops": custom_ops,
+        "config": confine.inside(config, "config") if config is not None else None,
+        "use_config": use_config,
+        "plan": plan,
+        "model_config": (
+            confine.inside(model_config_path, "model_config")
+            if model_config_path is not None
+            else None
+        ),
+    }
+    return scanned(  # type: ignore[return-value]
         _catalog,
         path=path,
         text=text,
         product=product,
         torch_npu=torch_npu,
-        parallel=parallel,  # type: ignore[return-value]
+        parallel=parallel,
         select=select,
         ignore=ignore,
         fusion=fusion,
         root=confine.root() if path is not None else None,
+        **supported(scanned, extra, {"use_config": True, "plan": False}),
     )
+
+
+def supported(
+    fn: Callable[..., Any], extra: dict[str, Any], defaults: dict[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments of ``extra`` that ``fn`` takes.  One it does not take is
+    dropped when left at its default (None unless ``defaults`` says otherwise) and is a
+    tool error naming it when asked for: an option a newer kb adds is never ignored."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    asked = [k for k, v in extra.items() if k not in params and v != defaults.get(k)]
+    if asked:
+        raise ToolInputError(
+            f"{', '.join(asked)}: not supported by this kb version's {fn.__name__}; "
+            "leave it out or upgrade kb"
+        )
+    return {k: v for k, v in extra.items() if k in params}
 
 
 @_tool
@@ -395,6 +325,10 @@ def advise(
         dict[str, str | int],
         Field(description="flag -> value, e.g. {'arch': 'mla', 'phase': 'decode'}"),
     ] = {},  # noqa: B006
+    strict: Annotated[
+        bool,
+        Field(description="assume nothing: a missing answer is a tool error (the CLI's --strict)"),
+    ] = False,
 ) -> dict[str, Any]:
     """Walk a decision tree with the answers known so far; the result is the document of
     `kb advise TREE --FLAG VALUE ... --no-input --format json`. Common-case answers not
@@ -406,7 +340,7 @@ def advise(
     code (or ask) and call again."""
     from kb.api.advise import advise_step
 
-    return advise_step(_catalog(), tree, answers)
+    return advise_step(_catalog(), tree, answers, strict=strict)
 
 
 @_tool
@@ -444,12 +378,27 @@ def prefetch_size(
         int | None, Field(ge=1, description="routed experts held by one rank")
     ] = None,
     moe_tp: Annotated[int, Field(ge=1, description="MoE TP size")] = 1,
+    tp: Annotated[
+        int, Field(ge=1, description="TP degree a dense weight is sharded by; sizes per rank")
+    ] = 1,
     gmm: Annotated[
         Literal[1, 2] | None,
         Field(description="1 = gate+up (w13), 2 = down (w2); both when omitted"),
     ] = None,
     factor: Annotated[
         float | None, Field(gt=0, le=1, description="override the playbook's conservative factor")
+    ] = None,
+    window_us: Annotated[
+        float | None,
+        Field(gt=0, description="window duration in microseconds (with bandwidth): a cap"),
+    ] = None,
+    bandwidth: Annotated[
+        float | None,
+        Field(gt=0, description="bandwidth for the prefetch in GB/s (with window_us)"),
+    ] = None,
+    l2: Annotated[
+        str | None,
+        Field(description="L2 capacity the prefetch may use, bytes or e.g. 96MiB: a cap"),
     ] = None,
 ) -> PrefetchSizeResult:
     """Theoretical bytes of a weight and the conservative max_size to start npu_prefetch
@@ -469,7 +418,11 @@ def prefetch_size(
         experts_per_rank=experts_per_rank,
         moe_tp=moe_tp,
         gmm=gmm,
+        tp=tp,
         factor=factor,
+        window_us=window_us,
+        bandwidth=bandwidth,
+        l2=l2,
     )
     try:
         _, found = sizes(_catalog(), req)
@@ -535,20 +488,62 @@ def reference(
                 for m in MAPPINGS
             ],
         }
+    limits.reference_inputs(args, kwargs)
     catalog = _catalog()
-    doc = run_json(name, args, kwargs, catalog)
+    rec = catalog.get(name)
+    if rec is not None:
+        limits.required_tensors(rec, args, kwargs)
+    with limits.work_cap():
+        doc = run_json(name, args, kwargs, catalog)
+    sent = limits.output_elements(doc)
+    if sent > limits.MAX_OUTPUT_ELEMENTS:
+        raise ToolInputError(
+            f"{name}: the outputs hold {sent} elements; at most "
+            f"{limits.MAX_OUTPUT_ELEMENTS} come back in one call; ask for smaller arrays"
+        )
     rec = catalog.get(doc["operator"])
     doc["semantics"] = semantics(rec) if rec else None
     return doc
 
 
+#: A candidate list up to this size is checked on the event loop (tens of milliseconds);
+#: a larger one goes to a child process like a scan.
+QUICK_CHECK_BYTES = 16 * 1024
+
+
+def _always(kwargs: dict[str, Any]) -> bool:
+    return True
+
+
+def _never(kwargs: dict[str, Any]) -> bool:
+    return False
+
+
+def _large_check(kwargs: dict[str, Any]) -> bool:
+    """A candidate list too large to check on the loop (text, or a file by its size)."""
+    import os
+
+    text, path = kwargs.get("text"), kwargs.get("path")
+    if isinstance(text, str) and len(text) > QUICK_CHECK_BYTES // 4:
+        return len(text.encode("utf-8", "surrogatepass")) > QUICK_CHECK_BYTES
+    if isinstance(path, str) and path.strip() != "-":
+        try:  # only a size to route by: the tool itself confines and reads it
+            return os.stat(os.path.join(confine.root(), path)).st_size > QUICK_CHECK_BYTES
+        except (OSError, ValueError):
+            return False  # the tool itself says what is wrong with it
+    return False
+
+
 @dataclass(frozen=True)
 class ToolSpec:
-    """One row of the tool table: the MCP name, a title, and the function."""
+    """One row of the tool table: the MCP name, a title, the function, and whether a
+    call with these arguments may run long (then it runs in a child process that its
+    budget can stop; otherwise on the server's event loop)."""
 
     name: str
     title: str
     fn: Callable[..., Any]
+    long: Callable[[dict[str, Any]], bool] = _never
 
 
 #: Every tool the server offers, in the order agents see them.
@@ -556,11 +551,26 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("search", "Search the torch_npu knowledge base", search),
     ToolSpec("show", "Show one record (or a section, or a brief card)", show),
     ToolSpec("list", "List records by kind, category, product, status, release", list_records),
-    ToolSpec("check", "Lint a candidate list against the records", check),
-    ToolSpec("scan", "Lint Python model code's torch_npu calls and fusion opportunities", scan),
+    ToolSpec("check", "Lint a candidate list against the records", check, _large_check),
+    ToolSpec(
+        "scan", "Lint Python model code's torch_npu calls and fusion opportunities", scan, _always
+    ),
     ToolSpec("advise", "Walk a decision tree to chains and operators", advise),
     ToolSpec("tree", "A decision tree, or the list of trees", tree),
     ToolSpec("prefetch_size", "npu_prefetch max_size for a weight", prefetch_size),
     ToolSpec("rules", "Explain the checker's rules", rules),
-    ToolSpec("reference", "Run a fused operator's numpy reference on small arrays", reference),
+    ToolSpec(
+        "reference",
+        "Run a fused operator's numpy reference on small arrays",
+        reference,
+        _always,
+    ),
 )
+
+
+def tool_named(name: str) -> ToolSpec:
+    """The row of :data:`TOOLS` called ``name``."""
+    for spec in TOOLS:
+        if spec.name == name:
+            return spec
+    raise KeyError(name)

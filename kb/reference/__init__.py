@@ -12,10 +12,19 @@ import importlib
 import threading
 from typing import Any
 
-from kb.reference.errors import NotModelled, ReferenceInputError
+from kb.reference.errors import NotModelled, OverCap, ReferenceInputError
 from kb.reference.registry import IMPLEMENTATIONS
 
-__all__ = ["NotModelled", "ReferenceInputError", "available", "record", "run", "run_record"]
+__all__ = [
+    "NotModelled",
+    "OverCap",
+    "ReferenceInputError",
+    "available",
+    "limit",
+    "record",
+    "run",
+    "run_record",
+]
 
 
 def available() -> list[str]:
@@ -64,4 +73,21 @@ def run_record(rec: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
     impl = getattr(importlib.import_module(f"kb.reference.{module}"), function)
     bound = bind(rec, args, kwargs)
     check(rec, bound)
-    return impl(bound)
+    try:
+        return impl(bound)
+    except ReferenceInputError:
+        raise
+    except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+        # shapes the record allows one by one but not together (numpy says so first)
+        raise ReferenceInputError(
+            f"{rec['name']}: the reference cannot run on these arguments "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def limit(max_bytes: int | None) -> Any:
+    """A context manager capping the work (outputs and intermediates, estimated from the
+    shapes before anything is allocated) of every call in this thread; None lifts the cap."""
+    from kb.reference.checks import limit as _limit
+
+    return _limit(max_bytes)

@@ -62,7 +62,7 @@ def attend(
     s = np.where(vis[None], s, -np.inf)
     if sink is not None:
         s = np.concatenate([s, np.broadcast_to(f32(sink).reshape(n, 1, 1), (n, s.shape[1], 1))], -1)
-    top = s.max(axis=-1, keepdims=True)
+    top = s.max(axis=-1, keepdims=True, initial=-np.inf)  # a row of no keys: -inf
     safe_top = np.where(np.isfinite(top), top, 0)
     e = np.exp(s - safe_top)
     total = e.sum(axis=-1, keepdims=True)
@@ -112,7 +112,11 @@ def _cumulative(values: Any, total: int, what: str) -> list[int]:
     return ends
 
 
-def _mask_for(mask: np.ndarray | None, b: int, mode: int) -> np.ndarray | None:
+def _mask_for(
+    mask: np.ndarray | None, b: int, mode: int, batches: int = 1, decode: bool = False
+) -> np.ndarray | None:
+    """Batch b's [Sq, Skv] mask.  With one query row per batch (decode) a 2-D mask of
+    B rows is (B, KV_S), one row per batch; otherwise a 2-D mask is (Q_S, KV_S) for all."""
     if mask is None:
         return None
     m = np.asarray(mask)
@@ -123,6 +127,8 @@ def _mask_for(mask: np.ndarray | None, b: int, mode: int) -> np.ndarray | None:
             )
         return m
     if m.ndim == 2:
+        if decode and batches > 1 and m.shape[0] == batches:
+            return m[b : b + 1]
         return m
     if m.ndim == 3:
         return m[b if m.shape[0] > 1 else 0]
@@ -162,6 +168,7 @@ def run_attention(
     sink: Any = None,
     mask_required: bool = True,
     decode_ignores_sparse: bool = False,
+    check_block: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Attention over a whole call; returns (out in the layout, lse, row max).
 
@@ -173,7 +180,7 @@ def run_attention(
     if layout not in LAYOUTS:
         raise NotModelled(f"input_layout {layout!r} is not modelled ({', '.join(LAYOUTS)})")
     table, bs = a.get("block_table"), int(a.get("block_size") or 0)
-    if table is not None and (bs < 128 or bs > 512 or bs % 128):
+    if table is not None and check_block and (bs < 128 or bs > 512 or bs % 128):
         raise ReferenceInputError("page attention needs block_size a multiple of 128 in [128, 512]")
     if table is not None and kv_lens is None:
         raise ReferenceInputError("page attention needs the key/value lengths (actual_seq_*kv*)")
@@ -233,12 +240,24 @@ def run_attention(
                 _heads(k, layout, nkv, "key")[b, :, :skv],
                 _heads(v, layout, nkv, "value")[b, :, :skv],
             )
+        if kb_.shape[0] != nkv or kb_.shape[-1] != qb.shape[-1]:
+            raise ReferenceInputError(
+                f"the key has {kb_.shape[0]} heads of {kb_.shape[-1]}, the query {n} of "
+                f"{qb.shape[-1]}: num_key_value_heads={nkv} must name the key's heads "
+                "(0 means as many as the query)"
+            )
+        decode = all(x.shape[1] == 1 for x in batches)
         if decode_ignores_sparse and qb.shape[1] == 1:
             vis = visible(
-                sq, skv, 0, INT_MAX, INT_MAX, _mask_for(mask, b, 0) if mode in (0, 1) else None
+                sq,
+                skv,
+                0,
+                INT_MAX,
+                INT_MAX,
+                _mask_for(mask, b, 0, len(batches), decode) if mode in (0, 1) else None,
             )
         else:
-            vis = visible(sq, skv, mode, pre, nxt, _mask_for(mask, b, mode))
+            vis = visible(sq, skv, mode, pre, nxt, _mask_for(mask, b, mode, len(batches), decode))
         out, top, total = attend(qb[:, :sq], kb_, vb_, scale, vis, sink)
         full = np.zeros((n, qb.shape[1], out.shape[-1]), np.float32)
         full[:, :sq] = out

@@ -10,3 +10,8 @@ class ReferenceInputError(ValueError):
 
 class NotModelled(ReferenceInputError):
     """Input the record allows but the reference does not compute (a listed limit)."""
+
+
+class OverCap(ReferenceInputError):
+    """A call whose outputs and intermediates, estimated from its shapes, pass the cap the
+    caller set (:func:`kb.reference.limit`): refused before anything is allocated."""

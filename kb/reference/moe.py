@@ -13,6 +13,7 @@ import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
 from kb.reference.lowp import cast, dtype_named, f32
+from kb.reference.quant_dyn import unpack_scale
 
 Args = dict[str, Any]
 INT32_MAX = np.iinfo(np.int32).max
@@ -187,27 +188,86 @@ def group_sizes(group_list: Any, kind: int, groups: int) -> list[int]:
     return [int(s) for s in sizes]
 
 
-def _of_group(items: list[np.ndarray], g: int, groups: int) -> np.ndarray:
-    """Group ``g``'s entry of a per-group list: its own tensor, or its row of one stacked
-    [groups, n] tensor (the form that goes with one 3-D weight [groups, k, n])."""
-    if len(items) == 1 and groups > 1 and items[0].ndim == 2 and items[0].shape[0] == groups:
-        return items[0][g]
-    return items[min(g, len(items) - 1)]
+def _of_group(tensors: Any, g: int, groups: int, what: str) -> np.ndarray | None:
+    """Group g's tensor from a list of one per group, one stacked [groups, ...] tensor,
+    or one tensor every group shares."""
+    items = [] if tensors is None else list(tensors)
+    if not items:
+        return None
+    if len(items) == groups and groups > 1:
+        return np.asarray(items[g])
+    if len(items) != 1:
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: {what} holds {len(items)} tensors for {groups} groups "
+            "(one per group, or one for all)"
+        )
+    t = np.asarray(items[0])
+    if t.ndim >= 2 and t.shape[0] == groups and groups > 1:
+        return t[g]
+    if t.ndim >= 2 and t.shape[0] != 1:
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: {what} {tuple(t.shape)} stacks neither {groups} groups "
+            "nor one row for all"
+        )
+    return t
+
+
+def _columns(t: np.ndarray | None, n: int, what: str) -> np.ndarray | None:
+    """A per-column vector (one value per output column, or one for all)."""
+    if t is None:
+        return None
+    v = f32(t).reshape(-1)
+    if v.size not in (1, n):
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: {what} has {v.size} values for {n} output columns"
+        )
+    return v
 
 
 def _one_matmul(
-    x: np.ndarray, w: np.ndarray, g: int, a: Args, rows: slice | None, groups: int = 1
+    x: np.ndarray, w: np.ndarray, g: int, groups: int, a: Args, rows: slice | None
 ) -> np.ndarray:
+    """One group.  int8 x (the page's formulas 2 and 3): int32 bias before the scales,
+    (x @ w + bias) * scale * per_token_scale + offset, a float bias after them."""
+    if x.shape[-1] != w.shape[-2]:
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: x {tuple(x.shape)} and weight {tuple(w.shape)} differ in K"
+        )
+    n = w.shape[-1]
+    bias_t = _of_group(a["bias"], g, groups, "bias")
     if x.dtype == np.int8:
-        acc = np.matmul(x.astype(np.int64), w.astype(np.int64)).astype(np.float64)
-        if a["bias"] is not None:
-            acc = acc + f32(_of_group(a["bias"], g, groups))
-        if a["scale"] is None:
+        whole = np.matmul(x.astype(np.int64), w.astype(np.int64))
+        int_bias = bias_t is not None and bias_t.dtype == np.int32
+        if int_bias:
+            _columns(bias_t, n, "bias")
+            whole = whole + np.asarray(bias_t).reshape(-1).astype(np.int64)
+        acc = whole.astype(np.float32)
+        scale_t = _of_group(a["scale"], g, groups, "scale")
+        if scale_t is not None and scale_t.dtype in (np.int64, np.uint64):
+            scale_t = unpack_scale(scale_t)[0]  # npu_trans_quant_param's packing
+        scale = _columns(scale_t, n, "scale")
+        if scale is None:
             raise ReferenceInputError("npu_grouped_matmul: int8 x needs scale")
-        acc = acc * f32(_of_group(a["scale"], g, groups)).reshape(-1)
-        if a["per_token_scale"] is not None:
-            pts = f32(a["per_token_scale"][0]).reshape(-1)
-            acc = acc * (pts[rows] if rows is not None else pts)[:, None]
+        acc = acc * scale
+        pts_t = _of_group(
+            a["per_token_scale"],
+            g if rows is None else 0,
+            groups if rows is None else 1,
+            "per_token_scale",
+        )
+        if pts_t is not None:
+            pts = f32(pts_t).reshape(-1)
+            picked = pts[rows] if rows is not None else pts
+            if picked.size != acc.shape[0]:
+                raise ReferenceInputError(
+                    "npu_grouped_matmul: per_token_scale has one value per row of x"
+                )
+            acc = acc * picked[:, None]
+        offset = _columns(_of_group(a["offset"], g, groups, "offset"), n, "offset")
+        if offset is not None:
+            acc = acc + offset
+        if bias_t is not None and not int_bias:
+            acc = acc + _columns(bias_t, n, "bias")
         target = (
             np.float16
             if a["output_dtype"] is None
@@ -215,8 +275,8 @@ def _one_matmul(
         )
         return cast(acc, target)
     out = f32(x) @ f32(w)
-    if a["bias"] is not None:
-        out = out + f32(_of_group(a["bias"], g, groups))
+    if bias_t is not None:
+        out = out + _columns(bias_t, n, "bias")
     return cast(out, x.dtype)
 
 
@@ -232,7 +292,10 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
             raise ReferenceInputError(
                 "npu_grouped_matmul: without group_list, x and weight are lists of one length"
             )
-        outs = [_one_matmul(x, w, g, a, None) for g, (x, w) in enumerate(zip(xs, ws, strict=True))]
+        outs = [
+            _one_matmul(x, w, g, len(ws), a, None)
+            for g, (x, w) in enumerate(zip(xs, ws, strict=True))
+        ]
         return [np.concatenate(outs, axis=0)] if split in (2, 3) else outs
     if a["group_type"] != 0 or len(xs) != 1:
         raise NotModelled(
@@ -246,7 +309,7 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
     outs, start = [], 0
     for g, (w, n) in enumerate(zip(ws, sizes, strict=True)):
         rows = slice(start, start + n)
-        outs.append(_one_matmul(x[rows], w, g, a, rows, len(ws)))
+        outs.append(_one_matmul(x[rows], w, g, len(ws), a, rows))
         start += n
     if split in (2, 3):
         full = np.zeros((x.shape[0], ws[0].shape[-1]), dtype=outs[0].dtype)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from kb.reference import run
-from kb.reference.proofs_sparse import _layout, _moe_case, _softmax, _topk
+from kb.reference.proofs_sparse import _moe_case, _softmax, _topk, batched, varlen
 from kb.reference.proving import FLOATS, HALVES, LOW, Check, rounded
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -137,21 +137,18 @@ def _full_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def attention_noncausal(layout: str, rng: np.random.Generator) -> list[Check]:
-    """Bidirectional attention (DiT, vision towers): no mask, sparse_mode=0."""
+    """Bidirectional attention (DiT, vision towers): no mask, sparse_mode=0; TND packs
+    sequences whose query and key lengths differ."""
     out = []
     b, n, sq, skv, d = 2, 4, 5, 9, 16
     for dt in HALVES:
-        q, k, v = (
-            rounded(rng, (b, n, sq, d), dt),
-            rounded(rng, (b, n, skv, d), dt),
-            rounded(rng, (b, n, skv, d), dt),
-        )
-        extra: dict[str, list[int]] = {}
-        if layout == "TND":  # varlen: each sequence attends to its own keys only
-            k, v = k[:, :, :sq], v[:, :, :sq]
-            extra = {"actual_seq_lengths": [sq, 2 * sq], "actual_seq_lengths_kv": [sq, 2 * sq]}
-        want = _layout(_full_attention(q, k, v).astype(LOW[dt]), layout)
-        ql, kl, vl = _layout(q, layout), _layout(k, layout), _layout(v, layout)
+        if layout == "TND":
+            ql, kl, vl, want, q_ends, kv_ends = varlen(rng, dt, n, n, d, _full_attention)
+            extra = {"actual_seq_lengths": q_ends, "actual_seq_lengths_kv": kv_ends}
+            fa = {"actual_seq_qlen": q_ends, "actual_seq_kvlen": kv_ends}
+        else:
+            ql, kl, vl, want = batched(rng, dt, layout, (b, n, n, sq, skv, d), _full_attention)
+            extra, fa = {}, {}
         got = run(
             "npu_fused_infer_attention_score",
             ql,
@@ -164,14 +161,6 @@ def attention_noncausal(layout: str, rng: np.random.Generator) -> list[Check]:
             **extra,
         )[0]
         out.append(Check(f"FIA no mask {layout} {dt}", got, want))
-        fa = (
-            {
-                "actual_seq_qlen": extra["actual_seq_lengths"],
-                "actual_seq_kvlen": extra["actual_seq_lengths_kv"],
-            }
-            if extra
-            else {}
-        )
         got2 = run(
             "npu_fusion_attention", ql, kl, vl, n, layout, scale=1 / np.sqrt(d), sparse_mode=0, **fa
         )[0]
@@ -333,28 +322,27 @@ def add_rms_norm_quant(rng: np.random.Generator) -> list[Check]:
     return out
 
 
-def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) -> list[Check]:
+def attention_split_layout(
+    causal: bool, layout: str, rng: np.random.Generator, sparse_mode: int = 3
+) -> list[Check]:
     """GQA (causal, bottom-right) or bidirectional attention in the FIA layouts whose output
-    differs from the input: TND_NTD writes (N, T, D), NTD_TND reads (N, T, D) inputs."""
+    differs from the input: TND_NTD writes (N, T, D), NTD_TND reads (N, T, D) inputs; the
+    packed sequences have query and key lengths that differ."""
     from kb.reference.proofs_sparse import COMPRESSED, causal_attention
 
     out = []
-    b, nq, nkv, s, d = 2, 4, 2, 4, 16
+    nq, nkv, d = 4, 2, 16
     for dt in HALVES:
-        q, k, v = (
-            rounded(rng, (b, nq, s, d), dt),
-            rounded(rng, (b, nkv, s, d), dt),
-            rounded(rng, (b, nkv, s, d), dt),
+        ql, kl, vl, want, q_ends, kv_ends = varlen(
+            rng, dt, nq, nkv, d, causal_attention if causal else _full_attention
         )
-        ref = causal_attention(q, k, v) if causal else _full_attention(q, k, v)
-        want = _layout(ref.astype(LOW[dt]), "TND")  # [T, N, D]
-        ql, kl, vl = (_layout(t, "TND") for t in (q, k, v))
         if layout == "NTD_TND":
             ql, kl, vl = (np.ascontiguousarray(t.swapaxes(0, 1)) for t in (ql, kl, vl))
         else:
             want = np.ascontiguousarray(want.swapaxes(0, 1))
-        mask = {"sparse_mode": 3, "atten_mask": COMPRESSED} if causal else {"sparse_mode": 0}
-        lens = [s, 2 * s]
+        mask = (
+            {"sparse_mode": sparse_mode, "atten_mask": COMPRESSED} if causal else {"sparse_mode": 0}
+        )
         got = run(
             "npu_fused_infer_attention_score",
             ql,
@@ -364,8 +352,8 @@ def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) 
             num_key_value_heads=nkv,
             scale=1 / np.sqrt(d),
             input_layout=layout,
-            actual_seq_lengths=lens,
-            actual_seq_lengths_kv=lens,
+            actual_seq_lengths=q_ends,
+            actual_seq_lengths_kv=kv_ends,
             **mask,
         )[0]
         got2 = run(
@@ -377,8 +365,8 @@ def attention_split_layout(causal: bool, layout: str, rng: np.random.Generator) 
             num_key_value_heads=nkv,
             softmax_scale=1 / np.sqrt(d),
             input_layout=layout,
-            actual_seq_qlen=lens,
-            actual_seq_kvlen=lens,
+            actual_seq_qlen=q_ends,
+            actual_seq_kvlen=kv_ends,
             **mask,
         )[0]
         out += [Check(f"FIA {layout} {dt}", got, want), Check(f"FIA v2 {layout} {dt}", got2, want)]

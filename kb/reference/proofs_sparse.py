@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kb.reference import run
@@ -231,90 +233,99 @@ def _layout(t: np.ndarray, layout: str) -> np.ndarray:
     return bsnd.reshape(-1, t.shape[1], t.shape[3])
 
 
-def attention(layout: str, rng: np.random.Generator) -> list[Check]:
+#: varlen (TND) proofs: per-sequence query and key lengths that differ, so a causal mask
+#: aligned top-left (the chunked-prefill mistake) differs from the bottom-right one
+VARLEN_Q, VARLEN_KV = (3, 2), (7, 5)
+
+
+def varlen(
+    rng: np.random.Generator, dt: str, nq: int, nkv: int, d: int, reference: Any
+) -> tuple[Any, ...]:
+    """Sequences of VARLEN_Q queries over VARLEN_KV keys, packed TND: (q, k, v, the
+    reference output, cumulative query ends, cumulative key ends)."""
+    qs = [rounded(rng, (1, nq, s, d), dt) for s in VARLEN_Q]
+    ks = [rounded(rng, (1, nkv, s, d), dt) for s in VARLEN_KV]
+    vs = [rounded(rng, (1, nkv, s, d), dt) for s in VARLEN_KV]
+    want = np.concatenate(
+        [
+            _layout(reference(q, k, v).astype(LOW[dt]), "TND")
+            for q, k, v in zip(qs, ks, vs, strict=True)
+        ]
+    )
+    packed = [np.concatenate([_layout(t, "TND") for t in ts]) for ts in (qs, ks, vs)]
+    return (*packed, want, list(np.cumsum(VARLEN_Q)), list(np.cumsum(VARLEN_KV)))
+
+
+def batched(
+    rng: np.random.Generator, dt: str, layout: str, dims: tuple[int, ...], reference: Any
+) -> tuple[Any, ...]:
+    """A batch of B sequences (Sq queries, Skv keys; dims = (B, Nq, Nkv, Sq, Skv, D)) in the
+    layout: (q, k, v, the reference output)."""
+    b, nq, nkv, sq, skv, d = dims
+    q = rounded(rng, (b, nq, sq, d), dt)
+    k, v = rounded(rng, (b, nkv, skv, d), dt), rounded(rng, (b, nkv, skv, d), dt)
+    want = _layout(reference(q, k, v).astype(LOW[dt]), layout)
+    return _layout(q, layout), _layout(k, layout), _layout(v, layout), want
+
+
+def attention(
+    layout: str, rng: np.random.Generator, sparse_mode: int = 3, pass_kv_heads: bool = True
+) -> list[Check]:
+    """GQA causal attention (bottom-right aligned) in each layout.  ``sparse_mode`` and
+    ``pass_kv_heads`` exist to show the proof failing on the classic mistakes."""
     out = []
     b, nq, nkv, sq, skv, d = 2, 4, 2, 3, 7, 16
+    heads = {"num_key_value_heads": nkv} if pass_kv_heads else {}
     for dt in HALVES:
-        q, k, v = (
-            rounded(rng, (b, nq, sq, d), dt),
-            rounded(rng, (b, nkv, skv, d), dt),
-            rounded(rng, (b, nkv, skv, d), dt),
-        )
-        if layout == "TND":  # varlen: equal query and key lengths per batch
-            k, v = k[:, :, :sq], v[:, :, :sq]
-        want = _layout(causal_attention(q, k, v).astype(LOW[dt]), layout)
-        extra = {}
         if layout == "TND":
-            extra = {"actual_seq_lengths": [sq, 2 * sq], "actual_seq_lengths_kv": [sq, 2 * sq]}
+            ql, kl, vl, want, q_ends, kv_ends = varlen(rng, dt, nq, nkv, d, causal_attention)
+            fia = {"actual_seq_lengths": q_ends, "actual_seq_lengths_kv": kv_ends}
+            v2 = fa = {"actual_seq_qlen": q_ends, "actual_seq_kvlen": kv_ends}
+        else:
+            ql, kl, vl, want = batched(rng, dt, layout, (b, nq, nkv, sq, skv, d), causal_attention)
+            fia, v2, fa = {}, {}, {}
+        mask = {"sparse_mode": sparse_mode, "atten_mask": COMPRESSED}
         got = run(
             "npu_fused_infer_attention_score",
-            _layout(q, layout),
-            _layout(k, layout),
-            _layout(v, layout),
+            ql,
+            kl,
+            vl,
             num_heads=nq,
-            num_key_value_heads=nkv,
             scale=1 / np.sqrt(d),
             input_layout=layout,
-            sparse_mode=3,
-            atten_mask=COMPRESSED,
-            **extra,
+            **heads,
+            **mask,
+            **fia,
         )[0]
         out.append(Check(f"FIA {layout} {dt}", got, want))
-        v2 = (
-            {
-                "actual_seq_qlen": extra["actual_seq_lengths"],
-                "actual_seq_kvlen": extra["actual_seq_lengths_kv"],
-            }
-            if extra
-            else {}
-        )
         got2 = run(
             "npu_fused_infer_attention_score_v2",
-            _layout(q, layout),
-            _layout(k, layout),
-            _layout(v, layout),
+            ql,
+            kl,
+            vl,
             num_query_heads=nq,
-            num_key_value_heads=nkv,
             softmax_scale=1 / np.sqrt(d),
             input_layout=layout,
-            sparse_mode=3,
-            atten_mask=COMPRESSED,
+            **heads,
+            **mask,
             **v2,
         )[0]
         out.append(Check(f"FIA v2 {layout} {dt}", got2, want))
-        fa = (
-            {
-                "actual_seq_qlen": extra["actual_seq_lengths"],
-                "actual_seq_kvlen": extra["actual_seq_lengths_kv"],
-            }
-            if extra
-            else {}
-        )
         got3 = run(
-            "npu_fusion_attention",
-            _layout(q, layout),
-            _layout(k, layout),
-            _layout(v, layout),
-            nq,
-            layout,
-            atten_mask=COMPRESSED,
-            scale=1 / np.sqrt(d),
-            sparse_mode=3,
-            **fa,
+            "npu_fusion_attention", ql, kl, vl, nq, layout, scale=1 / np.sqrt(d), **mask, **fa
         )[0]
         out.append(Check(f"fusion_attention {layout} {dt}", got3, want))
         if layout != "TND":
             got4 = run(
                 "npu_prompt_flash_attention",
-                _layout(q, layout),
-                _layout(k, layout),
-                _layout(v, layout),
+                ql,
+                kl,
+                vl,
                 num_heads=nq,
-                num_key_value_heads=nkv,
                 scale_value=1 / np.sqrt(d),
                 input_layout=layout,
-                sparse_mode=3,
-                atten_mask=COMPRESSED,
+                **heads,
+                **mask,
             )
             out.append(Check(f"prompt_flash_attention {layout} {dt}", got4, want))
     return out

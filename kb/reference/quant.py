@@ -10,7 +10,8 @@ import numpy as np
 from kb.catalog.binding import dtype_value
 from kb.reference.activation import sigmoid
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import NUMPY, cast, dtype_named, f32, max_of
+from kb.reference.lowp import NUMPY, cast, dtype_named, f32, max_of, unpack_int4
+from kb.reference.quant_dyn import unpack_scale
 
 Args = dict[str, Any]
 
@@ -90,22 +91,24 @@ def quant_matmul(a: Args) -> np.ndarray:
             "npu_quant_matmul: the reference models int8 x1 and x2 "
             "(int32-packed int4, FP8 and MX inputs are not modelled)"
         )
-    if scale.dtype in (np.int64, np.uint64):
-        raise NotModelled(
-            "npu_quant_matmul: an int64 scale (npu_trans_quant_param "
-            "encoding) is not modelled; pass the float32 scale"
-        )
+    offset = a["offset"]
+    if scale.dtype in (
+        np.int64,
+        np.uint64,
+    ):  # npu_trans_quant_param's packing: FP19 scale, 9-bit offset
+        scale, packed_offset = unpack_scale(scale)
+        offset = packed_offset if offset is None else offset
     acc = _matmul(x1, x2)
     bias = a["bias"]
     if bias is not None and bias.dtype == np.int32:
         acc = acc + bias.astype(np.int64)
-    out = acc.astype(np.float64) * f32(scale).reshape(-1)
+    out = acc.astype(np.float32) * f32(scale).reshape(-1)
     if a["pertoken_scale"] is not None:
         out = out * f32(a["pertoken_scale"]).reshape(-1, 1)
     if bias is not None and bias.dtype != np.int32:
         out = out + f32(bias)
-    if a["offset"] is not None:
-        out = out + f32(a["offset"]).reshape(-1)
+    if offset is not None:
+        out = out + f32(offset).reshape(-1)
     target = (
         np.int8 if a["output_dtype"] is None else dtype_named(a["output_dtype"], "output_dtype")
     )
@@ -114,9 +117,16 @@ def quant_matmul(a: Args) -> np.ndarray:
 
 def weight_quant_batchmatmul(a: Args) -> np.ndarray:
     x, w = a["x"], a["weight"]
-    if w.dtype != np.int8:
+    # an int32 weight: eight int4 along the packed dim (npu_convert_weight_to_int4pack's order)
+    if w.dtype == np.int32:
+        if w.ndim >= 2 and w.shape[-2] * 8 == x.shape[-1] and w.shape[-2] != x.shape[-1]:
+            # a transposed (n, k / 8) weight
+            w = np.swapaxes(unpack_int4(np.swapaxes(w, -1, -2)), -1, -2)
+        else:
+            w = unpack_int4(w)
+    elif w.dtype != np.int8:
         raise NotModelled(
-            "npu_weight_quant_batchmatmul: int8 weight is modelled (int32 packs eight int4 values)"
+            "npu_weight_quant_batchmatmul: int8 or int4-in-int32 weights are modelled"
         )
     scale = a["antiquant_scale"]
     if scale.dtype == np.int64:

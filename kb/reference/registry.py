@@ -47,4 +47,42 @@ IMPLEMENTATIONS: dict[str, str] = {
     "npu_sparse_flash_attention": "sparse:sparse_flash_attention",
     "npu_recurrent_gated_delta_rule": "linear:recurrent_gated_delta_rule",
     "npu_chunk_gated_delta_rule": "linear:chunk_gated_delta_rule",
+    "npu_clipped_swiglu": "glu:clipped_swiglu",
+    "npu_gelu_mul": "glu:gelu_mul",
+    "npu_group_norm_silu": "norm_quant:group_norm_silu",
+    "npu_add_rms_norm_cast": "norm_quant:add_rms_norm_cast",
+    "npu_rms_norm_quant": "norm_quant:rms_norm_quant",
+    "npu_add_rms_norm_dynamic_quant": "norm_quant:add_rms_norm_dynamic_quant",
+    "npu_dynamic_quant_asymmetric": "quant_dyn:dynamic_quant_asymmetric",
+    "npu_anti_quant": "quant_dyn:anti_quant",
+    "npu_trans_quant_param": "quant_dyn:trans_quant_param",
+    "npu_convert_weight_to_int4pack": "quant_dyn:convert_weight_to_int4pack",
+    "npu_dynamic_mx_quant": "mx:dynamic_mx_quant",
+    "npu_dynamic_block_quant": "mx:dynamic_block_quant",
+    "npu_moe_init_routing": "routing:init_routing",
+    "npu_moe_compute_expert_tokens": "routing:compute_expert_tokens",
+    "npu_moe_re_routing": "routing:re_routing",
+    "npu_grouped_matmul_finalize_routing": "routing:grouped_matmul_finalize_routing",
+    "npu_moe_distribute_dispatch_v2": "distribute:dispatch_v2",
+    "npu_moe_distribute_combine_v2": "distribute:combine_v2",
+    "npu_incre_flash_attention": "decode:incre_flash_attention",
+    "_npu_paged_attention": "decode:paged_attention",
+    "npu_attention_update": "decode:attention_update",
+    "npu_mrope": "rope_cache:mrope",
+    "_npu_rotary_embedding": "rope_cache:rotary_embedding",
+    "npu_top_k_top_p": "sampling:top_k_top_p",
+    "npu_scatter_nd_update_": "scatter:scatter_nd_update",
+    "scatter_update_": "scatter:scatter_update",
+    "npu_gather_pa_kv_cache": "scatter:gather_pa_kv_cache",
+    "npu_mla_prolog_v3": "mla:mla_prolog_v3",
+    "npu_mla_prolog_v2": "mla:mla_prolog_v2",
+}
+
+#: record ranges a reference accepts one more value of, because it models a situation the
+#: device has no counterpart for: operator -> parameter -> the extra values.  The MC2
+#: dispatch/combine pair computes an expert-parallel group of one rank (the emulator's
+#: single process); the kernels' tiling requires at least two ranks.
+WIDENED: dict[str, dict[str, tuple[int, ...]]] = {
+    "npu_moe_distribute_dispatch_v2": {"ep_world_size": (1,)},
+    "npu_moe_distribute_combine_v2": {"ep_world_size": (1,)},
 }

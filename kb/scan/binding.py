@@ -250,7 +250,9 @@ def _put(out: Bound, name: str, param: dict[str, Any] | None, entry: Entry) -> N
             )
         )
     if kind.startswith("Tensor"):
-        if is_literal and value is None:
+        # an empty list for an optional Tensor[] is no tensor at all: op-plugin's wrappers
+        # read both None and [] as an empty TensorList (value_or(at::TensorList()))
+        if is_literal and (value is None or (value == [] and kind.startswith("Tensor[]"))):
             out.tensors[name] = None
         elif kind.endswith("?") and not is_literal:
             out.passed.add(name)  # a variable for an optional tensor may hold None

@@ -209,7 +209,7 @@ class CallRecorder(KwargsTracking):
                 if isinstance(owner, Module) and owner.path.startswith("<library>."):
                     ns = owner.path.split(".", 1)[1]
                     schema = first if func.attr == "define" else None
-                    self._register(ns, first, schema, node)
+                    self._register(ns, first, schema, node, func.attr == "define")
                     return
         for _c, fn in self.ev(func, env, cond):
             if isinstance(fn, Module) and fn.path in _LIBRARY_CALLS and "::" in first:
@@ -218,7 +218,8 @@ class CallRecorder(KwargsTracking):
                 if fn.path == "torch.library.define":
                     second = const_str(node.args[1]) if len(node.args) > 1 else None
                     schema = rest if "(" in rest else (rest.strip() + second if second else None)
-                self._register(ns.strip(), rest, schema, node)
+                # a custom_op's definition is its decorated function's (see ``decorated``)
+                self._register(ns.strip(), rest, schema, node, fn.path == "torch.library.define")
                 return
 
     def decorated(
@@ -244,14 +245,24 @@ class CallRecorder(KwargsTracking):
                 )
                 return
 
-    def _register(self, ns: str, text: str, schema: str | None, node: ast.Call) -> None:
-        """One registration of ``ns``: ``text`` is ``name``, ``name.overload`` or a schema."""
+    def _register(
+        self, ns: str, text: str, schema: str | None, node: ast.Call, defines: bool
+    ) -> None:
+        """One registration of ``ns``: ``text`` is ``name``, ``name.overload`` or a schema;
+        ``defines``: a definition, not a kernel or fake for one defined elsewhere."""
         name = text.split("(")[0].split(".")[0].strip()
         if not name.isidentifier():
             return
         full = schema if schema and "(" in schema and "->" in schema else None
         self.scan.registrations.add(
-            Registration(ns, name, full and " ".join(full.split()), self.scan.path, node.lineno)
+            Registration(
+                ns,
+                name,
+                full and " ".join(full.split()),
+                self.scan.path,
+                node.lineno,
+                defines=defines,
+            )
         )
 
 

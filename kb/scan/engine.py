@@ -10,9 +10,10 @@ KB5xx family, and unfused PyTorch patterns are the KB6xx family.
 from __future__ import annotations
 
 import ast
+import copy
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,7 +25,7 @@ from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target
 from kb.lint.suppress import BAD_IGNORE_CODE
 from kb.lint.unit import RuleUnit
-from kb.scan import foreign, hints, pool
+from kb.scan import context, foreign, hints, overloads, pool
 from kb.scan.binding import Bound, bind_releases
 from kb.scan.config import Config, ConfigError, Settings
 from kb.scan.config import load as load_config
@@ -32,7 +33,16 @@ from kb.scan.ignores import bad_ignore_comments, ignore_comments
 from kb.scan.interp import CallSite, FileScan, Interpreter
 from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
-from kb.scan.sources import Skipped, Source, SourceError, discover, from_text, native_text, read
+from kb.scan.sources import (
+    Skipped,
+    Source,
+    SourceError,
+    discover,
+    from_text,
+    native_text,
+    read,
+    within_root,
+)
 from kb.scan.variants import Variant, merge_variants, settle, site_product, suppressed
 from kb.vocab import NAMESPACE_PATHS
 
@@ -158,6 +168,11 @@ def parse_text(text: str, shown_as: str) -> _Parsed:
     return parse_source(source)
 
 
+def _touches_npu(text: str) -> bool:
+    """Whether source text names a torch_npu call path (torch_npu, torch.ops.npu, ...)."""
+    return any(path in text for path in NAMESPACE_PATHS.values())
+
+
 def parse_source(source: Source) -> _Parsed:
     """Parse and interpret source text; a syntax error yields one KB500 finding."""
     scan = FileScan(source.path, lines=python_lines(source.text))
@@ -166,13 +181,16 @@ def parse_source(source: Source) -> _Parsed:
             warnings.simplefilter("ignore")  # in its strings) are not kb's to print
             tree = ast.parse(source.text, filename=source.path)
     except SyntaxError as exc:
-        msg = f"Python syntax error: {exc.msg}"
-        return (
-            None,
-            UNREADABLE.finding(source.path, exc.lineno or 1, exc.offset or 1, msg),
-            None,
-            "",
+        found = UNREADABLE.finding(
+            source.path, exc.lineno or 1, exc.offset or 1, f"Python syntax error: {exc.msg}"
         )
+        if not _touches_npu(source.text):  # a template or py2 script: nothing of ours is missed
+            found = replace(
+                found,
+                severity="warning",
+                message=f"{found.message} (the file never names torch_npu)",
+            )
+        return None, found, None, ""
     except MemoryError:
         return (
             None,
@@ -215,6 +233,7 @@ class Scanner:
         self.rules = tuple(rules)
         self.ctx = Context(catalog, codes=tuple(r.code for r in self.rules))
         self.options = options or ScanOptions()
+        self._docs: context.Documentation | None = None  # READMEs of the scanned trees
 
     # -- configuration -----------------------------------------------------------------
     def _config(self, paths: Sequence[str]) -> Config:
@@ -261,11 +280,19 @@ class Scanner:
         )
         return report
 
-    def scan(self, paths: Sequence[str]) -> ScanReport:
+    def scan(self, paths: Sequence[str], within: str | None = None) -> ScanReport:
+        """Scan files and directories; ``within`` (a resolved directory) keeps every file
+        read, Python or C++, inside it (a symlink out of it is skipped, never read)."""
+        roots = [Path(p) if Path(p).is_dir() else Path(p).parent for p in paths]
+        self._docs = context.Documentation(roots)
         config = self._config(paths)
         report = ScanReport(config=config.path)
         native: list[Path] = []
         files, skipped = discover(paths, [*config.exclude, *self.options.exclude], native=native)
+        if within is not None:
+            files, outside = within_root(files, within)
+            native, outside_native = within_root(native, within)
+            skipped += outside + outside_native
         report.skipped = skipped
         report.files = len(files)
         from kb.scan.registrations import native_registrations
@@ -380,20 +407,22 @@ class Scanner:
         infos: dict[int, SiteInfo] = {}
         seen: dict[int, list[Variant]] = {}
         found: list[tuple[Finding, CallSite]] = []
-        path_names = [p for p in Path(scan.path).parts]
+        doc, doc_where = self._documented(scan.path)
         for site in scan.calls:
             op = site.op
             record = self.ctx.operator(op.spelled) if op.namespace in OPERATOR_NAMESPACES else None
-            verdict = foreign.verdict(site, record, self.ctx, registry, view)
+            only, never = hints.products(site.cond, [*site.scope.split("."), op.name])
+            product = site_product(settings.product, only, never)
+            verdict = foreign.verdict(site, record, self.ctx, registry, view, product)
             found += [(f, site) for f in verdict.findings]
             if verdict.note and site.variant == 0:
                 report.notes.append(verdict.note)
             if verdict.skip or op.namespace not in OPERATOR_NAMESPACES:
                 continue
-            names = [*path_names, *site.scope.split(".")]
-            only, never = hints.products(site.cond, names)
-            product = site_product(settings.product, only, never)
             phase = hints.phase(site.cond, site.scope.split("."))
+            if not only and product == settings.product:
+                product = context.docked(product, doc, doc_where, phase)
+            shown = only or (doc if doc_where == "its path" else set())
             info = infos.get(site.node_id)
             if info is None:
                 info = SiteInfo(
@@ -405,7 +434,7 @@ class Scanner:
                     record["name"] if record else None,
                     verdict.custom,
                     site.scope,
-                    sorted(only),
+                    sorted(shown),
                     phase,
                     {},
                     [],
@@ -414,13 +443,16 @@ class Scanner:
                 seen[site.node_id] = []
             if not verdict.judged:
                 continue
+            site = overloads.as_functional(site, self.ctx, record)
             bound = (
                 bind_releases(site, record, self._schemas(record, settings))
                 if record
-                else self._bind_unrecorded(site)
+                else overloads.bind_unrecorded(site, self.ctx)
             )
             seen[site.node_id].append(
-                Variant(dict(bound.args), bound.passed | set(bound.tensors), frozenset(only), phase)
+                Variant(
+                    dict(bound.args), bound.passed | set(bound.tensors), frozenset(shown), phase
+                )
             )
             for problem in bound.problems:
                 if problem.code in codes:
@@ -441,23 +473,22 @@ class Scanner:
         report.sites += [infos[k] for k in sorted(infos)]
         rules = rules_for(self.rules, "scan", codes)
         for product, items in by_product.items():
-            found += self._run_rules(scan, settings, product, items, rules)
-        return settle(found, scan)
+            if not product or not product.startswith(context.DOCKED):
+                found += self._run_rules(scan, settings, product, items, rules)
+                continue  # what only the target causes: a warning saying what the code is for
+            plain = [(a, b, copy.deepcopy(c)) for a, b, c in items]  # the rules mark candidates
+            without = self._run_rules(scan, settings, None, plain, rules)
+            on_target = self._run_rules(scan, settings, settings.product, items, rules)
+            found += context.demote_target_only(
+                on_target, without, product.removeprefix(context.DOCKED)
+            )
+        return settle(context.demote_off_npu(found), scan)
 
-    def _bind_unrecorded(self, site: CallSite) -> Bound:
-        """A call no record knows: bound to its upstream schema when torch_npu defines the
-        operator with one schema (KB120), else its keywords as written."""
-        from kb.catalog.knownops import params_of
-        from kb.scan.binding import bind
-
-        known = self.ctx.known(site.op.spelled)
-        params = params_of(known.schemas[0]) if known and len(known.schemas) == 1 else None
-        if known and params:
-            return bind(site, {"name": known.name, "parameters": params})
-        bound = Bound()
-        for name, entry in site.keywords.items():
-            bound.entries[name] = entry
-        return bound
+    def _documented(self, path: str) -> tuple[set[str], str]:
+        """Products a file's path or nearest README documents (:mod:`kb.scan.context`)."""
+        if self._docs is None:
+            return context.path_products(path), "its path"
+        return self._docs.for_file(path)
 
     def _schemas(self, record: dict[str, Any], settings: Settings) -> list[tuple[str, str]]:
         """The schemas a call may meet: the target release's, else every harvested one."""

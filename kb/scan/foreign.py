@@ -16,8 +16,9 @@ Three sources say who registers an operator, in this order:
 
 *Code that may register operators* is, for a file: a module an extension record lists as
 registering ones; a module imported only for its side effects (its bound name appears
-nowhere else in the file, the ``import pkg  # noqa: F401`` idiom by which compiled
-extensions are loaded); or a run-time loader (``torch.ops.load_library`` and kin, see
+nowhere else in the file but in availability tests: the ``import pkg  # noqa: F401`` idiom
+by which compiled extensions are loaded, or ``try: import pkg`` / ``except ImportError:
+pkg = None`` / ``if pkg is None``); or a run-time loader (``torch.ops.load_library`` and kin, see
 :data:`kb.scan.callsites.LOADERS`).  Standard-library modules, torch and torch_npu never
 count.  A name in a torch_npu namespace with none of these is an unknown torch_npu operator
 (KB101), whose did-you-mean lists only operators whose schema accepts the call.
@@ -29,13 +30,13 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from kb.lint.findings import Finding
 from kb.scan import rules
 from kb.scan.binding import bind
-from kb.scan.registrations import Registration
+from kb.scan.registrations import KERNEL_NAMESPACE, Registration, kernel_key
 from kb.scan.sites import CallSite
 from kb.vocab import NAMESPACE_PATHS, TORCH_NAMESPACES
 
@@ -58,6 +59,8 @@ class Registry:
     #: namespace -> names of the packages (records) and files (tree) registering in it
     namespaces: dict[str, list[str]] = field(default_factory=dict)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: kernel key -> a kernel the tree builds (``OP_ADD``), see :func:`kernel_key`
+    kernels: dict[str, Registration] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -65,6 +68,9 @@ class Registry:
     ) -> Registry:
         out = cls()
         for reg in sorted(registrations, key=lambda r: (r.file, r.line, r.name)):
+            if reg.namespace == KERNEL_NAMESPACE:
+                out.kernels.setdefault(kernel_key(reg.name), reg)
+                continue
             out.tree.setdefault((reg.namespace, reg.name), []).append(reg)
             if reg.namespace is not None:
                 _add(out.namespaces, reg.namespace, f"{reg.file} (scanned)")
@@ -83,6 +89,8 @@ class Registry:
                     op["path"],
                     int(str(op["lines"]).split("-")[0]),
                     package=pkg,
+                    condition=tuple(filter(None, [op.get("condition")])),
+                    not_built=tuple(op.get("not_built") or ()),
                 )
                 out.packages.setdefault((op["namespace"], op["name"]), []).append(reg)
         return out
@@ -113,7 +121,9 @@ def _add(table: dict[str, list[str]], key: str, value: str) -> None:
         values.append(value)
 
 
-_DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+#: A dotted name, and what follows it when that only tests it for availability
+#: (``pkg is None``, ``pkg is not None``, ``pkg = None``).
+_DOTTED = re.compile(r"([A-Za-z_][\w.]*)(\s*(?:is\s+(?:not\s+)?None\b|=\s*None\b))?")
 
 
 def registering_imports(
@@ -122,7 +132,9 @@ def registering_imports(
     """What in a file may register operators (module docstring): packages, modules, loaders.
 
     A module's bound name (its dotted path for ``import a.b``) used only by its import
-    statement marks a side-effect import; uses are counted in one pass over the text.
+    statement marks a side-effect import; an availability test (``pkg = None`` in an
+    ``except ImportError``, ``if pkg is None``) uses none of its API and is not counted.
+    Uses are counted in one pass over the text.
     """
     out: list[str] = []
     uses: Counter[str] | None = None
@@ -148,14 +160,21 @@ def _used(dotted: str, bound: str) -> str:
     return bound if bound != dotted or "." not in dotted else dotted
 
 
+#: String literals and comments (triple-quoted first), whose words are not uses.
+_PROSE = re.compile(
+    r'"""[\s\S]*?(?:"""|$)|\'\'\'[\s\S]*?(?:\'\'\'|$)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*'
+)
+
+
 def _uses(text: str, wanted: set[str]) -> Counter[str]:
-    """How often each of ``wanted`` is written as a name or dotted prefix (``a``, ``a.b``
-    of ``a.b.c``); words starting with no wanted name are passed over."""
+    """How often each of ``wanted`` is written in code as a name or dotted prefix (``a``,
+    ``a.b`` of ``a.b.c``), availability tests, strings and comments left out; words
+    starting with no wanted name are passed over."""
     heads = {name.split(".", 1)[0] for name in wanted}
     out: Counter[str] = Counter()
-    for word in _DOTTED.findall(text):
+    for word, test in _DOTTED.findall(_PROSE.sub(" ", text)):
         parts = word.rstrip(".").split(".")
-        if parts[0] not in heads:
+        if test or parts[0] not in heads:
             continue
         for i in range(1, len(parts) + 1):
             prefix = ".".join(parts[:i])
@@ -175,10 +194,38 @@ def may_be_foreign(op: Any, ctx: Any) -> bool:
 def check_schema(
     site: CallSite, regs: list[Registration], severity: str, codes: set[str]
 ) -> list[Finding]:
-    """Findings of a call against the schemas registered for it (none when one accepts it)."""
+    """Findings of a call against the schemas registered for it: none when one accepts it,
+    or when one is a definition by name only (``m.def("x", &fn)``: it takes anything as far
+    as the reader knows).  Exclusive builds are told apart by path: a registration built for
+    another backend (``csrc/cpu/…``, a ROCm source) is not an NPU build's, so the call is
+    judged against the others; against it alone, what it rejects is only info."""
+    defs = [r for r in regs if r.defines]
+    npu = [r for r in defs if r.other_build is None]
+    pool = npu or defs
+    if any(r.parameters() is None for r in pool):
+        return []
+    found = _first_rejection(site, pool, severity, codes)
+    if npu:
+        return found
+    return [
+        replace(
+            f,
+            severity="info",
+            message=f"{f.message}; that is a {defs[0].other_build} build's "
+            "registration, the NPU build may register it otherwise",
+        )
+        for f in found
+    ]
+
+
+def _first_rejection(
+    site: CallSite, regs: list[Registration], severity: str, codes: set[str]
+) -> list[Finding]:
     first: list[Finding] | None = None
-    schemas = [(reg, params) for reg in regs if (params := reg.parameters()) is not None]
-    for reg, params in schemas:  # none: registered by name only, nothing to check against
+    for reg in regs:
+        params = reg.parameters()
+        if params is None:
+            continue
         found = _bind(site, reg, params, severity, codes)
         if not found:
             return []
@@ -325,10 +372,40 @@ class Verdict(NamedTuple):
     skip: bool = False  # not an operator call worth a site (torch.npu device API, PyTorch's own)
 
 
+def not_built(
+    site: CallSite, regs: list[Registration], product: str | None, codes: set[str]
+) -> list[Finding]:
+    """A package operator every registration of which the target product's build leaves out."""
+    if product is None or rules.NOT_BUILT.code not in codes or not regs:
+        return []
+    from kb.vocab import product_family
+
+    if not all(product in r.not_built or product_family(product) in r.not_built for r in regs):
+        return []
+    reg = regs[0]
+    return [
+        rules.NOT_BUILT.finding(
+            site.file,
+            site.func_where.line,
+            site.func_where.column,
+            f"{site.op.spelled}: the {reg.package} package compiles {reg.namespace}::{reg.name} only "
+            f"under {reg.condition[0] if reg.condition else 'a build condition'}, which its build for "
+            f"{product} leaves out ({reg.file}:{reg.line}); guard the call or use another operator "
+            "on this product",
+        )
+    ]
+
+
 def verdict(
-    site: CallSite, record: dict[str, Any] | None, ctx: Any, registry: Registry, view: FileView
+    site: CallSite,
+    record: dict[str, Any] | None,
+    ctx: Any,
+    registry: Registry,
+    view: FileView,
+    product: str | None = None,
 ) -> Verdict:
-    """Who registers the called operator, and what that means for the call (module docstring)."""
+    """Who registers the called operator, and what that means for the call (module docstring);
+    ``product`` is the one the call is judged on (a package may not build it there)."""
     op, codes = site.op, view.codes
     info_on = rules.FOREIGN_OPERATOR.code in codes
     if op.namespace not in TORCH_NPU_NAMESPACES:
@@ -342,6 +419,7 @@ def verdict(
         pkg = registry.in_packages(op.namespace, op.name)
         if pkg:
             shown = [info(site, package_message(site, pkg, registry))] if info_on else []
+            shown += not_built(site, pkg, product, codes)
             return Verdict(False, True, shown + check_schema(site, pkg, "warning", codes))
         text = unknown_in_namespace(
             site, registry, view.registering, ctx.operator(op.name) is not None
@@ -370,13 +448,22 @@ def verdict(
     if record is not None:
         return Verdict(True, False, [])
     if ctx.known(op.spelled) is not None:
-        # torch_npu defines it without a record: KB120, bound to its schema
-        return Verdict(True, False, [])
+        return Verdict(
+            True, False, []
+        )  # torch_npu defines it without a record: KB120, bound to its schema
     if op.namespace == "torch.npu":
         return Verdict(False, False, [], skip=True)  # torch.npu is mostly device API, not operators
+    kernel = registry.kernels.get(kernel_key(op.name))
+    if kernel is not None and op.name.startswith("npu_"):
+        text = (
+            f"{op.spelled} is not a torch_npu operator: this tree builds its kernel "
+            f"(OP_ADD({kernel.name}) at {kernel.where}); not checked against torch_npu"
+        )
+        return Verdict(False, True, [info(site, text)] if info_on else [])
     pkg = registry.in_packages(op.namespace, op.name)
     if pkg:
         shown = [info(site, package_message(site, pkg, registry))] if info_on else []
+        shown += not_built(site, pkg, product, codes)
         return Verdict(False, True, shown + check_schema(site, pkg, "warning", codes))
     if op.name in view.loaded:
         return Verdict(

@@ -32,8 +32,16 @@ from kb.scan.callsites import CallRecorder, extension_names
 from kb.scan.names import MOUNT_NAMESPACES, PATH_NAMESPACES, attribute
 from kb.scan.scopes import Env, dedupe
 from kb.scan.sites import CallSite, FileScan
-from kb.scan.syntax import annotated, binds_self, child_exprs, const_str, segment, target_names
-from kb.scan.values import TRUE, UNKNOWN, Alt, Cond, DictV, Module
+from kb.scan.syntax import (
+    annotated,
+    binds_self,
+    child_exprs,
+    const_str,
+    expr_calls,
+    segment,
+    target_names,
+)
+from kb.scan.values import TRUE, UNKNOWN, Alt, Cond, DictV, Lit, Module
 
 __all__ = ["CallSite", "FileScan", "Interpreter", "segment"]
 
@@ -168,8 +176,10 @@ class Interpreter(CallRecorder):
             return self.block(stmt.body if known == truth else stmt.orelse, env, cond, frame)
         c_true = cond | {(atom, truth)}
         c_false = cond | {(atom, not truth)}
-        t_env, _t, t_done = self.block(stmt.body, env.copy(), c_true, frame)
-        f_env, _f, f_done = self.block(stmt.orelse, env.copy(), c_false, frame)
+        t_env, f_env = env.copy(), env.copy()
+        _narrow(stmt.test, t_env, f_env)
+        t_env, _t, t_done = self.block(stmt.body, t_env, c_true, frame)
+        f_env, _f, f_done = self.block(stmt.orelse, f_env, c_false, frame)
         if t_done and f_done:
             return env, cond, True
         if t_done:  # ``if c: return`` -- what follows runs only when c is false
@@ -212,7 +222,7 @@ class Interpreter(CallRecorder):
             if handler.name:
                 h_env.vars[handler.name] = [Alt(TRUE, UNKNOWN)]
             h_env, _c, _d = self.block(handler.body, h_env, cond, frame)
-            merged = join(merged, h_env, f"<except@{handler.lineno}>")
+            merged = join(merged, h_env, _handler_atom(stmt, handler))
         merged, _c, _d = self.block(stmt.orelse, merged, cond, frame)
         merged, _c, done = self.block(stmt.finalbody, merged, cond, frame)
         return merged, cond, done
@@ -229,6 +239,7 @@ class Interpreter(CallRecorder):
     def visit_assign(self, stmt: ast.Assign, env: Env, cond: Cond, frame: Frame) -> Flow:
         self.calls_in(stmt.value, env, cond, frame.qual)
         alts = self.ev(stmt.value, env, cond)
+        self.mutations_in(stmt.value, env, cond)
         for target in stmt.targets:
             self.assign(target, stmt.value, alts, env, cond, frame.cls)
         return env, cond, False
@@ -236,10 +247,19 @@ class Interpreter(CallRecorder):
     def visit_ann_assign(self, stmt: ast.AnnAssign, env: Env, cond: Cond, frame: Frame) -> Flow:
         if stmt.value is not None:
             self.calls_in(stmt.value, env, cond, frame.qual)
-            self.assign(
-                stmt.target, stmt.value, self.ev(stmt.value, env, cond), env, cond, frame.cls
-            )
+            alts = self.ev(stmt.value, env, cond)
+            self.mutations_in(stmt.value, env, cond)
+            self.assign(stmt.target, stmt.value, alts, env, cond, frame.cls)
         return env, cond, False
+
+    def mutations_in(self, value: ast.expr, env: Env, cond: Cond) -> None:
+        """``x = kw.pop("k", None)`` takes ``k`` out of ``kw`` as a bare ``kw.pop("k")``
+        does: a dict changed inside an assigned value changes what later calls receive."""
+        first, last = getattr(value, "lineno", 0), getattr(value, "end_lineno", 0) or 0
+        text = self.scan.lines[first - 1 : last] if first else []
+        if any(".pop(" in line or ".setdefault(" in line or ".update(" in line for line in text):
+            for call in expr_calls(value):
+                self.mutation(call, env, cond)
 
     def visit_aug_assign(self, stmt: ast.AugAssign, env: Env, cond: Cond, frame: Frame) -> Flow:
         """``kw |= {...}`` updates a tracked dict; any other ``x op= y`` makes x UNKNOWN."""
@@ -304,6 +324,47 @@ class Interpreter(CallRecorder):
                 ns = PATH_NAMESPACES.get(b_alt.value.path)
                 if ns in MOUNT_NAMESPACES:
                     self.scan.mounts.add((ns, target.attr))
+
+
+def _narrow(test: ast.expr, t_env: Env, f_env: Env) -> None:
+    """A branch on ``x is not None`` / ``x is None`` / ``if x:`` tells what ``x`` is inside:
+    the arm where ``x`` is not None drops its None alternatives, so ``layout = "TND"``
+    under ``if seqlens is not None:`` never meets ``seqlens = None`` at a later call."""
+    name, not_none_arm = None, None
+    if isinstance(test, ast.Name):
+        name, not_none_arm = test.id, t_env
+    elif (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.left, ast.Name)
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        name = test.left.id
+        not_none_arm = t_env if isinstance(test.ops[0], ast.IsNot) else f_env
+    if name is None or not_none_arm is None:
+        return
+    alts = not_none_arm.lookup(name)
+    if alts:
+        kept = [a for a in alts if not (isinstance(a.value, Lit) and a.value.value is None)]
+        if kept and len(kept) < len(alts):
+            not_none_arm.vars[name] = kept
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def _handler_atom(stmt: Any, handler: ast.ExceptHandler) -> str:
+    """The atom of an ``except`` arm; an ``ImportError`` arm names what the ``try`` imported
+    (``<except ImportError of torch_npu@12>``), the fallback when that package is missing."""
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    if any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds):
+        modules = [a.name for s in stmt.body if isinstance(s, ast.Import) for a in s.names]
+        modules += [s.module for s in stmt.body if isinstance(s, ast.ImportFrom) and s.module]
+        if modules:
+            return f"<except ImportError of {' '.join(modules)}@{handler.lineno}>"
+    return f"<except@{handler.lineno}>"
 
 
 _Handler = Callable[[Interpreter, Any, Env, Cond, Frame], Flow]

@@ -1,6 +1,7 @@
 """What an attribute of a known module is: a sub-module, an operator or a dtype constant.
 
-``torch_npu.X`` is an operator unless X is a sub-module or a dtype; ``torch.ops.<ns>.X``
+``torch_npu.X`` is an operator unless X is a sub-module, a dtype or a class (a capitalised
+name such as ``HiFloat8Tensor``: operators are snake_case); ``torch.ops.<ns>.X``
 is an operator of namespace ``ns`` (``npu``, ``atb`` or a custom one), ``.default`` /
 ``.out`` its overload; ``torch_npu.atb`` (a call-path namespace of kb.vocab) is a module
 whose attributes are operators; everything else under a module is just a longer module path.
@@ -69,6 +70,8 @@ def _module_attribute(path: str, attr: str) -> Any:
         if attr in TORCH_NPU_DTYPE_ATTRS:
             return DtypeConst(f"torch_npu.{attr}")
         if attr in SUBMODULES or attr.startswith("__") or f"torch_npu.{attr}" in PATH_NAMESPACES:
+            return Module(f"torch_npu.{attr}")
+        if attr[:1].isupper():  # a class (HiFloat8Tensor): torch_npu's operators are snake_case
             return Module(f"torch_npu.{attr}")
         return Op("torch_npu", attr)
     if PATH_NAMESPACES.get(path) in PYTHON_NAMESPACES:  # torch.npu, torch_npu.atb

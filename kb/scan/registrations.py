@@ -50,6 +50,12 @@ class Registration:
     line: int
     package: str | None = None  # the public package that registers it (extension records)
     params: tuple[tuple[str, str, bool, bool], ...] | None = None  # (name, type, required, kw-only)
+    defines: bool = True  # False: a kernel for an operator defined elsewhere (TORCH_LIBRARY_IMPL)
+    #: the preprocessor conditions the registration is compiled under, outermost first:
+    #: ``MACRO`` (``#ifdef``/``#if defined``), ``!MACRO`` (``#ifndef``, an ``#else`` arm),
+    #: or the ``#if`` expression as written
+    condition: tuple[str, ...] = ()
+    not_built: tuple[str, ...] = ()  # products whose build of the package leaves it out (records)
 
     def parameters(self) -> list[dict[str, Any]] | None:
         """The parameters in the records' terms, for :func:`kb.scan.binding.bind`."""
@@ -69,6 +75,26 @@ class Registration:
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
+
+    @property
+    def other_build(self) -> str | None:
+        """The other backend a registration's file is built for (``csrc/cpu/…``,
+        ``…_rocm.cpp``), whose schema an NPU build does not register."""
+        return _other_build(self.file)
+
+
+@lru_cache(maxsize=4096)
+def _other_build(file: str) -> str | None:
+    """The backend the file's own name and its two folders name, when not the NPU: the
+    folders above those (the checkout, ``sgl-kernel-npu/``) say nothing about the build."""
+    from kb.scan.hints import tokens
+    from kb.vocab import NPU_BACKEND_WORDS, OTHER_BACKEND_WORDS
+
+    words = {t for part in file.replace("\\", "/").split("/")[-3:] for t in tokens(part)}
+    if words & NPU_BACKEND_WORDS:
+        return None  # csrc/npu/cpu_fallback.cpp is the NPU build's
+    other = words & OTHER_BACKEND_WORDS
+    return sorted(other)[0] if other else None
 
 
 @lru_cache(maxsize=1024)
@@ -155,14 +181,47 @@ def _literal_at(text: str, pos: int, unclosed: set[str]) -> str | None:
     return "".join(parts) if parts else None
 
 
+#: The namespace of a kernel a tree builds itself (``OP_ADD(Name)`` in ``op_host``):
+#: torch_npu reaches it as ``torch_npu.npu_<snake name>`` / ``torch.ops.npu.npu_<snake name>``.
+KERNEL_NAMESPACE = "<op_host>"
+_OP_ADD = re.compile(r"\bOP_ADD\s*\(\s*([A-Za-z_]\w*)\s*\)")
+
+
+def kernel_key(name: str) -> str:
+    """The spelling-free key of a kernel or operator name: ``RecomputeWUFwd``,
+    ``npu_recompute_w_u_fwd`` and ``recompute_wu_fwd`` are one (the snake spelling of a
+    run of capitals varies: ``FFN`` → ``ffn``, ``WU`` → ``w_u``)."""
+    key = name.replace("_", "").lower()
+    return key[3:] if key.startswith("npu") else key
+
+
+def kernel_registrations(text: str, file: str) -> list[Registration]:
+    """Kernels a tree builds with CANN's ``OP_ADD(Name)`` (``op_host/*_def.cpp``)."""
+    if "OP_ADD" not in text:
+        return []
+    out = []
+    for m in _OP_ADD.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if text[line_start : m.start()].lstrip().startswith(("#", "//")):
+            continue
+        out.append(
+            Registration(
+                KERNEL_NAMESPACE, m.group(1), None, file, text.count("\n", 0, m.start()) + 1
+            )
+        )
+    return out
+
+
 def native_registrations(text: str, file: str) -> list[Registration]:
     """The ``def``s of the ``TORCH_LIBRARY``/``TORCH_LIBRARY_FRAGMENT`` blocks of C++ text,
     and the ``impl``s of ``TORCH_LIBRARY_IMPL`` blocks (kernels for an operator defined
     elsewhere: its name, no schema).  A macro with another number of arguments, or inside
-    a ``#define``, is not a block.
+    a ``#define``, is not a block.  Kernels built with ``OP_ADD`` come too
+    (:func:`kernel_registrations`).
     """
+    kernels = kernel_registrations(text, file)
     if "TORCH_LIBRARY" not in text:
-        return []
+        return kernels
     code = _LEXEME.sub(_blank, text)
     blocks: list[tuple[int, str | None, str, str]] = []  # (body start, namespace, var, method)
     for m in _MACRO.finditer(code):
@@ -181,6 +240,7 @@ def native_registrations(text: str, file: str) -> list[Registration]:
         blocks.append((end, ns, var, "impl" if impl else "def"))
     out: list[Registration] = []
     unclosed: set[str] = set()
+    conditions = _Conditions(code)
     line, counted = 1, 0
     starts = [m.start() for m in _MACRO.finditer(code)] + [len(code)]
     for body, ns, var, method in blocks:
@@ -197,8 +257,70 @@ def native_registrations(text: str, file: str) -> list[Registration]:
             schema = " ".join(literal.split()) if "(" in literal and "->" in literal else None
             line += code.count("\n", counted, at)  # counted once: positions only grow
             counted = at
-            out.append(Registration(ns, name, schema, file, line))
-    return out
+            out.append(
+                Registration(
+                    ns,
+                    name,
+                    schema,
+                    file,
+                    line,
+                    defines=method == "def",
+                    condition=conditions.at(line),
+                )
+            )
+    return out + kernels
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[ \t]*(.*)$", re.M)
+_DEFINED = re.compile(r"^!?\s*defined\s*\(?\s*(\w+)\s*\)?$")
+
+
+def _negate(cond: str) -> str:
+    return cond[1:] if cond.startswith("!") else f"!{cond}"
+
+
+def _plain(expr: str) -> str:
+    """``defined(X)`` / ``!defined(X)`` as ``X`` / ``!X``; any other expression as written."""
+    expr = " ".join(expr.split())
+    m = _DEFINED.match(expr)
+    if m:
+        return ("!" if expr.startswith("!") else "") + m.group(1)
+    return expr
+
+
+class _Conditions:
+    """The preprocessor conditions in force at each line of C++ text (comments blanked)."""
+
+    def __init__(self, code: str) -> None:
+        self.changes: list[tuple[int, tuple[str, ...]]] = [(1, ())]
+        stack: list[list[str]] = []  # per open #if: the conditions of its arms so far
+        for m in _DIRECTIVE.finditer(code):
+            kind, arg = m.group(1), m.group(2).strip()
+            if kind in ("if", "ifdef", "ifndef"):
+                first = arg if kind == "ifdef" else f"!{arg}" if kind == "ifndef" else _plain(arg)
+                stack.append([first])
+            elif not stack:
+                continue
+            elif kind == "elif":
+                stack[-1].append(_plain(arg))
+            elif kind == "else":
+                stack[-1].append("<else>")
+            else:
+                stack.pop()
+            now: list[str] = []
+            for arms in stack:
+                now += [_negate(a) for a in arms[:-1]]
+                if arms[-1] != "<else>":
+                    now.append(arms[-1])
+            self.changes.append((code.count("\n", 0, m.start()) + 2, tuple(now)))
+
+    def at(self, line: int) -> tuple[str, ...]:
+        current: tuple[str, ...] = ()
+        for start, conds in self.changes:
+            if start > line:
+                break
+            current = conds
+        return current
 
 
 def qualified(text: str | None) -> tuple[str, str] | None:

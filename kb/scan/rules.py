@@ -136,6 +136,31 @@ class ForeignOperator(ScanRule):
     )
 
 
+class NotBuilt(ScanRule):
+    code = "KB508"
+    name = "extension-operator-not-built"
+    severity = "warning"
+    summary = "An extension package's operator that the package's build for the target product leaves out."
+    why = (
+        "Kernel packages compile some operators only for some chips: the C++ registers them "
+        "under a preprocessor condition that the package's CMake sets per SoC. On a product "
+        "whose build leaves an operator out, torch.ops has no such name and the call fails "
+        "at run time. The extension record lists where each operator is not built "
+        "(scripts/harvest_extensions.py reads it off the build files); the call is judged on "
+        "the target product, or on the product the code's own guard names."
+    )
+    fail = (
+        "import torch\nimport sgl_kernel_npu  # noqa: F401\n\n\ndef inverse(x, soc):\n"
+        "    if soc.is_a5():\n        return torch.ops.npu.triangular_inverse(x)\n"
+        "    return torch.linalg.inv(x)\n"
+    )
+    fix = (
+        "import torch\nimport sgl_kernel_npu  # noqa: F401\n\n\ndef inverse(x, soc):\n"
+        "    if soc.is_a5():\n        return torch.linalg.inv(x)\n"
+        "    return torch.ops.npu.triangular_inverse(x)\n"
+    )
+
+
 #: The family title of this module's codes (site navigation, ``kb rules``).
 FAMILY = "Python calls (scan)"
 
@@ -147,6 +172,7 @@ DUPLICATE_ARGUMENT = DuplicateArgument()
 BINDING_KEYWORD = BindingKeyword()
 TENSOR_LIST_EXPECTED = TensorListExpected()
 FOREIGN_OPERATOR = ForeignOperator()
+NOT_BUILT = NotBuilt()
 RULES = (
     SOURCE_UNREADABLE,
     TOO_MANY_POSITIONAL,
@@ -156,4 +182,5 @@ RULES = (
     BINDING_KEYWORD,
     TENSOR_LIST_EXPECTED,
     FOREIGN_OPERATOR,
+    NOT_BUILT,
 )

@@ -227,15 +227,36 @@ def read(path: Path) -> Source:
     return Source(shown, decode(raw))
 
 
+def within_root(paths: list[Path], root: str) -> tuple[list[Path], list[Skipped]]:
+    """The paths whose real location is ``root`` or below it, and the others as skipped:
+    a file of a scanned tree that is a symlink leading out of the root is never read."""
+    kept: list[Path] = []
+    outside: list[Skipped] = []
+    for path in paths:
+        try:
+            real = os.path.realpath(path)
+            inside = os.path.commonpath([real, root]) == root
+        except (OSError, ValueError):  # a loop, another drive
+            inside = False
+        if inside:
+            kept.append(path)
+        else:
+            outside.append(
+                Skipped(str(path), "a symlink to a file outside the server's root; not read")
+            )
+    return kept, outside
+
+
 def native_text(path: Path) -> tuple[str, str]:
     """(path as shown, text) of a C/C++ source for the registration reader; the text is ""
     when the file is unreadable or too large (a registration nobody can read is one the
-    scan does without) or registers nothing."""
+    scan does without) or registers nothing (no ``TORCH_LIBRARY`` block, no ``OP_ADD``
+    kernel)."""
     try:
         raw = read_regular_file(path, MAX_NATIVE_BYTES + 1)
     except (OSError, NotRegularFile):
         return _display(path), ""
-    if len(raw) > MAX_NATIVE_BYTES or b"TORCH_LIBRARY" not in raw:
+    if len(raw) > MAX_NATIVE_BYTES or (b"TORCH_LIBRARY" not in raw and b"OP_ADD" not in raw):
         return _display(path), ""
     return _display(path), raw.decode("utf-8", "replace")
 

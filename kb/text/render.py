@@ -9,7 +9,9 @@ from typing import Any
 from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
+from kb.check.conditions import range_text
 from kb.emulate.names import in_words
+from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
 
 WIDTH = terminal_width()  # min(terminal width, 80), read once per process
@@ -84,7 +86,10 @@ def _param(p: dict[str, Any]) -> list[str]:
         )
     rng = p.get("range")
     if rng:
-        bounds = f"[{rng.get('min', '')}, {rng.get('max', '')}]"
+        lo, hi = rng.get("min"), rng.get("max")
+        bounds = f"{'(' if rng.get('min_open') else '['}{'' if lo is None else lo}, "
+        bounds += f"{'' if hi is None else hi}{')' if rng.get('max_open') else ']'}"
+        bounds += "".join(f", {v:g}" for v in rng.get("also") or [])
         out += field("range", bounds + (f" {rng['note']}" if rng.get("note") else ""), "      ")
     return out
 
@@ -96,12 +101,9 @@ def rule_line(r: dict[str, Any]) -> str:
         effects.append("requires " + ", ".join(r["require"]))
     if r.get("forbid"):
         effects.append("forbids " + ", ".join(r["forbid"]))
-    for t, d in (r.get("dtypes") or {}).items():
-        effects.append(f"{t} dtype in {d}")
-    for t, f in (r.get("formats") or {}).items():
-        effects.append(f"{t} format in {f}")
-    for a, v in (r.get("values") or {}).items():
-        effects.append(f"{a} in {v}")
+    for key, word in (("dtypes", "dtype in"), ("formats", "format in"), ("values", "in")):
+        effects += [f"{t} {word} {d}" for t, d in (r.get(key) or {}).items()]
+    effects += [f"{a} in {range_text(g)}" for a, g in (r.get("ranges") or {}).items()]
     if r.get("products"):
         effects.append("only on " + ", ".join(r["products"]))
     return f"when {when}: {'; '.join(effects)}"
@@ -444,6 +446,7 @@ SECTIONS: dict[str, dict[str, Renderer]] = {
         "quantization": _quantization,
         "constraints": _constraints,
         "rules": _rules,
+        "discrepancies": lambda r, _: _listed("Page versus binding", discrepancy_texts(r), str),
         "graph_mode": _graph_mode,
         "changes": _changes,
         "examples": _examples,
@@ -548,47 +551,6 @@ def section_text(rec: Rec, key: str, lang: str = "en") -> str:
         lines = lines[1:]
     head = f"{rec['name']}  [{rec['kind']}]"
     return "\n".join([head, *(lines or [f"  ({key}: nothing recorded)"])]) + "\n"
-
-
-def brief_text(card: Rec) -> str:
-    """The summary card of :func:`kb.api.recordview.brief` for a terminal."""
-    tag = f"{card['status']}, {card['category']}" if card["kind"] == "operator" else card["kind"]
-    out = [f"{card['name']}  [{tag}]"]
-    if card.get("title"):
-        out += wrap(card["title"], "  ")
-    out += wrap(card["summary"], "  ")
-    labels = {
-        "call": "call",
-        "products": "products",
-        "phases": "phases",
-        "module": "module",
-        "torch_npu": "torch_npu",
-        "schemes": "schemes",
-        "superseded_by": "superseded by",
-        "operators": "operators",
-        "targets": "prefetch targets",
-        "conservative_factor": "conservative factor",
-        "ladder": "ladder",
-    }
-    for key, label in labels.items():
-        out += field(label, card.get(key))
-    if card["kind"] == "operator":
-        out += field("emulated", in_words(card["name"]))
-    if card.get("flags"):
-        out += field("flags", [f"--{k}={'|'.join(v)}" for k, v in card["flags"].items()])
-    parts = ", ".join(_BRIEF_MORE[card["kind"]])
-    out += wrap(f"sections: {parts}, … (--section NAME; all without --brief)", "  ", hang="    ")
-    return "\n".join(out) + "\n"
-
-
-#: The sections a reader of the card most often wants next, per kind.
-_BRIEF_MORE = {
-    "operator": ("parameters", "constraints", "examples"),
-    "chain": ("stages", "prerequisites"),
-    "tree": ("nodes",),
-    "playbook": ("op_classes", "formulas"),
-    "extension": ("operators",),
-}
 
 
 def record_text(rec: Rec, lang: str = "en") -> str:

@@ -26,7 +26,7 @@ class PhaseDef(NamedTuple):
 PHASE_ROWS: tuple[PhaseDef, ...] = (
     PhaseDef("prefill", True, ("context", "encode"), ("prefill", "prefilling")),
     PhaseDef("decode", True, ("incremental", "generate"), ("decode", "decoding")),
-    PhaseDef("training", False, ("train",)),
+    PhaseDef("training", False, ("train",), ("backward",)),
 )
 
 PHASES: tuple[str, ...] = tuple(p.name for p in PHASE_ROWS)

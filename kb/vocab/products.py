@@ -32,7 +32,8 @@ class ProductDef(NamedTuple):
     9e73e708ab9350d203475609f36f8a43f6a0c2ab torch_npu/csrc/core/npu/NpuVariables.h lines
     5-35 (enum ``SocVersion``; NpuVariables.cpp spells ``Ascend910B4_1`` "Ascend910B4-1");
     ``feature_words`` name a feature only this product has (a code path taken for it
-    runs there).
+    runs there).  ``inference_only`` marks inference products (cards and servers sold
+    for serving): a training path (a backward pass) is not code that runs there.
     """
 
     id: str
@@ -44,6 +45,7 @@ class ProductDef(NamedTuple):
     kernel_socs: tuple[str, ...] = ()
     socs: tuple[tuple[str, int], ...] = ()
     feature_words: tuple[str, ...] = ()
+    inference_only: bool = False
 
 
 # SoC names: ops-nn commit b927bff23 ("Arch编码更新", 2026-01-29) renamed the Ascend 950
@@ -52,14 +54,15 @@ class ProductDef(NamedTuple):
 PRODUCTS: tuple[ProductDef, ...] = (
     # Microscaling (MX) formats are an Ascend 950 feature: a code path taken for them is
     # a 950 path (the records document MX schemes on 950; one op also on A2/A3 training),
-    # while a path taken without them runs anywhere.
+    # while a path taken without them runs anywhere.  "mx" alone is read as such a word
+    # too: every MX operator (npu_dynamic_mx_quant ...) is documented for 950 only.
     ProductDef(
         "ascend-950",
         "Ascend 950PR/950DT",
         code_words=("a5", "950", "ascend950"),
         aliases=("ascend 950",),
         socs=(("Ascend950", 260),),
-        feature_words=("mxfp8", "mxfp4", "mxfp"),
+        feature_words=("mxfp8", "mxfp4", "mxfp", "mx"),
         kernel_socs=("ascend950", "ascend910_95"),
     ),
     ProductDef("ascend-950pr", "Ascend 950PR", "ascend-950", ("Ascend 950PR",), aliases=("950pr",)),
@@ -93,6 +96,7 @@ PRODUCTS: tuple[ProductDef, ...] = (
         "atlas-a3",
         ("Atlas A3 推理系列产品",),
         aliases=("a3 inference",),
+        inference_only=True,
     ),
     ProductDef(
         "atlas-a2",
@@ -122,7 +126,9 @@ PRODUCTS: tuple[ProductDef, ...] = (
         "Atlas A2 inference series (800I A2, A200I A2 Box)",
         "atlas-a2",
         ("Atlas A2 推理系列产品", "Atlas 800I A2 推理产品", "A200I A2 Box 异构组件"),
+        code_words=("800i",),
         aliases=("800i a2", "atlas 800i a2", "a2 inference"),
+        inference_only=True,
     ),
     ProductDef(
         "atlas-inference",
@@ -132,6 +138,7 @@ PRODUCTS: tuple[ProductDef, ...] = (
         ("310p", "300i"),
         ("300i duo", "300i pro", "atlas 300i duo"),
         kernel_socs=("ascend310p",),
+        inference_only=True,
         socs=(
             ("Ascend310P1", 200),
             ("Ascend310P2", 201),
@@ -163,6 +170,7 @@ PRODUCTS: tuple[ProductDef, ...] = (
         ("Atlas 200I/500 A2 推理产品",),
         aliases=("310b",),
         kernel_socs=("ascend310b",),
+        inference_only=True,
         socs=(
             ("Ascend310B1", 240),
             ("Ascend310B2", 241),
@@ -170,6 +178,29 @@ PRODUCTS: tuple[ProductDef, ...] = (
             ("Ascend310B4", 243),
         ),
     ),
+)
+
+#: Words that name the NPU backend, and the other backends a device test may name
+#: (``is_cpu()``, ``device.type == "cuda"``): a branch taken for one of those is not an
+#: NPU build's (the scanner's device context).
+NPU_BACKEND_WORDS: frozenset[str] = frozenset({"npu", "ascend"})
+OTHER_BACKEND_WORDS: frozenset[str] = frozenset(
+    {
+        "cpu",
+        "cuda",
+        "gpu",
+        "hip",
+        "rocm",
+        "xpu",
+        "mps",
+        "musa",
+        "mlu",
+        "gcu",
+        "tpu",
+        "xla",
+        "dcu",
+        "maca",
+    }
 )
 
 PRODUCT_IDS: tuple[str, ...] = tuple(p.id for p in PRODUCTS)
@@ -192,6 +223,8 @@ PRODUCT_SOCS: dict[str, Product] = {soc: p.id for p in PRODUCTS for soc in p.ker
 PRODUCT_CODE_WORDS: dict[str, Product] = {w: p.id for p in PRODUCTS for w in p.code_words}
 #: Words naming a feature only one product has: a path taken for it runs there.
 PRODUCT_FEATURE_WORDS: dict[str, Product] = {w: p.id for p in PRODUCTS for w in p.feature_words}
+#: Products sold for inference only, where training paths do not run.
+INFERENCE_ONLY_PRODUCTS: frozenset[str] = frozenset(p.id for p in PRODUCTS if p.inference_only)
 #: torch_npu SoC id (``get_soc_version()``) → product.
 SOC_ID_PRODUCTS: dict[int, Product] = {n: p.id for p in PRODUCTS for _s, n in p.socs}
 #: SoC name in lower case (``get_device_name()``, ``Ascend910B1``) → product.

@@ -16,7 +16,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kb.scan.registrations import NATIVE_SUFFIXES, Registration, native_registrations
+from kb.scan.registrations import (
+    KERNEL_NAMESPACE,
+    NATIVE_SUFFIXES,
+    Registration,
+    native_registrations,
+)
 
 #: Directories a harvest skips unless asked: tests register throw-away operators.
 SKIPPED_DIRS = frozenset(
@@ -60,7 +65,15 @@ def registrations(root: Path, only: Sequence[str] = ()) -> list[Registration]:
             if scan is not None:
                 out += sorted(
                     (
-                        Registration(r.namespace, r.name, r.schema, rel, r.line, params=r.params)
+                        Registration(
+                            r.namespace,
+                            r.name,
+                            r.schema,
+                            rel,
+                            r.line,
+                            params=r.params,
+                            defines=r.defines,
+                        )
                         for r in scan.registrations
                     ),
                     key=lambda r: (r.line, r.name),
@@ -85,18 +98,26 @@ def record(
     namespaces: Sequence[str] = (),
     macro_namespace: str | None = None,
     products: Sequence[str] = (),
+    root: Path | None = None,
 ) -> dict[str, Any]:
     """The record's data: one operator per distinct (namespace, name, schema).
 
     ``macro_namespace`` names the namespace of blocks written through a macro (the reader
     does not expand macros: the maintainer reads it off the package's Python side);
-    ``namespaces`` keeps only those.
+    ``namespaces`` keeps only those.  With the tree's ``root``, an operator compiled under
+    preprocessor conditions its CMake files decide per chip gets ``not_built`` (the products
+    whose build leaves it out) and ``condition`` (:mod:`tools.upstream.buildconds`).
     """
+    from tools.upstream.buildconds import cmake_texts, not_built
+
+    texts = cmake_texts(root) if root is not None else []
     ops: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str | None]] = set()
     regs = list(regs)
     with_schema = {(r.namespace, r.name) for r in regs if r.schema is not None}
     for reg in regs:
+        if reg.namespace == KERNEL_NAMESPACE:
+            continue  # an OP_ADD kernel: reached through torch_npu, not registered with torch
         if reg.schema is None and (reg.namespace, reg.name) in with_schema:
             continue  # a kernel (impl) of an operator whose definition is listed
         ns = reg.namespace if reg.namespace is not None else macro_namespace
@@ -111,6 +132,9 @@ def record(
         if schema is not None:
             op["schema"] = schema
         op.update({"path": reg.file, "lines": str(reg.line)})
+        left_out = not_built(texts, reg.condition) if reg.condition and texts else None
+        if left_out:
+            op.update({"not_built": left_out, "condition": " && ".join(reg.condition)})
         ops.append(op)
     found = sorted({op["namespace"] for op in ops})
     body: dict[str, Any] = {

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.upstream.ctext import close_bracket
 from tools.upstream.kernels import strip_comments
 
 _EXEC = re.compile(r"\bEXEC_NPU\w*\(\s*(aclnn\w+)")
@@ -57,7 +58,7 @@ class Link:
 
 
 @dataclass
-class _Function:
+class Function:
     path: str
     start: int  # offset of the name
     body: tuple[int, int]  # offsets of the braces
@@ -65,28 +66,14 @@ class _Function:
     last_line: int
 
 
-def _match_brace(text: str, i: int) -> int:
+def match_brace(text: str, i: int) -> int:
     """Offset just after the brace closing the one at ``i`` (strings skipped)."""
-    depth, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return n
+    return close_bracket(text, i)
 
 
-def _definitions(clean: str, path: str) -> dict[str, list[_Function]]:
+def definitions(clean: str, path: str) -> dict[str, list[Function]]:
     """Function definitions by name: a line that starts with a return type and the name, whose parameter list is followed by a body."""
-    out: dict[str, list[_Function]] = {}
+    out: dict[str, list[Function]] = {}
     for m in re.finditer(r"(?m)^[ \t]*[A-Za-z_][^\n;{}()=]*?\b([A-Za-z_]\w*)\s*\(", clean):
         depth, i = 1, m.end()
         while i < len(clean) and depth:
@@ -97,10 +84,10 @@ def _definitions(clean: str, path: str) -> dict[str, list[_Function]]:
         if not rest.startswith("{"):
             continue
         open_at = clean.index("{", i)
-        close = _match_brace(clean, open_at)
+        close = match_brace(clean, open_at)
         line = clean.count("\n", 0, m.start()) + 1
         out.setdefault(m.group(1), []).append(
-            _Function(
+            Function(
                 path, m.start(1), (open_at, close), line, line + clean.count("\n", m.start(), close)
             )
         )
@@ -112,7 +99,7 @@ class WrapperIndex:
     """Every wrapper function of op-plugin's ``opapi`` sources and generated entries."""
 
     texts: dict[str, str] = field(default_factory=dict)
-    functions: dict[str, list[_Function]] = field(default_factory=dict)
+    functions: dict[str, list[Function]] = field(default_factory=dict)
     generated: dict[str, list[Link]] = field(default_factory=dict)
 
     def links(self, api: str) -> list[Link]:
@@ -128,7 +115,7 @@ class WrapperIndex:
             unique.setdefault((link.aclnn, link.path, link.first_line), link)
         return list(unique.values())
 
-    def _calls(self, fn: _Function, depth: int, seen: set[int]) -> list[Link]:
+    def _calls(self, fn: Function, depth: int, seen: set[int]) -> list[Link]:
         seen.add(fn.start)
         text = self.texts[fn.path]
         body = text[fn.body[0] : fn.body[1]]
@@ -157,7 +144,7 @@ def load_wrappers(op_plugin: Path) -> WrapperIndex:
         rel = path.relative_to(op_plugin).as_posix()
         clean = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
         index.texts[rel] = clean
-        for name, fns in _definitions(clean, rel).items():
+        for name, fns in definitions(clean, rel).items():
             index.functions.setdefault(name, []).extend(fns)
     config = op_plugin / "op_plugin" / "config" / "op_plugin_functions.yaml"
     if config.is_file():

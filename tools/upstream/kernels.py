@@ -53,6 +53,9 @@ class KernelDef:
     socs: dict[str, str] = field(default_factory=dict)
     #: config object → its own tensor declarations (they replace the class's)
     configs: dict[str, list[Tensor]] = field(default_factory=dict)
+    #: SoC name → its config's declarations as they stood when the SoC was added: one
+    #: object is often added, redeclared and added again for another chip
+    added: dict[str, list[Tensor]] = field(default_factory=dict)
     #: config objects handed to code this reader does not follow (their tensors are unknown)
     opaque: set[str] = field(default_factory=set)
     unreadable: list[str] = field(default_factory=list)
@@ -69,7 +72,7 @@ class KernelDef:
         cfg = self.socs.get(soc, "")
         if cfg in self.opaque:
             return None
-        own = self.configs.get(cfg, [])
+        own = self.added.get(soc, self.configs.get(cfg, []))
         return own if own else self.tensors
 
 
@@ -236,7 +239,12 @@ def _read_body(
             if owner == "":
                 kd.tensors.append(t)
             elif owner in configs:
-                kd.configs[owner].append(t)
+                live = kd.configs[owner]
+                same = [i for i, x in enumerate(live) if (x.io, x.name) == (t.io, t.name)]
+                if same:  # a second declaration of the same tensor replaces the first
+                    live[same[0]] = t
+                else:
+                    live.append(t)
             else:
                 kd.unreadable.append(f"{where}: {tm.group(3)} declared on unknown object {owner!r}")
             continue
@@ -249,6 +257,7 @@ def _read_body(
             if cfg and cfg not in configs:
                 kd.unreadable.append(f"{where}: AddConfig({soc!r}) with unknown config {cfg!r}")
             kd.socs[soc] = cfg
+            kd.added[soc] = list(kd.configs.get(cfg, [])) if cfg else []
         elif any(
             re.search(rf"\b{c}\b", stmt) and not re.match(rf"{c}\s*\.", stmt) for c in configs
         ):

@@ -9,7 +9,11 @@ repeats what it does:
 * the ATB operators (``atb_schemas.txt``, and ``atb_ops.yaml`` names without a
   published schema), which register under ``torch.ops.atb`` outside the codegen file;
 * operators of the wheel given with ``--wheel`` that the harvest lacks or ships with
-  another schema (a newer wheel than the harvest: rerun ``scripts/harvest_releases.py``).
+  another schema (a newer wheel than the harvest: rerun ``scripts/harvest_releases.py``);
+* under ``out_overloads``, every ``.out`` overload of op-plugin and of that wheel, which
+  the harvest leaves out: the Python binding takes them as the functional call plus
+  ``out=(...)`` (``torch_npu.npu_apply_adam_w(..., out=(var, m, v))``), and a few
+  operators exist only in that form (``npu_hans_encode``).
 
 Facts only: name, namespace, schema strings exactly as upstream writes them, and where
 each came from (file and commit).  The file is generated, never edited by hand; the
@@ -28,6 +32,7 @@ import yaml
 
 from kb.catalog.knownops import DATA_FORMAT, KNOWN_FILE
 from kb.catalog.releases import ReleaseData, normalize_schema, read_schemas
+from kb.scan.registrations import native_registrations
 from tools.upstream import schemas as sch
 from tools.upstream.wheel import read_wheel
 
@@ -57,8 +62,9 @@ def _is_out(key: str) -> bool:
     return overload == "out" or overload.endswith("_out")
 
 
-def op_plugin_own(text: str) -> dict[str, str]:
-    """torch_npu's own schemas in an ``op_plugin_functions.yaml`` (``.out`` left out)."""
+def op_plugin_own(text: str, outs: dict[str, str] | None = None) -> dict[str, str]:
+    """torch_npu's own schemas in an ``op_plugin_functions.yaml`` (``.out`` overloads go
+    to ``outs`` when given, else are left out)."""
     data = yaml.load(text.lstrip("\ufeff"), Loader=_Loader)
     if not isinstance(data, dict) or not isinstance(data.get("custom"), list):
         raise ValueError("no 'custom' section: not an op_plugin_functions.yaml")
@@ -74,10 +80,45 @@ def op_plugin_own(text: str) -> dict[str, str]:
             if not isinstance(func, str) or "(" not in func:
                 continue
             key = func.split("(", 1)[0].strip()
-            if _is_out(key) or key.split(".", 1)[0] in aten:
+            if key.split(".", 1)[0] in aten:
+                continue
+            if _is_out(key):
+                if outs is not None:
+                    outs.setdefault(key, normalize_schema(func))
                 continue
             out.setdefault(key, normalize_schema(func))
     return out
+
+
+def wheel_outs(codegen_yaml: str) -> dict[str, str]:
+    """The ``.out`` overloads of a wheel's ``npu_native_functions_by_codegen.yaml``."""
+    doc = yaml.load(codegen_yaml, Loader=_Loader)
+    out: dict[str, str] = {}
+    for entry in (doc or {}).get("custom") or []:
+        func = entry.get("func") if isinstance(entry, dict) else None
+        if isinstance(func, str) and "(" in func and _is_out(func.split("(", 1)[0].strip()):
+            out.setdefault(func.split("(", 1)[0].strip(), normalize_schema(func))
+    return out
+
+
+def _atb_sources(op_plugin: Path) -> list[Path]:
+    """op-plugin's ATB registrations (``op_plugin/ops/atb/*.cpp``), where the checkout has
+    them: the only place the ATB ``.out`` overloads are written (``atb_schemas.txt`` lists
+    the functional forms)."""
+    for base in (op_plugin / "op_plugin" / "ops" / "atb", op_plugin / "ops" / "atb"):
+        if base.is_dir():
+            return sorted(base.glob("*.cpp"))
+    return []
+
+
+def _out_table(outs: dict[str, str]) -> dict[str, list[str]]:
+    """``{bare name: [schema, ...]}`` sorted, for the data file."""
+    table: dict[str, list[str]] = {}
+    for key in sorted(outs):
+        schemas = table.setdefault(key.split(".", 1)[0], [])
+        if outs[key] not in schemas:
+            schemas.append(outs[key])
+    return table
 
 
 def wheel_release(path: Path, given: str | None) -> str:
@@ -118,11 +159,13 @@ def build(
     ops: dict[str, dict[str, Any]] = {}
     report = KnownOpsReport(data={})
     sources: dict[str, Any] = {"op-plugin": {"commit": commit, "files": []}}
+    outs: dict[str, str] = {}
     if wheel is not None:
         rel = wheel_release(wheel, release)
         contents = read_wheel(wheel)
         if contents.codegen_yaml is None:
             raise FileNotFoundError(f"{wheel}: no npu_native_functions_by_codegen.yaml")
+        outs.update(wheel_outs(contents.codegen_yaml))
         for key, schema in sorted(read_schemas(contents.codegen_yaml).items()):
             if releases.schema_in(key, rel) == schema:
                 report.covered += 1
@@ -135,7 +178,9 @@ def build(
         sources["wheel"] = {"release": rel, "covered_by_releases_json": report.covered}
     functions = config / sch.OP_PLUGIN_FUNCTIONS
     sources["op-plugin"]["files"].append(f"op_plugin/config/{sch.OP_PLUGIN_FUNCTIONS}")
-    for key, schema in sorted(op_plugin_own(functions.read_text(encoding="utf-8-sig")).items()):
+    for key, schema in sorted(
+        op_plugin_own(functions.read_text(encoding="utf-8-sig"), outs).items()
+    ):
         if key.split(".", 1)[0] not in harvested:
             _add(ops, key, schema, "npu", sch.OP_PLUGIN_FUNCTIONS)
     atb = config / sch.ATB_SCHEMAS
@@ -150,6 +195,16 @@ def build(
                     "atb",
                     sch.ATB_SCHEMAS,
                 )
+    atb_cpp = _atb_sources(op_plugin)
+    if atb_cpp:
+        sources["op-plugin"]["files"].append("op_plugin/ops/atb/*.cpp")
+    for cpp in atb_cpp:
+        for reg in native_registrations(
+            cpp.read_text(encoding="utf-8", errors="replace"), cpp.name
+        ):
+            key = (reg.schema or "").split("(", 1)[0].strip()
+            if reg.schema and _is_out(key):
+                outs.setdefault(key, normalize_schema(reg.schema))
     atb_ops = config / "atb_ops.yaml"
     if atb_ops.is_file():
         sources["op-plugin"]["files"].append("op_plugin/config/atb_ops.yaml")
@@ -162,6 +217,7 @@ def build(
         "extends": "releases.json",
         "sources": sources,
         "operators": {k: ops[k] for k in sorted(ops)},
+        "out_overloads": _out_table(outs),
     }
     return report
 

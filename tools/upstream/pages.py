@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from kb.vocab import collapse_products, products_from_official
+from tools.upstream.ctext import split_top
 from tools.upstream.text import (
     Scalar,
     allowed_values,
@@ -27,6 +29,20 @@ UPSTREAM_DOCS = "docs/zh/custom_APIs/torch_npu"
 """Where the pages live in a real op-plugin checkout; records cite this path."""
 
 URL_BASE = "https://gitcode.com/Ascend/op-plugin/blob/master/" + UPSTREAM_DOCS
+BETA_PREFIX = "（beta）"
+"""How upstream names a beta page (``（beta）torch_npu-X.md``, full-width parentheses)."""
+LOCAL_BETA_PREFIX = "beta-"
+"""The ASCII spelling some local copies use instead; never cited."""
+
+
+def upstream_file(name: str) -> str:
+    """The page's file name as upstream spells it: a local ``beta-`` copy is cited by the
+    name it has in op-plugin, so the citation resolves at the commit it names."""
+    if name.startswith(LOCAL_BETA_PREFIX):
+        return BETA_PREFIX + name[len(LOCAL_BETA_PREFIX) :]
+    return name
+
+
 NOT_API_PAGES = ("torch_npu.md", "torch_npu_list.md")
 
 
@@ -64,11 +80,11 @@ class Page:
 
     @property
     def upstream_path(self) -> str:
-        return f"{UPSTREAM_DOCS}/{self.file}"
+        return f"{UPSTREAM_DOCS}/{upstream_file(self.file)}"
 
     @property
     def url(self) -> str:
-        return f"{URL_BASE}/{self.file}"
+        return f"{URL_BASE}/{quote(upstream_file(self.file))}"
 
     def call(self, api: str) -> str:
         return f"{self.namespace}.{api}"
@@ -90,7 +106,7 @@ class Page:
                     break
         inner = proto[open_at + 1 : close_at] if close_at > 0 else proto[open_at + 1 :]
         names = []
-        for part in _split_top(inner):
+        for part in split_top(inner):
             part = part.strip()
             if not part or part in ("*", "/") or part.startswith("*"):
                 continue
@@ -99,24 +115,6 @@ class Page:
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 names.append(name)
         return names
-
-
-def _split_top(text: str) -> list[str]:
-    parts: list[str] = []
-    buf: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-    parts.append("".join(buf))
-    return parts
 
 
 def docs_dir(op_plugin: Path) -> Path:
@@ -174,7 +172,9 @@ def _section(sections: dict[str, str], *names: str) -> str:
 _TITLE = re.compile(
     r"^(?P<beta>[（(]\s*beta\s*[）)])?\s*(?P<ns>torch_npu|torch\.npu)[.\-](?P<name>[A-Za-z_][A-Za-z0-9_]*)"
 )
-_FILE = re.compile(r"^(?P<beta>beta-)?torch_npu-(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.md$")
+_FILE = re.compile(
+    r"^(?P<beta>beta-|[（(]beta[）)])?torch_npu-(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.md$"
+)
 _SUPPORTED = {"√", "✓", "✔", "y", "yes", "是", "支持"}
 _UNSUPPORTED = {"x", "×", "✗", "✘", "n", "no", "否", "不支持", "-"}
 

@@ -30,7 +30,8 @@ ORDERS: dict[tuple[Any, ...], Sequence[str]] = {
 LIST_KEYS = {("parameters",): "name"}
 #: Keys of ``upstream:`` only the importer writes: removed when upstream stops saying them.
 IMPORTER_OWNED = ("deprecation", "unsupported_products")
-_SCHEMA_FIELDS = (
+#: Schema fields of a parameter and the model's default for each.
+SCHEMA_FIELDS = (
     ("type", None),
     ("required", True),
     ("default", None),
@@ -86,7 +87,7 @@ def refreshed(
                 "keyword_only": arg.keyword_only,
                 "mutated": arg.mutated,
             }
-            for attr, model_default in _SCHEMA_FIELDS:
+            for attr, model_default in SCHEMA_FIELDS:
                 value = want[attr]
                 if attr in param:
                     if param[attr] != value:

@@ -136,6 +136,8 @@ def formats_in(text: str) -> list[str]:
 _VALUE_TRIGGER = re.compile(
     r"(?:取值(?:只|仅)?(?:支持|为|范围为|可为|只能为|可选)?|可选值(?:为|有)?|(?:仅|只)支持(?:取值)?)\s*[:：]?\s*"
 )
+#: "`half`表示…，`interleaved`表示…": a string parameter's values, each defined in turn
+_DEFINED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`\s*(?:表示|代表)")
 _ATOM = re.compile(r"""\s*(?:`([^`]{1,40})`|'([^']{1,40})'|"([^"]{1,40})"|(-?\d+))\s*""")
 _ATOM_SEP = re.compile(r"\s*(?:、|，|,|或|和|以及|及)\s*")
 
@@ -208,6 +210,8 @@ def allowed_values(text: str, type_: str, name: str = "") -> list[Scalar] | None
         ints = all(not q and re.fullmatch(r"-?\d+", v) for v, q in zip(values, quoted, strict=True))
         if (want_int and ints) or (not want_int and all(quoted)):
             candidates += [v for v in values if v not in candidates]
+    if base == "str" and not candidates:
+        candidates = list(dict.fromkeys(_DEFINED.findall(plain)))
     if len(candidates) < 2:
         return None
     if base == "str":

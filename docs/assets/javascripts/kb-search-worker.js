@@ -392,6 +392,11 @@ function textHits(text, toks, seen, post, stem, phrases) {
 /* ---- search (kb/index/search.py) ---- */
 
 function prepare(h) {
+  h.docs.forEach(function (doc) {  // rows ship compact (site_plugins/search_index.py)
+    if (doc[2] === "") doc[2] = h.dirs[doc[1]] + doc[0] + "/";
+    else if (doc[2] === "-") doc[2] = "";
+    doc[7] = doc[7].map(function (p) { return typeof p === "string" ? [p, p] : p; });
+  });
   h.stopSet = new Set(h.k.STOP);
   h.byName = {};
   h.docs.forEach(function (doc, i) { h.byName[doc[0]] = i; });

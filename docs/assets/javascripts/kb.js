@@ -6,6 +6,9 @@
  *    mistyped operator name (npu_mla_prolog_v4) finds nothing useful.  The closest
  *    record names (from assets/kb-names.json, generated from the records) are offered
  *    above the results, linking straight to the record's page.
+ * 3. Search as the text changes, not only on a key: Material starts a query on keyup,
+ *    so a pasted query or one an input method composes (权重预取) would wait for another
+ *    key.  Every change of the box's value is passed on as the keyup Material listens for.
  */
 (function () {
   "use strict";
@@ -89,7 +92,17 @@
     return fetch(namesBase + "assets/kb-names.json")
       .then(function (r) { return r.ok ? r.json() : []; })
       .catch(function () { return []; })
-      .then(function (list) { names = list; return list; });
+      .then(function (got) { names = expand(got); return names; });
+  }
+
+  // [[name, url, current], ...] from kb-names.json: {"dirs", "names": [[name, current,
+  // dir index or url]]} (site_plugins/names.py), or the plain list of a flat-URL site.
+  function expand(got) {
+    if (Array.isArray(got)) return got;
+    return (got.names || []).map(function (e) {
+      var url = typeof e[2] === "number" ? got.dirs[e[2]] + e[0] + "/" : e[2];
+      return [e[0], url, e[1]];
+    });
   }
 
   function fold(text) {
@@ -186,9 +199,22 @@
     input.addEventListener("focus", function () { loadNames(); });
   }
 
+  /* ---- 3. search on input ---------------------------------------------------------- */
+
+  function setUpSearchOnInput() {
+    var input = document.querySelector("input.md-search__input");
+    if (!input || input.getAttribute("data-kb-input")) return;
+    input.setAttribute("data-kb-input", "1");
+    var pass = function () { input.dispatchEvent(new KeyboardEvent("keyup")); };
+    // mid-composition values are not queries yet; compositionend carries the result
+    input.addEventListener("input", function (ev) { if (!ev.isComposing) pass(); });
+    input.addEventListener("compositionend", pass);
+  }
+
   function setUp() {
     setUpFilters();
     setUpDidYouMean();
+    setUpSearchOnInput();
   }
 
   if (typeof document$ !== "undefined") {

@@ -11,12 +11,19 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from kb.catalog.models.base import (
+    EVIDENCE_ABOUT,
     Keywords,
     Name,
     Scalar,
     Strict,
     Text,
     Value,
+)
+from kb.catalog.models.binding import (
+    Discrepancy,
+    DiscrepancySource,
+    Interval,
+    WrapperCheck,
 )
 from kb.catalog.models.chain import (
     Citation,
@@ -35,7 +42,6 @@ from kb.catalog.models.kernel import (
     WrapperLink,
 )
 from kb.catalog.models.operator import (
-    EVIDENCE_ABOUT,
     Deprecation,
     Evidence,
     Example,
@@ -90,11 +96,14 @@ __all__ = [
     "DecisionTree",
     "Denial",
     "Deprecation",
+    "Discrepancy",
+    "DiscrepancySource",
     "Evidence",
     "Example",
     "Extension",
     "ExtensionOperator",
     "GraphMode",
+    "Interval",
     "Kernel",
     "KernelConfig",
     "KernelTensor",
@@ -129,5 +138,6 @@ __all__ = [
     "Value",
     "Versions",
     "Waiver",
+    "WrapperCheck",
     "WrapperLink",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,3 +27,13 @@ class Text(Strict):
 class Keywords(Strict):
     en: list[str] = Field(default_factory=list)
     zh: list[str] = Field(default_factory=list)
+
+
+#: What an evidence entry (or a discrepancy) may be about: a top-level fact field, one
+#: parameter (or one of its fields), one rule, or a return value.
+EVIDENCE_ABOUT = re.compile(
+    r"^(?:superseded_by|unsupported_products|products|phase_limit|phases|quantization|calls"
+    r"|quant_roles|constraints|returns(?:\.[A-Za-z_]\w*)?|graph_mode|signature"
+    r"|parameters\.[A-Za-z_]\w*(?:\.(?:dtypes|formats|shapes|allowed|also_accepted"
+    r"|python_name|range|default|reserved))?|rules\.[a-z0-9][a-z0-9\-]*)$"
+)

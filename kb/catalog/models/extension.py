@@ -36,6 +36,13 @@ class ExtensionOperator(Strict):
     )
     path: str = Field(min_length=1, description="the file of the registration, in the repository")
     lines: str = Field(pattern=r"^\d+(?:-\d+)?$", description="the line(s) of the registration")
+    not_built: list[Product] = Field(
+        default_factory=list,
+        description="the products whose build of the package leaves it out (empty: every build has it)",
+    )
+    condition: str | None = Field(
+        default=None, description="the preprocessor condition it is compiled under (with not_built)"
+    )
 
     @model_validator(mode="after")
     def _schema_names_the_operator(self) -> ExtensionOperator:

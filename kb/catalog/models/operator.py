@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kb.catalog.models.base import Keywords, Name, Scalar, Strict, Text
+from kb.catalog.models.base import EVIDENCE_ABOUT, Keywords, Name, Scalar, Strict, Text
+from kb.catalog.models.binding import Discrepancy, WrapperCheck
 from kb.catalog.models.kernel import Kernel
 from kb.catalog.models.parameters import Constraint, Parameter, Return, Rule
 from kb.catalog.signature import SchemaError, parse_schema
@@ -131,16 +132,6 @@ class Upstream(Strict):
     unsupported_products: list[Product] = Field(
         default_factory=list, description="written by the importer: products the page marks x"
     )
-
-
-#: What an evidence entry may back: a top-level fact field, one parameter (or one of its
-#: fields), one rule, or a return value.
-EVIDENCE_ABOUT = re.compile(
-    r"^(?:superseded_by|unsupported_products|products|phase_limit|phases|quantization|calls"
-    r"|quant_roles|constraints|returns(?:\.[A-Za-z_]\w*)?|graph_mode|signature"
-    r"|parameters\.[A-Za-z_]\w*(?:\.(?:dtypes|formats|shapes|allowed|also_accepted"
-    r"|python_name|range|default|reserved))?|rules\.[a-z0-9][a-z0-9\-]*)$"
-)
 
 
 class Evidence(Strict):
@@ -280,10 +271,20 @@ class Operator(Strict):
     evidence: list[Evidence] = Field(
         default_factory=list, description="citations for facts the official page does not state"
     )
+    discrepancies: list[Discrepancy] = Field(
+        default_factory=list,
+        description="where the page says one thing and what runs another: the field holds "
+        "what runs, the entry keeps the page's claim and the file that settles it",
+    )
     kernels: list[Kernel] = Field(
         default_factory=list,
         description="kernel registrations the wrapper reaches (scripts/harvest_kernels.py); "
         "products they are built for that the page omits are kernel-only support",
+    )
+    wrapper_checks: list[WrapperCheck] = Field(
+        default_factory=list,
+        description="unconditional checks of op-plugin's wrapper, read exactly "
+        "(scripts/audit_wrappers.py --write); kb validate holds the fields to them",
     )
     reference: Reference | None = Field(
         default=None, description="executable semantics: what kb.reference computes, cited"
@@ -304,7 +305,7 @@ class Operator(Strict):
         known = set(names)
         for rule in self.rules:
             mentioned = set(rule.require) | set(rule.forbid) | set(rule.dtypes)
-            mentioned |= set(rule.formats) | set(rule.values)
+            mentioned |= set(rule.formats) | set(rule.values) | set(rule.ranges)
             for cond in rule.when:
                 mentioned |= {x for x in (cond.arg, cond.tensor, cond.present, cond.absent) if x}
             unknown = mentioned - known

@@ -20,6 +20,11 @@ class Shape(Strict):
 class Range(Strict):
     min: float | None = None
     max: float | None = None
+    min_open: bool = Field(default=False, description="min itself is refused: (min, …")
+    max_open: bool = Field(default=False, description="max itself is refused: …, max)")
+    also: list[float] = Field(
+        default_factory=list, description="single values accepted outside [min, max] (3072, 4096 …)"
+    )
     note: str | None = None
 
 
@@ -146,6 +151,9 @@ class Rule(Strict):
     dtypes: dict[str, list[Dtype]] = Field(default_factory=dict, description="tensor → dtypes")
     formats: dict[str, list[Format]] = Field(default_factory=dict, description="tensor → formats")
     values: dict[str, list[Scalar]] = Field(default_factory=dict, description="arg → values")
+    ranges: dict[str, Range] = Field(
+        default_factory=dict, description="arg → the numeric range it must fall in here"
+    )
     products: list[Product] = Field(default_factory=list, description="only on these products")
     severity: Literal["error", "warning"] = Field(
         default="error",
@@ -162,10 +170,11 @@ class Rule(Strict):
             or self.dtypes
             or self.formats
             or self.values
+            or self.ranges
             or self.products
         ):
             raise ValueError(
-                "a rule needs an effect: require, forbid, dtypes, formats, values or products"
+                "a rule needs an effect: require, forbid, dtypes, formats, values, ranges or products"
             )
         return self
 

@@ -166,10 +166,19 @@ class ValueNotAllowed(CandidateRule):
         if num is None or not rng:
             return None
         low, high, note = rng.get("min"), rng.get("max"), rng.get("note")
+        if any(num == float(v) for v in rng.get("also") or []):
+            return None  # one of the single values the range lists beside its span
+        low_open, high_open = bool(rng.get("min_open")), bool(rng.get("max_open"))
         span = f"{_num(low, '-inf')}..{_num(high, 'inf')}"
+        if low_open or high_open:  # an open bound reads as an interval: (0, 1]
+            span = f"{'(' if low_open else '['}{_num(low, '-inf')}, {_num(high, 'inf')}{')' if high_open else ']'}"
         extra = f"; {note}" if note else ""
+        if low is not None and low_open and num <= low:
+            return f"{name}={value} must be above {low:g} (range {span}{extra})"
         if low is not None and num < low:
             return f"{name}={value} is below the minimum {low:g} (range {span}{extra})"
+        if high is not None and high_open and num >= high:
+            return f"{name}={value} must be below {high:g} (range {span}{extra})"
         if high is not None and num > high:
             return f"{name}={value} is above the maximum {high:g} (range {span}{extra})"
         return None

@@ -1,0 +1,197 @@
+"""What a generated page read of the records, so it is regenerated only when that changed.
+
+The page generators get the records through :class:`~site_plugins.common.SiteData`, whose
+buckets (operators, chains, trees, playbooks) are :class:`Bucket` dicts: while a page is
+being generated each one notes what is asked of it.  Getting one record by name reads that
+record; asking whether a name is there, iterating or counting reads the bucket's names;
+``values()`` and ``items()`` read every record of the kind.  A page's stored Markdown is
+reused while each of its reads gives the same digest, so a one-word edit of one operator
+regenerates that operator's page and the pages that list every operator (indexes,
+matrices), not the other three hundred.  Any other way into a bucket (``json.dumps`` of
+it, say) reaches the plain dict and is not noted: generators read records through the
+methods above.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Read = tuple[str, str, str]  # (record | names | all, kind, name)
+
+
+class Reads:
+    """The reads of the page being generated (None between pages)."""
+
+    current: set[Read] | None = None
+
+
+class Bucket(dict):  # type: ignore[type-arg]
+    """The records of one kind by name, noting reads while a page is generated."""
+
+    def __init__(self, kind: str, reads: Reads) -> None:
+        super().__init__()
+        self.kind = kind
+        self._reads = reads
+
+    def _note(self, what: str, name: str = "") -> None:
+        if self._reads.current is not None:
+            self._reads.current.add((what, self.kind, name))
+
+    def __getitem__(self, name: str) -> Any:
+        self._note("record", name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._note("record", name)
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self._note("names")
+        return super().__contains__(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._note("names")
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._note("names")
+        return super().__len__()
+
+    def keys(self) -> Any:
+        self._note("names")
+        return super().keys()
+
+    def values(self) -> Any:
+        self._note("all")
+        return super().values()
+
+    def items(self) -> Any:
+        self._note("all")
+        return super().items()
+
+
+def _chains_using(buckets: dict[str, dict[str, Any]], operator: str) -> list[str]:
+    return [
+        name
+        for name, chain in sorted(dict.items(buckets["chain"]))
+        if any(s.get("operator") == operator for s in chain.get("stages", []))
+    ]
+
+
+def _trees_naming(buckets: dict[str, dict[str, Any]], name: str) -> list[str]:
+    return [
+        tree_name
+        for tree_name, tree in sorted(dict.items(buckets["tree"]))
+        if any(
+            o.get("chain") == name or name in o.get("operators", [])
+            for node in tree.get("nodes", [])
+            for o in node.get("options", [])
+        )
+    ]
+
+
+def _successors(buckets: dict[str, dict[str, Any]], name: str) -> list[str]:
+    return [
+        op_name
+        for op_name, op in sorted(dict.items(buckets["operator"]))
+        if name in op.get("supersedes", [])
+    ]
+
+
+#: Questions a page asks of every record of a kind whose answer is a few records: the
+#: page depends on the answer (those records' content), not on every record.
+DERIVED: dict[str, tuple[str, Callable[[dict[str, dict[str, Any]], str], list[str]]]] = {
+    "chains_using": ("chain", _chains_using),
+    "trees_naming": ("tree", _trees_naming),
+    "successors": ("operator", _successors),
+}
+
+
+def derived(data: Any, question: str, arg: str) -> list[str]:
+    """The names ``question`` answers for ``arg``, noted as one read of ``data``."""
+    if data.reads.current is not None:
+        data.reads.current.add(("derived", question, arg))
+    return DERIVED[question][1](data.buckets(), arg)
+
+
+def _digest(value: object) -> str:
+    from site_plugins.build_cache import digest
+
+    return digest(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
+
+
+class Generation:
+    """Generated Markdown reused by what it read; ``load`` and ``keep`` reach the store."""
+
+    def __init__(
+        self,
+        buckets: dict[str, dict[str, Any]],
+        reads: Reads,
+        base: str,
+        load: Callable[[str], dict[str, Any] | None],
+        keep: Callable[[str, dict[str, Any]], None],
+        digests: dict[str, str] | None = None,
+    ) -> None:
+        self.buckets = buckets
+        #: Record name → digest of its body (the catalog's row digests), when known.
+        self.digests = digests or {}
+        self.reads = reads
+        self.base = base
+        self._load = load
+        self._keep = keep
+        self._digests: dict[Read, str] = {}
+        self.made: list[str] = []  # pages generated afresh in this build
+
+    def digest_of(self, read: Read) -> str:
+        if read not in self._digests:
+            what, kind, name = read
+            bucket = self.buckets.get(kind, {})
+            if what == "derived":  # (derived, question, argument)
+                home, answer = DERIVED[kind]
+                names = answer(self.buckets, name)
+                value: object = [[n, self._record(self.buckets[home], n)] for n in names]
+            elif what == "record":
+                value = self._record(bucket, name)
+            elif what == "names":
+                value = sorted(dict.keys(bucket))
+            else:
+                value = [[n, self._record(bucket, n)] for n in sorted(dict.keys(bucket))]
+            self._digests[read] = _digest(value)
+        return self._digests[read]
+
+    def _record(self, bucket: dict[str, Any], name: str) -> object:
+        """A record as compared: its catalog digest, else its body (None: no such record)."""
+        if not dict.__contains__(bucket, name):
+            return None
+        return self.digests.get(name) or dict.get(bucket, name)
+
+    def _still(self, reads: object) -> bool:
+        """Does every stored read give the digest it gave?"""
+        if not isinstance(reads, list):
+            return False
+        try:
+            return all(self.digest_of((str(w), str(k), str(n))) == d for w, k, n, d in reads)
+        except (TypeError, ValueError):
+            return False
+
+    def page(self, path: str, make: Callable[[], str]) -> str:
+        """``make()``'s text for ``path``, reused while everything it read is the same."""
+        from site_plugins.build_cache import digest
+
+        key = digest("generated", self.base, path)
+        stored = self._load(key)
+        if stored is not None and self._still(stored.get("reads")):
+            return str(stored.get("text", ""))
+        outer, self.reads.current = self.reads.current, set()
+        try:
+            text = make()
+            seen = self.reads.current
+        finally:
+            self.reads.current = outer
+        if outer is not None:
+            outer |= seen
+        self._keep(key, {"reads": [[*r, self.digest_of(r)] for r in sorted(seen)], "text": text})
+        self.made.append(path)
+        return text

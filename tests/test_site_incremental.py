@@ -1,0 +1,128 @@
+"""A rebuild reuses what did not change, and never serves a stale page.
+
+The site caches generated Markdown by what it read of the records and rendered pages by
+the digest of their inputs (site_plugins/reads.py, site_plugins/page_cache.py).  After a
+one-word edit of one record, a rebuild with the cache must equal, byte for byte, a build
+of the edited records with an empty cache: the record's page and every page that shows
+its data (indexes, matrices, the chain and tree that name it, llms.txt, the search
+index) change, and only a few pages are rendered again.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from site_builds import FIXTURES, fixture_config
+
+from kb.cli import main
+
+EDITED = "operators/norm/npu_fixture_norm.yaml"
+BEFORE = "Fixture norm operator for the site tests."
+AFTER = "Fixture norm operator for the site checks."
+
+
+def _files(site: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(site).as_posix(): p.read_bytes()
+        for p in sorted(site.rglob("*"))
+        if p.is_file() and p.name != ".kb-site"
+    }
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The pages rendered from Markdown in this process (a restored page does not call
+    this; worker processes rendering a cold cache's pages are not counted)."""
+    from mkdocs.structure.pages import Page
+
+    done: list[str] = []
+    real = Page.render
+
+    def counted(self: Any, config: Any, files: Any) -> None:
+        done.append(self.file.src_uri)
+        real(self, config, files)
+
+    monkeypatch.setattr(Page, "render", counted)
+    return done
+
+
+def _build(config: Path, records: Path, site: Path, cache: Path, mp: pytest.MonkeyPatch) -> None:
+    mp.setenv("KB_CACHE_DIR", str(cache))
+    argv = ["site", "build", "-q", "-f", str(config), "--records", str(records)]
+    assert main([*argv, "--site-dir", str(site)]) == 0
+
+
+def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renders: list[str]
+) -> None:
+    monkeypatch.delenv("KB_SITE_URL", raising=False)
+    monkeypatch.delenv("KB_RECORDS_DIR", raising=False)
+    records = tmp_path / "records"
+    shutil.copytree(FIXTURES, records)
+    config = fixture_config(tmp_path / "cfg")
+    cache = tmp_path / "cache"
+
+    _build(config, records, tmp_path / "first", cache, monkeypatch)
+    first = _files(tmp_path / "first")
+    pages = sum(1 for name in first if name.endswith(".html"))
+
+    renders.clear()
+    _build(config, records, tmp_path / "again", cache, monkeypatch)
+    assert renders == []  # nothing changed: nothing rendered
+    assert _files(tmp_path / "again") == first
+
+    path = records / EDITED
+    text = path.read_text(encoding="utf-8")
+    assert BEFORE in text
+    path.write_text(text.replace(BEFORE, AFTER), encoding="utf-8")
+
+    renders.clear()
+    _build(config, records, tmp_path / "edited", cache, monkeypatch)
+    edited = _files(tmp_path / "edited")
+    assert 0 < len(renders) < pages // 2, renders
+
+    _build(config, records, tmp_path / "fresh", tmp_path / "fresh-cache", monkeypatch)
+    fresh = _files(tmp_path / "fresh")
+    assert sorted(edited) == sorted(fresh)
+    stale = [name for name in fresh if edited[name] != fresh[name]]
+    assert stale == [], stale
+
+    changed = {name for name in fresh if first.get(name) != fresh[name]}
+    assert "operators/npu_fixture_norm/index.html" in changed
+    assert "llms.txt" in changed and "search/kb/docs.json" in changed
+    shows = [n for n, b in fresh.items() if n.endswith(".html") and AFTER.encode() in b]
+    assert len(shows) > 1 and set(shows) <= changed  # every page showing the summary
+
+
+def test_a_page_depends_on_what_it_asked_of_every_record_not_on_all_of_them() -> None:
+    """An operator page lists the operators that supersede it (it asks every operator):
+    it is made again when that answer changes, and not when an unrelated record does."""
+    from site_plugins.common import SiteData
+    from site_plugins.reads import Generation
+
+    def op(name: str, **extra: object) -> dict[str, object]:
+        return {"kind": "operator", "name": name, "supersedes": [], **extra}
+
+    store: dict[str, dict[str, Any]] = {}
+    made: list[str] = []
+
+    def page(records: list[dict[str, object]]) -> str:
+        data = SiteData.from_records(records)
+        data.generation = Generation(
+            data.buckets(), data.reads, "base", store.get, store.__setitem__
+        )
+
+        def make() -> str:
+            made.append("npu_a")
+            return ",".join(data.successors("npu_a"))
+
+        return data.page("operators/npu_a.md", make)
+
+    assert page([op("npu_a"), op("npu_b", supersedes=["npu_a"]), op("npu_c")]) == "npu_b"
+    assert page([op("npu_a"), op("npu_b", supersedes=["npu_a"]), op("npu_c", x=1)]) == "npu_b"
+    assert made == ["npu_a"]  # npu_c changed, and npu_a's page did not ask about it
+    assert page([op("npu_a"), op("npu_b"), op("npu_c", supersedes=["npu_a"])]) == "npu_c"
+    assert made == ["npu_a", "npu_a"]
