@@ -1,6 +1,6 @@
 """Measure ``kb scan``'s inventory and plan on the development set (issue 19).
 
-    python scripts/scan_devset.py ROOT [--product atlas-a3]
+    python scripts/scan_devset.py ROOT [--product atlas-a3] [--folders]
 
 ROOT holds the released wheels unpacked (``ROOT/transformers/models/...`` and
 ``ROOT/diffusers/models/...``); ``tests/data/scan-devset.yaml`` names the files and the
@@ -10,7 +10,9 @@ operator computes something else than the module: a SwiGLU for a GELU MLP, a sig
 gate for a softmax router, an RMSNorm for a LayerNorm, a softmax attention for a linear
 one, a half rotation for interleaved pairs), ``kb check`` errors on the emitted draft,
 and false opportunities (plans for training-only code, cache writes where the module
-keeps no cache).
+keeps no cache).  With ``--folders`` each file's folder is scanned instead (the model's
+folder as a user names it: its modular and configuration files too), and the families
+are those of the whole folder's plan.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def wrong(entry: dict[str, Any], module: Any, ctx: Any) -> list[str]:
             out.append(f"{stage['operator']} for linear attention")
         args = stage.get("args") or {}
         if "gating" in fuses and module.kind == "moe.router":
-            score = f.get("score")
+            score = f.get("scoring", f.get("score"))
             if "norm_type" in args and args["norm_type"] != (1 if score == "sigmoid" else 0):
                 out.append(
                     f"{stage['operator']} norm_type {args['norm_type']} for a {score} router"
@@ -91,7 +93,7 @@ def false_opportunities(entry: dict[str, Any], module: Any, ctx: Any) -> list[st
     return out
 
 
-def measure(root: Path, product: str = "atlas-a3") -> list[dict[str, Any]]:
+def measure(root: Path, product: str = "atlas-a3", folders: bool = False) -> list[dict[str, Any]]:
     from kb.api.check import check_text
     from kb.api.scan import scanner
     from kb.scan.emit import document
@@ -107,14 +109,14 @@ def measure(root: Path, product: str = "atlas-a3") -> list[dict[str, Any]]:
             rows.append({"file": item["file"], "missing": True})
             continue
         start = time.perf_counter()
-        report = made.scan([str(path)])
+        report = made.scan([str(path.parent if folders else path)])
         seconds = time.perf_counter() - start
-        by_name = {(m.file, m.name): m for m in report.inventory}
+        by_name = {(m.file, m.name, m.kind): m for m in report.inventory}
         planned: set[str] = set()
         bad: list[str] = []
         false: list[str] = []
         for entry in report.plan:
-            module = by_name[(entry["file"], entry["module"])]
+            module = by_name[(entry["file"], entry["module"], entry["kind"])]
             for stage in entry.get("stages", []):
                 planned |= fam_of.get(stage["operator"], set())
             bad += wrong(entry, module, made.ctx)
@@ -146,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         "root", type=Path, help="folder holding transformers/ and diffusers/ unpacked"
     )
     parser.add_argument("--product", default="atlas-a3")
+    parser.add_argument("--folders", action="store_true", help="scan each file's folder")
     args = parser.parse_args(argv)
-    rows = measure(args.root, args.product)
+    rows = measure(args.root, args.product, args.folders)
     total_w = total_f = 0
     print(
         "| file | families in plan / ports call | missed | wrong | kb check errors | false opp. | s |"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from kb.catalog.compiled import open_catalog
 from kb.scan.model import mapping_ids as ids
 
 pytest.importorskip("numpy", reason="the [reference] extra is not installed")
@@ -20,34 +19,15 @@ pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed"
 from kb.reference.mappings import BY_ID
 from kb.reference.proofs import verify
 
-#: ids the planner can emit that have no passing proof yet (issue 22, item 3)
-UNPROVEN: frozenset[str] = frozenset(
-    {
-        "attention_gqa_type_bsnd",
-        "attention_mla_type_bsnd",
-        "attention_noncausal_type_bsnd",
-        "mla_prolog",
-    }
-)
-
-
-def _layouts() -> set[str]:
-    """Every layout a chain's stage fixes, plus the default of a stage that fixes none."""
-    out = {ids.DEFAULT_LAYOUT}
-    for chain in open_catalog().records("chain"):
-        for stage in chain.get("stages") or []:
-            args = stage.get("args") or {}
-            for key in ("input_layout", "layout"):
-                if isinstance(args.get(key), str):
-                    out.add(args[key].lower())
-    return out
+#: ids the planner can emit that have no passing proof yet (issue 22, item 3); since the
+#: planner tags stages with rows of the pattern table only (issue 29), none
+UNPROVEN: frozenset[str] = frozenset()
 
 
 def emitted() -> set[str]:
-    """The ids a plan stage can carry (the fallbacks say "undecided" and are not ids of a mapping)."""
-    return set(ids.PLANNED) | {
-        ids.attention(f, lay) for f in ids.ATTENTION_FAMILIES for lay in _layouts()
-    }
+    """The ids a plan stage can carry: a stage is tagged with the row of the pattern table
+    it stands for (kb/scan/model/rows.py), so the ids are the rows that match modules."""
+    return set(ids.PLANNED)
 
 
 def _proven(mapping_id: str) -> bool:

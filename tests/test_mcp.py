@@ -272,6 +272,19 @@ GOOD = [
         ),
     ),  # either proven softmax-router chain
     Case(
+        "scan-model-config",
+        "scan",
+        {
+            "path": str(ROOT / "tests" / "fixtures" / "modelplan" / "model_by_config.py"),
+            "model_config": str(ROOT / "tests" / "fixtures" / "modelplan" / "model_by_config.json"),
+            "product": "atlas-a3",
+        },
+        check=lambda d: any(
+            m["module"] == "ConfiguredRouter" and m["facts"]["scoring"] == "sigmoid"
+            for m in d["inventory"]
+        ),
+    ),
+    Case(
         "scan-plan-ep",
         "scan",
         {

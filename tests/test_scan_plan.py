@@ -42,8 +42,14 @@ def _module(report: Any, name: str) -> Any:
     return found[0]
 
 
-def _entries(report: Any, name: str) -> dict[str, dict[str, Any]]:
-    return {e["phase"]: e for e in report.plan if e["module"] == name}
+def _entries(report: Any, name: str, kind: str = "") -> dict[str, dict[str, Any]]:
+    """The plan entries of one module by phase (of one kind: a block class may compute an
+    attention and an adaptive norm)."""
+    return {
+        e["phase"]: e
+        for e in report.plan
+        if e["module"] == name and (not kind or e["kind"] == kind)
+    }
 
 
 def _ops(entry: dict[str, Any]) -> list[str]:
@@ -61,22 +67,24 @@ def test_dense_gqa_plan_splits_phases_and_carries_rope_cache_and_prerequisites()
     report = _scan("modeling_dense_gqa.py")
     attn = _module(report, "DenseAttention")
     assert attn.kind == "attention.gqa"
-    assert attn.facts["rope"] == "half" and attn.facts["cache"] == "past_key_values.update"
-    assert set(attn.facts["qk_norm"].values()) == {"norm.rms"}
+    assert attn.facts["rope"] == "half" and attn.facts["cache"] == "update"
+    assert attn.facts["qk_norm"] == "rms"
     plan = _entries(report, "DenseAttention")
     assert set(plan) == {"prefill", "decode"}  # the chains differ by phase
     assert plan["decode"]["chain"] == "gqa-decode-paged"
     assert plan["prefill"]["chain"].startswith("gqa-prefill-")
     rope = _stage(plan["decode"], "npu_apply_rotary_pos_emb")
     assert rope["args"]["rotary_mode"] == "half" and rope["mapping"] == "rope_half"
-    assert _stage(plan["decode"], "npu_scatter_nd_update_")["mapping"] == "cache_write_paged"
+    assert (
+        _stage(plan["decode"], "npu_scatter_nd_update_")["mapping"] == "cache_write_scatter"
+    )  # its own row and proof
     assert "npu_fused_infer_attention_score_v2" in _ops(plan["decode"])
     assert {"rope-precompute", "paged-kv-cache"} <= set(plan["decode"]["prerequisites"])
     mlp = _entries(report, "DenseMLP")["both"]
     assert mlp["chain"] == "dense-gated-ffn" and _ops(mlp) == ["npu_swiglu"]
     assert "merged-gate-up" in mlp["prerequisites"]
     assert (
-        _module(report, "DenseMLP").facts["activation_from"] == "config hidden_act default 'silu'"
+        _module(report, "DenseMLP").proven["activation"].endswith("('silu' (DenseConfig default))")
     )
     layer = _entries(report, "DenseLayer")["both"]
     assert _ops(layer) == ["npu_add_rms_norm"] and layer["stages"][0]["mapping"] == "add_rms_norm"
@@ -86,7 +94,7 @@ def test_dense_gqa_plan_splits_phases_and_carries_rope_cache_and_prerequisites()
 def test_softmax_moe_plan_router_and_expert_routing() -> None:
     report = _scan("modeling_moe_softmax.py")
     router = _module(report, "SoftRouter")
-    assert router.facts["score"] == "softmax" and router.facts["order"] == "softmax-then-topk"
+    assert router.facts["scoring"] == "softmax" and router.facts["order"] == "score_then_topk"
     assert router.mappings == ["router_softmax_topk"]
     gate = _entries(report, "SoftRouter")["both"]
     # two proven chains express a softmax-then-top-k router (router_softmax_topk): the
@@ -104,9 +112,7 @@ def test_softmax_moe_plan_router_and_expert_routing() -> None:
             "renorm": 0,
         }
     experts = _module(report, "SoftExperts")
-    assert (
-        experts.facts["form"] == "loop over one_hot masks" and experts.facts["activation"] == "silu"
-    )
+    assert experts.facts["form"] == "loop over masks" and experts.facts["activation"] == "silu"
     plan = _entries(report, "SoftExperts")["both"]
     # nothing in a single-device modelling file says expert parallelism: the chain that
     # runs on one device is planned (its TP all-reduce drops out on one rank, and so does
@@ -137,13 +143,13 @@ def test_mla_and_sigmoid_router_plan() -> None:
     assert plan["prefill"]["chain"] == "mla-absorb-prefill"
     assert plan["decode"]["chain"].startswith("mla-absorb-decode")
     assert "npu_kv_rmsnorm_rope_cache_v2" in _ops(plan["decode"])  # the latent cache is kept
-    assert "npu_interleave_rope" in _ops(plan["prefill"])
+    assert "npu_interleave_rope" in _ops(plan["prefill"])  # the latent's rope part (D 64)
     assert "absorbed-weights" in plan["decode"]["prerequisites"]
     router = _module(report, "GroupedSigmoidRouter")
-    assert (router.facts["score"], router.facts["bias"], router.facts["groups"]) == (
+    assert (router.facts["scoring"], router.facts["bias"], router.facts["groups"]) == (
         "sigmoid",
         True,
-        True,
+        "config.n_group",
     )
     gate = _entries(report, "GroupedSigmoidRouter")["both"]
     assert gate["chain"] == "moe-gate-sigmoid"
@@ -157,7 +163,8 @@ def test_gelu_gated_mlp_is_geglu_and_pairs_rotate_interleaved() -> None:
     assert mlp.facts["activation"] == "gelu_tanh" and mlp.mappings == ["geglu"]
     plan = _entries(report, "GeluGatedMLP")
     assert all("npu_swiglu" not in _ops(e) for e in plan.values())
-    assert _stage(plan["prefill"], "npu_geglu")["args"] == {"activate_left": True}
+    # both derived: the tanh curve's code and the half the activation reaches
+    assert _stage(plan["prefill"], "npu_geglu")["args"] == {"approximate": 1, "activate_left": True}
     norm = _entries(report, "OnePlusNorm")["both"]
     assert norm["stages"][0]["mapping"] == "rms_norm_one_plus_w"
     assert "one-plus-weight-folded" in norm["prerequisites"]
@@ -167,7 +174,10 @@ def test_gelu_gated_mlp_is_geglu_and_pairs_rotate_interleaved() -> None:
     attn = _module(report, "PairAttention")
     assert attn.facts["rope"] == "interleave"  # rotate_half by name, neighbouring pairs by body
     decode = _entries(report, "PairAttention")["decode"]
-    assert "npu_apply_rotary_pos_emb" not in _ops(decode) and "npu_interleave_rope" in _ops(decode)
+    # adjacent pairs: npu_rotary_mul in its interleave mode (npu_interleave_rope takes D = 64
+    # only, and this module's head size is not stated)
+    assert "npu_apply_rotary_pos_emb" not in _ops(decode)
+    assert _stage(decode, "npu_rotary_mul")["args"]["rotary_mode"] == "interleave"
 
 
 def test_linear_attention_plans_delta_rule_kernels_not_softmax_attention() -> None:
@@ -185,15 +195,15 @@ def test_linear_attention_plans_delta_rule_kernels_not_softmax_attention() -> No
 def test_dit_block_plans_one_phase_without_a_cache() -> None:
     report = _scan("transformer_dit.py")
     attn = _module(report, "BlockAttention")  # the processor's compute read into the module
-    assert attn.kind == "attention.dit" and attn.facts["rope"] == "interleave"
+    assert attn.kind == "attention.bidirectional" and attn.facts["rope"] == "interleave"
     plan = _entries(report, "BlockAttention")
     assert set(plan) == {"prefill"}  # diffusion: no decode phase
     ops = _ops(plan["prefill"])
-    assert "npu_interleave_rope" in ops and "npu_rms_norm" in ops
+    assert "npu_rotary_mul" in ops and "npu_rms_norm" in ops  # adjacent pairs, head size unstated
     assert not any("scatter" in op or "cache" in op for op in ops)
     assert "BlockAttnProcessor" not in {m.name for m in report.inventory}
     block = _module(report, "DiTBlock")
-    assert block.kind == "layer.dit" and block.not_proposed
+    assert block.kind == "norm.adaln" and block.facts["norm"] == "layer"
     ff = _entries(report, "TanhFeedForward")["prefill"]
     assert _ops(ff) == ["npu_gelu"] and ff["stages"][0]["args"] == {"approximate": "tanh"}
 
@@ -352,22 +362,19 @@ def test_an_operator_that_spells_the_mode_otherwise_is_not_given_the_mappings_va
 
 
 def test_a_chain_stage_whose_operator_lacks_the_value_is_held_with_the_reason(monkeypatch) -> None:
-    """Were npu_apply_rotary_pos_emb's rotary_mode a closed list without 'half', the rope
-    stage of the GQA chain could not express a half rotation: it is held, never given
-    the value or left at a default that computes something else."""
-    from kb.scan.model import plan as plan_module
+    """Were the rotary operators' rotary_mode a closed list without 'half', the rope stage
+    of the GQA chain could not express a half rotation: it is held, never given the value
+    or left at a default that computes something else."""
+    from kb.scan.model import records
 
-    real = plan_module._param
+    real = records.param
 
     def narrowed(ctx: Any, op: str, name: str) -> dict[str, Any]:
         p = real(ctx, op, name)
-        return (
-            {**p, "allowed": ["quarter"]}
-            if (op, name) == ("npu_apply_rotary_pos_emb", "rotary_mode")
-            else p
-        )
+        rotary = op in ("npu_apply_rotary_pos_emb", "npu_rotary_mul") and name == "rotary_mode"
+        return {**p, "allowed": ["quarter"]} if rotary else p
 
-    monkeypatch.setattr(plan_module, "_param", narrowed)
+    monkeypatch.setattr(records, "param", narrowed)
     decode = _entries(_scan("modeling_dense_gqa.py"), "DenseAttention")["decode"]
     assert "npu_apply_rotary_pos_emb" not in _ops(decode) and decode["chain"] == "gqa-decode-paged"
     held = [h for h in decode["not_proposed"] if h.get("operator") == "npu_apply_rotary_pos_emb"]
@@ -630,7 +637,7 @@ def test_attention_causality_decides_phases_and_masks() -> None:
     assert all(s.get("args", {}).get("sparse_mode") in (None, 0) for s in prefill["stages"])
     assert any("every query sees every key" in n for n in prefill.get("notes", []))
     shared = _module(report, "TinySharedAttention")
-    assert shared.facts["causal"].startswith("per instance")
+    assert shared.facts["causal"] == "caller"
     assert any(
         "the caller decides" in n
         for e in _entries(report, "TinySharedAttention").values()
@@ -668,3 +675,15 @@ def test_the_planner_needs_no_numpy() -> None:
     )
     root = str(Path(__file__).resolve().parent.parent)
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=root, capture_output=True)
+
+
+def test_a_scan_of_a_model_file_names_its_modules_and_points_to_the_plan(capsys) -> None:
+    """``kb scan FILE`` (no --plan) lists the modules it recognised and says where their
+    plan is; a directory scan stays a lint run (no model reading unless asked)."""
+    capsys.readouterr()
+    assert main(["scan", str(PLAN / "modeling_dense_gqa.py"), "--no-config"]) == 0
+    out = capsys.readouterr().out
+    assert "model modules recognised: " in out and "DenseAttention (attention.gqa)" in out
+    assert "kb scan --plan FILE" in out
+    main(["scan", str(PLAN), "--no-config"])
+    assert "model modules recognised" not in capsys.readouterr().out

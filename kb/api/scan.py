@@ -33,8 +33,9 @@ def scan_paths(
 
 def document(report: ScanReport) -> dict[str, Any]:
     """The ``--format json`` document: the ``kb check`` shape, the summary also counting
-    calls and distinct operators, the paths skipped and why, the module inventory and
-    the plan per module and phase (empty with ``fusion=False``)."""
+    calls and distinct operators, the paths skipped and why, the module inventory, the
+    plan per module and phase (empty with ``fusion=False``), and the files the model
+    reader meant to follow (imports, configurations) but did not read, and why."""
     return {
         "findings": [f.as_dict() for f in report.findings],
         "summary": {
@@ -48,6 +49,7 @@ def document(report: ScanReport) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
         "inventory": [m.as_dict() for m in report.inventory],
         "plan": report.plan,
+        "not_followed": [{"path": u.path, "reason": u.reason} for u in report.unread],
     }
 
 
@@ -111,6 +113,7 @@ def scan(
     config: str | None = None,
     use_config: bool = True,
     plan: bool = False,
+    model_config: str | None = None,
 ) -> dict[str, Any]:
     """The document for a file or directory (``path``, honouring its ``[tool.kb]``) or for
     source given as ``text``; UsageError for unusable arguments or settings.  ``catalog``
@@ -119,7 +122,8 @@ def scan(
     is looked for no higher, and files of the tree that link out of it are skipped (the
     caller checks that ``path`` itself is inside).  The other options are the CLI's:
     ``plan`` reads the inventory and plan even with ``fusion`` off (then without KB6xx
-    findings), ``config`` names the pyproject.toml, ``use_config=False`` ignores it."""
+    findings), ``config`` names the pyproject.toml, ``use_config=False`` ignores it,
+    ``model_config`` is the checkpoint's hyper-parameters (a JSON file)."""
     from kb.api.errors import UsageError
     from kb.scan.engine import ScanError
 
@@ -137,6 +141,7 @@ def scan(
         custom_ops=custom_ops,
         fusion=fusion or plan,
     )
+    options.model_config = model_config
     if path is not None and use_config:
         options.config = Path(config) if config is not None else None
         if options.config is None and root is not None:

@@ -53,6 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="print the module inventory and the per-module, per-phase plan instead of findings",
     )
+    p.add_argument(
+        "--model-config",
+        metavar="FILE",
+        help="the checkpoint's hyper-parameters (config.json, params.json or any JSON object): "
+        "the plan decides what the code leaves to them (activation, heads, router scoring)",
+    )
     p.add_argument("--graph-mode", choices=GRAPH_MODES, help="the graph mode the code runs under")
     p.add_argument(
         "--parallel",
@@ -158,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         graph_mode=args.graph_mode,
         quantization=quantization,
         parallel=parallel,
+        model_config=args.model_config,
         select=args.select,
         ignore=args.ignore,
         exclude=args.exclude,
@@ -165,7 +172,12 @@ def run(args: argparse.Namespace) -> int:
         use_config=not args.no_config,
         config=Path(args.config) if args.config else None,
         fusion=not args.no_fusion or bool(args.emit_candidates) or args.plan,
-        inventory=args.plan or bool(args.emit_candidates) or args.format == "json",
+        # named model files: their modules are listed with the findings (a tree is not read
+        # as a model unless the plan is asked for)
+        inventory=args.plan
+        or bool(args.emit_candidates)
+        or args.format == "json"
+        or (args.format == "text" and all(os.path.isfile(p) for p in args.paths)),
         jobs=args.jobs,
     )
     try:

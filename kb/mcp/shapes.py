@@ -98,6 +98,7 @@ class ScanResult(TypedDict):
     inventory: list[dict[str, Any]]  # the modules read (kind, lines, facts, unknown, not_proposed)
     # per module and phase: chain, stages with args and mapping, prerequisites
     plan: list[dict[str, Any]]
+    not_followed: list[Skipped]  # files the model reader meant to follow and did not read
 
 
 class RulesResult(TypedDict):

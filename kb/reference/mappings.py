@@ -1,25 +1,40 @@
-"""The fusion mappings: unfused PyTorch code -> a fused operator with mapped arguments.
+"""The fusion patterns: unfused PyTorch code -> a fused operator with derived arguments.
 
-One table, plain data (no numpy), so the planner can read it cheaply.  Every entry names
-the proof in :mod:`kb.reference.proofs` that builds the unfused computation in numpy on
-random inputs and compares it with the reference operator called as mapped; a mapping
-whose proof does not pass must not be proposed (``tests/test_reference_mappings.py``
-holds every id to a passing proof).
+One table, plain data (no numpy), so the planner can read it cheaply.  A row is one
+pattern, whole: what the unfused code computes (in words), the operator and how its
+arguments are meant, and - its :class:`Pattern` - which modules it matches (their kind
+and facts, as the model reader states them), the steps it asks of the records' chains,
+how each argument derives from the module's facts, and the proof in :mod:`kb.reference`
+that builds the unfused computation in numpy on random inputs and compares it with the
+reference operator called with those arguments.  The planner's dispatch, the ids it can
+emit and the proof registry are read from here; a mapping whose proof does not pass
+must not be proposed (``tests/test_reference_mappings.py`` holds every id to a passing
+proof, and the planner re-runs it with each module's own facts and arguments).
+
+The public shape of a row (read by the planner, ``kb port`` and ``kb verify``; keep it
+stable): :class:`~kb.reference.patterns.Mapping` ``(id, unfused, target, arguments, also,
+notes, pattern)``, its operators ``target`` then ``also``; ``pattern`` a
+:class:`~kb.reference.patterns.Pattern` with the **facts** it matches (``on``: module kind
+prefix and the fact values allowed, ``PRESENT``/``ABSENT`` for stated or not), the
+**steps** it asks of the records' chains, the **argument derivation** (``args``: each
+:class:`~kb.reference.patterns.Arg` takes a module fact through ``values``, else is
+``fixed``; ``tensor`` arguments are wired by the port, ``ops`` limits one to some of the
+row's operators), and the **proof** (``proof``: ``module.function[:bound]`` of
+:mod:`kb.reference`; ``proves``: the facts its unfused side is written with, so the
+re-proof runs it with the module's values).  A stage is proposed only with one of the
+row's own operators: no proof vouches for an operator it does not run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kb.reference.mappings_attention import ATTENTION_ROWS
+from kb.reference.patterns import ABSENT, Mapping, Pattern, arg, on
 
-
-@dataclass(frozen=True)
-class Mapping:
-    id: str
-    unfused: str  # the code shape it replaces, in words
-    target: str  # the record name of the fused operator (the first one called)
-    arguments: str  # how the unfused values become the call's arguments
-    also: tuple[str, ...] = ()  # further operators the mapped chain calls
-    notes: str = ""
+#: the operators of the rotary rows whose pairing is an argument
+_ROTARY = ("npu_rotary_mul", "npu_apply_rotary_pos_emb")
+_GATE_K = ("npu_moe_gating_top_k", "npu_moe_gating_top_k_softmax")
+#: experts whose projections add a bias: each grouped matmul takes the experts' biases
+_EXPERT_BIAS = arg("bias", "expert_bias", tensor=True, ops=("npu_grouped_matmul",))
 
 
 MAPPINGS: tuple[Mapping, ...] = (
@@ -28,6 +43,15 @@ MAPPINGS: tuple[Mapping, ...] = (
         "x * rsqrt(mean(x**2, -1) + eps) * weight, computed in float32",
         "npu_rms_norm",
         "input=x, gamma=weight, epsilon=eps; take output 0",
+        pattern=Pattern(
+            (
+                on("norm.rms", weight=("weight", "none")),
+                on("attention", qk_norm=("rms",)),
+                on("attention.mla"),
+            ),
+            ("rms_norm",),
+            proof="dense.rms_norm",
+        ),
     ),
     Mapping(
         "rms_norm_one_plus_w",
@@ -36,6 +60,11 @@ MAPPINGS: tuple[Mapping, ...] = (
         "input=x, gamma=1 + weight (precomputed once), epsilon=eps; output 0",
         also=("npu_gemma_rms_norm",),
         notes="npu_gemma_rms_norm(x, weight) takes the raw weight",
+        pattern=Pattern(
+            (on("norm.rms", weight=("1 + weight",)),),
+            ("rms_norm",),
+            proof="dense.rms_norm_one_plus_w",
+        ),
     ),
     Mapping(
         "add_rms_norm",
@@ -43,12 +72,22 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_add_rms_norm",
         "x1=x, x2=residual, gamma=weight, epsilon=eps; y is output 0, "
         "the new residual h is output 2",
+        pattern=Pattern(
+            (on("layer.decoder", norm=("rms",)), on("attention.mla")),
+            ("residual_add", "rms_norm"),
+            proof="dense.add_rms_norm",
+        ),
     ),
     Mapping(
         "layer_norm",
         "F.layer_norm(x, (H,), weight, bias, eps) in inference",
         "npu_layer_norm_eval",
         "input=x, normalized_shape=[H], weight, bias, eps",
+        pattern=Pattern(
+            (on("norm.layer"), on("attention", qk_norm=("layer",))),
+            ("layer_norm",),
+            proof="dense.layer_norm",
+        ),
     ),
     Mapping(
         "rope_half",
@@ -57,6 +96,13 @@ MAPPINGS: tuple[Mapping, ...] = (
         "input=q, r1=cos, r2=sin, rotary_mode='half' (cos/sin broadcast "
         "to q); q and k together: npu_apply_rotary_pos_emb(q, k, cos, sin, layout='BSND')",
         also=("npu_apply_rotary_pos_emb",),
+        pattern=Pattern(
+            (on("attention", rope=("half",)),),
+            ("rope",),
+            (arg("rotary_mode", "rope", {"half": "half"}, ops=_ROTARY),),
+            proof="planned.rope",
+            proves=("rope",),
+        ),
     ),
     Mapping(
         "rope_interleave",
@@ -65,6 +111,13 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_rotary_mul",
         "input=x, r1=freqs_cis.real repeated twice per pair "
         "(repeat_interleave(2, -1)), r2=freqs_cis.imag likewise, rotary_mode='interleave'",
+        pattern=Pattern(
+            (on("attention", rope=("interleave",)), on("attention.mla")),
+            ("rope",),
+            (arg("rotary_mode", "rope", {"interleave": "interleave"}, ops=_ROTARY),),
+            proof="planned.rope",
+            proves=("rope",),
+        ),
     ),
     Mapping(
         "rope_deinterleave",
@@ -73,12 +126,26 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_interleave_rope",
         "x=x [B, N, S, D], cos, sin in the half layout ([B, 1, S, D]); the output is in the "
         "de-interleaved order, not the input's",
+        pattern=Pattern(
+            (on("attention", rope=("interleave",)), on("attention.mla")),
+            ("rope",),
+            proof="dense.rope_deinterleave",
+        ),
     ),
     Mapping(
         "swiglu",
         "gate, up = x.chunk(2, -1); silu(gate) * up (gate first)",
         "npu_swiglu",
         "input=x (the merged gate_up projection), dim=-1",
+        pattern=Pattern(
+            (
+                on("mlp.glu", activation=("silu",), glu=("first",)),
+                on("moe.experts", activation=("silu",), glu=("first", ABSENT)),
+            ),
+            ("swiglu",),
+            proof="planned.swiglu",
+            proves=("glu",),
+        ),
     ),
     Mapping(
         "swiglu_dynamic_quant",
@@ -87,6 +154,7 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_dequant_swiglu_quant",
         "x=x, activate_left=True, quant_mode=1; the default activate_left=False activates "
         "the right half",
+        pattern=Pattern((), ("swiglu", "dynamic_quantize"), proof="dense.swiglu_dynamic_quant"),
     ),
     Mapping(
         "geglu",
@@ -94,6 +162,16 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_geglu",
         "input=x, dim=-1, approximate=1 (0 for the erf GELU), activate_left=True "
         "(the default False activates the right half); take output 0",
+        pattern=Pattern(
+            (on("mlp.glu", activation=("gelu", "gelu_tanh"), glu=("first", "second")),),
+            ("gelu", "mul"),
+            (
+                arg("approximate", "activation", {"gelu": 0, "gelu_tanh": 1}),
+                arg("activate_left", "glu", {"first": True, "second": False}),
+            ),
+            proof="planned.geglu",
+            proves=("activation", "glu"),
+        ),
     ),
     Mapping(
         "gelu_tanh",
@@ -101,6 +179,30 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_gelu",
         "input=x, approximate='tanh'",
         notes="npu_fast_gelu is x * sigmoid(1.702 x), a different curve: not this mapping",
+        pattern=Pattern(
+            (
+                on("mlp.plain", activation=("gelu_tanh",)),
+                on("moe.experts", activation=("gelu_tanh",), glu=("none", ABSENT)),
+            ),
+            ("gelu",),
+            (arg("approximate", "activation", {"gelu_tanh": "tanh"}),),
+            proof="planned.gelu_any",
+            proves=("activation",),
+        ),
+    ),
+    Mapping(
+        "quick_gelu",
+        "x * sigmoid(1.702 * x) (QuickGELU, CLIP's activation)",
+        "npu_fast_gelu",
+        "input=x",
+        notes="the Atlas A2/A3 kernel computes exactly this; the training and inference series "
+        "use another formula (npu_fast_gelu's record): small numeric differences there",
+        pattern=Pattern(
+            (on("mlp.plain", activation=("quick_gelu",)),),
+            ("gelu",),
+            proof="dense.quick_gelu",
+            proves=("activation",),
+        ),
     ),
     Mapping(
         "router_softmax_topk",
@@ -110,12 +212,39 @@ MAPPINGS: tuple[Mapping, ...] = (
         "row_idx); the operator does not renormalise: with norm_topk_prob divide w by its sum after",
         also=("npu_moe_gating_top_k",),
         notes="equivalently npu_moe_gating_top_k(logits, k, norm_type=0)",
+        pattern=Pattern(
+            (
+                on(
+                    "moe.router",
+                    scoring=("softmax",),
+                    order=("score_then_topk",),
+                    bias=(False, ABSENT),
+                    groups=(1, ABSENT),
+                ),
+            ),
+            ("gating", "top_k", "softmax"),
+            (
+                arg("k", "topk", ops=_GATE_K),
+                arg("norm_type", fixed=0, ops=("npu_moe_gating_top_k",)),
+            ),
+            proof="sparse.router_softmax_topk",
+        ),
     ),
     Mapping(
         "router_softmax_bias_topk",
         "s = softmax(logits); ids = topk(s + bias, k); w = s[ids]",
         "npu_moe_gating_top_k",
         "x=logits, k=k, bias=bias, norm_type=0 (no renorm in softmax mode)",
+        pattern=Pattern(
+            (on("moe.router", scoring=("softmax",), order=("score_then_topk",), bias=(True,)),),
+            ("gating", "top_k", "softmax", "bias_add"),
+            (
+                arg("k", "topk"),
+                arg("norm_type", fixed=0),
+                arg("bias", "bias", {True: "bias"}, tensor=True),
+            ),
+            proof="sparse.router_softmax_bias_topk",
+        ),
     ),
     Mapping(
         "router_sigmoid_bias_group_topk",
@@ -127,6 +256,21 @@ MAPPINGS: tuple[Mapping, ...] = (
         "group_select_mode=1, norm_type=1, routed_scaling_factor, eps=1e-20",
         notes="norm_type=1 always renormalises the chosen weights; group_select_mode=0 scores "
         "a group by its max instead",
+        pattern=Pattern(
+            (on("moe.router", scoring=("sigmoid",), order=("score_then_topk",), bias=(True,)),),
+            ("gating", "top_k", "sigmoid", "bias_add"),
+            (
+                arg("k", "topk"),
+                arg("norm_type", fixed=1),
+                arg("k_group", "topk_groups", absent=1),
+                arg("group_count", "groups", absent=1),
+                arg("group_select_mode", "group_score", {"top2_sum": 1, "max": 0}, absent=1),
+                arg("routed_scaling_factor", "scale", absent=1.0),
+                arg("bias", "bias", {True: "bias"}, tensor=True),
+            ),
+            proof="planned.router_grouped",
+            proves=("groups", "topk_groups", "scale", "group_score"),
+        ),
     ),
     Mapping(
         "router_topk_then_sigmoid",
@@ -135,6 +279,12 @@ MAPPINGS: tuple[Mapping, ...] = (
         "x=logits, k=k, norm_type=1, out_flag=True; ids = output 1; w = "
         "take_along_dim(output 2 (the sigmoid of every expert), ids); output 0 is renormalised "
         "and is NOT w",
+        pattern=Pattern(
+            (on("moe.router", scoring=("sigmoid",), order=("topk_then_score",)),),
+            ("gating", "top_k", "sigmoid"),
+            (arg("k", "topk"), arg("norm_type", fixed=1), arg("out_flag", fixed=True)),
+            proof="sparse.router_topk_then_sigmoid",
+        ),
     ),
     Mapping(
         "moe_experts_loop",
@@ -150,6 +300,18 @@ MAPPINGS: tuple[Mapping, ...] = (
         also=("npu_grouped_matmul", "npu_moe_finalize_routing"),
         notes="expanded_row_idx is indexed token-major (t * K + j): drop_pad_mode=2; "
         "drop_pad_mode=0 reads it expert-slot-major",
+        pattern=Pattern(
+            (
+                on(
+                    "moe.experts",
+                    form=("loop over masks", "loop over sorted tokens", "loop over one_hot masks"),
+                ),
+            ),
+            ("grouped_matmul", "expert_routing"),
+            (_EXPERT_BIAS,),
+            proof="sparse.moe_experts_loop",
+            proves=("expert_bias",),
+        ),
     ),
     Mapping(
         "moe_experts_loop_permute",
@@ -158,61 +320,16 @@ MAPPINGS: tuple[Mapping, ...] = (
         "p, order = npu_moe_token_permute(x, ids); counts per expert -> npu_grouped_matmul "
         "(group_list_type=1); out = npu_moe_token_unpermute(y, order, probs=w)",
         also=("npu_grouped_matmul", "npu_moe_token_unpermute"),
-    ),
-    *(
-        Mapping(
-            f"attention_gqa_{layout.lower()}",
-            "repeat_kv(k, v, Nq / Nkv); softmax(q kᵀ * scale "
-            "+ causal mask) v, the mask aligned to the bottom-right (queries are the last Sq "
-            "positions)",
-            "npu_fused_infer_attention_score",
-            f"query, key, value in {layout} (no repeat_kv), num_heads=Nq, num_key_value_heads=Nkv, "
-            "scale=1/sqrt(D), input_layout='" + layout + "', sparse_mode=3, atten_mask=the "
-            "compressed 2048x2048 upper-triangular mask"
-            + (", actual_seq_lengths(_kv) = cumulative lengths" if layout == "TND" else ""),
-            also=(
-                "npu_fused_infer_attention_score_v2",
-                "npu_fusion_attention",
-                *(() if layout == "TND" else ("npu_prompt_flash_attention",)),
+        pattern=Pattern(
+            (
+                on(
+                    "moe.experts",
+                    form=("loop over masks", "loop over sorted tokens", "loop over one_hot masks"),
+                ),
             ),
-            notes="sparse_mode=2 aligns causality to the top-left: equal only when Sq == Skv; "
-            "npu_fusion_attention takes head_num and actual_seq_qlen/kvlen, "
-            "npu_prompt_flash_attention scale_value",
-        )
-        for layout in ("BSH", "BSND", "BNSD", "TND")
-    ),
-    Mapping(
-        "attention_sliding_window",
-        "causal attention over the last W keys (each query sees "
-        "itself and the W - 1 keys before it)",
-        "npu_fused_infer_attention_score",
-        "sparse_mode=4, pre_tokens=W - 1, next_tokens=0, compressed atten_mask",
-        notes="the band formula -pre_tokens <= j - i <= next_tokens follows the "
-        "npu_fusion_attention page's mask code; vllm-ascend passes pre_tokens=W "
-        "(attention_v1.py:702): the sources do not settle the off-by-one",
-    ),
-    Mapping(
-        "attention_paged",
-        "attention over keys gathered from a block cache by block_table",
-        "npu_fused_infer_attention_score_v2",
-        "key/value = the caches (blocks, block_size, H), block_table, block_size, actual_seq_kvlen",
-    ),
-    Mapping(
-        "cache_write_paged",
-        "key_cache.view(-1, N, D)[slot] = k (likewise v) for slot >= 0",
-        "_npu_reshape_and_cache",
-        "key, value, key_cache, value_cache, slot_indices=slots",
-        also=("npu_scatter_pa_kv_cache",),
-        notes="npu_scatter_pa_kv_cache: cache_mode='Norm' for these ND caches, 'PA_NZ' (the "
-        "default) for [blocks, N*D/c0, block_size, c0]",
-    ),
-    Mapping(
-        "cache_write_contiguous",
-        "MLA: c = rms_norm(kv[..., :512]) * gamma; k_pe = "
-        "deinterleaved rope(kv[..., 512:]); ckv_cache[b, 0, pos] = c; k_cache[b, 0, pos] = "
-        "k_pe",
-        "npu_kv_rmsnorm_rope_cache",
-        "kv, gamma, cos, sin, index=pos [B, S], k_cache, ckv_cache, cache_mode='Norm'",
+            ("grouped_matmul", "token_permute"),
+            proof="sparse.moe_experts_loop_permute",
+        ),
     ),
     Mapping(
         "dynamic_quant_int8_matmul",
@@ -221,6 +338,11 @@ MAPPINGS: tuple[Mapping, ...] = (
         "xq, s = npu_dynamic_quant(x); y = npu_quant_matmul(xq, wq, w_scale, pertoken_scale=s, "
         "output_dtype=bfloat16)",
         also=("npu_quant_matmul",),
+        pattern=Pattern(
+            (on("mlp"), on("moe.experts"), on("layer.decoder"), on("attention")),
+            ("dynamic_quantize", "matmul", "dequantize"),
+            proof="dense.dynamic_quant_int8_matmul",
+        ),
     ),
     Mapping(
         "weight_only_int8_matmul",
@@ -228,6 +350,7 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_weight_quant_batchmatmul",
         "x, weight=wq, antiquant_scale=scale, "
         "antiquant_offset=offset (per channel; antiquant_group_size=g per group)",
+        pattern=Pattern((), ("matmul", "dequantize"), proof="dense.weight_only_int8_matmul"),
     ),
     Mapping(
         "gelu",
@@ -235,6 +358,16 @@ MAPPINGS: tuple[Mapping, ...] = (
         "npu_gelu",
         "input=x, approximate='none' (the default)",
         notes="npu_fast_gelu is x * sigmoid(1.702 x), a different curve: not this mapping",
+        pattern=Pattern(
+            (
+                on("mlp.plain", activation=("gelu",)),
+                on("moe.experts", activation=("gelu",), glu=("none", ABSENT)),
+            ),
+            ("gelu",),
+            (arg("approximate", "activation", {"gelu": "none"}),),
+            proof="planned.gelu_any",
+            proves=("activation",),
+        ),
     ),
     Mapping(
         "router_sigmoid_topk",
@@ -244,6 +377,25 @@ MAPPINGS: tuple[Mapping, ...] = (
         "x=logits, k=k, norm_type=1, out_flag=True; ids = output 1; renormalised: w = output 0; "
         "not renormalised: w = take_along_dim(output 2, ids)",
         notes="norm_type=1 always renormalises output 0; routed_scaling_factor multiplies it",
+        pattern=Pattern(
+            (
+                on(
+                    "moe.router",
+                    scoring=("sigmoid",),
+                    order=("score_then_topk",),
+                    bias=(False, ABSENT),
+                    groups=(1, ABSENT),
+                ),
+            ),
+            ("gating", "top_k", "sigmoid"),
+            (
+                arg("k", "topk"),
+                arg("norm_type", fixed=1),
+                arg("out_flag", "renormalize", {False: True, True: False}),
+            ),
+            proof="planned.router_sigmoid_topk",
+            proves=("renormalize",),
+        ),
     ),
     Mapping(
         "router_topk_then_softmax",
@@ -254,6 +406,15 @@ MAPPINGS: tuple[Mapping, ...] = (
         "at ids renormalised)",
         also=("npu_moe_gating_top_k",),
         notes="equivalently npu_moe_gating_top_k(logits, k, norm_type=0) and the same division",
+        pattern=Pattern(
+            (on("moe.router", scoring=("softmax",), order=("topk_then_score",)),),
+            ("gating", "top_k", "softmax"),
+            (
+                arg("k", "topk", ops=_GATE_K),
+                arg("norm_type", fixed=0, ops=("npu_moe_gating_top_k",)),
+            ),
+            proof="more.router_topk_then_softmax",
+        ),
     ),
     Mapping(
         "moe_experts_bmm",
@@ -263,37 +424,11 @@ MAPPINGS: tuple[Mapping, ...] = (
         "as moe_experts_loop: the dense matrix's nonzero columns are "
         "ids and w (topk of the router); w1[e], w2[e] are the per-expert weights",
         also=("npu_grouped_matmul", "npu_moe_finalize_routing"),
-    ),
-    *(
-        Mapping(
-            f"attention_noncausal_{layout.lower()}",
-            "softmax(q kᵀ * scale) v with no mask (SDPA is_causal=False: DiT and vision encoders)",
-            "npu_fused_infer_attention_score",
-            f"query, key, value in {layout}, num_heads=N, scale=1/sqrt(D), input_layout='{layout}', "
-            "sparse_mode=0, no atten_mask"
-            + (
-                ", actual_seq_lengths(_kv) = cumulative lengths "
-                "(each sequence sees only its own keys)"
-                if layout == "TND"
-                else ""
-            ),
-            also=(
-                "npu_fusion_attention",
-                *(() if layout == "TND" else ("npu_prompt_flash_attention",)),
-            ),
-        )
-        for layout in ("BSH", "BSND", "BNSD", "TND")
-    ),
-    Mapping(
-        "mla_kv_norm_rope_cache",
-        "MLA latent path: c = kv_a_layernorm(kv[..., :512]); k_pe = "
-        "rope(de-interleaved kv[..., 512:]); both written to the caches",
-        "npu_kv_rmsnorm_rope_cache",
-        "kv, gamma, cos, sin (half layout), index, k_cache, ckv_cache; contiguous caches: "
-        "cache_mode='Norm', index = positions [B, S]; paged [blocks, block_size, 1, D]: "
-        "cache_mode='PA', index = slot per token; NZ caches: cache_mode='PA_NZ'",
-        also=("npu_kv_rmsnorm_rope_cache_v2",),
-        notes="v2 writes the caches in place and returns (k_pe, latent) with is_output_kv=True",
+        pattern=Pattern(
+            (on("moe.experts", form=("batched matmul",)),),
+            ("grouped_matmul", "expert_routing"),
+            proof="more.moe_experts_bmm",
+        ),
     ),
     Mapping(
         "dequant_swiglu_quant",
@@ -303,6 +438,18 @@ MAPPINGS: tuple[Mapping, ...] = (
         "x=the int32 result, weight_scale, activation_scale, "
         "activate_left=True, quant_mode=1; grouped expert weights: weight_scale [E, 2H], "
         "group_index = tokens per expert",
+        pattern=Pattern(
+            (
+                on("mlp.glu", activation=("silu",), glu=("first", "second")),
+                on("moe.experts", activation=("silu",), glu=("first", "second", ABSENT)),
+            ),
+            ("dequantize", "swiglu", "quantize"),
+            (
+                arg("activate_left", "glu", {"first": True, "second": False}, absent=True),
+                arg("quant_mode", fixed=1),
+            ),
+            proof="more.dequant_swiglu_quant",
+        ),
     ),
     Mapping(
         "add_rms_norm_quant",
@@ -313,94 +460,26 @@ MAPPINGS: tuple[Mapping, ...] = (
         "weight's shape, zero_points1=offset likewise (int32), epsilon=eps, div_mode=True; q is "
         "output 0, h output 2",
         notes="div_mode=False multiplies: pass 1/scale then",
-    ),
-    *(
-        Mapping(
-            f"attention_mla_{layout.lower()}",
-            "DeepSeek MLA: per head k_nope = c W_uk[h], v = c "
-            "W_uv[h] from the latent c; softmax(([q_nope, q_pe] · [k_nope, k_pe]ᵀ) / sqrt(192) + causal "
-            "mask) v",
-            "npu_fused_infer_attention_score",
-            f"query = q_nope W_uk[h]ᵀ (absorbed, D 512), key = value = c (one KV head), query_rope = "
-            f"q_pe, key_rope = k_pe, num_key_value_heads=1, scale=1/sqrt(qk_nope + qk_rope) (not "
-            f"1/sqrt(512)), input_layout='{layout}', sparse_mode=3 with the compressed mask; output "
-            "(the latent) times W_uv[h]"
-            + (", actual_seq_lengths(_kv) cumulative" if "TND" in layout else ""),
-            also=("npu_fused_infer_attention_score_v2",),
-            notes=(
-                "TND_NTD writes the output (N, T, D); NTD_TND reads (N, T, D) inputs"
-                if "_" in layout
-                else ""
-            ),
-        )
-        for layout in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")
+        pattern=Pattern(
+            (on("layer.decoder", norm=("rms",)),),
+            ("residual_add", "rms_norm", "quantize"),
+            proof="more.add_rms_norm_quant",
+        ),
     ),
     Mapping(
-        "mla_absorb_bmm",
-        "MLA weight absorption per head: q_abs = einsum('tnd,ndc->tnc', q_nope, "
-        "w_uk); out = einsum('tnc,ncd->tnd', latent, w_uv)",
-        "npu_transpose_batchmatmul",
-        "q: input=q_nope [T, N, 128], weight=w_uk [N, 128, 512], perm_x1=[1, 0, 2], perm_x2=[0, 1, 2], "
-        "perm_y=[1, 0, 2] -> [T, N, 512]; v: input=the (N, T, 512) attention output (TND_NTD), "
-        "weight=w_uv [N, 512, 128], perm_x1=[0, 1, 2] -> [T, N, 128]",
-        notes="a [T, N, 512] latent output (TND) takes perm_x1=[1, 0, 2] instead",
+        "adaln_layer_norm",
+        "adaLN: layer_norm(x) (affine or not) * (1 + scale) + shift, with scale and shift per "
+        "sample from the conditioning",
+        "npu_layer_norm_eval",
+        "per sample b: input=x[b], normalized_shape=[H], weight=(1 + scale[b]) times the norm's "
+        "weight (ones without one), bias=shift[b] plus (1 + scale[b]) times the norm's bias, eps",
+        notes="the operator's weight and bias have the normalized shape: one call per sample "
+        "(a batch of one is a single call)",
+        pattern=Pattern(
+            (on("norm.adaln", norm=("layer",)),), ("layer_norm",), proof="planned.adaln_layer_norm"
+        ),
     ),
-    Mapping(
-        "lightning_indexer",
-        "DeepSeek-V3.2 Indexer: score = sum_h w[h] * relu(q_h · k) with w = "
-        "weights_proj(x) * n_heads^-0.5 * softmax_scale; causal mask; topk(score, index_topk)",
-        "npu_lightning_indexer",
-        "query=q [B, S, H, 128], key=k [B, S2, 1, 128], weights=w with the "
-        "scales folded in, sparse_count=index_topk, sparse_mode=3; output 0 holds the chosen "
-        "positions (order not stated by the page)",
-    ),
-    Mapping(
-        "gated_delta_rule",
-        "Qwen3-Next GatedDeltaNet core: l2norm(q), l2norm(k), repeat_interleave to "
-        "the value heads, per token S = S * exp(g); S += k (beta (v - S k)); o = S q / sqrt(Dk), the "
-        "state [B, H, Dk, Dv]",
-        "npu_chunk_gated_delta_rule",
-        "prefill: query, key (key heads, not repeated), value, beta, g, initial_state = state.transpose(-1, "
-        "-2) ([B, Nv, Dv, Dk]), actual_seq_lengths, scale=Dk^-0.5 (the default is 1.0); decode: "
-        "npu_recurrent_gated_delta_rule(query, key, value, state slots [blocks, Nv, Dv, Dk], beta, "
-        "scale, actual_seq_lengths, ssm_state_indices, g), the slots updated in place",
-        also=("npu_recurrent_gated_delta_rule",),
-    ),
-    Mapping(
-        "sparse_attention_mla",
-        "DeepSeek-V3.2 absorbed MLA: scores = (q_abs · c + q_pe · k_pe) * "
-        "softmax_scale + index mask (-inf but at the indexer's top-k) + causal mask; softmax; times c",
-        "npu_sparse_flash_attention",
-        "query=q_abs, key=value=c [B, S2, 1, 512], sparse_indices=the "
-        "top-k [B, S, 1, k], scale_value=softmax_scale, query_rope=q_pe, key_rope=k_pe, "
-        "sparse_block_size=1, layout_query='BSND', layout_kv='BSND' (PA_BSND with block_table for "
-        "a paged cache), sparse_mode=3, attention_mode=2",
-    ),
-    *(
-        Mapping(
-            f"attention_{family}_{layout.lower()}",
-            (
-                "repeat_kv; softmax(q kᵀ * scale + bottom-right causal mask) v"
-                if family == "gqa"
-                else "softmax(q kᵀ * scale) v with no mask"
-            )
-            + ", sequences packed "
-            "(varlen)",
-            "npu_fused_infer_attention_score",
-            f"query, key, value in {layout.split('_')[0]}, input_layout='{layout}', num_heads=Nq, "
-            "num_key_value_heads=Nkv, scale=1/sqrt(D), actual_seq_lengths(_kv) cumulative, "
-            + (
-                "sparse_mode=3 with the compressed mask"
-                if family == "gqa"
-                else "sparse_mode=0, no mask"
-            )
-            + "; the output is in "
-            + layout.split("_")[1],
-            also=("npu_fused_infer_attention_score_v2",),
-        )
-        for family in ("gqa", "noncausal")
-        for layout in ("TND_NTD", "NTD_TND")
-    ),
+    *ATTENTION_ROWS,
 )
 
 BY_ID: dict[str, Mapping] = {m.id: m for m in MAPPINGS}

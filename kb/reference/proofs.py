@@ -1,77 +1,61 @@
-"""Run the equivalence proof of a mapping: ``verify(id)`` -> the checks that failed."""
+"""Run the equivalence proof of a mapping: ``verify(id)`` -> the checks that failed.
+
+The registry is read from the pattern table (each row's ``pattern.proof`` names its
+function), so a proof is never listed twice.  :func:`reprove` runs a row's proof with one
+module's facts and the arguments a plan writes for it: a plan whose arguments compute
+something else than the module (the other GLU half, a causal mask on a bidirectional
+module, a renormalisation the router does not do) fails it and is not emitted.  Results
+are kept per (row, facts, arguments) for the process.
+"""
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
-from kb.reference import proofs_dense as dense
-from kb.reference import proofs_mla as mla
-from kb.reference import proofs_more as more
-from kb.reference import proofs_sparse as sparse
+from kb.reference import proofs_dense, proofs_mla, proofs_more, proofs_planned, proofs_sparse
 from kb.reference.errors import ReferenceInputError
-from kb.reference.mappings import BY_ID
+from kb.reference.mappings import BY_ID, MAPPINGS
 from kb.reference.proving import Check, failures
 
-Proof = Callable[[np.random.Generator], list[Check]]
+Proof = Callable[..., list[Check]]
+
+_MODULES: dict[str, ModuleType] = {
+    "dense": proofs_dense,
+    "sparse": proofs_sparse,
+    "more": proofs_more,
+    "mla": proofs_mla,
+    "planned": proofs_planned,
+}
+
+
+def _literal(text: str) -> object:
+    return {"True": True, "False": False}.get(text, text)
+
+
+def _resolve(spec: str) -> Proof:
+    """``module.function`` or ``module.function:arg:arg`` (leading arguments bound)."""
+    name, *bound = spec.split(":")
+    module, function = name.split(".", 1)
+    fn = getattr(_MODULES[module], function)
+    return functools.partial(fn, *(_literal(b) for b in bound)) if bound else fn  # type: ignore[no-any-return]
+
 
 PROOFS: dict[str, Proof] = {
-    "rms_norm": dense.rms_norm,
-    "rms_norm_one_plus_w": dense.rms_norm_one_plus_w,
-    "add_rms_norm": dense.add_rms_norm,
-    "layer_norm": dense.layer_norm,
-    "rope_half": dense.rope_half,
-    "rope_interleave": dense.rope_interleave,
-    "rope_deinterleave": dense.rope_deinterleave,
-    "swiglu": dense.swiglu,
-    "swiglu_dynamic_quant": dense.swiglu_dynamic_quant,
-    "geglu": dense.geglu,
-    "gelu_tanh": dense.gelu_tanh,
-    "router_softmax_topk": sparse.router_softmax_topk,
-    "router_softmax_bias_topk": sparse.router_softmax_bias_topk,
-    "router_sigmoid_bias_group_topk": sparse.router_sigmoid_bias_group_topk,
-    "router_topk_then_sigmoid": sparse.router_topk_then_sigmoid,
-    "moe_experts_loop": sparse.moe_experts_loop,
-    "moe_experts_loop_permute": sparse.moe_experts_loop_permute,
-    **{
-        f"attention_gqa_{lay.lower()}": functools.partial(sparse.attention, lay)
-        for lay in ("BSH", "BSND", "BNSD", "TND")
-    },
-    "attention_sliding_window": sparse.attention_sliding_window,
-    "attention_paged": sparse.attention_paged,
-    "cache_write_paged": sparse.cache_write_paged,
-    "cache_write_contiguous": sparse.cache_write_contiguous,
-    "dynamic_quant_int8_matmul": dense.dynamic_quant_int8_matmul,
-    "weight_only_int8_matmul": dense.weight_only_int8_matmul,
-    "gelu": more.gelu,
-    "router_sigmoid_topk": more.router_sigmoid_topk,
-    "router_topk_then_softmax": more.router_topk_then_softmax,
-    "moe_experts_bmm": more.moe_experts_bmm,
-    **{
-        f"attention_noncausal_{lay.lower()}": functools.partial(more.attention_noncausal, lay)
-        for lay in ("BSH", "BSND", "BNSD", "TND")
-    },
-    "mla_kv_norm_rope_cache": more.mla_kv_norm_rope_cache,
-    "dequant_swiglu_quant": more.dequant_swiglu_quant,
-    "add_rms_norm_quant": more.add_rms_norm_quant,
-    **{
-        f"attention_mla_{lay.lower()}": functools.partial(mla.attention_mla, lay)
-        for lay in ("BSH", "BSND", "TND", "TND_NTD", "NTD_TND")
-    },
-    "mla_absorb_bmm": mla.mla_absorb_bmm,
-    "lightning_indexer": mla.lightning_indexer,
-    "gated_delta_rule": mla.gated_delta_rule,
-    "sparse_attention_mla": mla.sparse_attention_mla,
-    **{
-        f"attention_{family}_{lay.lower()}": functools.partial(
-            more.attention_split_layout, family == "gqa", lay
-        )
-        for family in ("gqa", "noncausal")
-        for lay in ("TND_NTD", "NTD_TND")
-    },
+    m.id: _resolve(m.pattern.proof) for m in MAPPINGS if m.pattern is not None and m.pattern.proof
 }
+
+
+def _arity(proof: Proof) -> int:
+    """Parameters left after the bound ones: 1 (rng), 3 (+ facts, args), 4 (+ operator)."""
+    target = proof.func if isinstance(proof, functools.partial) else proof
+    bound = len(proof.args) if isinstance(proof, functools.partial) else 0
+    return len(inspect.signature(target).parameters) - bound
 
 
 def verify(mapping_id: str, seed: int = 0) -> list[str]:
@@ -85,3 +69,37 @@ def verify(mapping_id: str, seed: int = 0) -> list[str]:
         return failures(proof(np.random.default_rng(seed)))
     except ReferenceInputError as exc:  # the mapped call is refused: not proven
         return [f"{mapping_id}: the mapped call is refused: {exc}"]
+
+
+_REPROVED: dict[tuple[str, tuple[Any, ...], tuple[Any, ...], str], tuple[str, ...]] = {}
+
+
+def _key(values: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((k, repr(v)) for k, v in values.items()))
+
+
+def reprove(
+    mapping_id: str, facts: dict[str, Any], args: dict[str, Any], operator: str = ""
+) -> list[str]:
+    """What differs when the unfused side is written with ``facts`` (the module's) and
+    the fused call (``operator``, else the row's own) made with ``args`` (the plan's); a
+    proof that reads neither is the mapping's own (:func:`verify`)."""
+    key = (mapping_id, _key(facts), _key(args), operator)
+    if key not in _REPROVED:
+        proof = PROOFS.get(mapping_id)
+        if proof is None:
+            _REPROVED[key] = (f"{mapping_id}: no proof",)
+        else:
+            rng = np.random.default_rng(0)
+            arity = _arity(proof)
+            try:
+                if arity >= 4:
+                    checks = proof(rng, dict(facts), dict(args), operator)
+                elif arity == 3:
+                    checks = proof(rng, dict(facts), dict(args))
+                else:
+                    checks = proof(rng)
+                _REPROVED[key] = tuple(failures(checks))
+            except ReferenceInputError as exc:  # the reference refuses the plan's arguments
+                _REPROVED[key] = (f"the reference refuses these arguments: {exc}",)
+    return list(_REPROVED[key])

@@ -221,6 +221,17 @@ def gelu_tanh(rng: np.random.Generator) -> list[Check]:
     return out
 
 
+def quick_gelu(rng: np.random.Generator) -> list[Check]:
+    """``x * sigmoid(1.702 x)`` written out against npu_fast_gelu (the A2/A3 formula)."""
+    out = []
+    for dt in DTYPES:
+        x = rounded(rng, (5, 24), dt, 3.0)
+        xf = x.astype(np.float32)
+        want = (xf / (1.0 + np.exp(-1.702 * xf))).astype(LOW[dt])
+        out.append(Check(f"quick gelu {dt}", run("npu_fast_gelu", x), want))
+    return out
+
+
 def dynamic_quant_int8_matmul(rng: np.random.Generator) -> list[Check]:
     out = []
     for dt in HALVES:

@@ -9,6 +9,7 @@ Example::
     ignore = ["KB208"]
     exclude = ["tests/"]
     custom-ops = ["npu_my_fused_op"]
+    model-config = "checkpoints/config.json"
 
     [tool.kb.per-file-ignores]
     "tools/*.py" = ["KB6"]
@@ -18,7 +19,9 @@ Example::
     product = "atlas-inference"
 
 Command-line options win over the file; overrides apply to the files their globs match
-(relative to the directory of the ``pyproject.toml``).  Keys may use ``-`` or ``_``.
+(relative to the directory of the ``pyproject.toml``), and so does ``model-config`` (the
+checkpoint's hyper-parameters the model reader decides facts with).  Keys may use ``-``
+or ``_``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ KEYS = (
     "graph-mode",
     "quantization",
     "parallel",
+    "model-config",
     "select",
     "ignore",
     "exclude",
@@ -56,6 +60,7 @@ OVERRIDE_KEYS = (
     "graph-mode",
     "quantization",
     "parallel",
+    "model-config",
     "select",
     "ignore",
 )
@@ -75,6 +80,7 @@ class Settings:
     graph_modes: dict[str, str] = field(default_factory=dict)
     quantization: str | None = None
     parallel: str | None = None  # kb.vocab.parallel; None: a single device
+    model_config: str | None = None  # a JSON file of the checkpoint's hyper-parameters
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
 
@@ -104,7 +110,8 @@ class Config:
             return out
         for ov in self.overrides:
             if _patterns(tuple(ov.files)).match(rel):
-                _apply(out, ov.values, where=f"{self.path}: overrides")
+                base = self.path.parent if self.path else None
+                _apply(out, ov.values, where=f"{self.path}: overrides", base=base)
         for pattern, codes in self.per_file_ignores.items():
             if _patterns((pattern,)).match(rel):
                 out.ignore = out.ignore + codes
@@ -195,7 +202,7 @@ def _str_list(value: Any, where: str) -> list[str]:
     raise ConfigError(f"{where} must be a string or a list of strings")
 
 
-def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
+def _apply(out: Settings, values: dict[str, Any], *, where: str, base: Path | None = None) -> None:
     for raw, value in values.items():
         key = _key(raw)
         if key == "files":
@@ -244,10 +251,57 @@ def _apply(out: Settings, values: dict[str, Any], *, where: str) -> None:
                     f"{where}: parallel {value!r} is not one of {', '.join(PARALLEL_MODES)}"
                 )
             out.parallel = canon
+        elif key == "model-config":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}: model-config must be the path of a JSON file")
+            out.model_config = str(base / value) if base is not None else value
         elif key == "select":
             out.select = _str_list(value, f"{where}: select")
         elif key == "ignore":
             out.ignore = _str_list(value, f"{where}: ignore")
+
+
+def with_options(s: Settings, o: Any) -> Settings:
+    """The file's settings with the command line's (a ScanOptions) laid over them."""
+    if o.product:
+        s.product = o.product
+    if o.torch_npu:
+        s.torch_npu = o.torch_npu
+    if o.graph_mode:
+        s.graph_mode, s.graph_modes = o.graph_mode, {}
+    if o.quantization:
+        s.quantization = o.quantization
+    if o.parallel:
+        s.parallel = o.parallel
+    if o.model_config:
+        s.model_config = o.model_config
+    if o.select:
+        s.select = list(o.select)
+    s.ignore = s.ignore + list(o.ignore)
+    return s
+
+
+def check_model_config(path: str | None) -> None:
+    """The model configuration an option names loads (else ConfigError with its line)."""
+    if path:
+        from kb.scan.model.modelconfig import ModelConfigError, cached
+
+        try:
+            cached(path)
+        except ModelConfigError as exc:
+            raise ConfigError(f"model config: {exc}") from None
+
+
+def _check_model_config(settings: Settings, where: str) -> None:
+    """The model configuration a table names loads (else ConfigError with its line)."""
+    if settings.model_config is None:
+        return
+    from kb.scan.model.modelconfig import ModelConfigError, cached
+
+    try:
+        cached(settings.model_config)
+    except ModelConfigError as exc:
+        raise ConfigError(f"{where}: model-config: {exc}") from None
 
 
 def load(start: Path, explicit: Path | None = None) -> Config:
@@ -271,7 +325,8 @@ def load(start: Path, explicit: Path | None = None) -> Config:
         for k, v in table.items()
         if _key(k) not in ("exclude", "custom-ops", "per-file-ignores", "overrides")
     }
-    _apply(cfg.base, plain, where=where)
+    _apply(cfg.base, plain, where=where, base=path.parent)
+    _check_model_config(cfg.base, where)
     for raw, value in table.items():
         key = _key(raw)
         if key == "exclude":
@@ -298,6 +353,8 @@ def load(start: Path, explicit: Path | None = None) -> Config:
                 if "files" not in ov:
                     raise ConfigError(f"{ov_where}: needs files = [globs]")
                 files = _globs(_str_list(ov["files"], f"{ov_where} files"), f"{ov_where} files")
-                _apply(Settings(), ov, where=ov_where)  # validate now, apply per file
+                checked = Settings()  # validate now, apply per file
+                _apply(checked, ov, where=ov_where, base=path.parent)
+                _check_model_config(checked, ov_where)
                 cfg.overrides.append(Override(files, ov))
     return cfg

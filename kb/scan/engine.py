@@ -27,7 +27,7 @@ from kb.lint.suppress import BAD_IGNORE_CODE
 from kb.lint.unit import RuleUnit
 from kb.scan import context, foreign, hints, overloads, pool
 from kb.scan.binding import Bound, bind_releases
-from kb.scan.config import Config, ConfigError, Settings
+from kb.scan.config import Config, ConfigError, Settings, check_model_config, with_options
 from kb.scan.config import load as load_config
 from kb.scan.ignores import bad_ignore_comments, ignore_comments
 from kb.scan.interp import CallSite, FileScan, Interpreter
@@ -84,6 +84,7 @@ class ScanOptions:
     graph_mode: str | None = None
     quantization: str | None = None
     parallel: str | None = None  # kb.vocab.parallel: the deployment the plan targets
+    model_config: str | None = None  # the checkpoint's hyper-parameters (a JSON file)
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
@@ -124,6 +125,7 @@ class ScanReport:
     config: Path | None = None
     inventory: list[Any] = field(default_factory=list)  # kb.scan.model.entry.Module per module
     plan: list[dict[str, Any]] = field(default_factory=list)  # kb.scan.model.plan entries
+    unread: list[Any] = field(default_factory=list)  # files the model reader did not read
 
     @property
     def calls(self) -> int:
@@ -237,31 +239,15 @@ class Scanner:
 
     # -- configuration -----------------------------------------------------------------
     def _config(self, paths: Sequence[str]) -> Config:
-        if not self.options.use_config:
-            return Config()
         start = Path(paths[0]) if paths else Path.cwd()
         try:
-            return load_config(start, self.options.config)
+            check_model_config(self.options.model_config)
+            return load_config(start, self.options.config) if self.options.use_config else Config()
         except ConfigError as exc:
             raise ScanError(str(exc)) from None
 
     def _settings(self, config: Config, file: Path) -> Settings:
-        s = config.settings_for(file)
-        o = self.options
-        if o.product:
-            s.product = o.product
-        if o.torch_npu:
-            s.torch_npu = o.torch_npu
-        if o.graph_mode:
-            s.graph_mode, s.graph_modes = o.graph_mode, {}
-        if o.quantization:
-            s.quantization = o.quantization
-        if o.parallel:
-            s.parallel = o.parallel
-        if o.select:
-            s.select = list(o.select)
-        s.ignore = s.ignore + list(o.ignore)
-        return s
+        return with_options(config.settings_for(file), self.options)
 
     # -- the scan ------------------------------------------------------------------------
     def scan_text(self, text: str, shown_as: str) -> ScanReport:
@@ -272,8 +258,12 @@ class Scanner:
         """Scan source held in memory exactly as a file named ``shown_as`` holding it.
 
         Nothing touches the file system: ``shown_as`` is only a label (findings, sites
-        and the path hints read it).  No ``[tool.kb]`` table applies to text.
+        and the path hints read it; a model config option is read).  No ``[tool.kb]``.
         """
+        try:
+            check_model_config(self.options.model_config)
+        except ConfigError as exc:
+            raise ScanError(str(exc)) from None
         report = ScanReport(files=1)
         self._judge_all(
             [self._outcome(Path(shown_as), parse_text(text, shown_as), Config())], Config(), report
@@ -353,10 +343,12 @@ class Scanner:
             report.opportunities += r.opportunities
             report.inventory += r.modules
             report.plan += r.plan
+            report.unread += r.unread
             found += [o.finding for o in r.opportunities if o.finding.code in r.codes]
             report.findings += suppressed(found, r.comments, r.scan)
             report.findings += r.bad_ignores
         report.findings = sorted(set(report.findings), key=Finding.sort_key)
+        report.unread = list(dict.fromkeys(report.unread))
 
     def _read(
         self, path: Path, scan: FileScan, tree: ast.Module, text: str, config: Config
@@ -370,6 +362,7 @@ class Scanner:
         opps: list[Any] = []
         modules: list[Any] = []
         planned: list[dict[str, Any]] = []
+        unread: list[Any] = []
         if self.options.fusion:
             from kb.scan.offers import opportunities
 
@@ -377,7 +370,7 @@ class Scanner:
         if self.options.fusion and self.options.inventory:
             from kb.scan.model.run import read_and_plan
 
-            modules, planned = read_and_plan(tree, scan.path, self.ctx, settings)
+            modules, planned, unread = read_and_plan(tree, scan.path, self.ctx, settings)
         scan.functions, scan.lines = [], []  # the AST nodes and the text: not needed to judge
         bad = (
             bad_ignore_comments(text, scan.path, self.ctx.codes) if BAD_IGNORE_CODE in codes else []
@@ -391,7 +384,16 @@ class Scanner:
                 bool(scan.extension_names),
             )
         return _Read(
-            scan, settings, codes, opps, ignore_comments(text), bad, registering, modules, planned
+            scan,
+            settings,
+            codes,
+            opps,
+            ignore_comments(text),
+            bad,
+            registering,
+            modules,
+            planned,
+            unread,
         )
 
     def _judge(
@@ -595,3 +597,4 @@ class _Read(NamedTuple):
     registering: list[str]  # what in the file may register operators (kb.scan.foreign)
     modules: list[Any]  # the module inventory (kb.scan.model)
     plan: list[dict[str, Any]]  # the plan of those modules
+    unread: list[Any]  # kb.scan.model.files.Refusal: files the reader meant to follow, not read

@@ -41,6 +41,13 @@ class Evaluator:
         self.scan = scan
         #: class qualified name -> ``self.<attr>`` -> what its methods assign to it
         self.class_attrs: dict[str, dict[str, list[Alt]]] = {}
+        #: class qualified name -> the simple names of its bases
+        self.class_bases: dict[str, list[str]] = {}
+        #: the class whose method is being walked (``self`` is one of its instances)
+        self.cls: str | None = None
+        self._related: dict[str, tuple[str, ...]] = {}
+        self._by_simple: dict[str, list[str]] = {}
+        self._children: dict[str, list[str]] = {}
 
     # -- positions -------------------------------------------------------------------
     def where(self, node: ast.AST) -> Where:
@@ -106,7 +113,7 @@ class Evaluator:
         return [Alt(TRUE, UNKNOWN)]
 
     def ev_attribute(self, node: ast.Attribute, env: Env, cond: Cond) -> list[Alt]:
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and self.cls is not None:
             attrs = self.self_attr(node.attr)
             if attrs is not None:
                 return attrs
@@ -135,7 +142,8 @@ class Evaluator:
         placeholder (``self.scale = None`` in ``__init__``) says nothing about later calls.
         """
         cls_alts: list[Alt] = []
-        for table in self.class_attrs.values():
+        for name in self.related(self.cls or ""):
+            table = self.class_attrs.get(name, {})
             if attr in table:
                 cls_alts.extend(table[attr])
         if not cls_alts:
@@ -150,6 +158,42 @@ class Evaluator:
         ):
             return alts
         return [Alt(TRUE, UNKNOWN)]
+
+    def add_class(self, name: str, bases: list[str]) -> None:
+        """Learn one class of the file (qualified ``name``) and the simple names of its bases."""
+        self.class_attrs.setdefault(name, {})
+        self.class_bases[name] = bases
+        simple = name.rsplit(".", 1)[-1]
+        self._by_simple.setdefault(simple, []).append(name)
+        for base in bases:
+            self._children.setdefault(base, []).append(name)
+        self._related.clear()
+
+    def related(self, cls: str) -> tuple[str, ...]:
+        """The classes whose ``self.x`` a method of ``cls`` may read: ``cls``, the file's
+        classes it derives from and those deriving from it (by simple name).  Never every
+        class of the file: two classes sharing an attribute name are separate scopes."""
+        found = self._related.get(cls)
+        if found is not None:
+            return found
+        out = [cls]
+        seen = {cls}
+        for step in (self._ancestors, self._descendants):
+            todo = [cls]
+            while todo:
+                for q in step(todo.pop()):
+                    if q not in seen:
+                        seen.add(q)
+                        out.append(q)
+                        todo.append(q)
+        self._related[cls] = tuple(out)
+        return self._related[cls]
+
+    def _ancestors(self, cls: str) -> list[str]:
+        return [q for base in self.class_bases.get(cls, []) for q in self._by_simple.get(base, [])]
+
+    def _descendants(self, cls: str) -> list[str]:
+        return self._children.get(cls.rsplit(".", 1)[-1], [])
 
     # -- dicts being built for **kwargs ----------------------------------------------
     def ev_dict(self, node: ast.Dict, env: Env, cond: Cond) -> list[Alt]:

@@ -95,7 +95,11 @@ class Interpreter(CallRecorder):
                 env.vars[star.arg] = [Alt(TRUE, UNKNOWN)]
         if self.collect:
             self.scan.functions.append((qual, node))
-        self.block(node.body, env, TRUE, Frame(qual, cls, queue))
+        self.cls = cls
+        try:
+            self.block(node.body, env, TRUE, Frame(qual, cls, queue))
+        finally:
+            self.cls = None
 
     # -- statements ------------------------------------------------------------------
     def block(self, body: list[ast.stmt], env: Env, cond: Cond, frame: Frame) -> Flow:
@@ -130,7 +134,15 @@ class Interpreter(CallRecorder):
 
     def visit_class(self, stmt: ast.ClassDef, env: Env, cond: Cond, frame: Frame) -> Flow:
         name = f"{frame.qual}.{stmt.name}" if frame.qual else stmt.name
-        self.class_attrs.setdefault(name, {})
+        if name not in self.class_attrs:
+            self.add_class(
+                name,
+                [
+                    b.attr if isinstance(b, ast.Attribute) else b.id
+                    for b in stmt.bases
+                    if isinstance(b, (ast.Name, ast.Attribute))
+                ],
+            )
         self.block(stmt.body, Env(env), TRUE, Frame(name, name, frame.queue))
         env.vars[stmt.name] = [Alt(TRUE, UNKNOWN)]
         return env, cond, False

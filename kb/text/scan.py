@@ -25,6 +25,7 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
     extra: list[str] = []
     for skipped in report.skipped:
         extra.append(f"{skipped.path}: skipped: {skipped.reason}")
+    extra += _recognised(report)
     if verbose:
         extra += report.notes
         extra.append(
@@ -32,6 +33,18 @@ def text(report: ScanReport, *, color: bool = False, verbose: bool = False) -> s
             + (f"; settings from {report.config}" if report.config else "")
         )
     return out + "".join(printable(line) + "\n" for line in extra)
+
+
+def _recognised(report: ScanReport) -> list[str]:
+    """The model modules a scan of named files recognised, and where their plan is."""
+    if not report.inventory:
+        return []
+    names = list(dict.fromkeys(f"{m.name} ({m.kind})" for m in report.inventory))
+    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
+    return [
+        f"model modules recognised: {shown}",
+        "kb scan --plan FILE proposes the fused operators for each, phase by phase",
+    ]
 
 
 def as_json(report: ScanReport) -> str:
@@ -118,9 +131,9 @@ def plan_text(report: ScanReport) -> str:
     by_file: dict[str, list[Any]] = {}
     for m in report.inventory:
         by_file.setdefault(m.file, []).append(m)
-    plans: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    plans: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for entry in report.plan:
-        plans.setdefault((entry.get("file", ""), entry["module"]), []).append(entry)
+        plans.setdefault((entry.get("file", ""), entry["module"], entry["kind"]), []).append(entry)
     for file, modules in by_file.items():
         out.append(f"{file}")
         for m in modules:
@@ -133,7 +146,7 @@ def plan_text(report: ScanReport) -> str:
                 out.append(f"    unknown: {text}")
             for text in m.not_proposed:
                 out.append(f"    not proposed: {text}")
-            for entry in plans.get((m.file, m.name), []):
+            for entry in plans.get((m.file, m.name, m.kind), []):
                 head = f"    {entry['phase']}: " + (
                     f"chain {entry['chain']}" if entry.get("chain") else "no chain"
                 )
@@ -148,6 +161,8 @@ def plan_text(report: ScanReport) -> str:
                     out.append(line)
                     for note in stage.get("notes", []):
                         out.append(f"        note: {note}")
+                    for question in stage.get("questions", []):
+                        out.append(f"        unknown: {question}")
                 if entry.get("prerequisites"):
                     out.append(f"      prerequisites: {', '.join(entry['prerequisites'])}")
                 if entry.get("alternatives"):
@@ -155,11 +170,28 @@ def plan_text(report: ScanReport) -> str:
                 out += _other_deployments(entry)
                 for note in entry.get("notes", []):
                     out.append(f"      note: {note}")
-    if not out:
+    out += _not_read(report)
+    if not report.inventory:
         out.append(
             "no modules recognised (nn.Module classes with attention, MLP, MoE or norm parts)"
+            + (" in the files read" if report.files else "")
         )
     return "".join(printable(line) + "\n" for line in out)
+
+
+def _not_read(report: ScanReport) -> list[str]:
+    """Why a plan may be missing a module: scanned files that could not be read or parsed
+    (their KB500 findings), paths skipped, and files the reader meant to follow."""
+    from kb.scan.rules import SOURCE_UNREADABLE
+
+    out = [
+        f"{f.file}:{f.line}: not read: {f.message}"
+        for f in report.findings
+        if f.code == SOURCE_UNREADABLE.code
+    ]
+    out += [f"{s.path}: skipped: {s.reason}" for s in report.skipped]
+    out += [f"{u.path}: not followed: {u.reason}" for u in report.unread]
+    return out
 
 
 def _other_deployments(entry: dict[str, Any]) -> list[str]:

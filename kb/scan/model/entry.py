@@ -30,6 +30,10 @@ class Module:
     not_proposed: list[str] = field(default_factory=list)
     mappings: list[str] = field(default_factory=list)
     parts: dict[str, str] = field(default_factory=dict)  # attribute -> kind of its module
+    proven: dict[str, str] = field(default_factory=dict)  # fact -> "file:line (why)" that shows it
+    #: an undecided fact ("unknown") -> the values the code can give it (the configuration
+    #: decides which); the planner asks which instead of choosing
+    options: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -38,7 +42,7 @@ class Module:
             "file": self.file,
             "lines": [self.line, self.end_line],
         }
-        for key in ("facts", "parts", "mappings", "unknown", "not_proposed"):
+        for key in ("facts", "proven", "parts", "mappings", "unknown", "not_proposed"):
             value = getattr(self, key)
             if value:
                 out[key] = value

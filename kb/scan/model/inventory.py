@@ -10,51 +10,39 @@ come from a sibling ``configuration_*.py`` the file imports.
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
+import os
 from pathlib import Path
 from typing import Any
 
 from kb.scan.model import mapping_ids as ids
+from kb.scan.model.entries import modules
 from kb.scan.model.entry import Module
 from kb.scan.model.facts import ClassFacts, LazyClasses, read_module, statements
+from kb.scan.model.files import Refusal
 from kb.scan.model.kinds import Context, decide, split_block
-
-#: Largest imported file read for its classes.
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
-
-
-def _relative_imports(tree: ast.Module) -> list[tuple[int, str, list[str]]]:
-    out = []
-    for node in statements(tree.body):  # imports inside a function body count too
-        if isinstance(node, ast.ImportFrom) and node.level and node.module:
-            out.append((node.level, node.module, [a.name for a in node.names]))
-    return out
+from kb.scan.model.reader import Reader
+from kb.scan.model.resolve import Def, Parsed, Reach
 
 
-def _resolve(path: Path, level: int, module: str) -> Path | None:
-    base = path.parent
-    for _ in range(level - 1):
-        base = base.parent
-    target = base.joinpath(*module.split("."))
-    for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
+def _from_imports(tree: ast.Module) -> list[ast.ImportFrom]:
+    """``from X import Y`` statements, relative or absolute, anywhere in the file (an
+    import inside a method counts too)."""
+    return [node for node in statements(tree.body) if isinstance(node, ast.ImportFrom)]
 
 
-@lru_cache(maxsize=64)
-def _imported(path: str) -> tuple[LazyClasses, dict[str, ast.FunctionDef], dict[str, Any]]:
-    """Classes (read on first use), helpers and class-level defaults of an imported
-    file; empty when unreadable."""
-    try:
-        if Path(path).stat().st_size > MAX_IMPORT_BYTES:
-            return LazyClasses({}, {}), {}, {}
-        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return LazyClasses({}, {}), {}, {}
-    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    nodes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    return LazyClasses(nodes, helpers), helpers, _defaults(tree)
+def _file_parts(
+    parsed: Parsed,
+) -> tuple[LazyClasses, dict[str, ast.FunctionDef], dict[str, Any]]:
+    """Classes (read on first use), helpers and class-level defaults of a file the
+    imports reach, kept with its parsed tree."""
+    found = parsed.memo.get("inventory")
+    if found is None:
+        body = parsed.tree.body
+        helpers = {n.name: n for n in body if isinstance(n, ast.FunctionDef)}
+        nodes = {n.name: n for n in body if isinstance(n, ast.ClassDef)}
+        found = (LazyClasses(nodes, helpers), helpers, _defaults(parsed.tree))
+        parsed.memo["inventory"] = found
+    return found  # type: ignore[return-value]
 
 
 def _defaults(tree: ast.Module) -> dict[str, Any]:
@@ -184,32 +172,70 @@ class RopeStyles:
         return self.styles[name]
 
 
-def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> list[Module]:
-    """Every module of ``tree`` we plan, in source order."""
+#: kinds only the class-facts reader tells apart yet (latent attention, indexers, linear
+#: attention, rotation tables): kept from it until the dataflow matchers read them
+LEGACY_KINDS = ("attention.mla", "attention.indexer", "attention.linear", "rope.table")
+
+
+def inventory(
+    tree: ast.Module,
+    path: str,
+    *,
+    follow_imports: bool = True,
+    unread: list[Refusal] | None = None,
+    config: dict[str, Any] | None = None,
+) -> list[Module]:
+    """Every module of ``tree`` we plan, in source order; ``unread`` receives the files
+    the imports lead to that were not read, with the reason.  The dataflow reader decides
+    what each class computes; the class-facts reader adds the kinds it does not read yet."""
+    follow = follow_imports and Path(path).is_file()
+    reach = Reach(path, tree, follow=follow)
+    found = modules(Reader(tree, path, config, reach).read(), path)
+    legacy = _legacy(tree, path, reach if follow else None)
+    if unread is not None:
+        unread += reach.refusals.values()
+    kept = [m for m in legacy if m.kind in LEGACY_KINDS]
+    replaced = {m.name for m in kept if m.kind.startswith("attention.")}
+    out = [m for m in found if not (m.name in replaced and m.kind.startswith("attention."))] + kept
+    return sorted(out, key=lambda m: (m.file != path, m.file, m.line))
+
+
+def _legacy(tree: ast.Module, path: str, reach: Reach | None) -> list[Module]:
+    """The class-facts reader's inventory (names and conventions)."""
     classes, helpers = read_module(tree)
     local = {c.name: c for c in classes}
     everything: dict[str, ClassFacts] = {}
     all_helpers = dict(helpers)
     defaults: dict[str, Any] = {}
     origin: dict[str, str] = {}
-    if follow_imports:
-        here = Path(path)
-        for level, module, names in _relative_imports(tree) if here.is_file() else []:
-            found = _resolve(here, level, module)
-            if found is None:
-                continue
-            got, funcs, defs = _imported(str(found))
-            if module.rsplit(".", 1)[-1].startswith("configuration"):
-                for cls, values in defs.items():
-                    defaults.setdefault(cls, {}).update(values)
-            for n in names:
-                if n in got:
-                    everything[n] = got[n]
-                    origin[n] = str(found)
+    if reach is not None:
+        called = _called_in_classes(tree)
+        for node in _from_imports(tree):
+            configuration = (node.module or "").rsplit(".", 1)[-1].startswith("configuration")
+            for alias in node.names:
+                if not configuration and (alias.asname or alias.name) not in called:
+                    continue  # a decorator, a base of the library's plumbing, a type
+                found = reach.imported(reach.entry, node.module or "", alias.name, node.level, 0)
+                if not isinstance(found, Def):
+                    continue
+                parsed = reach.parsed(found.file)
+                if parsed is None:
+                    continue
+                got, funcs, defs = _file_parts(parsed)
+                if os.path.basename(found.file).startswith("configuration"):
+                    for cls, values in defs.items():
+                        mine = defaults.setdefault(cls, {})
+                        for key, value in values.items():
+                            mine.setdefault(key, value)
+                n, shown = found.name, alias.asname or alias.name
+                if isinstance(found.node, ast.ClassDef) and n in got:
+                    everything[shown] = got[n]
+                    origin[shown] = found.file
                     for dep in _dependencies(got, n):
                         everything.setdefault(dep, got[dep])
-                if n in funcs:
-                    all_helpers[n] = funcs[n]
+                        origin.setdefault(dep, found.file)
+                elif n in funcs:
+                    all_helpers[shown] = funcs[n]
     everything.update(local)
     for _ in range(3):  # a part built with the owner's config reads the owner's config class
         for cf in classes:
@@ -242,6 +268,18 @@ def inventory(tree: ast.Module, path: str, *, follow_imports: bool = True) -> li
                 imported.file = origin[name]
                 imported.facts["imported"] = True
                 out.append(imported)
+    return out
+
+
+def _called_in_classes(tree: ast.Module) -> set[str]:
+    """The names the file's classes call (the parts they build, the helpers they run)."""
+    out: set[str] = set()
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            for stmt in cls.body:
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                        out.add(node.func.id)
     return out
 
 

@@ -8,6 +8,8 @@ hold every one of them to the table (``tests/test_mapping_coverage.py``).
 
 from __future__ import annotations
 
+from kb.reference.mappings import MAPPINGS
+
 RMS_NORM = "rms_norm"
 RMS_NORM_ONE_PLUS_W = "rms_norm_one_plus_w"
 ADD_RMS_NORM = "add_rms_norm"
@@ -62,34 +64,9 @@ ATTENTION_MLA = "attention_mla"
 ATTENTION_FAMILIES: tuple[str, ...] = (ATTENTION_GQA, ATTENTION_NONCAUSAL, ATTENTION_MLA)
 DEFAULT_LAYOUT = "bsnd"
 
-#: the fixed (non-attention) ids a plan stage can carry; FALLBACKS say the planner could
-#: not tell what the stage replaces
-PLANNED: tuple[str, ...] = (
-    RMS_NORM,
-    RMS_NORM_ONE_PLUS_W,
-    ADD_RMS_NORM,
-    ADD_RMS_NORM_QUANT,
-    LAYER_NORM,
-    ROPE_HALF,
-    ROPE_INTERLEAVE,
-    SWIGLU,
-    DEQUANT_SWIGLU_QUANT,
-    GEGLU,
-    GELU,
-    GELU_TANH,
-    *ROUTERS,
-    MOE_EXPERTS_LOOP,
-    MOE_EXPERTS_BMM,
-    CACHE_WRITE_PAGED,
-    CACHE_WRITE_CONTIGUOUS,
-    MLA_PROLOG,
-    MLA_KV_NORM_ROPE_CACHE,
-    MLA_ABSORB_BMM,
-    LIGHTNING_INDEXER,
-    SPARSE_ATTENTION_MLA,
-    GATED_DELTA_RULE,
-    DYNAMIC_QUANT_INT8_MATMUL,
-)
+#: the ids a plan stage can carry: the rows of the pattern table that match modules
+#: (kb.reference.mappings); FALLBACKS say the planner could not tell what a stage replaces
+PLANNED: tuple[str, ...] = tuple(m.id for m in MAPPINGS if m.pattern is not None and m.pattern.on)
 FALLBACKS: tuple[str, ...] = (ROUTER_UNKNOWN, UNKNOWN)
 
 

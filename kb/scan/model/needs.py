@@ -35,22 +35,120 @@ class Need:
     #: parameters an operator must take to express the mapping
     requires: frozenset[str] = frozenset()
     bidirectional: bool = False  # every query sees every key: no causal or banded stage fits
+    #: the pattern rows the module matches (kb.reference.mappings), and per step the
+    #: parameters an operator fusing it must take (a learnable sink, an approximation)
+    rows: tuple[Any, ...] = ()
+    step_requires: dict[frozenset[str], frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def operators(self) -> frozenset[str]:
+        return frozenset(op for r in self.rows for op in r.operators)
+
+
+#: an attention whose callers decide causality, planned with full visibility (no cache
+#: shows it decodes): the instances given a causal mask or flag need the causal rows
+_FULL_PER_INSTANCE = [
+    "causal: the caller decides (a mask or flag it passes); this plan is the full-visibility "
+    "one, instances given a causal mask need the causal rows instead (sparse_mode=3 with the "
+    "compressed mask, mapping attention_gqa)"
+]
+
+
+def has_cache(m: Module) -> bool:
+    """The module keeps keys across calls (a cache of any write shape)."""
+    cache = m.facts.get("cache")
+    return bool(cache) and cache not in ("none", "unknown")
+
+
+def router_facts(f: dict[str, Any]) -> dict[str, Any]:
+    """A router's facts in one vocabulary: score, bias, groups (bool), order, renormalize."""
+    if "score" in f:
+        return f
+    groups = f.get("groups", 1)
+    order = f.get("order", "score_then_topk")
+    score = f.get("scoring", "softmax")
+    return {
+        "score": score,
+        "bias": bool(f.get("bias")),
+        "groups": groups not in (1, "1", None),
+        "order": f"topk-then-{score}" if order == "topk_then_score" else f"{score}-then-topk",
+        "renormalize": bool(f.get("renormalize")),
+    }
 
 
 def need(m: Module) -> Need | None:
+    """The steps and words of one module (:func:`_need`), with the pattern rows it matches
+    and what their arguments ask of an operator; None when it is planned through its parts."""
+    from dataclasses import replace
+
+    from kb.scan.model.rows import requirements, rows_for
+
+    rows = rows_for(m)
+    n = _need(m) or _from_rows(m, rows)
+    if n is None:
+        return None
+    return replace(
+        n, rows=rows, step_requires=requirements(rows, m.facts), implied={}, requires=frozenset()
+    )
+
+
+#: the chain ``module`` of each inventory family
+_CATEGORY = {"attention": "attention", "mlp": "ffn", "moe": "moe", "norm": "norm", "layer": "norm"}
+#: steps a stage planned from a row alone must not fuse (the module's projections stay)
+_PROJECTION_STEPS = frozenset(
+    {"matmul", "grouped_matmul", "quantize", "dequantize", "residual_add", "mul"}
+)
+
+
+def _from_rows(m: Module, rows: tuple[Any, ...]) -> Need | None:
+    """A module no hand-written need covers, planned from the first pattern row it matches
+    (a new row in the table is all a new pattern needs): that row's steps, kept and
+    covered, nothing else fused."""
+    row = next(
+        (
+            r
+            for r in rows
+            if r.pattern is not None
+            and r.pattern.steps
+            # a row naming the facts it matches (a row for every module of a family, such
+            # as a quantized matmul, is the quantized chains' to plan)
+            and any(o.facts for o in r.pattern.on)
+        ),
+        None,
+    )
+    category = _CATEGORY.get(m.kind.split(".", 1)[0])
+    if row is None or category is None:
+        return None
+    steps = frozenset(row.pattern.steps)
+    return Need(category, steps, (), _PROJECTION_STEPS - steps, steps)
+
+
+def _need(m: Module) -> Need | None:
     """The steps and words of one module; None when it is planned through its parts."""
     f = m.facts
-    if m.kind in ("attention.gqa", "attention.mha", "attention.dit", "attention.vision"):
-        bidirectional = m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False
+    if m.kind in (
+        "attention.gqa",
+        "attention.mha",
+        "attention.dit",
+        "attention.vision",
+        "attention.bidirectional",
+    ):
+        cached = has_cache(m)
+        bidirectional = (
+            m.kind in ("attention.dit", "attention.vision", "attention.bidirectional")
+            or f.get("causal") is False
+            or (f.get("causal") == "caller" and not cached)
+        )
         steps = {"flash_attention", "softmax"} if bidirectional else {"attention"}
         keep = {"attention", "flash_attention"}
         if f.get("rope") in ("half", "interleave"):
             steps.add("rope")
             keep.add("rope")
-        if f.get("cache") == "past_key_values.update":
+        if cached:
             steps.add("kv_cache_write")
             keep.add("kv_cache_write")
-        if f.get("qk_norm") and all(v == "norm.rms" for v in f["qk_norm"].values()):
+        qk = f.get("qk_norm")
+        if qk == "rms" or (isinstance(qk, dict) and all(v == "norm.rms" for v in qk.values())):
             keep.add("rms_norm")
         refuse = {
             "q_projection",
@@ -68,7 +166,7 @@ def need(m: Module) -> Need | None:
             terms += ("sinks",)
         else:
             words.append("sinks")
-        if not f.get("sliding_window"):
+        if not (f.get("sliding_window") or f.get("window")):
             words.append("sliding")  # a window the module does not have is another function
         if "kv_cache_write" not in steps:
             words += ["paged", "contiguous", "cache"]
@@ -87,7 +185,9 @@ def need(m: Module) -> Need | None:
             implied=implied,
             refuse_words=tuple(words),
             bidirectional=bidirectional,
-            notes=per_instance if isinstance(f.get("causal"), str) else [],
+            notes=(per_instance if not bidirectional else _FULL_PER_INSTANCE)
+            if f.get("causal") == "caller"
+            else [],
         )
     if m.kind == "attention.mla":
         # the projections are matmuls in every chain; what must be fused is the norm,
@@ -123,7 +223,7 @@ def need(m: Module) -> Need | None:
             frozenset({"linear_attention", "state_update"}),
         )
     if m.kind == "moe.router":
-        r = f
+        r = router_facts(f)
         gate_steps = {"gating", "top_k", r["score"]} | ({"bias_add"} if r["bias"] else set())
         gate_terms = (
             (r["score"],) + (("bias",) if r["bias"] else ()) + (("group",) if r["groups"] else ())
@@ -178,9 +278,10 @@ def need(m: Module) -> Need | None:
         if act not in ("silu", "gelu", "gelu_tanh"):
             return None
         ffn_steps = frozenset({"swiglu"} if act == "silu" else {"gelu", "mul"})
-        prereq = () if f.get("merged_gate_up") else ("merged-gate-up",)
-        # merged [gate | up]: the left half is activated
-        glu_args: dict[str, Any] = {"activate_left": True}
+        prereq = () if f.get("merged_gate_up") or f.get("merged") else ("merged-gate-up",)
+        # the half the activation reaches; separate gate and up projections merge as [gate | up]
+        left = f.get("glu", "first") != "second"
+        glu_args: dict[str, Any] = {"activate_left": left}
         if act != "silu":
             glu_args["approximate"] = "tanh" if act == "gelu_tanh" else "none"
         return Need(
@@ -191,7 +292,8 @@ def need(m: Module) -> Need | None:
             ffn_steps,
             prereq,
             implied=glu_args,
-            requires=frozenset() if act == "silu" else frozenset({"approximate"}),
+            requires=frozenset({"approximate"} if act != "silu" else set())
+            | frozenset(set() if left else {"activate_left"}),
         )
     if m.kind == "mlp.plain" and f.get("activation") in ("gelu", "gelu_tanh"):
         # an operator without an approximation switch computes another GELU: not proposed
@@ -205,7 +307,9 @@ def need(m: Module) -> Need | None:
             requires=frozenset({"approximate"}),
         )
     if m.kind == "norm.rms" and "gate" not in f:
-        prereq = ("one-plus-weight-folded",) if f.get("weight") else ()
+        prereq = (
+            ("one-plus-weight-folded",) if f.get("weight") not in (None, "weight", "none") else ()
+        )
         return Need(
             "norm",
             frozenset({"rms_norm"}),
@@ -222,7 +326,17 @@ def need(m: Module) -> Need | None:
             frozenset({"residual_add"}),
             frozenset({"layer_norm"}),
         )
-    if m.kind == "layer.decoder" and ids.ADD_RMS_NORM in m.mappings:
+    if m.kind == "norm.adaln" and f.get("norm") == "layer":
+        # the per-sample scale and shift become the norm's weight and bias
+        return Need(
+            "norm",
+            frozenset({"layer_norm"}),
+            (),
+            frozenset({"residual_add"}),
+            frozenset({"layer_norm"}),
+            ("adaln-modulation-as-norm-weight",),
+        )
+    if m.kind == "layer.decoder" and (ids.ADD_RMS_NORM in m.mappings or f.get("norm") == "rms"):
         return Need(
             "norm",
             frozenset({"residual_add", "rms_norm"}),
@@ -231,68 +345,3 @@ def need(m: Module) -> Need | None:
             frozenset({"residual_add"}),
         )
     return None  # rope tables are a prerequisite of the attention that rotates
-
-
-def mapping_id(
-    m: Module,
-    op_fuses: frozenset[str],
-    chain: dict[str, Any] | None,
-    args: dict[str, Any],
-    stage: str = "",
-) -> str:
-    """The equivalence-proof id of one stage, read from what its operator fuses."""
-    f = m.facts
-    if (
-        "indexer" in stage
-        and "rope" in op_fuses
-        and f.get("indexer_rope") in ("half", "interleave")
-    ):
-        return ids.ROPE_INTERLEAVE if f["indexer_rope"] == "interleave" else ids.ROPE_HALF
-    paged = bool(
-        chain and any(p.get("id") == "paged-kv-cache" for p in chain.get("prerequisites") or [])
-    )
-    if "lightning_indexer" in op_fuses:
-        return ids.LIGHTNING_INDEXER
-    if "sparse_attention" in op_fuses:
-        return ids.SPARSE_ATTENTION_MLA
-    if "q_projection" in op_fuses and "kv_projection" in op_fuses:
-        return ids.MLA_PROLOG
-    if "linear_attention" in op_fuses:
-        return ids.GATED_DELTA_RULE
-    if "gating" in op_fuses:
-        return next((x for x in m.mappings if x in ids.ROUTERS), ids.ROUTER_UNKNOWN)
-    if (
-        "grouped_matmul" in op_fuses
-        or "expert_routing" in op_fuses
-        or "finalize_routing" in op_fuses
-    ):
-        return ids.MOE_EXPERTS_LOOP if "loop" in str(f.get("form", "")) else ids.MOE_EXPERTS_BMM
-    if "kv_cache_write" in op_fuses and "rms_norm" in op_fuses:
-        return ids.MLA_KV_NORM_ROPE_CACHE
-    if "kv_cache_write" in op_fuses:
-        return ids.CACHE_WRITE_PAGED if paged else ids.CACHE_WRITE_CONTIGUOUS
-    if "attention" in op_fuses or "flash_attention" in op_fuses:
-        layout = str(args.get("input_layout") or args.get("layout") or ids.DEFAULT_LAYOUT)
-        if m.kind in ("attention.dit", "attention.vision") or f.get("causal") is False:
-            return ids.attention(ids.ATTENTION_NONCAUSAL, layout)
-        if m.kind == "attention.mla":
-            return ids.attention(ids.ATTENTION_MLA, layout)
-        return ids.attention(ids.ATTENTION_GQA, layout)
-    if "rope" in op_fuses:
-        return ids.ROPE_INTERLEAVE if f.get("rope") == "interleave" else ids.ROPE_HALF
-    quantizes = bool(op_fuses & {"quantize", "dynamic_quantize"})
-    if "residual_add" in op_fuses and "rms_norm" in op_fuses:
-        return ids.ADD_RMS_NORM_QUANT if quantizes else ids.ADD_RMS_NORM
-    if "swiglu" in op_fuses:
-        return ids.DEQUANT_SWIGLU_QUANT if quantizes and "dequantize" in op_fuses else ids.SWIGLU
-    if "gelu" in op_fuses:
-        if "mul" in op_fuses:
-            return ids.GEGLU
-        return ids.GELU_TANH if f.get("activation") == "gelu_tanh" else ids.GELU
-    if "dynamic_quantize" in op_fuses or ("matmul" in op_fuses and "dequantize" in op_fuses):
-        return ids.DYNAMIC_QUANT_INT8_MATMUL
-    if "rms_norm" in op_fuses:
-        return ids.RMS_NORM_ONE_PLUS_W if f.get("weight") else ids.RMS_NORM
-    if "batch_matmul" in op_fuses and m.kind == "attention.mla":
-        return ids.MLA_ABSORB_BMM
-    return next((x for x in m.mappings if x in ids.PLANNED), ids.UNKNOWN)

@@ -14,97 +14,31 @@ says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from kb.catalog.kernelfacts import kernel_products
 from kb.lint.context import Context
 from kb.reference.mappings import BY_ID as PROVEN  # every id there has a passing proof (tests)
 from kb.scan.model.entry import Module
-from kb.scan.model.needs import Need, mapping_id, need
+from kb.scan.model.needs import Need, has_cache, need
+from kb.scan.model.records import (
+    TORCH,
+    USABLE,
+    Target,
+    chains,
+    fuses,
+    in_release,
+    params,
+    support,
+)
+from kb.scan.model.rows import KNOWN_OPERATORS
+from kb.scan.model.stages import rope_operator, stage
 from kb.scan.model.visibility import sees_every_key
 from kb.vocab import PHASE_ROWS, SCHEMES, product_support
 from kb.vocab.parallel import (
-    DEFAULT_PARALLEL,
     PARALLEL_BY_NAME,
     PARALLEL_DISTANCE,
     PARALLEL_OF_PREREQUISITE,
 )
-
-_TORCH = "plain-torch"
-
-
-# -- reading the records ---------------------------------------------------------------------
-
-
-def _chains(ctx: Context) -> list[dict[str, Any]]:
-    key = ("plan_chains",)
-    if key not in ctx.memo:
-        ctx.memo[key] = list(ctx.catalog.records("chain"))
-    return ctx.memo[key]  # type: ignore[no-any-return]
-
-
-def _fuses(ctx: Context, op: str) -> frozenset[str]:
-    key = ("plan_fuses", op)
-    if key not in ctx.memo:
-        rec = ctx.operator(op) if op != _TORCH else None
-        ctx.memo[key] = frozenset(rec.get("fuses") or ()) if rec is not None else frozenset()
-    return ctx.memo[key]  # type: ignore[no-any-return]
-
-
-def _params(ctx: Context, op: str) -> set[str]:
-    rec = ctx.operator(op)
-    return {p.get("name") for p in (rec.get("parameters") or [])} if rec is not None else set()  # type: ignore[misc]
-
-
-def _param_type(ctx: Context, op: str, name: str) -> str:
-    return str(_param(ctx, op, name).get("type") or "")
-
-
-def _spells(ctx: Context, op: str, implied: dict[str, Any]) -> bool:
-    """Whether ``op`` accepts every implied value it takes as written (a closed list of
-    strings that lacks one is another spelling or another mode; a numeric code is noted
-    by :func:`_stage`, not refused here)."""
-    return all(
-        v in (_param(ctx, op, k).get("allowed") or [v])
-        for k, v in implied.items()
-        if _param_type(ctx, op, k).startswith("str")
-    )
-
-
-def _param(ctx: Context, op: str, name: str) -> dict[str, Any]:
-    rec = ctx.operator(op)
-    for p in (rec.get("parameters") or []) if rec is not None else []:
-        if p.get("name") == name:
-            return p  # type: ignore[no-any-return]
-    return {}
-
-
-#: Support levels a plan may build on (kernel-only support is reported, not refused).
-_USABLE = ("yes", "partial", "kernel")
-
-
-def _support(ctx: Context, op: str, product: str | None) -> str:
-    rec = ctx.operator(op)
-    if rec is None or not product:
-        return "yes"
-    products = list(rec.get("products") or ())
-    page = (
-        product_support(product, products, list(rec.get("unsupported_products") or ()))
-        if products
-        else "undocumented"
-    )
-    if page == "undocumented" and product_support(product, kernel_products(rec)) != "undocumented":
-        return "kernel"  # built for it, not documented on it (KB209): a usable, weaker fit
-    return page
-
-
-def _in_release(ctx: Context, op: str, release: str | None) -> bool:
-    rec = ctx.operator(op)
-    if rec is None or not release:
-        return True
-    known, _exact = ctx.release(release)
-    return known is None or ctx.record_has(rec, known) is not False
 
 
 def _words(chain: dict[str, Any]) -> str:
@@ -119,14 +53,6 @@ def _words(chain: dict[str, Any]) -> str:
     ).lower()
 
 
-@dataclass
-class Target:
-    product: str | None
-    torch_npu: str | None
-    quantization: str | None
-    parallel: str = DEFAULT_PARALLEL  # kb.vocab.parallel: how the model is deployed
-
-
 def deployment(chain: dict[str, Any]) -> list[str]:
     """The parallel modes whose communication domain the chain's prerequisites set up."""
     ids = [p.get("id") for p in chain.get("prerequisites") or []]
@@ -138,9 +64,9 @@ def unasked(ctx: Context, chain: dict[str, Any], t: Target) -> tuple[list[str], 
     takes a group of (it cannot run without one), and those whose collectives, written in
     plain torch, leave the single-device computation on one rank."""
     other = [m for m in deployment(chain) if m != t.parallel]
-    ops = {s.get("operator", _TORCH) for s in chain.get("stages") or []} - {_TORCH}
+    ops = {s.get("operator", TORCH) for s in chain.get("stages") or []} - {TORCH}
     grouped = {
-        m for m in other if any(set(PARALLEL_BY_NAME[m].group_args) & _params(ctx, o) for o in ops)
+        m for m in other if any(set(PARALLEL_BY_NAME[m].group_args) & params(ctx, o) for o in ops)
     }
     return [m for m in other if m in grouped], [m for m in other if m not in grouped]
 
@@ -166,10 +92,10 @@ def _fits(
         and not (quant == "bf16" and "fp16" in chain["quantization"])
     ):
         return None
-    ops = [s.get("operator", _TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
-    if any(o != _TORCH and not n.requires <= _params(ctx, o) for o in ops):
-        return None  # a stage operator cannot express the mapping (GELU without approximate)
-    covered = frozenset().union(*(_fuses(ctx, o) for o in ops))
+    ops = [s.get("operator", TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
+    if any(o != TORCH and not expresses(ctx, n, o) for o in ops):
+        return None  # a stage operator cannot express the module (sinks on FA v1, another GELU)
+    covered = frozenset().union(*(fuses(ctx, o) for o in ops))
     words = _words(chain)
     if not n.steps <= covered or any(w in words for w in n.refuse_words):
         return None
@@ -187,8 +113,8 @@ def _fits(
     unsupported = sum(
         1
         for o in set(ops)
-        if o != _TORCH
-        and (_support(ctx, o, t.product) not in _USABLE or not _in_release(ctx, o, t.torch_npu))
+        if o != TORCH
+        and (support(ctx, o, t.product) not in USABLE or not in_release(ctx, o, t.torch_npu))
     )
     hits = sum(1 for w in n.terms if w in words)
     prereq = len(chain.get("prerequisites") or [])
@@ -206,6 +132,17 @@ def _fits(
     )
 
 
+def expresses(ctx: Context, n: Need, op: str) -> bool:
+    """Whether ``op`` can compute its part of the module: no row of another pattern lists
+    it (a rotation is swapped for the module's pairing later), and it takes the parameters
+    the module's rows derive for the steps it fuses (a learnable sink, an approximation)."""
+    done = fuses(ctx, op)
+    if op in KNOWN_OPERATORS and op not in n.operators and "rope" not in done:
+        return False
+    needed = frozenset().union(*(p for steps, p in n.step_requires.items() if steps <= done))
+    return needed <= params(ctx, op)
+
+
 def best_chain(
     ctx: Context, n: Need, phase: str, t: Target
 ) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:
@@ -214,7 +151,7 @@ def best_chain(
     the deployment asked for), the next ones built for that deployment, and the other
     fitting chains, named with the deployment they need."""
     ranked = sorted(
-        (key, c) for c in _chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None
+        (key, c) for c in chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None
     )
     best = next((c for key, c in ranked if not key[0]), None)
     rest = [c for _key, c in ranked if c is not best]
@@ -258,117 +195,39 @@ def kept_stages(
     """The chain's stages this module does in ``phase`` under ``scheme``: a fused operator
     touching a kept step and fusing no refused one, each operator once."""
     out, seen = [], set()
-    for stage in chain.get("stages") or []:
-        op = stage.get("operator", _TORCH)
-        fuses = _fuses(ctx, op)
-        if op == _TORCH or op in seen or not (fuses & (n.keep or n.steps)) or (fuses & n.refuse):
+    for st in chain.get("stages") or []:
+        op = st.get("operator", TORCH)
+        done = fuses(ctx, op)
+        if op == TORCH or op in seen or not (done & (n.keep or n.steps)) or (done & n.refuse):
             continue
-        if not _applies(stage, phase, scheme):
+        if not _applies(st, phase, scheme):
             continue
         seen.add(op)
-        out.append(stage)
-    return out
-
-
-def _rope_operator(ctx: Context, style: str, t: Target) -> str | None:
-    """The operator the rope chains apply for one layout: the stage whose name says it."""
-    word = "interleav" if style == "interleave" else "standard"
-    for chain in _chains(ctx):
-        if chain.get("module") != "rope":
-            continue
-        for stage in chain.get("stages") or []:
-            op = stage.get("operator", _TORCH)
-            if (
-                word in str(stage.get("stage", ""))
-                and op != _TORCH
-                and _support(ctx, op, t.product) != "no"
-            ):
-                return str(op)
-    return None
-
-
-def _stage(
-    ctx: Context, m: Module, n: Need, stage: dict[str, Any], chain: dict[str, Any] | None, t: Target
-) -> dict[str, Any]:
-    op = str(stage.get("operator"))
-    fuses = _fuses(ctx, op)
-    out: dict[str, Any] = {"stage": stage.get("stage", "fused"), "operator": op}
-    notes: list[str] = []
-    if (
-        "rope" in fuses
-        and not ({"q_projection", "kv_cache_write"} & fuses)
-        and m.kind != "attention.mla"
-    ):
-        style = m.facts.get("rope")
-        if style in ("half", "interleave"):
-            better = _rope_operator(ctx, style, t)
-            if better and better != op:
-                notes.append(
-                    f"the chain applies {op}; this module rotates {style} pairs, so {better}"
-                )
-                op = out["operator"] = better
-                fuses = _fuses(ctx, op)
-        else:
-            notes.append(
-                "rotary layout undecided (half or interleaved): confirm before choosing rotary_mode"
-            )
-    params = _params(ctx, op)
-    args = dict(stage.get("args") or {})
-    for key, value in n.implied.items():
-        if key not in params:
-            continue
-        if isinstance(value, str) and not _param_type(ctx, op, key).startswith("str"):
-            notes.append(
-                f"{key}: this module needs the {value!r} mode; {op} takes it as a "
-                f"{_param_type(ctx, op, key)} code"
-            )
-            continue
-        allowed = _param(ctx, op, key).get("allowed") or []
-        if allowed and value not in allowed:  # another spelling, or a mode it lacks: not guessed
-            out["held"] = (
-                f"{key}: this module needs {value!r}, which {op} does not spell "
-                f"({', '.join(map(str, allowed))})"
-            )
-            continue
-        args[key] = value
-    args = {k: v for k, v in args.items() if k in params or not params}
-    if args:
-        out["args"] = args
-    if stage.get("passed"):
-        out["passed"] = sorted(stage["passed"])
-    support = _support(ctx, op, t.product)
-    if t.product and support not in _USABLE:
-        notes.append(
-            f"{op} is {'not supported' if support == 'no' else 'not documented'} on {t.product}"
-        )
-    elif support == "kernel":
-        notes.append(
-            f"{op} is built for {t.product} (kernel registration) but not documented there"
-        )
-    if not _in_release(ctx, op, t.torch_npu):
-        notes.append(f"{op} is not in torch_npu {t.torch_npu}")
-    out["mapping"] = mapping_id(m, fuses, chain, args, str(out["stage"]))
-    if notes:
-        out["notes"] = notes
+        out.append(st)
     return out
 
 
 def _ranked(ctx: Context, steps: frozenset[str], n: Need, t: Target) -> list[str]:
     from kb.scan.offers import fused_for
 
+    # the module's own pattern rows name their operators first (a deprecated one too: the
+    # offers leave those out), then the operators whose fuses cover the steps
+    mine = [o for r in n.rows for o in r.operators if steps <= fuses(ctx, o)]
     ops = [
         o
-        for o in fused_for(ctx, tuple(sorted(steps)), t.product)
-        if not (_fuses(ctx, o) & n.refuse)
-        and _in_release(ctx, o, t.torch_npu)
-        and n.requires <= _params(ctx, o)
-        and _spells(ctx, o, n.implied)
+        for o in dict.fromkeys([*mine, *fused_for(ctx, tuple(sorted(steps)), t.product)])
+        if not (fuses(ctx, o) & n.refuse)
+        and in_release(ctx, o, t.torch_npu)
+        and expresses(ctx, n, o)
+        and support(ctx, o, t.product) != "no"
     ]
-    ops.sort(key=lambda o: _support(ctx, o, t.product) not in _USABLE)
+    ops.sort(key=lambda o: support(ctx, o, t.product) not in USABLE)
     return ops
 
 
-def _by_operators(ctx: Context, m: Module, n: Need, t: Target) -> list[dict[str, Any]]:
+def _by_operators(
+    ctx: Context, m: Module, n: Need, t: Target, phase: str = ""
+) -> list[dict[str, Any]]:
     """No chain fits: the operators whose ``fuses`` cover the steps, closest first; when
     no one operator covers them all, one stage per step (attention core, rotation,
     q/k norm), each only when the records have an operator for it."""
@@ -387,21 +246,45 @@ def _by_operators(ctx: Context, m: Module, n: Need, t: Target) -> list[dict[str,
     out = []
     for steps in groups:
         if steps == {"rope"} and m.facts.get("rope") in ("half", "interleave"):
-            op = _rope_operator(ctx, m.facts["rope"], t)
+            op = rope_operator(ctx, m.facts["rope"], t)
             ops = [op] if op else []
         else:
             ops = _ranked(ctx, steps, n, t)
         if not ops:
             continue
-        stage = _stage(ctx, m, n, {"stage": "+".join(sorted(steps)), "operator": ops[0]}, None, t)
-        if len(ops) > 1:
-            stage["alternatives"] = ops[1:4]
-        out.append(stage)
+        # no chain fixes which keys a query sees: the module's causality does (the
+        # compressed triangular mask for a causal one, none for a bidirectional one)
+        shown = (
+            {"sparse_mode": 0 if n.bidirectional else 3}
+            if n.category == "attention" and "attention" in steps
+            else {}
+        )
+        # the closest operator that computes the module (a held one only when none does)
+        tried = [
+            stage(
+                ctx,
+                m,
+                n,
+                {"stage": "+".join(sorted(steps)), "operator": op, "args": dict(shown)},
+                None,
+                t,
+                phase,
+            )
+            for op in ops[:4]
+        ]
+        made = next((s for s in tried if "held" not in s), tried[0])
+        rest = [op for op in ops if op != made["operator"]]
+        if rest and "held" not in made:
+            made["alternatives"] = rest[:3]
+        out.append(made)
     return out
 
 
 def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[dict[str, Any]]:
-    """One plan entry per phase whose chain differs (one for both when they agree)."""
+    """One plan entry per phase whose chain differs (one for both when they agree).  A fact
+    the code leaves to the configuration (one of a few values, ``Module.options``) is
+    planned for the value the code names first, and every stage asks which it is."""
+    m, undecided = assume_first_option(m)
     n = need(m)
     if n is None:
         return []
@@ -453,7 +336,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         }
         if chain is not None:
             entry["chain"] = chain["name"]
-            stages = [_stage(ctx, m, n, s, chain, t) for s in kept[members[0]]]
+            stages = [stage(ctx, m, n, s, chain, t, members[0]) for s in kept[members[0]]]
             unspelled = [s for s in stages if "held" in s]
             stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
@@ -468,20 +351,27 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                 ]
         else:
             # ranked only among operators that spell the values
-            stages = _by_operators(ctx, m, n, t)
-            prereq, unspelled = [], []
+            stages = _by_operators(ctx, m, n, t, members[0])
+            unspelled = [s for s in stages if "held" in s]
+            stages = [s for s in stages if "held" not in s]
+            prereq = []
             if not stages:
                 entry["none"] = (
-                    f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
+                    f"no operator in the records {'computes' if unspelled else 'fuses'} "
+                    f"{' + '.join(sorted(n.steps))}{' as this module does' if unspelled else ''}; "
+                    "keep torch"
                 )
             elif n.category == "attention":
+                masked = any(s.get("args", {}).get("sparse_mode") == 3 for s in stages)
+                prereq = ["causal-mask-2048"] if masked else []
                 entry["notes"] = [
-                    "no chain fixes the mask arguments for this module: set sparse_mode, pre/next tokens "
-                    "and atten_mask so that "
+                    "no chain fixes the mask arguments for this module: sparse_mode follows its "
+                    "causality, so that "
                     + (
                         "every query sees every key"
                         if n.bidirectional
-                        else "each query sees only the keys before it"
+                        else "each query sees only the keys before it (atten_mask: the "
+                        "compressed [2048, 2048] upper-triangular mask)"
                     )
                 ]
         entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
@@ -527,7 +417,15 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                 f"sliding window: {m.facts['sliding_window']}; on layers that use it the "
                 "attention stage needs the window (mapping attention_sliding_window)"
             ]
-        entry["prerequisites"] = list(dict.fromkeys([*prereq, *n.prerequisites]))
+        for s in stages:
+            s["questions"] = sorted(set(s.get("questions", []) + undecided))
+            if not s["questions"]:
+                del s["questions"]
+        # the facts planned for an assumed value: the port decides them first
+        asked = [q.split(":", 1)[0] for q in undecided] if entry["stages"] else []
+        entry["prerequisites"] = list(
+            dict.fromkeys([*prereq, *n.prerequisites, *(f"config-{f}" for f in asked)])
+        )
         if alternatives:
             entry["alternatives"] = alternatives
         if n.notes:
@@ -536,18 +434,42 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
     return entries
 
 
+def assume_first_option(m: Module) -> tuple[Module, list[str]]:
+    """The module with each undecided fact set to the first value the code can give it,
+    and the questions that say so (the configuration decides: ``--model-config``)."""
+    assumed = {k: v[0] for k, v in m.options.items() if v and m.facts.get(k) == "unknown"}
+    if not assumed:
+        return m, []
+    from dataclasses import replace
+
+    asked = {u.split(":", 1)[0]: u for u in m.unknown}
+    questions = [
+        f"{asked.get(k, k + ': undecided')}; planned for {v!r} (--model-config decides)"
+        for k, v in assumed.items()
+    ]
+    return replace(m, facts={**m.facts, **assumed}), questions
+
+
 def plan(ctx: Context, modules: list[Module], t: Target) -> list[dict[str, Any]]:
     """The whole plan, module by module, in inventory order."""
     phases = [row.name for row in PHASE_ROWS if row.inference]
-    if any(m.kind == "attention.dit" for m in modules) and not any(
-        m.facts.get("cache") not in (None, "none") for m in modules
+    attentions = [m for m in modules if m.kind.startswith("attention.")]
+    if attentions and not any(
+        has_cache(m) or m.kind in ("attention.mla", "attention.linear") for m in attentions
     ):
-        # a diffusion transformer: every step is one full pass, there is no decode
+        # no attention keeps keys across calls (a diffusion transformer, an encoder, a model
+        # that recomputes every token): every call is one full pass, there is no decode
         phases = phases[:1]
     out: list[dict[str, Any]] = []
     for m in modules:  # an encoder without a cache (vision tower) runs once per request: prefill
-        encoder = m.kind == "attention.vision" or (
-            m.facts.get("causal") is False and "cache" not in m.facts
+        encoder = (
+            m.kind.startswith("attention.")
+            and not has_cache(m)
+            and m.kind not in ("attention.mla", "attention.linear")
+            and (
+                m.kind in ("attention.vision", "attention.dit", "attention.bidirectional")
+                or m.facts.get("causal") in (False, "caller")
+            )
         )
         out += plan_module(ctx, m, t, phases[:1] if encoder else phases)
     return out
