@@ -288,3 +288,46 @@ def test_full_visibility_for_a_class_its_callers_make_causal_says_so(tmp_path: P
     assert _facts(report, "Mixer")["causal"] == "caller"
     notes = [n for e in _entries(report, "Mixer").values() for n in e.get("notes", [])]
     assert any("instances given a causal mask need the causal rows" in n for n in notes), notes
+
+
+HELPER_GATE = """import torch.nn.functional as F
+from torch import nn
+
+
+def gated(x):
+    x, gate = x.chunk(2, dim=-1)
+    return x * F.silu(gate)
+
+
+class Mlp(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up = nn.Linear(width, 2 * hidden)
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return self.down(gated(self.up(x)))
+"""
+
+
+def test_a_helper_function_of_a_planned_file_adds_no_candidate(tmp_path: Path) -> None:
+    """The helper's SiLU gates the second half: the module calling it is planned (and holds
+    npu_swiglu back); the helper's own text must not put npu_swiglu in the draft."""
+    import yaml
+
+    from kb.cli import main
+
+    (tmp_path / "m.py").write_text(HELPER_GATE, encoding="utf-8")
+    draft = tmp_path / "draft.yaml"
+    main([
+        "scan", str(tmp_path / "m.py"), "--plan", "--no-config", "--product", "atlas-a3",
+        "--emit-candidates", str(draft),
+    ])  # fmt: skip
+    assert _facts_of(tmp_path / "m.py", "Mlp")["glu"] == "second"
+    cands = yaml.safe_load(draft.read_text(encoding="utf-8"))["candidates"]
+    assert not [c for c in cands if c["operator"] == "npu_swiglu"], cands
+
+
+def _facts_of(path: Path, name: str) -> dict[str, Any]:
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan([str(path)])
+    return _facts(report, name)

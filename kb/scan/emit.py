@@ -9,6 +9,7 @@ the plan and the port together.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,34 @@ def _same(file: str) -> str:
         return str(Path(file).resolve())
     except (OSError, RuntimeError, ValueError):
         return file
+
+
+def _helpers(file: str, planned: set[tuple[str, str]], memo: dict[str, set[str]]) -> set[str]:
+    """The module-level functions of ``file`` its planned classes call, directly or through
+    one another (by name; the file is parsed again only when a finding needs it)."""
+    if file not in memo:
+        memo[file] = set()
+        try:
+            tree = ast.parse(Path(file).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            return memo[file]
+        classes = {name for f, name in planned if f == file}
+        functions = {
+            n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        todo: list[ast.AST] = [
+            n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in classes
+        ]
+        while todo:
+            for node in ast.walk(todo.pop()):
+                if (
+                    isinstance(node, ast.Name)
+                    and node.id in functions
+                    and node.id not in memo[file]
+                ):
+                    memo[file].add(node.id)
+                    todo.append(functions[node.id])
+    return memo[file]
 
 
 def _scalar_args(args: dict[str, Any]) -> dict[str, Any]:
@@ -82,10 +111,21 @@ def candidates(report: ScanReport) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = planned(report)
     # the inventory names files as the reader resolved them, findings as the user gave them
     planned_classes = {(_same(m.file), m.name.split(".")[0]) for m in report.inventory}
+    planned_files = {f for f, _ in planned_classes}
+    helpers: dict[str, set[str]] = {}
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
     for opp in report.opportunities:
-        if not opp.operators or (_same(opp.file), opp.scope.split(".")[0]) in planned_classes:
+        where = _same(opp.file)
+        if not opp.operators or (where, opp.scope.split(".")[0]) in planned_classes:
             continue  # whole-module matches name chains; planned modules come from the plan
+        if (
+            where in planned_files
+            and "." not in opp.scope
+            and opp.scope in _helpers(where, planned_classes, helpers)
+        ):
+            # a helper runs inside the planned modules that call it, planned (and proven)
+            # there with their facts; its text alone decides no half, approximation or mask
+            continue
         key = (_module(opp.file, opp.scope), opp.operators[0])
         if key in by_key:  # two patterns of one module with one answer (attention + repeat_kv)
             by_key[key]["replaces"] += f"; {opp.what} ({opp.file}:{opp.line}-{opp.end_line})"
