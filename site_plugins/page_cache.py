@@ -316,7 +316,10 @@ class PageCache:
         self.output_base = digest(self.render_base, config_digest(self.config), nav_digest(nav))
 
     def wrap_templates(self, env: Any) -> None:
-        """Pages whose output is stored skip the theme's template."""
+        """Pages whose output is stored skip the theme's template; the templates
+        themselves are compiled once, not per build (jinja's bytecode, kept here)."""
+        if env.bytecode_cache is None:
+            env.bytecode_cache = _template_code(self)
         get_template = env.get_template
 
         def cached_get_template(name: Any, *args: Any, **kwargs: Any) -> Any:
@@ -374,3 +377,29 @@ class _Template:
             return str(stored["html"])
         cache.output_keys[page.file.src_uri] = key
         return str(self._template.render(context))
+
+
+def _template_code(cache: PageCache) -> Any:
+    """A jinja bytecode cache in the page cache: compiling the theme's templates is a
+    fixed cost of every build, a large part of a one-record rebuild.  Jinja keys each
+    entry by the template's name and source and refuses code of another Python or jinja
+    release; the entry's digest catches a damaged one."""
+    import base64
+
+    from jinja2 import BytecodeCache
+
+    class TemplateCode(BytecodeCache):  # type: ignore[misc]
+        def _key(self, bucket: Any) -> str:
+            return digest(cache.base, "template", bucket.key, bucket.checksum)
+
+        def load_bytecode(self, bucket: Any) -> None:
+            stored = cache._load(self._key(bucket))
+            code = stored.get("code") if stored else None
+            if isinstance(code, str):
+                bucket.bytecode_from_string(base64.b64decode(code))
+
+        def dump_bytecode(self, bucket: Any) -> None:
+            code = base64.b64encode(bucket.bytecode_to_string()).decode("ascii")
+            cache.keep(self._key(bucket), {"code": code})
+
+    return TemplateCode()

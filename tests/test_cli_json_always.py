@@ -26,13 +26,20 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: the first case compiles the records (and ``search`` builds
+    the index) cold, the others reuse them; what is tested is the shape of stdout."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.mark.parametrize(("args", "rc", "key"), CASES, ids=[" ".join(c[0][:2]) for c in CASES])
 def test_json_output_is_never_empty(
-    tmp_path: Path, args: tuple[str, ...], rc: int, key: str
+    tmp_path: Path, cache: Path, args: tuple[str, ...], rc: int, key: str
 ) -> None:
     env = {
         "PYTHONPATH": str(REPO),
-        "KB_CACHE_DIR": str(tmp_path / "cache"),
+        "KB_CACHE_DIR": str(cache),
         "PATH": "/usr/bin:/bin",
     }
     proc = subprocess.run(

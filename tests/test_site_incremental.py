@@ -49,6 +49,22 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return done
 
 
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The templates jinja compiled from their source in this process."""
+    from jinja2 import Environment
+
+    done: list[str] = []
+    real = Environment.compile
+
+    def counted(self: Any, source: Any, name: Any = None, *args: Any, **kwargs: Any) -> Any:
+        done.append(str(name))
+        return real(self, source, name, *args, **kwargs)
+
+    monkeypatch.setattr(Environment, "compile", counted)
+    return done
+
+
 def _build(config: Path, records: Path, site: Path, cache: Path, mp: pytest.MonkeyPatch) -> None:
     mp.setenv("KB_CACHE_DIR", str(cache))
     argv = ["site", "build", "-q", "-f", str(config), "--records", str(records)]
@@ -56,7 +72,7 @@ def _build(config: Path, records: Path, site: Path, cache: Path, mp: pytest.Monk
 
 
 def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renders: list[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renders: list[str], compiles: list[str]
 ) -> None:
     monkeypatch.delenv("KB_SITE_URL", raising=False)
     monkeypatch.delenv("KB_RECORDS_DIR", raising=False)
@@ -69,9 +85,14 @@ def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
     first = _files(tmp_path / "first")
     pages = sum(1 for name in first if name.endswith(".html"))
 
+    compiled = list(compiles)
     renders.clear()
+    compiles.clear()
     _build(config, records, tmp_path / "again", cache, monkeypatch)
     assert renders == []  # nothing changed: nothing rendered
+    # the page templates' code is kept with the pages (what the theme compiles in an
+    # environment of its own while reading the configuration is compiled again)
+    assert len(compiles) < len(compiled) / 4 and "main.html" not in compiles, compiles
     assert _files(tmp_path / "again") == first
 
     path = records / EDITED

@@ -125,7 +125,22 @@ def holds(cond: dict[str, Any], cand: Candidate, target: Target) -> Tri:
 
 
 def fires(rule: dict[str, Any], cand: Candidate, target: Target) -> bool:
-    return _and(holds(c, cand, target) for c in rule.get("when") or []) is True
+    """Every ``when`` clause known to hold (the first unknown or false one decides)."""
+    args = cand.args
+    for c in rule.get("when") or ():
+        arg = c.get("arg")
+        if arg is not None and args.get(arg) is None:
+            return False  # the usual case: an argument the candidate does not state
+        if holds(c, cand, target) is not True:
+            return False
+    return True
+
+
+def _origin(rule: dict[str, Any]) -> str:
+    """`` (record rule ID, when …)``: which rule a message comes from, written only for
+    the rules a candidate breaks (most fire without a contradiction)."""
+    when = when_words(rule, MESSAGE)
+    return f" (record rule {rule.get('id', '?')}" + (f", when {when})" if when else ")")
 
 
 @dataclass(frozen=True)
@@ -173,8 +188,6 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
             continue
         rid, msg = rule.get("id", "?"), rule.get("message", "")
         sev = str(rule.get("severity") or "error")
-        when = when_words(rule, MESSAGE)
-        ctx = f" (record rule {rid}" + (f", when {when})" if when else ")")
         for name, allowed in (rule.get("dtypes") or {}).items():
             spec = cand.tensors.get(name)
             if spec is not None and spec.dtype is not None and spec.dtype not in allowed:
@@ -182,7 +195,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     "dtype",
                     rid,
                     ("tensors", name, "dtype"),
-                    f"{name} is {spec.dtype}, expected {'/'.join(allowed)}{ctx}",
+                    f"{name} is {spec.dtype}, expected {'/'.join(allowed)}{_origin(rule)}",
                     msg,
                     subject=name,
                     severity=sev,
@@ -194,7 +207,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     "format",
                     rid,
                     ("tensors", name, "format"),
-                    f"{name} is {spec.format}, expected {'/'.join(allowed)}{ctx}",
+                    f"{name} is {spec.format}, expected {'/'.join(allowed)}{_origin(rule)}",
                     msg,
                     subject=name,
                     severity=sev,
@@ -207,7 +220,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     "value",
                     rid,
                     ("args", name),
-                    f"{name}={value} is not allowed here, use {shown}{ctx}",
+                    f"{name}={value} is not allowed here, use {shown}{_origin(rule)}",
                     msg,
                     subject=name,
                     severity=sev,
@@ -223,7 +236,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     "value",
                     rid,
                     ("args", name),
-                    f"{name}={value} is outside {range_text(rng)}{ctx}",
+                    f"{name}={value} is outside {range_text(rng)}{_origin(rule)}",
                     msg,
                     subject=name,
                     severity=sev,
@@ -236,7 +249,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                 "product-sub-series",
                 rid,
                 ("operator",),
-                f"only on {subs} of {target.product}{ctx}",
+                f"only on {subs} of {target.product}{_origin(rule)}",
                 msg,
             )
         elif fit != "yes":
@@ -244,7 +257,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                 "product",
                 rid,
                 ("operator",),
-                f"not on {target.product}, only {', '.join(products)}{ctx}",
+                f"not on {target.product}, only {', '.join(products)}{_origin(rule)}",
                 msg,
                 severity=sev,
             )
@@ -255,7 +268,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     "forbid",
                     rid,
                     where,
-                    f"{name} must not be passed{ctx}",
+                    f"{name} must not be passed{_origin(rule)}",
                     msg,
                     key=True,
                     subject=name,
@@ -270,7 +283,7 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                     "require-null",
                     rid,
                     where,
-                    f"{name} is required{ctx}",
+                    f"{name} is required{_origin(rule)}",
                     msg,
                     subject=name,
                     severity=sev,
@@ -279,7 +292,11 @@ def violations(record: dict[str, Any], cand: Candidate, target: Target) -> Itera
                 missing.append(name)
         if missing and rule.get("when"):
             yield Violation(
-                "require-unstated", rid, _trigger(rule), f"also pass {', '.join(missing)}{ctx}", msg
+                "require-unstated",
+                rid,
+                _trigger(rule),
+                f"also pass {', '.join(missing)}{_origin(rule)}",
+                msg,
             )
 
 

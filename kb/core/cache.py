@@ -14,9 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,13 +101,21 @@ def remove_owned(directory: Path) -> bool:
     """Delete ``directory`` if (and only if) kb's marker is in it."""
     if owned(directory) is None:
         return False
-    shutil.rmtree(directory, ignore_errors=True)
+    _rmtree(directory)
     return True
+
+
+def _rmtree(directory: Path) -> None:
+    import shutil  # only when there is something to remove (see private_tmpdir)
+
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def private_tmpdir(directory: Path, tag: str) -> Path:
     """A fresh marked temp dir for one build of ``tag``, inside the cache directory
     (same filesystem, so the finished result can be renamed into place)."""
+    import tempfile  # builds only: a query imports this module and never makes a temp dir
+
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{tag}-{os.getpid()}-", dir=directory))
     mark(tmp, tag=tag)
     return tmp
@@ -139,7 +145,7 @@ def clean_dead() -> None:
         if info is None:
             _remove_if_unmarked_and_empty(entry)
         elif not _alive(info.get("pid")):
-            shutil.rmtree(entry, ignore_errors=True)
+            _rmtree(entry)
 
 
 def _remove_if_unmarked_and_empty(entry: Path) -> None:
@@ -174,4 +180,4 @@ def clean_stale(directory: Path, tag: str) -> None:
         pid = info.get("pid")
         mine = info.get("tag") == tag and pid != os.getpid()
         if mine or not _alive(pid) or age >= STALE_TMP_S:
-            shutil.rmtree(entry, ignore_errors=True)
+            _rmtree(entry)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,11 +122,31 @@ class _FastLoader(_Loader):  # type: ignore[misc, valid-type]
     """The safe loader with a shortcut for the common case: a plain scalar whose first
     character no implicit type can start with is text (same tags, far fewer steps)."""
 
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        #: Plain scalar text → its tag: a long list repeats the same few words
+        #: (``npu_rms_norm``, ``float16``, ``ND``) tens of thousands of times.
+        self._tags: dict[str, str] = {}
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        """Nothing to track: kb registers no path resolvers (the composer calls this for
+        every node)."""
+
+    def ascend_resolver(self) -> None:
+        """See ``descend_resolver``."""
+
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode:
-            if not implicit[0] or (value and value[0] not in _TYPED_FIRST):
+            if not implicit[0]:
                 return _STR_TAG
-            return _base_resolve(self, kind, value, implicit)  # type: ignore[no-any-return]
+            tag = self._tags.get(value)
+            if tag is None:
+                if value and value[0] not in _TYPED_FIRST:
+                    tag = _STR_TAG
+                else:
+                    tag = _base_resolve(self, kind, value, implicit)
+                self._tags[value] = tag
+            return tag
         return "tag:yaml.org,2002:map" if kind is yaml.MappingNode else "tag:yaml.org,2002:seq"
 
 
@@ -309,11 +329,50 @@ def _load(text: str, max_alias_nodes: int) -> Located:
         return out
 
     try:
-        located.data = build(node, 0, False)
+        if "&" in text:
+            located.data = build(node, 0, False)
+        else:  # no anchor, so no alias: every node is built once (see _build_unaliased)
+            located.data = _build_unaliased(node, span)
     except RecursionError:
         raise YamlError("document nests too deeply") from None
     spans.sort()
     return located
+
+
+def _build_unaliased(root: yaml.Node, span: Callable[[yaml.Node], None]) -> Any:
+    """``build`` for a document that defines no anchor (so holds no alias: composing
+    refuses an undefined one): no expansion to count, and mappings whose keys are all
+    plain text, as nearly all are, skip the key conversions."""
+    scalar_node, sequence_node = yaml.ScalarNode, yaml.SequenceNode
+
+    def build(n: yaml.Node, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise YamlError("document nests too deeply", *_mark(n))
+        if isinstance(n, scalar_node):
+            if "#" in n.value:
+                span(n)
+            return n.value if n.tag == _STR_TAG else _scalar(n)
+        if isinstance(n, sequence_node):
+            return [build(item, depth + 1) for item in n.value]
+        assert isinstance(n, yaml.MappingNode)
+        out: dict[Any, Any] = {}
+        pairs = n.value
+        if all(k.tag == _STR_TAG and isinstance(k, scalar_node) for k, _ in pairs):
+            for k_node, v_node in pairs:
+                key = k_node.value
+                if key in out:
+                    raise YamlError(f"duplicate key {key!r}", *_mark(k_node))
+                if "#" in key:
+                    span(k_node)
+                out[key] = build(v_node, depth + 1)
+            return out
+        for key, k_node, v_node in _pairs(n):
+            if "#" in k_node.value:
+                span(k_node)
+            out[key] = build(v_node, depth + 1)
+        return out
+
+    return build(root, 0)
 
 
 def load_bytes(raw: bytes, *, max_bytes: int = MAX_BYTES) -> Located:

@@ -28,6 +28,7 @@ class Context:
         #: Every rule code the registry knows (a suppression naming another is a typo).
         self.codes = codes
         self._records: dict[str, Record | None] = {}
+        self._operators: dict[str, Record | None] = {}
         self._names: dict[str, list[str]] = {}
         self._classes: dict[str, Record] | None = None
         self._playbook: Record | bool | None = False
@@ -40,10 +41,16 @@ class Context:
         return self._records[spelling]
 
     def operator(self, spelling: str | None) -> Record | None:
+        """The operator record a spelling names (asked by most rules for every candidate)."""
         if not spelling:
             return None
-        rec = self.record(spelling)
-        return rec if rec is not None and rec.get("kind") == "operator" else None
+        try:
+            return self._operators[spelling]
+        except KeyError:
+            rec = self.record(spelling)
+            found = rec if rec is not None and rec.get("kind") == "operator" else None
+            self._operators[spelling] = found
+            return found
 
     def chain(self, spelling: str | None) -> Record | None:
         if not spelling:
@@ -65,6 +72,16 @@ class Context:
             except (OSError, ValueError, KeyError):
                 self.memo[key] = None
         return self.memo[key]  # type: ignore[no-any-return]
+
+    def parameters(self, rec: Record) -> dict[str, dict[str, Any]]:
+        """A record's parameters by name, built once per record: a dozen rules ask for
+        every candidate, and 10,000 candidates name the same few operators."""
+        key = ("parameters", id(rec))
+        hit = self.memo.get(key)
+        if hit is None or hit[0] is not rec:  # the record is kept, so its id stays its own
+            hit = (rec, {p["name"]: p for p in rec.get("parameters") or []})
+            self.memo[key] = hit
+        return hit[1]  # type: ignore[no-any-return]
 
     def names(self, kind: str) -> list[str]:
         if kind not in self._names:

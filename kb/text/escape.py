@@ -11,20 +11,30 @@ Ordinary names come out exactly as they went in.
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import quote
 
 #: C0 and C1 controls, DEL, the Unicode line and paragraph separators, the bidi
 #: controls that reorder what a terminal or viewer shows (Trojan Source), and lone
 #: surrogates (undecodable bytes of a file name, which no UTF-8 stream can carry).
-_UNSAFE = re.compile(
+_UNSAFE_CLASS = (
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
-#: Every character of _UNSAFE except CR and LF, which GitHub's own escaping carries.
-_UNSAFE_BUT_BREAKS = re.compile(
+#: Every character of _UNSAFE_CLASS except CR and LF, which GitHub's own escaping carries.
+_UNSAFE_BUT_BREAKS_CLASS = (
     "[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
     "\ud800-\udfff]"
 )
+
+
+@functools.cache
+def _pattern(chars: str) -> re.Pattern[str]:
+    """Compiled on first use: every verb imports this module, few print what it escapes
+    (compiling both classes was a millisecond of each cold ``kb search``)."""
+    return re.compile(chars)
+
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -38,12 +48,13 @@ def _visible(m: re.Match[str]) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every control, line-separator and bidi character shown as an escape."""
-    return _UNSAFE.sub(_visible, text) if _UNSAFE.search(text) else text
+    unsafe = _pattern(_UNSAFE_CLASS)
+    return unsafe.sub(_visible, text) if unsafe.search(text) else text
 
 
 def github_data(text: str) -> str:
     """The message of a workflow command (``::error …::DATA``)."""
-    text = _UNSAFE_BUT_BREAKS.sub(_visible, text)
+    text = _pattern(_UNSAFE_BUT_BREAKS_CLASS).sub(_visible, text)
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -6,6 +6,7 @@ through :func:`normalize`, scheme expressions through :func:`normalize_scheme`.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import get_args
 
@@ -61,6 +62,13 @@ def normalize(vocab: str, value: object) -> str | None:
     """
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         return None
+    return _normalize(vocab, value)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _normalize(vocab: str, value: str | int) -> str | None:
+    """:func:`normalize` of a text or an integer, remembered: a long candidate list spells
+    the same few dtypes and formats thousands of times (typed: ``1`` is not ``True``)."""
     if vocab == "dtype":
         code = value if isinstance(value, int) else None
         if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 6:

@@ -238,7 +238,14 @@ def product_family(product: str) -> str:
 
 def product_members(product: str) -> tuple[str, ...]:
     """The sub-series of a family id (empty for a sub-series or a product without any)."""
-    return tuple(s for s, fam in PRODUCT_FAMILY.items() if fam == product)
+    return _MEMBERS.get(product, ())
+
+
+#: Family id → its sub-series, in table order (asked for every rule of every candidate).
+_MEMBERS: dict[str, tuple[str, ...]] = {
+    family: tuple(s for s, fam in PRODUCT_FAMILY.items() if fam == family)
+    for family in PRODUCT_FAMILY.values()
+}
 
 
 def collapse_products(products: list[str]) -> list[str]:

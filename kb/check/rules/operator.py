@@ -16,19 +16,23 @@ from kb.vocab import STATUS_RANK, missing_call_path, product_support
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 
 
-def _params(rec: Record) -> dict[str, dict[str, Any]]:
-    return {p["name"]: p for p in rec.get("parameters") or []}
-
-
 def _is_tensor(param: dict[str, Any]) -> bool:
     return str(param.get("type", "")).startswith("Tensor")
 
 
-def _suggest(name: str, choices: list[str]) -> str:
+def _suggest(name: str, choices: list[str], ctx: Context | None = None) -> str:
+    """`` (did you mean …?)`` for a misspelt name; with ``ctx``, worked out once per run
+    for the same name and choices (a long list repeats one typo in every layer)."""
+    key = ("suggest", name, tuple(choices))
+    if ctx is not None and key in ctx.memo:
+        return ctx.memo[key]  # type: ignore[no-any-return]
     from kb.core.fuzzy import suggest
 
     hits = suggest(name, choices, limit=3)
-    return f" (did you mean {', '.join(hits)}?)" if hits else ""
+    hint = f" (did you mean {', '.join(hits)}?)" if hits else ""
+    if ctx is not None:
+        ctx.memo[key] = hint
+    return hint
 
 
 def successor(ctx: Context, rec: Record) -> tuple[str | None, list[str]]:
@@ -95,7 +99,7 @@ class UnknownOperator(CandidateRule):
             if rec.get("kind") == "chain":
                 msg += f" and the chain under 'chain: {rec['name']}'"
         else:
-            hint = _suggest(cand.operator, ctx.names("operator"))
+            hint = _suggest(cand.operator, ctx.names("operator"), ctx)
             msg = f"unknown operator {cand.operator!r}{hint}; check the spelling with 'kb search'"
         yield self.on(doc, cand, ("operator",), msg)
 
@@ -196,7 +200,9 @@ class UnknownArgument(CandidateRule):
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
         known = None if rec else ctx.known(cand.operator)
-        params = _params(rec) if rec else dict.fromkeys(known.arg_names() or ()) if known else {}
+        params = (
+            ctx.parameters(rec) if rec else dict.fromkeys(known.arg_names() or ()) if known else {}
+        )
         if not params:
             return
         rec = rec or {"name": known.name if known else cand.operator}
@@ -212,7 +218,7 @@ class UnknownArgument(CandidateRule):
                         "remove it from the candidate's inputs"
                     )
                 else:
-                    hint = _suggest(name, list(params))
+                    hint = _suggest(name, list(params), ctx)
                     msg = f"{rec['name']} has no parameter {name!r}{hint}"
                 yield self.on(doc, cand, (section, name), msg, key=True)
 
@@ -237,7 +243,7 @@ class ArgumentKind(CandidateRule):
 
     def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
-        params = _params(rec) if rec else {}
+        params = ctx.parameters(rec) if rec else {}
         for name, value in cand.args.items():
             p = params.get(name)
             if p is not None and _is_tensor(p) and value is not None:
@@ -269,7 +275,7 @@ def _tensor_mismatches(
     rec = ctx.operator(cand.operator)
     if rec is None:
         return
-    params = _params(rec)
+    params = ctx.parameters(rec)
     for name, spec in cand.tensors.items():
         p = params.get(name)
         stated = None if p is None or spec is None else getattr(spec, attr)
@@ -375,7 +381,7 @@ class OperatorRule(CandidateRule):
         rec = ctx.operator(cand.operator)
         if rec is None:
             return
-        params = _params(rec)
+        params = ctx.parameters(rec)
         products = rec.get("products") or []
         seen: set[tuple[str, tuple[Any, ...]]] = set()
         for v in record_violations(ctx, doc, cand):

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from kb.check.conditions import NUMERIC_TEXT, as_number, one_of, same, vendor_cited
-from kb.check.rules.operator import _HEAD, _is_tensor, _params
+from kb.check.rules.operator import _HEAD, _is_tensor
 from kb.lint.context import Context
 from kb.lint.findings import Finding, Severity
 from kb.lint.model import Candidate, Document, Path
@@ -98,7 +98,7 @@ class ValueNotAllowed(CandidateRule):
         rec = ctx.operator(cand.operator)
         if rec is None:
             return
-        params = _params(rec)
+        params = ctx.parameters(rec)
         for name, value in cand.args.items():
             p = params.get(name)
             if p is None or _is_tensor(p) or value is None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kb.check.conditions import as_number, same
-from kb.check.rules.operator import _HEAD, _params, record_violations
+from kb.check.rules.operator import _HEAD, record_violations
 from kb.lint.context import Context
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document
@@ -37,7 +37,7 @@ class ReservedArgument(CandidateRule):
         rec = ctx.operator(cand.operator)
         if rec is None:
             return
-        for name, p in _params(rec).items():
+        for name, p in ctx.parameters(rec).items():
             if not p.get("reserved"):
                 continue
             if name in cand.args and cand.args[name] is not None:
