@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from kb.emulate.names import in_words
 from kb.vocab import CAPTURED_GRAPH_MODES, QUANT_LABELS
 from site_plugins import md, products, versions
 from site_plugins.common import (
@@ -124,6 +125,7 @@ def _card(op: Record, data: SiteData, here: str) -> str:
         facts.append(("Phases", text))
     if op.get("superseded_by"):
         facts.append(("Use instead", data.ref(op["superseded_by"], here)))
+    facts.append(("Emulated", md.inline(in_words(op["name"]))))
     if op.get("aliases"):
         facts.append(("Also known as", md.words(op["aliases"], " · ")))
     lines = [

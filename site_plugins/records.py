@@ -42,6 +42,7 @@ log = logging.getLogger("mkdocs.plugins.kb-records")
 DEFAULT_GUIDES = [
     "guides/fusion-workflow.md",
     "guides/prefetch-workflow.md",
+    "guides/emulate.md",
     "candidate-list.md",
     "cli.md",
     "contributing.md",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,16 @@ def record_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[...
         return root
 
     return write
+
+
+@pytest.fixture(scope="module")
+def emulation() -> Iterator[Any]:
+    """kb.emulate for the tests of one module (torch is imported on first use only)."""
+    pytest.importorskip("torch", reason="the [emulate] extra is not installed")
+    from kb.emulate.session import install, uninstall
+
+    em = install()
+    try:
+        yield em
+    finally:
+        uninstall()

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kb.lint",),
     ("kb.check", "kb.scan"),
     ("kb.rules",),
-    ("kb.advice", "kb.audit"),
+    ("kb.advice", "kb.audit", "kb.emulate"),
     ("kb.api",),
     ("kb.text",),
     ("kb.mcp",),

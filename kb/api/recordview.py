@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kb.catalog.kernelfacts import kernel_only_products
+from kb.emulate.names import emulated
 
 Record = dict[str, Any]
 
@@ -102,6 +103,7 @@ def brief(rec: Record, lang: str = "en") -> Record:
             "ranges": versions.get("ranges") or [],
             "schemes": _unique(q["scheme"] for q in rec.get("quantization") or []),
             "superseded_by": rec.get("superseded_by"),
+            "emulated": emulated(rec["name"]),
         }
     elif kind == "chain":
         card |= {

@@ -31,7 +31,8 @@ def section_of(rec: Record, name: str) -> str:
 def view(
     rec: Record, *, section: str | None = None, brief: bool = False, lang: str = "en"
 ) -> Record:
-    """The ``--format json`` document: the record, ``{kind, name, SECTION}`` or the card."""
+    """The ``--format json`` document: the record (for an operator, with ``emulated``:
+    whether kb.emulate runs it), ``{kind, name, SECTION}`` or the card."""
     from kb.api.errors import UsageError
     from kb.api.recordview import brief as card
     from kb.api.recordview import section as cut
@@ -42,6 +43,10 @@ def view(
         return card(rec, lang)
     if section:
         return cut(rec, section_of(rec, section))
+    if rec.get("kind") == "operator":
+        from kb.emulate.names import emulated
+
+        return {**rec, "emulated": emulated(rec["name"])}
     return rec
 
 

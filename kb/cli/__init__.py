@@ -33,6 +33,7 @@ VERBS = (
     "site",
     "doctor",
     "mcp",
+    "emulate",
 )
 
 

@@ -10,6 +10,7 @@ from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
 from kb.check.conditions import range_text
+from kb.emulate.names import in_words
 from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
 
@@ -500,6 +501,7 @@ def _header(rec: Rec, lang: str) -> Lines:
         out += field("kernel only", kernel_only_products(rec))
         out += field("phases", rec.get("phases"))
         out += field("fuses", rec.get("fuses"))
+        out += field("emulated", in_words(rec["name"]))
         out += field("superseded by", rec.get("superseded_by"))
         out += field("replacement", rec.get("replacement_note"))
         out += field("supersedes", rec.get("supersedes"))
@@ -573,6 +575,8 @@ def brief_text(card: Rec) -> str:
     }
     for key, label in labels.items():
         out += field(label, card.get(key))
+    if card["kind"] == "operator":
+        out += field("emulated", in_words(card["name"]))
     if card.get("flags"):
         out += field("flags", [f"--{k}={'|'.join(v)}" for k, v in card["flags"].items()])
     parts = ", ".join(_BRIEF_MORE[card["kind"]])

@@ -37,7 +37,15 @@ from kb.vocab.dtypes import (
     Dtype,
     DtypeDef,
 )
-from kb.vocab.formats import FORMAT_ALIASES, FORMAT_NAMES, FORMATS, Format, FormatDef
+from kb.vocab.formats import (
+    BASE_FORMATS,
+    FORMAT_ALIASES,
+    FORMAT_CODES,
+    FORMAT_NAMES,
+    FORMATS,
+    Format,
+    FormatDef,
+)
 from kb.vocab.graph_modes import (
     CAPTURED_GRAPH_MODES,
     GRAPH_MODE_ROWS,
@@ -122,6 +130,7 @@ from kb.vocab.taxonomy import Category, Kind, Step
 __all__ = [
     "ALIAS_TABLES",
     "AMBIGUOUS_SCHEMES",
+    "BASE_FORMATS",
     "BOTH",
     "CALL_PATHS",
     "CALL_PREFIXES",
@@ -138,6 +147,7 @@ __all__ = [
     "DTYPE_SHORT",
     "FORMATS",
     "FORMAT_ALIASES",
+    "FORMAT_CODES",
     "FORMAT_NAMES",
     "GRAPH_MODES",
     "GRAPH_MODE_ROWS",

@@ -11,6 +11,7 @@ from kb.catalog.models.base import EVIDENCE_ABOUT, Keywords, Name, Scalar, Stric
 from kb.catalog.models.binding import Discrepancy, WrapperCheck
 from kb.catalog.models.kernel import Kernel
 from kb.catalog.models.parameters import Constraint, Parameter, Return, Rule
+from kb.catalog.signature import SchemaError, parse_schema
 from kb.vocab import (
     KV_SCHEMES,
     Category,
@@ -70,10 +71,38 @@ class Versions(Strict):
     pytorch: list[str] = Field(default_factory=list, description="PyTorch lines upstream lists")
 
 
+#: A name the first assignment of which ``small`` replaces, or an integer literal.
+_SMALL_KEY = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?\d+)$")
+
+
 class Example(Strict):
     title: str
     code: str = Field(min_length=1)
     phase: Phase | None = None
+    small: dict[str, Scalar | list[Scalar]] = Field(
+        default_factory=dict,
+        description="what the example runs with under kb.emulate when its realistic sizes are "
+        "too big for a CPU test: a variable name maps to the value its first assignment gets "
+        "instead, an integer literal (as text) to the integer that replaces it everywhere",
+    )
+
+    @field_validator("small")
+    @classmethod
+    def _small_keys(cls, v: dict[str, Scalar | list[Scalar]]) -> dict[str, Scalar | list[Scalar]]:
+        bad = [k for k in v if not _SMALL_KEY.match(k)]
+        if bad:
+            raise ValueError(f"small keys are variable names or integer literals, not {bad}")
+        return v
+
+
+class Overload(Strict):
+    """Another overload upstream defines beside ``signature`` (``.out`` writes into
+    tensors the caller gives; ``.acl_format`` takes a code where the default takes a
+    tensor).  The schema is the upstream string, character for character."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the name after the dot")
+    schema_: str = Field(alias="schema", min_length=1, description="exact upstream schema string")
+    source: str = Field(min_length=1, description="the file the schema comes from")
 
 
 class Deprecation(Strict):
@@ -205,6 +234,9 @@ class Operator(Strict):
     keywords: Keywords = Field(default_factory=Keywords)
     fuses: list[Step] = Field(default_factory=list)
     signature: str | None = Field(default=None, description="exact upstream schema string")
+    overloads: list[Overload] = Field(
+        default_factory=list, description="other overloads of the operator, exact schemas"
+    )
     parameters: list[Parameter] = Field(default_factory=list)
     returns: list[Return] = Field(default_factory=list)
     products: list[Product] = Field(
@@ -291,6 +323,15 @@ class Operator(Strict):
                 raise ValueError(
                     f"quantization {q.scheme!r} names unknown parameters {sorted(bad)}"
                 )
+        for o in self.overloads:
+            if not o.schema_.startswith(f"{self.name}.{o.name}("):
+                raise ValueError(
+                    f"overload {o.name!r}: its schema must start with '{self.name}.{o.name}('"
+                )
+            try:
+                parse_schema(o.schema_)
+            except SchemaError as exc:
+                raise ValueError(f"overload {o.name!r}: {exc}") from None
         if self.status == "deprecated" and not (self.superseded_by or self.replacement_note):
             raise ValueError("a deprecated operator names superseded_by or a replacement_note")
         return self
