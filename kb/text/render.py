@@ -499,8 +499,7 @@ def _header(rec: Rec, lang: str) -> Lines:
         out += field("calls", rec.get("calls"))
         out += field("products", rec.get("products"))
         out += field("kernel only", kernel_only_products(rec))
-        out += field("phases", rec.get("phases"))
-        out += field("fuses", rec.get("fuses"))
+        out += field("phases", rec.get("phases")) + field("fuses", rec.get("fuses"))
         out += field("emulated", in_words(rec["name"]))
         out += field("superseded by", rec.get("superseded_by"))
         out += field("replacement", rec.get("replacement_note"))
@@ -575,8 +574,7 @@ def brief_text(card: Rec) -> str:
     }
     for key, label in labels.items():
         out += field(label, card.get(key))
-    if card["kind"] == "operator":
-        out += field("emulated", in_words(card["name"]))
+    out += field("emulated", in_words(card["name"])) if card["kind"] == "operator" else []
     if card.get("flags"):
         out += field("flags", [f"--{k}={'|'.join(v)}" for k, v in card["flags"].items()])
     parts = ", ".join(_BRIEF_MORE[card["kind"]])
