@@ -112,13 +112,14 @@ def shrink(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_module(path: str, alias: str = "") -> Any:
+def load_module(path: str, alias: str = "", beside: str = "") -> Any:
     """Import a model file as its package would (relative imports resolve inside the
-    package its ``__init__.py`` files make); ``alias`` imports a second file under a
-    sibling name of the same package (the port beside its original)."""
+    package its ``__init__.py`` files make); ``alias`` imports it under that name in the
+    package of ``beside`` (the port as a sibling of its original, wherever it was written)."""
     file = Path(path).resolve()
-    parts = [file.stem]
-    d = file.parent
+    anchor = Path(beside).resolve() if beside else file
+    parts = [anchor.stem]
+    d = anchor.parent
     while (d / "__init__.py").exists():
         parts.insert(0, d.name)
         d = d.parent
@@ -127,6 +128,15 @@ def load_module(path: str, alias: str = "") -> Any:
     name = ".".join(parts[:-1] + [alias or parts[-1]])
     if not alias and name in sys.modules:
         return sys.modules[name]
+    try:
+        if len(parts) > 1:  # the package first, as an import statement would
+            importlib.import_module(".".join(parts[:-1]))
+            if not alias:
+                return importlib.import_module(name)
+    except ImportError as exc:
+        raise CannotBuild(f"{path}: its imports fail: {exc}") from None
+    except Exception as exc:  # the package's own code failing at import time
+        raise CannotBuild(f"{path}: importing it raised {type(exc).__name__}: {exc}") from None
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise CannotBuild(f"{path}: not importable as Python")
@@ -140,6 +150,9 @@ def load_module(path: str, alias: str = "") -> Any:
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise CannotBuild(f"{exc.filename}:{exc.lineno}: {exc.msg}") from None
+    except Exception as exc:  # the module's own code failing at import time
+        sys.modules.pop(name, None)
+        raise CannotBuild(f"{path}: importing it raised {type(exc).__name__}: {exc}") from None
     return mod
 
 
@@ -171,9 +184,22 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
     if cls is None:
         return types.SimpleNamespace(**cfg)
     if dataclasses.is_dataclass(cls):
-        names = {f.name for f in dataclasses.fields(cls)}
+        fields = dataclasses.fields(cls)
+        own = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        merged = shrink({**own, **cfg})
         make: Any = cls
-        return make(**{k: v for k, v in cfg.items() if k in names})
+        return make(
+            **{
+                f.name: merged[f.name]
+                for f in fields
+                if f.name in cfg or (f.name in merged and merged[f.name] != own.get(f.name))
+            }
+        )
+    if hasattr(cls, "to_dict"):
+        try:
+            cfg = shrink({**cls().to_dict(), **cfg})
+        except Exception:  # a config class that needs arguments: the JSON alone
+            cfg = dict(cfg)
     obj = cls(**cfg)
     if hasattr(obj, "_attn_implementation"):
         obj._attn_implementation = "eager"
@@ -181,8 +207,15 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
 
 
 def build(cls: Any, cfg: dict[str, Any], ns: Any) -> Any:
-    """An instance of ``cls`` at the shrunk size."""
+    """An instance of ``cls`` at the shrunk size (the constructor's own size defaults
+    shrunk too, so a class built from its defaults is tiny as well)."""
     sig = inspect.signature(cls.__init__)
+    defaults = {
+        p.name: p.default
+        for p in sig.parameters.values()
+        if p.default is not inspect.Parameter.empty and p.name not in cfg
+    }
+    cfg = {**shrink(defaults), **cfg}
     kwargs: dict[str, Any] = {}
     hidden = next((cfg[k] for k in HIDDEN if k in cfg), None)
     for p in list(sig.parameters.values())[1:]:
@@ -196,6 +229,8 @@ def build(cls: Any, cfg: dict[str, Any], ns: Any) -> Any:
             kwargs[p.name] = config_object(ns, cfg, p.annotation)
         elif p.name in HIDDEN and hidden is not None:
             kwargs[p.name] = hidden
+        elif p.name in _SIZES and p.default is inspect.Parameter.empty:
+            kwargs[p.name] = _SIZES[p.name]  # a size nothing gives: the tiny one
         elif p.name in ("layer_idx", "layer_id", "layer_number", "idx"):
             kwargs[p.name] = 0
         elif p.default is inspect.Parameter.empty:
@@ -237,12 +272,16 @@ def inputs(model: Any, cfg: dict[str, Any], dtype: Any, seed: int, seq: int = SE
         )
     if not required:
         raise CannotBuild(f"{type(model).__name__}.forward takes no argument to feed")
-    embeds = any(isinstance(m, torch.nn.Embedding) for m in model.children())
+    ids_name = required[0].name.lower()
+    embeds = any(isinstance(m, torch.nn.Embedding) for m in model.children()) or (
+        any(isinstance(m, torch.nn.Embedding) for m in model.modules())
+        and ids_name.endswith(("ids", "tokens", "idx", "input"))
+    )
     h = width(model)
     vocab = next((cfg[k] for k in ("vocab_size", "n_vocab") if k in cfg), None)
     first: Any
     if embeds:
-        emb = next(m for m in model.children() if isinstance(m, torch.nn.Embedding))
+        emb = next(m for m in model.modules() if isinstance(m, torch.nn.Embedding))
         first = torch.randint(0, vocab or emb.num_embeddings, (BATCH, seq), generator=gen)
     else:
         first = torch.randn(BATCH, seq, h, generator=gen).to(dtype)

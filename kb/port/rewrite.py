@@ -15,6 +15,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from kb.port import eager
 from kb.port.spans import (
     SDPA,
     Stage,
@@ -99,6 +100,9 @@ class Porter(cst.CSTTransformer):
         self.linears: list[set[str]] = []
         self.softmax_of: list[dict[str, str]] = [{}]
         self.fn: list[str] = []
+        #: per function: name -> [(position, value or None for an unpacked target)]
+        self.history: list[dict[str, list[tuple[int, cst.BaseExpression | None]]]] = [{}]
+        self.counter = 0
 
     # -- scopes ---------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -131,15 +135,37 @@ class Porter(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.fn.append(node.name.value)
         self.softmax_of.append({})
+        self.history.append({})
 
     def leave_FunctionDef(
         self, original: cst.FunctionDef, updated: cst.FunctionDef
     ) -> cst.FunctionDef:
         self.fn.pop()
         self.softmax_of.pop()
+        self.history.pop()
         return updated
 
+    def _resolve(self, name: str, before: int) -> tuple[cst.BaseExpression, int] | None:
+        found = [(i, v) for i, v in self.history[-1].get(name, []) if i < before]
+        if not found or found[-1][1] is None:
+            return None
+        i, v = found[-1]
+        assert v is not None
+        return v, i
+
+    def _stale(self, text: str, since: int) -> bool:
+        """A plain name reassigned after ``since``: its value now is not the one read then."""
+        return text.isidentifier() and any(i > since for i, _ in self.history[-1].get(text, []))
+
     def visit_Assign(self, node: cst.Assign) -> None:
+        self.counter += 1
+        for t in node.targets:
+            if isinstance(t.target, cst.Name):
+                self.history[-1].setdefault(t.target.value, []).append((self.counter, node.value))
+            elif isinstance(t.target, (cst.Tuple, cst.List)):
+                for el in t.target.elements:
+                    if isinstance(el.value, cst.Name):
+                        self.history[-1].setdefault(el.value.value, []).append((self.counter, None))
         if len(node.targets) == 1 and isinstance(node.value, cst.Call):
             callee = dotted(node.value.func)
             target = dotted(node.targets[0].target)
@@ -190,6 +216,8 @@ class Porter(cst.CSTTransformer):
     def leave_BinaryOperation(
         self, original: cst.BinaryOperation, updated: cst.BinaryOperation
     ) -> cst.BaseExpression:
+        if isinstance(updated.operator, cst.MatrixMultiply):
+            return self._eager(original, updated)
         rope = self._candidates(ROPE_ROWS)
         parts = rope_parts(updated) if rope else None
         if rope and parts is not None:
@@ -257,6 +285,8 @@ class Porter(cst.CSTTransformer):
         callee = dotted(updated.func)
         if callee.endswith(SDPA):
             return self._attention(original, updated)
+        if callee.rsplit(".", 1)[-1] in ("matmul", "bmm"):
+            return self._eager(original, updated)
         gelu = self._candidates(GELU_ROWS) if self.cls and self.cls[-1] in self.by_module else []
         if gelu and callee.endswith("gelu") and updated.args:
             approx = keyword(updated, "approximate", 1)
@@ -298,6 +328,30 @@ class Porter(cst.CSTTransformer):
             sparse_mode=int(sparse) if sparse.isdigit() else sparse,
             operator="npu_fused_infer_attention_score",
         )
+
+    def _eager(self, original: cst.CSTNode, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """Written-out attention (:mod:`kb.port.eager`) into the fused kernel."""
+        att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
+        if not att or not self.fn:
+            return updated
+        found = eager.read(updated, self.counter + 1, self._resolve)
+        if found is None:
+            return updated
+        names = [found.query, found.key, found.value]
+        if any(self._stale(n, 0) and len(self.history[-1].get(n, [])) > 1 for n in names):
+            return updated  # reassigned names: the values read then are not the ones now
+        s = att[0]
+        causal = s.facts.get("causal")
+        sparse = 3 if causal is True else 0
+        mask = "None" if sparse == 3 or found.mask is None else found.mask
+        self.result.helpers.append("_kb_attention")
+        fused = (
+            f"_kb_attention({found.query}, {found.key}, {found.value}, {mask}, {found.scale}, "
+            f"sparse_mode={sparse})"
+        )
+        op = "npu_fused_infer_attention_score"
+        extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
+        return self._emit(s, original, fused, code(updated), **extra)
 
     def _candidates_kind(self, prefix: str) -> list[Stage]:
         if self.cls and self.cls[-1] in self.by_module:

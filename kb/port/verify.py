@@ -20,6 +20,8 @@ from typing import Any
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
 
 DTYPES = ("float32", "bfloat16")
+#: what a forward calls the keys and values of earlier steps
+CACHE_ARGS = ("past_key_values", "cache", "past_key_value", "kv_cache")
 PHASES = ("prefill", "decode")
 
 
@@ -115,6 +117,10 @@ class _Probe:
             got = fused()
         except CallRejected as exc:  # the kernel does not take this dtype or shape
             run.rejected = str(exc)
+            return want
+        except Exception as exc:  # the port passes what the call cannot take
+            run.passed = False
+            run.note = run.note or f" (the fused call raised {type(exc).__name__}: {exc})"
             return want
         d = diff(stage, _tensors(want), _tensors(got), self.tolerance)
         run.calls += 1
@@ -213,6 +219,14 @@ def suspects(ported: str, s: StageRun) -> str:
     return "the operands the port passes (the row's inputs, in its order)"
 
 
+def row_words(mapping: str) -> str:
+    """What the pattern table says the row computes and how its arguments are meant."""
+    from kb.reference.mappings import MAPPINGS
+
+    row = next((m for m in MAPPINGS if m.id == mapping), None)
+    return f"; the row {mapping} computes {row.unfused} as {row.arguments}" if row else ""
+
+
 def _norm(text: str) -> str:
     return text.replace('"', "'").replace(" ", "")
 
@@ -239,15 +253,14 @@ def _classes(mod: Any, wanted: list[str], stages: dict[str, dict[str, Any]]) -> 
         if missing:
             raise VerifyError(f"no module class {', '.join(missing)} in {mod.__file__}")
         return wanted
-    source = Path(mod.__file__).read_text(encoding="utf-8")
     used = {
         n
         for n in mine
         for other, c in mine.items()
         if other != n and f"{n}(" in inspect.getsource(c)
     }
-    del source
-    roots = [n for n in mine if n not in used]
+    abstract = torch.nn.Module.forward
+    roots = [n for n in mine if n not in used and getattr(mine[n], "forward", None) is not abstract]
     planned = sorted({m for s in stages.values() for m in s.get("modules", [])})
     return roots + [p for p in planned if p in mine and p not in roots]
 
@@ -270,9 +283,21 @@ def verify(
             raise VerifyError(f"{p}: no such file")
     from kb.emulate import install, uninstall
 
-    install(product)
     try:
-        return _verify(original, ported, model_config, modules, phases, dtypes, product, seed)
+        # the original and what it imports first, with no torch_npu in sight: a library
+        # that probes for torch_npu would otherwise take its device paths in the original
+        cfg = shrink(load_config(model_config))
+        orig = load_module(original)
+        install(product)
+    except CannotBuild as exc:
+        raise VerifyError(str(exc)) from None
+    try:
+        port = load_module(ported, alias=Path(original).stem + "__kb_port", beside=original)
+        return _verify(
+            original, ported, model_config, orig, port, cfg, modules, phases, dtypes, product, seed
+        )
+    except CannotBuild as exc:
+        raise VerifyError(str(exc)) from None
     finally:
         uninstall()
 
@@ -281,6 +306,9 @@ def _verify(
     original: str,
     ported: str,
     model_config: str,
+    orig: Any,
+    port: Any,
+    cfg: dict[str, Any],
     modules: list[str] | None,
     phases: tuple[str, ...],
     dtypes: tuple[str, ...],
@@ -288,12 +316,6 @@ def _verify(
     seed: int,
 ) -> dict[str, Any]:
     torch = _import_torch()
-    try:
-        cfg = shrink(load_config(model_config))
-        orig = load_module(original)
-        port = load_module(ported, alias=Path(original).stem + "__kb_port")
-    except CannotBuild as exc:
-        raise VerifyError(str(exc)) from None
     stages = dict(getattr(port, "KB_PORT_STAGES", {}) or {})
     if not hasattr(port, "_kb_stage"):
         raise VerifyError(f"{ported}: not written by kb port (no _kb_stage in it)")
@@ -324,18 +346,17 @@ def _run(
     from kb.emulate import compare
 
     run = Run(name, str(dtype).removeprefix("torch."), phase)
-    if phase == "decode":
+    fwd = inspect.signature(getattr(orig, name).forward).parameters
+    cache_arg = next((c for c in CACHE_ARGS if c in fwd), "")
+    if phase == "decode" and not (cache_arg and "use_cache" in fwd):
         run.not_run = "no cache: the class's forward takes no past keys/values (prefill only)"
-        fwd = inspect.signature(getattr(orig, name).forward).parameters
-        if not ({"past_key_values", "use_cache"} <= set(fwd)):
-            return run
-        run.not_run = "decode with an HF cache is not driven by kb verify yet"
         return run
     try:
         torch.manual_seed(seed)
         a = build(getattr(orig, name), cfg, orig).to(dtype).eval()
         torch.manual_seed(seed)
         b = build(getattr(port, name), cfg, port).to(dtype).eval()
+        _perturb(a, seed)
         b.load_state_dict(a.state_dict())
         options = inputs(a, cfg, dtype, seed + 1)
     except CannotBuild as exc:
@@ -346,6 +367,12 @@ def _run(
         return run
     last = ""
     table = tolerance(dtype)
+    if phase == "decode":
+        try:
+            a, b, options = _decoders(a, b, options[0][0], seed, cache_arg)
+        except Exception as exc:
+            run.not_run = f"the prefill before decoding failed: {type(exc).__name__}: {exc}"
+            return run
     for args in options:
         probe = _Probe(stages, table)
         port.KB_PORT_PROBE = probe
@@ -361,6 +388,50 @@ def _run(
         return run
     run.not_run = f"running {name} failed: {last}"
     return run
+
+
+def _perturb(model: Any, seed: int) -> None:
+    """Vectors (norm weights, biases) moved off their initial values: a norm weight of
+    ones would hide a port that drops it."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 3)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1 and p.is_floating_point():
+                noise = torch.randn(p.shape, generator=gen) * 0.2
+                p.add_(noise.to(p.dtype))
+
+
+def _decoders(a: Any, b: Any, prompt: Any, seed: int, arg: str) -> tuple[Any, Any, list[Any]]:
+    """Each side after its own prefill of ``prompt`` (with its own cache), as a module
+    that takes one next token; the one next token for both."""
+    import torch
+
+    class Step(torch.nn.Module):
+        """One decode step on a cache the prefill filled."""
+
+        def __init__(self, model: Any, cache: Any) -> None:
+            super().__init__()
+            self.model = model
+            self.cache = cache
+
+        def forward(self, ids: Any) -> Any:
+            return self.model(ids, **{arg: self.cache}, use_cache=True)
+
+    def cache_of(out: Any) -> Any:
+        for name in (arg, "past_key_values", "cache"):
+            found = getattr(out, name, None)
+            if found is not None:
+                return found
+        raise ValueError(f"the prefill returned no cache ({arg})")
+
+    with torch.no_grad():
+        ca = cache_of(a(prompt.clone(), use_cache=True))
+        cb = cache_of(b(prompt.clone(), use_cache=True))
+    gen = torch.Generator().manual_seed(seed + 2)
+    nxt = torch.randint(0, int(prompt.max()) + 1, (prompt.shape[0], 1), generator=gen)
+    return Step(a, ca), Step(b, cb), [[nxt]]
 
 
 def _document(
@@ -382,7 +453,7 @@ def _document(
                             f"{s.info.get('mapping')}) in {', '.join(s.info.get('modules', []))}: "
                             f"max abs {s.max_abs:.3g}, max rel {s.max_rel:.3g} over the {r.dtype} "
                             f"tolerance (rtol {s.rtol:g}, atol {s.atol:g}){s.note}; suspect: "
-                            f"{suspects(ported, s)}"
+                            f"{suspects(ported, s)}{row_words(str(s.info.get('mapping', '')))}"
                         ),
                     }
                 )
