@@ -4,8 +4,8 @@
 
 ``--origset ROOT`` is what ``scripts/fetch_origset.py ROOT`` laid out (the manifest
 ``tests/data/scan-origset.yaml`` names each file and its checkpoint config); ``--hf llama``
-ports ``transformers/models/llama/modeling_llama.py`` of the installed wheel (its config
-class's defaults, shrunk).  Each model is ported into a scratch folder and verified in
+ports ``transformers/models/llama/modeling_llama.py`` (``--hf-root``: the unzipped wheel;
+else the installed package) with its config class's defaults, shrunk.  Each model is ported into a scratch folder and verified in
 float32 and bfloat16, prefill and decode.  Model code is read where it lies, never copied
 into the project.
 """
@@ -82,6 +82,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--origset", type=Path)
     ap.add_argument("--name", action="append", default=[])
     ap.add_argument("--hf", action="append", default=[], metavar="MODEL")
+    ap.add_argument(
+        "--hf-root",
+        type=Path,
+        help="the folder holding the transformers package (the wheel unzipped); read in "
+        "place of the installed one, as the scan development set reads it",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     todo: list[tuple[str, Path, Path | None]] = []
@@ -99,9 +105,12 @@ def main(argv: list[str]) -> int:
                 )
             )
     if args.hf:
-        import transformers
+        if args.hf_root:
+            base = args.hf_root / "transformers" / "models"
+        else:
+            import transformers
 
-        base = Path(transformers.__file__).parent / "models"
+            base = Path(transformers.__file__).parent / "models"
         todo += [(f"hf:{m}", base / m / f"modeling_{m}.py", None) for m in args.hf]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -40,6 +40,7 @@ def test_port_rewrites_each_stage_and_keeps_the_rest(tmp_path: Path) -> None:
         "rope_half",
         "swiglu",
         "attention_gqa_bsnd",
+        "add_rms_norm",
     }
     rope = next(s for s in stages.values() if s["mapping"] == "rope_half")
     assert rope["args"]["rotary_mode"] == "half"

@@ -9,6 +9,7 @@ supply is reported by name (:class:`CannotBuild`), never guessed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import inspect
@@ -201,8 +202,9 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
         except Exception:  # a config class that needs arguments: the JSON alone
             cfg = dict(cfg)
     obj = cls(**cfg)
-    if hasattr(obj, "_attn_implementation"):
-        obj._attn_implementation = "eager"
+    if hasattr(obj, "to_dict"):  # attention written out in the file, not a library's kernel
+        with contextlib.suppress(Exception):
+            obj._attn_implementation = "eager"
     return obj
 
 

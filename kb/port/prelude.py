@@ -92,6 +92,19 @@ def _kb_merged_linear(module, names, x):
         object.__setattr__(module, "_kb_merged", cached)
     return torch.nn.functional.linear(x, cached[1], cached[2])
 ''',
+    "_kb_add_rms_norm": '''
+
+def _kb_add_rms_norm(x, residual, norm, eps):
+    """The residual sum and its RMSNorm in one call: (normalised, sum)."""
+    y, _, total = torch_npu.npu_add_rms_norm(x, residual, norm.weight.to(x.dtype), epsilon=eps)
+    return y, total
+''',
+    "_kb_add_then": '''
+
+def _kb_add_then(norm, total):
+    """The original order: the sum, then the norm module on it: (normalised, sum)."""
+    return norm(total), total
+''',
     "_kb_topk_softmax": '''
 
 def _kb_topk_softmax(logits, k, dtype):

@@ -35,6 +35,7 @@ GLU_ROWS = {"swiglu", "geglu"}
 GELU_ROWS = {"gelu_tanh"}
 ROPE_ROWS = {"rope_half", "rope_interleave"}
 ROUTER_ROWS = {"router_softmax_topk"}
+RESIDUAL_ROWS = {"add_rms_norm"}
 
 
 @dataclass
@@ -105,6 +106,10 @@ class Porter(cst.CSTTransformer):
         self.counter = 0
 
     # -- scopes ---------------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        """The file's classes, for what a layer's norm attribute is."""
+        self.classes = {st.name.value: st for st in node.body if isinstance(st, cst.ClassDef)}
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.cls.append(node.name.value)
         self.linears.append(_init_facts(node)[0])
@@ -115,9 +120,8 @@ class Porter(cst.CSTTransformer):
         for s in self.by_module.get(name, []):
             if s.mapping in NORM_ROWS:
                 updated = self._norm(updated, s)
-        lines = [f"# kb port: {n}" for n in self.notes.get(name, [])]
-        lines += [
-            f"# kb port: stage {s.mapping} ({s.operator}) not rewritten: "
+        missed = [
+            f"stage {s.mapping} ({s.operator}) not rewritten: "
             + (
                 "no span computing it was found in this class or the functions it calls"
                 if _ours(s)
@@ -127,6 +131,9 @@ class Porter(cst.CSTTransformer):
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
         ]
+        if missed:
+            self.notes.setdefault(name, []).extend(missed)
+        lines = [f"# kb port: {n}" for n in self.notes.get(name, [])]
         if not lines:
             return updated
         comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in lines]
@@ -295,7 +302,8 @@ class Porter(cst.CSTTransformer):
                 return self._emit(
                     gelu[0], original, f"torch_npu.npu_gelu({x}, approximate='tanh')", code(updated)
                 )
-        routers = self._candidates(ROUTER_ROWS)
+        inside = self.cls and self.cls[-1] in self.by_module
+        routers = self._candidates(ROUTER_ROWS) if inside else []
         if routers and (callee.endswith(".topk") or callee == "topk"):
             return self._router(routers[0], original, updated, callee)
         return updated
@@ -352,6 +360,99 @@ class Porter(cst.CSTTransformer):
         op = "npu_fused_infer_attention_score"
         extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
         return self._emit(s, original, fused, code(updated), **extra)
+
+    def leave_IndentedBlock(
+        self, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        """``s = x + y; r = s; h = self.norm(s)`` into one residual add + RMSNorm call."""
+        stages = [
+            st
+            for st in (self.by_module.get(self.cls[-1], []) if self.cls and self.fn else [])
+            if st.mapping in RESIDUAL_ROWS
+        ]
+        if not stages:
+            return updated
+        body = list(updated.body)
+        i = 0
+        while i + 2 < len(body):
+            found = self._residual_norm(body[i : i + 3])
+            if found is None:
+                i += 1
+                continue
+            text = self._residual_stage(stages[0], original, *found)
+            new = list(cst.parse_module(text).body)
+            lead = getattr(body[i], "leading_lines", ())
+            new[0] = new[0].with_changes(leading_lines=lead)
+            body[i : i + 3] = new
+            i += 1
+        return updated.with_changes(body=body)
+
+    def _residual_norm(self, three: list[cst.BaseStatement]) -> tuple[str, ...] | None:
+        simple = [_single_assign(st) for st in three]
+        if any(x is None for x in simple):
+            return None
+        (a, sum_), (r, copy), (h, normed) = simple  # type: ignore[misc]
+        if not (
+            isinstance(sum_, cst.BinaryOperation)
+            and isinstance(sum_.operator, cst.Add)
+            and code(copy) == a
+            and isinstance(normed, cst.Call)
+            and one_arg(normed) is not None
+            and code(one_arg(normed)) == a  # type: ignore[arg-type]
+        ):
+            return None
+        attr = dotted(normed.func)
+        if not attr.startswith("self.") or h != a:
+            return None
+        eps = self._norm_eps(attr[5:])
+        if not eps:
+            return None
+        return h, r, code(sum_.left), code(sum_.right), attr, eps
+
+    def _norm_eps(self, attr: str) -> str:
+        """The epsilon attribute of the RMSNorm class ``self.<attr>`` is built from, when
+        the plan ports that class with its weight."""
+        cls = self.classes.get(self.cls[-1]) if self.cls else None
+        ctor = ""
+        if cls is not None:
+            for st in cls.body.body:
+                if isinstance(st, cst.FunctionDef) and st.name.value == "__init__":
+                    ctor = next(
+                        (
+                            dotted(v.func)
+                            for t, v in _assigns(st)
+                            if t == f"self.{attr}" and isinstance(v, cst.Call)
+                        ),
+                        "",
+                    )
+        norm = self.classes.get(ctor.rsplit(".", 1)[-1])
+        planned = [
+            s for s in self.by_module.get(ctor.rsplit(".", 1)[-1], []) if s.mapping == "rms_norm"
+        ]
+        if norm is None or not planned or planned[0].facts.get("weight") != "weight":
+            return ""
+        eps = _init_facts(norm)[2]
+        return eps[0] if eps else ""
+
+    def _residual_stage(self, s: Stage, node: cst.CSTNode, *found: str) -> str:
+        h, r, x, y, norm, eps = found
+        self.result.helpers += ["_kb_add_rms_norm", "_kb_add_then"]
+        sid = self._stage_id(s)
+        self.result.stages[sid] = {
+            "modules": [s.module],
+            "mapping": s.mapping,
+            "operator": "npu_add_rms_norm",
+            "args": {"epsilon": f"{norm}.{eps}"},
+            "facts": s.facts,
+            "source_line": self._line(node),
+        }
+        self.result.done.add((s.module, s.mapping))
+        head = ""
+        if not (x.isidentifier() and y.isidentifier()):  # computed once, whichever side runs
+            head, x, y = f"_kb_x, _kb_residual = {x}, {y}\n", "_kb_x", "_kb_residual"
+        fused = f"_kb_add_rms_norm({x}, {y}, {norm}, {norm}.{eps})"
+        unfused = f"_kb_add_then({norm}, {x} + {y})"
+        return head + f"{h}, {r} = _kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})\n"
 
     def _candidates_kind(self, prefix: str) -> list[Stage]:
         if self.cls and self.cls[-1] in self.by_module:
@@ -422,6 +523,20 @@ class Porter(cst.CSTTransformer):
         )
         body[idx : idx + 1] = [new_fwd, old]
         return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
+def _single_assign(st: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """(name, value) of a statement that is one ``name = value``."""
+    if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1):
+        return None
+    a = st.body[0]
+    if (
+        isinstance(a, cst.Assign)
+        and len(a.targets) == 1
+        and isinstance(a.targets[0].target, cst.Name)
+    ):
+        return a.targets[0].target.value, a.value
+    return None
 
 
 def _passing(params: cst.Parameters) -> list[str]:

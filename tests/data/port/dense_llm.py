@@ -96,7 +96,9 @@ class Block(nn.Module):
 
     def forward(self, x, cos, sin):
         h = x + self.attention(self.attention_norm(x), cos, sin)
-        return h + self.feed_forward(self.ffn_norm(h))
+        residual = h
+        h = self.ffn_norm(h)
+        return residual + self.feed_forward(h)
 
 
 class Transformer(nn.Module):
