@@ -108,6 +108,12 @@ def shrink(cfg: dict[str, Any]) -> dict[str, Any]:
             out[key] = 4 if heads is not None and value >= heads else (1 if value == 1 else 2)
         else:
             out[key] = value
+    vocab = out.get("vocab_size")
+    for key, value in out.items():  # special tokens inside the shrunk vocabulary
+        if isinstance(vocab, int) and key.endswith("token_id") and isinstance(value, int):
+            out[key] = min(value, vocab - 1)
+        elif isinstance(vocab, int) and key.endswith("token_id") and isinstance(value, list):
+            out[key] = [min(v, vocab - 1) if isinstance(v, int) else v for v in value]
     if "topk_group" in out and "n_group" in out:
         out["topk_group"] = min(out["topk_group"], out["n_group"])
     return out
@@ -173,7 +179,9 @@ def _config_class(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
         )
     ]
     typed = [v for v in found if getattr(v, "model_type", None) == cfg.get("model_type")]
-    pool = typed or found
+    package = getattr(ns, "__name__", "").rpartition(".")[0]
+    own = [v for v in found if v.__module__.rpartition(".")[0] == package]
+    pool = typed or own or found
     return pool[0] if len(pool) == 1 else None
 
 
