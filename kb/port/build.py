@@ -192,6 +192,17 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
     cls = _config_class(ns, cfg, annotation)
     if cls is None:
         return types.SimpleNamespace(**cfg)
+    obj = _filled(cls, cfg)
+    if hasattr(obj, "to_dict"):  # the file's own attention and experts, not a library's
+        for switch in ("_attn_implementation", "_experts_implementation"):
+            with contextlib.suppress(Exception):
+                setattr(obj, switch, "eager")
+    return obj
+
+
+def _filled(cls: Any, cfg: dict[str, Any]) -> Any:
+    """A config class's instance: a dataclass from its own defaults shrunk and ``cfg``
+    (fields left at their defaults not passed), else from ``cfg`` over its defaults."""
     if dataclasses.is_dataclass(cls):
         fields = dataclasses.fields(cls)
         own = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
@@ -209,11 +220,7 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
             cfg = shrink({**cls().to_dict(), **cfg})
         except Exception:  # a config class that needs arguments: the JSON alone
             cfg = dict(cfg)
-    obj = cls(**cfg)
-    if hasattr(obj, "to_dict"):  # attention written out in the file, not a library's kernel
-        with contextlib.suppress(Exception):
-            obj._attn_implementation = "eager"
-    return obj
+    return cls(**cfg)
 
 
 def build(cls: Any, cfg: dict[str, Any], ns: Any) -> Any:
