@@ -79,20 +79,22 @@ class Run:
 
     @property
     def failing_modules(self) -> list[dict[str, Any]]:
-        """Modules over tolerance, less expert ids a near tie flipped: where the top-k
-        ran on the same inputs (its stage) the ids are compared exactly already."""
+        """Modules where an error starts: over tolerance elementwise and, relative to the
+        output's largest magnitude, over the dtype's rtol, having got the original's inputs
+        (the whole output always counts).  A module fed other inputs inherits its error,
+        and a loop's module fed other rows (experts a near tie routed otherwise) cannot be
+        compared call by call; the stages compare those on the same inputs."""
         return [
             m
             for m in self.comparison.get("modules", [])
             if not m["passed"]
-            and not (
-                "integer outputs differ" in m.get("note", "")
-                and m["max_abs"] <= m["tolerance"]["atol"]
-            )
+            and m["max_rel"] > m["tolerance"]["rtol"]
+            and (m["inputs_match"] or m["name"] == "(output)")
         ]
 
     def as_dict(self) -> dict[str, Any]:
         mods = self.comparison.get("modules", [])
+        starts = {m["name"] for m in self.failing_modules}
         return {
             "class": self.cls,
             "dtype": self.dtype,
@@ -101,7 +103,10 @@ class Run:
             "not_run": self.not_run,
             "stages": [s.as_dict() for s in self.stages],
             "modules": [
-                {k: m[k] for k in ("name", "max_abs", "max_rel", "passed", "inputs_match")}
+                {
+                    **{k: m[k] for k in ("name", "max_abs", "max_rel", "passed", "inputs_match")},
+                    "error_starts": m["name"] in starts,
+                }
                 for m in mods
             ],
         }

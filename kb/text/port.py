@@ -43,12 +43,15 @@ def verify_text(doc: dict[str, Any]) -> str:
                 f"  stage {s['stage']} ({s['operator']}): {mark} max abs {s['max_abs']:.3g} "
                 f"max rel {s['max_rel']:.3g} in {s['calls']} call(s)"
             )
-        worst = [m for m in r["modules"] if not m["passed"]]
+        worst = [m for m in r["modules"] if m["error_starts"]]
         out = next((m for m in r["modules"] if m["name"] == "(output)"), None)
         if out is not None:
             lines.append(f"  output: max abs {out['max_abs']:.3g} max rel {out['max_rel']:.3g}")
         for m in worst[:5]:
-            lines.append(f"  module {m['name']}: max abs {m['max_abs']:.3g} over tolerance")
+            lines.append(
+                f"  module {m['name']}: max abs {m['max_abs']:.3g} max rel {m['max_rel']:.3g} "
+                "over tolerance"
+            )
     for name in doc["stages_not_reached"]:
         lines.append(f"stage {name}: not reached by any run")
     for f in doc["failures"]:
