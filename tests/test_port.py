@@ -134,3 +134,35 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["verify", *args, "--dtypes", "bfloat16", "--phases", "prefill"]) == 1
     assert "FAILED DiTBlock bfloat16 prefill: stage SelfAttention" in capsys.readouterr().out
     assert main(["verify", *args, "--phases", "later"]) == 2
+
+
+def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
+    doc = port(str(DATA), str(tmp_path / "out"), product="atlas-a2")
+    written = {Path(f["target"]).name for f in doc["files"]}
+    assert written == {f"{m}.py" for m in MODELS}
+    assert (tmp_path / "out" / "dense_llm.json").exists() is False  # only Python is ported
+    assert "_kb_stage(" in (tmp_path / "out" / "moe_block.py").read_text()
+
+
+def test_the_switch_runs_the_original_code(ported: dict[str, Path]) -> None:
+    import torch
+
+    import kb.emulate
+    from kb.port.build import build, load_config, load_module, shrink
+
+    cfg = shrink(load_config(str(DATA / "moe_block.json")))
+    original = load_module(str(DATA / "moe_block.py"))
+    with kb.emulate.install():
+        port_mod = load_module(str(ported["moe_block"]), alias="moe_block__switch")
+        a = build(original.SparseMoE, cfg, original).eval()
+        b = build(port_mod.SparseMoE, cfg, port_mod).eval()
+        b.load_state_dict(a.state_dict())
+        x = torch.randn(2, 8, cfg["hidden_size"], generator=torch.Generator().manual_seed(0))
+        port_mod.KB_PORT_UNFUSED = True
+        try:
+            assert torch.equal(a(x), b(x))
+            assert not kb.emulate.calls()  # no fused call ran
+        finally:
+            port_mod.KB_PORT_UNFUSED = False
+        b(x)
+        assert {c.op for c in kb.emulate.calls()} >= {"npu_swiglu"}
