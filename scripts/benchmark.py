@@ -1,6 +1,6 @@
 """Cold-process latency of the kb verbs: medians over several runs, ratios to `python -c pass`.
 
-usage: python scripts/benchmark.py [--runs N] [--json] [--only search|scan|site|port]
+usage: python scripts/benchmark.py [--runs N] [--json] [--only search|scan|site|emulate|port]
 
 With KB_BENCH_MODEL=FILE (a model file in its repository, e.g. a research repo's
 modelling file) the scan measurement also plans that file: ``kb scan FILE --plan``, the
@@ -9,7 +9,10 @@ model reader following its imports (issue 29: a 100 KB file with its imports wit
 Each measurement starts a fresh process (what a user or an agent pays per call). The
 compiled cache and index are warmed first, except for the rebuild measurement, which
 forces `kb index --rebuild` each run. With the mcp extra installed it also reports the
-warm per-call medians of `kb mcp` through the SDK's stdio client (scripts/bench_mcp.py).
+warm per-call medians of `kb mcp` through the SDK's stdio client (scripts/bench_mcp.py);
+with the emulate extra, `kb emulate` running the guide's worked port and every record
+example of the emulated operators, next to `import torch` alone (the floor every
+emulated run pays).
 """
 
 from __future__ import annotations
@@ -105,6 +108,40 @@ def scan_corpus(kb: list[str], runs: int) -> dict[str, float]:
             "scan-corpus": (scan, ENV),
             "scan-corpus-serial": (scan, {**ENV, "KB_SCAN_JOBS": "1"}),
             "scan-corpus-2": (scan, {**ENV, "KB_SCAN_JOBS": "2"}),
+        },
+        runs,
+    )
+
+
+#: Every record example of every emulated operator, in one emulated process (what the
+#: examples test runs), at the sizes their ``small`` maps give.
+EMULATE_EXAMPLES = (
+    "import warnings\n"
+    "import kb.emulate\n"
+    "from kb.catalog.compiled import open_catalog\n"
+    "from kb.emulate import examples\n"
+    "warnings.simplefilter('ignore')\n"
+    "with kb.emulate.install():\n"
+    "    catalog = open_catalog()\n"
+    "    for name in kb.emulate.emulated_names():\n"
+    "        rec = catalog.get(name)\n"
+    "        for i in range(len(rec.get('examples') or [])):\n"
+    "            try:\n"
+    "                examples.run(rec, i)\n"
+    "            except Exception:\n"
+    "                pass  # NOT_YET examples and training examples' backward\n"
+)
+
+
+def emulate_runs(kb: list[str], runs: int) -> dict[str, float]:
+    """``kb emulate`` on the guide's worked port (three blocks compared with their
+    originals) and on every record example, next to ``import torch`` alone."""
+    port = ROOT / "examples" / "emulate" / "compare_qwen.py"
+    return timed_together(
+        {
+            "torch-import": ([sys.executable, "-c", "import torch"], ENV),
+            "emulate-port": (kb + ["emulate", "--", sys.executable, str(port)], ENV),
+            "emulate-examples": ([sys.executable, "-c", EMULATE_EXAMPLES], ENV),
         },
         runs,
     )
@@ -250,9 +287,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
         "--only",
-        choices=("search", "scan", "site", "port"),
-        help="measure only the search lookups, the corpus scan, the site builds or "
-        "kb port + kb verify",
+        choices=("search", "scan", "site", "emulate", "port"),
+        help="measure only the search lookups, the corpus scan, the site builds, kb emulate "
+        "or kb port + kb verify",
     )
     ap.add_argument(
         "--no-site", action="store_true", help="skip the site builds (they need the site extra)"
@@ -273,6 +310,9 @@ def main() -> int:
         return _print(results, {}, ns.json)
     if ns.only == "site":
         results.update(site_builds(kb, max(3, ns.runs // 2)))
+        return _print(results, {}, ns.json)
+    if ns.only == "emulate":
+        results.update(emulate_runs(kb, max(3, ns.runs // 2)))
         return _print(results, {}, ns.json)
     if ns.only == "port":
         results.update(port_verify(kb, max(1, ns.runs // 3)))
@@ -302,6 +342,8 @@ def main() -> int:
     results.update(port_verify(kb, max(1, ns.runs // 3)))
     if not ns.no_site and importlib.util.find_spec("mkdocs") is not None:
         results.update(site_builds(kb, max(3, ns.runs // 2)))
+    if importlib.util.find_spec("torch") is not None:
+        results.update(emulate_runs(kb, max(3, ns.runs // 2)))
     return _print(results, _mcp_medians(), ns.json)
 
 
@@ -327,6 +369,10 @@ def _print(results: dict[str, float], warm: dict[str, float], as_json: bool) -> 
         floor = results["ast-parse-corpus"]
         for name in ("scan-corpus", "scan-corpus-serial", "scan-corpus-2"):
             print(f"{name} / ast-parse-corpus: {results[name] / floor:.2f} (issue 19: at most 3)")
+    if "torch-import" in results:
+        floor = results["torch-import"]
+        for name in ("emulate-port", "emulate-examples"):
+            print(f"{name} / torch-import: {results[name] / floor:.2f}")
     if warm:
         from bench_mcp import BUDGETS_MS as MCP_BUDGETS
 

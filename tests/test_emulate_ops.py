@@ -19,7 +19,7 @@ import pytest
 from kb import reference
 from kb.catalog.binding import python_name
 from kb.emulate import emulated_names
-from tests.emulate_support import Captured, every_example, run_examples, torch
+from tests.emulate_support import Captured, every_example, torch
 
 OPERATORS = reference.available()
 pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
@@ -79,36 +79,11 @@ def same_bits(got: Any, want: Any, what: str) -> None:
 @pytest.fixture(scope="module")
 def captured(emulation: Any) -> dict[str, list[Captured]]:
     by_op: dict[str, list[Captured]] = {}
-    runs = list(every_example(emulation))
-    missing = [n for n in OPERATORS if not any(c.op == n for r in runs for c in r.calls)]
-    snippets = {SINGLE_PROCESS[n] for n in missing if n in SINGLE_PROCESS}
-    for code in sorted(snippets):
-        runs += run_examples(emulation, [{"name": "one-process", "examples": [{"code": code}]}])
-    for run in runs:
+    for run in every_example(emulation):
         for call in run.calls:
             if not call.overload:
                 by_op.setdefault(call.op, []).append(call)
     return by_op
-
-
-#: Inputs for operators whose record examples need more than one process (an expert-
-#: parallel group across ranks): the group of one rank the references compute.
-_ONE_RANK = """
-tokens, hidden, top_k, n_experts = 6, 32, 2, 4
-h = torch.randn(tokens, hidden, dtype=torch.bfloat16)
-topk_w, topk_ids = torch.topk(torch.randn(tokens, n_experts).softmax(-1), top_k, dim=-1)
-topk_ids = topk_ids.to(torch.int32)
-recv_x, _, assist, per_expert, ep_counts, _, _ = torch_npu.npu_moe_distribute_dispatch_v2(
-    h, topk_ids, group_ep="local", ep_world_size=1, ep_rank_id=0, moe_expert_num=n_experts,
-    global_bs=tokens, expert_token_nums_type=1)
-torch_npu.npu_moe_distribute_combine_v2(
-    recv_x * 2, topk_ids, assist, ep_counts, topk_w.float(), group_ep="local",
-    ep_world_size=1, ep_rank_id=0, moe_expert_num=n_experts, global_bs=tokens)
-"""
-SINGLE_PROCESS = {
-    "npu_moe_distribute_dispatch_v2": _ONE_RANK,
-    "npu_moe_distribute_combine_v2": _ONE_RANK,
-}
 
 
 def _fresh(before: dict[str, Any]) -> dict[str, Any]:

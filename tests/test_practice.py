@@ -160,4 +160,17 @@ def test_scan_reads_the_corpus_with_no_false_errors() -> None:
     assert {
         m for f in defect for m in re.findall(r"'(swiglu_limit|use_mxfp_quant)'", f.message)
     } == {"swiglu_limit", "use_mxfp_quant"}
-    assert [f"{f.file}:{f.line} {f.code} {f.message}" for f in errors if f not in defect] == []
+    # a true finding the README does not list: the GPT-J branch of vllm-ascend's M-RoPE call
+    # passes rotary_mode="interleaved", which the wrapper refuses in every release
+    # (Ascend/op-plugin 517f2e7d, op_plugin/ops/opapi/RopeWithSinCosCacheKernelNpuOpApi.cpp
+    # 20-25: only "half" or "interleave")
+    gptj = [
+        f
+        for f in errors
+        if f.file.endswith("vllm_ascend/ops/rotary_embedding.py")
+        and f.code == "KB106"
+        and "rotary_mode='interleaved'" in f.message
+    ]
+    assert len(gptj) <= 1
+    rest = [f for f in errors if f not in defect and f not in gptj]
+    assert [f"{f.file}:{f.line} {f.code} {f.message}" for f in rest] == []

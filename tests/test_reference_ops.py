@@ -341,6 +341,19 @@ def test_finalize_index_arrangement_matters() -> None:
     assert close(right, x, 1e-6) and not close(wrong, x, 1e-3)
 
 
+def test_finalize_reads_k_from_scales_when_they_are_given() -> None:
+    """k is for scales=None (the record); with scales [N, K] the reference takes K from
+    them, so leaving k at its default 1 still combines K rows per token."""
+    x = randn(5, 4)
+    ids = np.array([[0, 2], [1, 0], [2, 1], [0, 1], [2, 0]], np.int32)
+    w = np.full((5, 2), 0.5, np.float32)
+    ex, row_idx, _, _ = run(
+        "npu_moe_init_routing_v2", x, ids, expert_num=3, active_expert_range=[0, 3]
+    )
+    out = run("npu_moe_finalize_routing", ex, None, None, None, w, row_idx, ids, drop_pad_mode=2)
+    assert out.shape == x.shape and close(out, x, 1e-6)
+
+
 def test_init_routing_sorts_by_expert_and_counts() -> None:
     x = np.arange(4, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
     ids = np.array([[2], [0], [2], [1]], np.int32)

@@ -75,7 +75,9 @@ def test_dense_gqa_plan_splits_phases_and_carries_rope_cache_and_prerequisites()
     assert plan["prefill"]["chain"].startswith("gqa-prefill-")
     rope = _stage(plan["decode"], "npu_apply_rotary_pos_emb")
     assert rope["args"]["rotary_mode"] == "half" and rope["mapping"] == "rope_half"
-    assert _stage(plan["decode"], "npu_scatter_nd_update_")["mapping"] == "cache_write_paged"
+    assert (
+        _stage(plan["decode"], "npu_scatter_nd_update_")["mapping"] == "cache_write_scatter"
+    )  # its own row and proof
     assert "npu_fused_infer_attention_score_v2" in _ops(plan["decode"])
     assert {"rope-precompute", "paged-kv-cache"} <= set(plan["decode"]["prerequisites"])
     mlp = _entries(report, "DenseMLP")["both"]

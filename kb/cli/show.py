@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, ensure_ascii=False, indent=2))
         return 0
     from kb.api.recordview import brief
-    from kb.text.render import brief_text, record_text, section_text
+    from kb.text.card import brief_text
+    from kb.text.render import record_text, section_text
 
     if args.brief:
         sys.stdout.write(brief_text(brief(rec, args.lang)))

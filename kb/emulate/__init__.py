@@ -16,6 +16,24 @@ events and ``npu_format_cast`` are CPU no-ops or identities.  Ways in::
 Importing this package imports no torch; :func:`install` does (the ``[emulate]``
 extra).  :func:`compare` runs an original and a ported module on the same inputs and
 reports, per submodule, the error against the dtype's tolerance.
+
+Stable entry points (``kb verify`` and other tools build on these; keep them):
+
+- here: :func:`install` / :func:`uninstall` (nesting; ``install`` returns the
+  :class:`kb.emulate.session.Emulation`, a context manager with ``.calls``),
+  :func:`calls`, :func:`compare` (-> :class:`kb.emulate.comparison.Comparison`:
+  ``passed``, ``first_failure``, ``message()``, ``as_dict()``), :func:`emulated`,
+  :func:`emulated_names`, and the errors ``NotEmulated``, ``BackwardNotEmulated``,
+  ``CallRejected``, ``EmulatorWarning``, ``TorchMissing`` (a reference's own limit is
+  ``kb.reference.NotModelled``, its refusal of bad input ``ReferenceInputError``);
+- :mod:`kb.emulate.comparison`: ``diff(name, original, port, tolerance)`` (one
+  module's worst element as a ``ModuleDiff``) and ``TOLERANCE`` (rtol, atol per dtype);
+- :mod:`kb.emulate.session`: ``install``, ``uninstall``, ``current``;
+- :mod:`kb.emulate.run`: ``command(argv, product)`` and ``script(path, args, product)``
+  (what ``kb emulate`` and ``python -m kb.emulate`` run);
+- :mod:`kb.emulate.examples`: ``run(record, index)`` (a record example at its ``small``
+  size) and ``shrink``;
+- :mod:`kb.emulate.names`: ``how``, ``in_words`` (what ``kb show`` says; no torch).
 """
 
 from __future__ import annotations

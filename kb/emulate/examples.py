@@ -3,7 +3,10 @@
 An example is written at the sizes of a real model (hidden 7168, 4096-token prompts);
 its ``small`` map says what to run it with on a CPU: a variable name maps to the value
 its first assignment gets instead, an integer literal to the integer that replaces it
-everywhere.  The code runs with ``torch`` and the emulated ``torch_npu`` in scope (an
+everywhere.  An example written for several processes (an MC2 expert-parallel group) runs
+as rank 0 of a group of one, the group the references model: its ``small`` map gives the
+rank, the world size and the group's name as literals in place of the calls that ask a
+process group for them.  The code runs with ``torch`` and the emulated ``torch_npu`` in scope (an
 example may be a continuation that does not import them).
 """
 

@@ -26,7 +26,7 @@ from kb.lint.context import Context
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Target, TensorSpec
 from kb.lint.unit import CandidateRule
-from kb.reference import registry
+from kb.reference.registry import WIDENED
 from kb.vocab import BASE_FORMATS
 
 
@@ -95,7 +95,7 @@ class Validator:
         self, rec: dict[str, Any], values: dict[str, Any], tensors: dict[str, TensorFacts | None]
     ) -> Verdict:
         verdict = Verdict()
-        widened = getattr(registry, "WIDENED", {}).get(rec["name"], {})
+        widened = WIDENED.get(rec["name"], {})
         cand = Candidate(
             index=0,
             kind="fusion",

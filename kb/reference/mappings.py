@@ -10,6 +10,19 @@ reference operator called with those arguments.  The planner's dispatch, the ids
 emit and the proof registry are read from here; a mapping whose proof does not pass
 must not be proposed (``tests/test_reference_mappings.py`` holds every id to a passing
 proof, and the planner re-runs it with each module's own facts and arguments).
+
+The public shape of a row (read by the planner, ``kb port`` and ``kb verify``; keep it
+stable): :class:`~kb.reference.patterns.Mapping` ``(id, unfused, target, arguments, also,
+notes, pattern)``, its operators ``target`` then ``also``; ``pattern`` a
+:class:`~kb.reference.patterns.Pattern` with the **facts** it matches (``on``: module kind
+prefix and the fact values allowed, ``PRESENT``/``ABSENT`` for stated or not), the
+**steps** it asks of the records' chains, the **argument derivation** (``args``: each
+:class:`~kb.reference.patterns.Arg` takes a module fact through ``values``, else is
+``fixed``; ``tensor`` arguments are wired by the port, ``ops`` limits one to some of the
+row's operators), and the **proof** (``proof``: ``module.function[:bound]`` of
+:mod:`kb.reference`; ``proves``: the facts its unfused side is written with, so the
+re-proof runs it with the module's values).  A stage is proposed only with one of the
+row's own operators: no proof vouches for an operator it does not run.
 """
 
 from __future__ import annotations
@@ -20,6 +33,8 @@ from kb.reference.patterns import ABSENT, Mapping, Pattern, arg, on
 #: the operators of the rotary rows whose pairing is an argument
 _ROTARY = ("npu_rotary_mul", "npu_apply_rotary_pos_emb")
 _GATE_K = ("npu_moe_gating_top_k", "npu_moe_gating_top_k_softmax")
+#: experts whose projections add a bias: each grouped matmul takes the experts' biases
+_EXPERT_BIAS = arg("bias", "expert_bias", tensor=True, ops=("npu_grouped_matmul",))
 
 
 MAPPINGS: tuple[Mapping, ...] = (
@@ -293,7 +308,9 @@ MAPPINGS: tuple[Mapping, ...] = (
                 ),
             ),
             ("grouped_matmul", "expert_routing"),
+            (_EXPERT_BIAS,),
             proof="sparse.moe_experts_loop",
+            proves=("expert_bias",),
         ),
     ),
     Mapping(

@@ -85,6 +85,19 @@ ATTENTION_ROWS: tuple[Mapping, ...] = (
         ),
     ),
     Mapping(
+        "cache_write_scatter",
+        "cache.view(-1, N, D)[slot] = k per token, one call per cache tensor, in place",
+        "npu_scatter_nd_update_",
+        "self=the cache viewed as [slots, N, D], indices=slots as [T, 1], updates=k [T, N, D]",
+        notes="no slot is skipped: padding tokens need a slot of their own (the scatter "
+        "does not check its indices)",
+        pattern=Pattern(
+            (on("attention", cache=(PRESENT,)),),
+            ("kv_cache_write",),
+            proof="sparse.cache_write_scatter",
+        ),
+    ),
+    Mapping(
         "cache_write_contiguous",
         "MLA: c = rms_norm(kv[..., :512]) * gamma; k_pe = "
         "deinterleaved rope(kv[..., 512:]); ckv_cache[b, 0, pos] = c; k_cache[b, 0, pos] = "

@@ -99,18 +99,27 @@ def router_topk_then_sigmoid(rng: np.random.Generator) -> list[Check]:
 
 
 def _experts_unfused(
-    x: np.ndarray, ids: np.ndarray, w: np.ndarray, w1: np.ndarray, w2: np.ndarray
+    x: np.ndarray,
+    ids: np.ndarray,
+    w: np.ndarray,
+    w1: np.ndarray,
+    w2: np.ndarray,
+    b1: np.ndarray | None = None,
+    b2: np.ndarray | None = None,
 ) -> np.ndarray:
+    """Each expert's MLP (with its own biases when given) on its tokens, weighted."""
     out = np.zeros((x.shape[0], w2.shape[-1]), np.float32)
     for e in range(w1.shape[0]):
         tok, slot = np.nonzero(ids == e)
         if tok.size:
             h = x[tok].astype(np.float32) @ w1[e].astype(np.float32)
+            if b1 is not None:
+                h = h + b1[e].astype(np.float32)
             h = h.astype(x.dtype).astype(np.float32)
-            y = (
-                np.maximum(h, 0).astype(x.dtype).astype(np.float32) @ w2[e].astype(np.float32)
-            ).astype(x.dtype)
-            out[tok] += w[tok, slot][:, None] * y.astype(np.float32)
+            y = np.maximum(h, 0).astype(x.dtype).astype(np.float32) @ w2[e].astype(np.float32)
+            if b2 is not None:
+                y = y + b2[e].astype(np.float32)
+            out[tok] += w[tok, slot][:, None] * y.astype(x.dtype).astype(np.float32)
     return out.astype(x.dtype)
 
 
@@ -122,10 +131,15 @@ def _moe_case(rng: np.random.Generator, dt: str) -> tuple[np.ndarray, ...]:
     return x, ids, w, rounded(rng, (e, h, f), dt, 0.3), rounded(rng, (e, f, h), dt, 0.3)
 
 
-def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
+def moe_experts_loop(rng: np.random.Generator, facts: Any = None, args: Any = None) -> list[Check]:
+    """The expert loop as routing, two grouped matmuls and a finalize; experts whose
+    projections add a bias (``expert_bias``) give each grouped matmul the stacked biases."""
+    biased = bool((facts or {}).get("expert_bias"))
     out = []
     for dt in FLOATS[::2]:  # float32 and bfloat16
         x, ids, w, w1, w2 = _moe_case(rng, dt)
+        b1 = rounded(rng, (4, w1.shape[-1]), "float32", 0.3) if biased else None
+        b2 = rounded(rng, (4, w2.shape[-1]), "float32", 0.3) if biased else None
         ex, row_idx, counts, _ = run(
             "npu_moe_init_routing_v2",
             x,
@@ -139,6 +153,7 @@ def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
             "npu_grouped_matmul",
             [ex],
             [w1],
+            bias=None if b1 is None else [b1],
             group_list=counts,
             group_list_type=1,
             group_type=0,
@@ -149,6 +164,7 @@ def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
             "npu_grouped_matmul",
             [h],
             [w2],
+            bias=None if b2 is None else [b2],
             group_list=counts,
             group_list_type=1,
             group_type=0,
@@ -157,11 +173,12 @@ def moe_experts_loop(rng: np.random.Generator) -> list[Check]:
         got = run(
             "npu_moe_finalize_routing", y, None, None, None, w, row_idx, ids, drop_pad_mode=2, k=2
         )
+        want = _experts_unfused(x, ids, w, w1, w2, b1, b2)
         out.append(
             Check(
-                f"experts via init_routing/gmm/finalize {dt}",
+                f"experts via init_routing/gmm/finalize {dt}{' biased' if biased else ''}",
                 got,
-                _experts_unfused(x, ids, w, w1, w2),
+                want,
             )
         )
     return out
@@ -406,6 +423,19 @@ def cache_write_paged(rng: np.random.Generator) -> list[Check]:
         Check("scatter_pa_kv_cache Norm v", vc2, want_v),
         Check("scatter_pa_kv_cache PA_NZ k", nd_from_nz, want_k),
     ]
+
+
+def cache_write_scatter(rng: np.random.Generator) -> list[Check]:
+    """Token i's key goes to row slot[i] of the cache seen as [slots, N, D]: a coordinate
+    per token ([T, 1] indices), every slot a real one (the scatter checks no padding)."""
+    t, n, d, blocks, bs = 5, 2, 16, 4, 8
+    key = rounded(rng, (t, n, d), "bfloat16")
+    slots = np.array([3, 17, 9, 30, 8], np.int64)
+    want = np.zeros((blocks, bs, n, d), LOW["bfloat16"])
+    want.reshape(-1, n, d)[slots] = key
+    cache = np.zeros_like(want)
+    run("npu_scatter_nd_update_", cache.reshape(-1, n, d), slots[:, None], key)
+    return [Check("scatter_nd_update_ k", cache, want)]
 
 
 def cache_write_contiguous(rng: np.random.Generator) -> list[Check]:

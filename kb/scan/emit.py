@@ -21,6 +21,14 @@ def _module(file: str, scope: str) -> str:
     return f"{stem}.{owner}" if owner else stem
 
 
+def _same(file: str) -> str:
+    """One spelling of a file's path, however the scan was given it."""
+    try:
+        return str(Path(file).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return file
+
+
 def _scalar_args(args: dict[str, Any]) -> dict[str, Any]:
     return {
         k: v
@@ -72,10 +80,11 @@ def planned(report: ScanReport) -> list[dict[str, Any]]:
 
 def candidates(report: ScanReport) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = planned(report)
-    planned_classes = {(m.file, m.name.split(".")[0]) for m in report.inventory}
+    # the inventory names files as the reader resolved them, findings as the user gave them
+    planned_classes = {(_same(m.file), m.name.split(".")[0]) for m in report.inventory}
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
     for opp in report.opportunities:
-        if not opp.operators or (opp.file, opp.scope.split(".")[0]) in planned_classes:
+        if not opp.operators or (_same(opp.file), opp.scope.split(".")[0]) in planned_classes:
             continue  # whole-module matches name chains; planned modules come from the plan
         key = (_module(opp.file, opp.scope), opp.operators[0])
         if key in by_key:  # two patterns of one module with one answer (attention + repeat_kv)

@@ -499,7 +499,8 @@ def _header(rec: Rec, lang: str) -> Lines:
         out += field("calls", rec.get("calls"))
         out += field("products", rec.get("products"))
         out += field("kernel only", kernel_only_products(rec))
-        out += field("phases", rec.get("phases")) + field("fuses", rec.get("fuses"))
+        out += field("phases", rec.get("phases"))
+        out += field("fuses", rec.get("fuses"))
         out += field("emulated", in_words(rec["name"]))
         out += field("superseded by", rec.get("superseded_by"))
         out += field("replacement", rec.get("replacement_note"))
@@ -550,46 +551,6 @@ def section_text(rec: Rec, key: str, lang: str = "en") -> str:
         lines = lines[1:]
     head = f"{rec['name']}  [{rec['kind']}]"
     return "\n".join([head, *(lines or [f"  ({key}: nothing recorded)"])]) + "\n"
-
-
-def brief_text(card: Rec) -> str:
-    """The summary card of :func:`kb.api.recordview.brief` for a terminal."""
-    tag = f"{card['status']}, {card['category']}" if card["kind"] == "operator" else card["kind"]
-    out = [f"{card['name']}  [{tag}]"]
-    if card.get("title"):
-        out += wrap(card["title"], "  ")
-    out += wrap(card["summary"], "  ")
-    labels = {
-        "call": "call",
-        "products": "products",
-        "phases": "phases",
-        "module": "module",
-        "torch_npu": "torch_npu",
-        "schemes": "schemes",
-        "superseded_by": "superseded by",
-        "operators": "operators",
-        "targets": "prefetch targets",
-        "conservative_factor": "conservative factor",
-        "ladder": "ladder",
-    }
-    for key, label in labels.items():
-        out += field(label, card.get(key))
-    out += field("emulated", in_words(card["name"])) if card["kind"] == "operator" else []
-    if card.get("flags"):
-        out += field("flags", [f"--{k}={'|'.join(v)}" for k, v in card["flags"].items()])
-    parts = ", ".join(_BRIEF_MORE[card["kind"]])
-    out += wrap(f"sections: {parts}, … (--section NAME; all without --brief)", "  ", hang="    ")
-    return "\n".join(out) + "\n"
-
-
-#: The sections a reader of the card most often wants next, per kind.
-_BRIEF_MORE = {
-    "operator": ("parameters", "constraints", "examples"),
-    "chain": ("stages", "prerequisites"),
-    "tree": ("nodes",),
-    "playbook": ("op_classes", "formulas"),
-    "extension": ("operators",),
-}
 
 
 def record_text(rec: Rec, lang: str = "en") -> str:

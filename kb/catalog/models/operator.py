@@ -82,8 +82,9 @@ class Example(Strict):
     small: dict[str, Scalar | list[Scalar]] = Field(
         default_factory=dict,
         description="what the example runs with under kb.emulate when its realistic sizes are "
-        "too big for a CPU test: a variable name maps to the value its first assignment gets "
-        "instead, an integer literal (as text) to the integer that replaces it everywhere",
+        "too big for a CPU test, or it asks a process group for its rank: a variable name maps "
+        "to the value its first assignment gets instead (rank 0 of a one-rank group), an "
+        "integer literal (as text) to the integer that replaces it everywhere",
     )
 
     @field_validator("small")

@@ -412,6 +412,8 @@ class Calls(LibraryBases):
                 inst.attrs[name] = args[i]
             elif name in kwargs:
                 inst.attrs[name] = kwargs[name]
+            elif inst.config and (given := self.config_value(name)) is not UNKNOWN:
+                inst.attrs[name] = given  # the checkpoint's value, not the code's default
             elif default is not None:
                 value = self.ev(default, Frame({}, c.file, None, 0))
                 if inst.config and isinstance(value, Const):

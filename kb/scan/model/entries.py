@@ -19,7 +19,7 @@ from kb.scan.model.dataflow import Graph, owner_module
 from kb.scan.model.entry import Module
 from kb.scan.model.graph import Inst
 from kb.scan.model.kinds import router_mapping
-from kb.scan.model.match_attention import attention_matches
+from kb.scan.model.match_attention import PATH_FACTS, UNTRACED, attention_matches
 from kb.scan.model.match_dense import (
     Fact,
     Match,
@@ -104,7 +104,19 @@ def group(pairs: list[tuple[Match, Inst | None]]) -> list[Found]:
     for found in by_key.values():
         built = {i: a for i, a in found.by_instance.items() if i not in found.alone}
         alone = [_alternatives(a) for i, a in found.by_instance.items() if i in found.alone]
+        blind = {i for i, alts in built.items() if all(UNTRACED in a for a in alts)}
         found.facts = [_alternatives(alts) for alts in (built or found.by_instance).values()]
+        for i, facts in zip(built, found.facts if built else [], strict=False):
+            if i not in blind:
+                continue
+            # its callers handed q and k in from code not run: the class read on its own
+            # shows how they are rotated and normalised
+            for name in PATH_FACTS:
+                shown = {repr(f[name].value): f[name] for f in alone if name in f}
+                if name not in facts and len(shown) == 1:
+                    facts[name] = next(iter(shown.values()))
+        for facts in (*found.facts, *alone):
+            facts.pop(UNTRACED, None)
         if built:  # the class on its own adds what its callers did not exercise (a cache)
             extra = next((f["cache"] for f in alone if "cache" in f), None)
             if extra is not None and not any("cache" in f for f in found.facts):

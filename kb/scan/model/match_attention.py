@@ -19,15 +19,15 @@ from kb.scan.model.dataflow import (
     ancestors,
     is_weight,
     kwarg,
-    number,
     owner_module,
     source,
     sources,
     symbolic,
     tensors,
 )
-from kb.scan.model.graph import UNKNOWN, Alt, Const, Inst, Node, Seq, Slice, Sym, label
-from kb.scan.model.match_dense import Fact, Match, Norm, half_of
+from kb.scan.model.graph import UNKNOWN, Alt, Const, Inst, Node, Seq, Sym
+from kb.scan.model.match_dense import Fact, Match, Norm
+from kb.scan.model.match_rope import rope_of
 
 _PRODUCTS = frozenset({"matmul", "einsum"})
 _PROJECTIONS = frozenset({"linear", "matmul", "einsum", "conv"})
@@ -51,6 +51,13 @@ class Core:
     sinks: Fact | None = None
     window: Fact | None = None
     nodes: list[Node] = field(default_factory=list)
+
+
+#: a match whose q and k paths the reader could not follow: it says nothing of how they are
+#: rotated or normalised (:func:`kb.scan.model.entries.group` reads that elsewhere)
+UNTRACED = "untraced"
+#: the facts such a match cannot show
+PATH_FACTS = ("rope", "qk_norm", "head_dim", "gqa")
 
 
 def _mask(value: Any) -> Any:
@@ -228,170 +235,6 @@ def path(value: Any, limit: int = 160) -> tuple[list[Node], list[Node]]:
     return [n for n in nodes if derived(n)], projections
 
 
-def rope_of(nodes: list[Node], graph: Graph) -> Fact | None:
-    """How the rotation on one operand's path pairs elements (``half``: the two halves of a
-    head; ``interleave``: neighbouring elements), read from the split it rotates."""
-    found: list[Fact] = []
-    for n in nodes:
-        if n.op == "view_as_complex" and n.args:
-            shaped = source(n.args[0], frozenset({"same", "contiguous"}))
-            pairs = _pairs_last(shaped)
-            if pairs is not None:
-                found.append(
-                    Fact.at(
-                        "interleave" if pairs else "half",
-                        n,
-                        "complex multiplication over " + ("adjacent pairs" if pairs else "halves"),
-                    )
-                )
-        elif (
-            n.op in ("cat", "stack")
-            and n.args
-            and isinstance(n.args[0], Seq)
-            and len(n.args[0].items) == 2
-        ):
-            a, b = n.args[0].items
-            written = _rotated_halves(a, b)
-            if written is not None:
-                layout = "half" if written in ("first", "second") and n.op == "cat" else None
-                layout = layout or ("interleave" if written in ("even", "odd") else None)
-                if layout is not None:
-                    found.append(
-                        Fact.at(layout, n, f"x1*cos - x2*sin and x2*cos + x1*sin over {layout}")
-                    )
-                continue
-            negated = isinstance(a, Node) and a.op == "neg"
-            if not negated:
-                continue
-            inner = a.args[0] if a.args else None
-            layout = _split_layout(inner, b)
-            if layout is None:
-                continue
-            if n.op == "cat" and layout == "half":
-                found.append(
-                    Fact.at("half", n, "rotate_half: the negated second half joins the first")
-                )
-            elif n.op == "stack":
-                found.append(
-                    Fact.at(
-                        "interleave", n, "neighbouring elements rotated as pairs (stack, flatten)"
-                    )
-                )
-        elif n.op == "rope_kernel" and isinstance(n.kw.get("layout"), Const):
-            layout = n.kw["layout"].value
-            found.append(Fact.at(layout, n, f"{label(n.kw.get('fn'))} pairs {layout}"))
-        elif n.op in ("view", "unflatten") and _pairs_last(n) and _pairs_picked(graph, n):
-            found.append(
-                Fact.at("interleave", n, "pairs of neighbouring elements (a 2x2 rotation)")
-            )
-    kinds = {f.value for f in found}
-    if len(kinds) == 1:
-        return found[0]
-    if len(kinds) > 1:
-        return Fact("unknown", found[0].file, found[0].line, "both layouts on one path")
-    return None
-
-
-def _rotated_halves(a: Any, b: Any) -> str | None:
-    """The split a rotation written term by term reads (``x1*cos - x2*sin`` joined with
-    ``x2*cos + x1*sin``): "first"/"second" for two halves, "even"/"odd" for strided ones."""
-    if not (isinstance(a, Node) and isinstance(b, Node) and a.op == "sub" and b.op == "add"):
-        return None
-    seen: list[set[tuple[int, str]]] = []
-    for joined in (a, b):
-        parts = set()
-        for term in joined.args:
-            if not (isinstance(term, Node) and term.op == "mul"):
-                return None
-            halves = [h for h in (half_of(t) for t in term.args) if h is not None]
-            if len(halves) != 1:
-                return None
-            parts.add((id(halves[0][0]), halves[0][1]))
-        seen.append(parts)
-    if seen[0] != seen[1] or len(seen[0]) != 2 or len({k for k, _ in seen[0]}) != 1:
-        return None
-    return sorted(p for _, p in seen[0])[0]
-
-
-def _pairs_last(n: Any) -> bool | None:
-    """True for ``x.view(..., -1, 2)`` (adjacent pairs), False for ``(..., 2, -1)`` (halves)."""
-    if not isinstance(n, Node) or n.op not in ("view", "unflatten", "reshape") or len(n.args) < 2:
-        return None
-    shape = n.args[1:]
-    if n.op == "unflatten" and len(n.args) >= 3 and isinstance(n.args[2], Const):
-        shape = (
-            tuple(Const(v) for v in n.args[2].value)
-            if isinstance(n.args[2].value, tuple)
-            else shape
-        )
-    elif len(shape) == 1 and isinstance(shape[0], (Const, Seq)):
-        items = shape[0].value if isinstance(shape[0], Const) else shape[0].items
-        shape = (
-            tuple(i if not isinstance(i, (int, float)) else Const(i) for i in items)
-            if isinstance(items, tuple)
-            else shape
-        )
-    last = [number(s) for s in shape[-3:]]
-    if last and last[-1] == 2.0:
-        return True
-    if len(last) >= 2 and last[-2] == 2.0:
-        return False
-    return None
-
-
-def _pairs_picked(graph: Graph, n: Node) -> bool:
-    """The pairs view is read element by element (``x[..., 0]``, ``x[..., 1]``) into a product."""
-    picks = [
-        u
-        for u in graph.uses(n)
-        if u.op == "getitem" and (u.kw.get("index") or (None,))[-1] in (Const(0), Const(1))
-    ]
-    return len(picks) >= 2 or any(u.op == "unbind" for u in graph.uses(n))
-
-
-def _split_layout(a: Any, b: Any) -> str | None:
-    """``half`` when a and b are the two halves of one tensor, ``interleave`` when they are
-    its odd and even elements."""
-    if not (isinstance(a, Node) and isinstance(b, Node)):
-        return None
-    ha, hb = half_of(a), half_of(b)
-    if ha is not None and hb is not None and ha[0] is hb[0] and ha[1] != hb[1]:
-        whole = source(ha[0])
-        if isinstance(whole, Node) and whole.op == "unbind":
-            return "interleave"
-        return "half"
-    sa, sb = _strided(a), _strided(b)
-    if sa is not None and sb is not None and sa[0] is sb[0]:
-        return "interleave"
-    pa, pb = source(a), source(b)
-    if (
-        isinstance(pa, Node)
-        and isinstance(pb, Node)
-        and pa.op == "part"
-        and pb.op == "part"
-        and pa.args[0] is pb.args[0]
-    ):
-        whole = pa.args[0]
-        if (
-            isinstance(whole, Node)
-            and whole.op == "unbind"
-            and whole.args
-            and _pairs_last(source(whole.args[0]))
-        ):
-            return "interleave"
-    return None
-
-
-def _strided(value: Node) -> tuple[Any, int] | None:
-    v = source(value, frozenset({"same", "contiguous"}))
-    if isinstance(v, Node) and v.op == "getitem":
-        index = v.kw.get("index") or ()
-        last = index[-1] if index else None
-        if isinstance(last, Slice) and number(last.step) == 2.0:
-            return source(v.args[0]), int(number(last.lower) or 0)
-    return None
-
-
 def norm_on(nodes: list[Node], norms: list[Norm]) -> Norm | None:
     """The norm applied on an operand's path (a q/k norm)."""
     ids = {n.id for n in nodes}
@@ -546,6 +389,8 @@ def attention_matches(graph: Graph, norms: list[Norm]) -> list[Match]:
         q_nodes, q_proj = path(core.q)
         k_nodes, k_proj = path(core.k)
         facts: dict[str, Fact] = {"form": Fact.at(core.form, core.node)}
+        if not q_nodes and not k_nodes:  # q and k handed in from code the reader did not run
+            facts[UNTRACED] = Fact.at(True, core.node)
         cache = cache_of(core.k, graph)
         if cache is not None:
             facts["cache"] = cache

@@ -218,6 +218,22 @@ def _scaled(graph: Graph, t: Node) -> Fact | None:
     return None
 
 
+def _adds_bias(n: Node) -> bool:
+    """A projection that adds a bias: a linear module built with one (``nn.Linear``'s
+    default), ``F.linear`` given one, or a product plus a parameter."""
+    if n.op == "linear":
+        if isinstance(n.kw.get("module"), Inst):
+            flag = n.kw.get("bias", Const(True))
+            return not (isinstance(flag, Const) and flag.value in (False, None))
+        return isinstance(kwarg(n, "bias", 2), Node)
+    if n.op == "add":
+        ops = list(n.operands())
+        return any(is_weight(a) for a in ops) and any(
+            source(a).op in ("matmul", "einsum", "bmm") for a in ops if isinstance(source(a), Node)
+        )
+    return False
+
+
 def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
     """Expert computation: products in a loop over experts accumulated into an output, or
     batched over stacked expert weights."""
@@ -267,6 +283,9 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
             if "clamped_glu" in inner[0].facts:
                 facts["clamped_glu"] = inner[0].facts["clamped_glu"]
+        biased = next((n for n in body if _adds_bias(n)), None)
+        if biased is not None:
+            facts["expert_bias"] = Fact.at(True, biased, "an expert's projection adds a bias")
         stacked = any(
             n.op in ("linear", "matmul") and any(_rank3(a) for a in n.args) for n in products
         )

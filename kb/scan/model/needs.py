@@ -45,6 +45,15 @@ class Need:
         return frozenset(op for r in self.rows for op in r.operators)
 
 
+#: an attention whose callers decide causality, planned with full visibility (no cache
+#: shows it decodes): the instances given a causal mask or flag need the causal rows
+_FULL_PER_INSTANCE = [
+    "causal: the caller decides (a mask or flag it passes); this plan is the full-visibility "
+    "one, instances given a causal mask need the causal rows instead (sparse_mode=3 with the "
+    "compressed mask, mapping attention_gqa)"
+]
+
+
 def has_cache(m: Module) -> bool:
     """The module keeps keys across calls (a cache of any write shape)."""
     cache = m.facts.get("cache")
@@ -176,7 +185,9 @@ def _need(m: Module) -> Need | None:
             implied=implied,
             refuse_words=tuple(words),
             bidirectional=bidirectional,
-            notes=per_instance if isinstance(f.get("causal"), str) and not bidirectional else [],
+            notes=(per_instance if not bidirectional else _FULL_PER_INSTANCE)
+            if f.get("causal") == "caller"
+            else [],
         )
     if m.kind == "attention.mla":
         # the projections are matmuls in every chain; what must be fused is the norm,

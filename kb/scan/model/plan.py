@@ -252,11 +252,30 @@ def _by_operators(
             ops = _ranked(ctx, steps, n, t)
         if not ops:
             continue
-        made = stage(
-            ctx, m, n, {"stage": "+".join(sorted(steps)), "operator": ops[0]}, None, t, phase
+        # no chain fixes which keys a query sees: the module's causality does (the
+        # compressed triangular mask for a causal one, none for a bidirectional one)
+        shown = (
+            {"sparse_mode": 0 if n.bidirectional else 3}
+            if n.category == "attention" and "attention" in steps
+            else {}
         )
-        if len(ops) > 1:
-            made["alternatives"] = ops[1:4]
+        # the closest operator that computes the module (a held one only when none does)
+        tried = [
+            stage(
+                ctx,
+                m,
+                n,
+                {"stage": "+".join(sorted(steps)), "operator": op, "args": dict(shown)},
+                None,
+                t,
+                phase,
+            )
+            for op in ops[:4]
+        ]
+        made = next((s for s in tried if "held" not in s), tried[0])
+        rest = [op for op in ops if op != made["operator"]]
+        if rest and "held" not in made:
+            made["alternatives"] = rest[:3]
         out.append(made)
     return out
 
@@ -333,19 +352,26 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         else:
             # ranked only among operators that spell the values
             stages = _by_operators(ctx, m, n, t, members[0])
-            prereq, unspelled = [], []
+            unspelled = [s for s in stages if "held" in s]
+            stages = [s for s in stages if "held" not in s]
+            prereq = []
             if not stages:
                 entry["none"] = (
-                    f"no operator in the records fuses {' + '.join(sorted(n.steps))}; keep torch"
+                    f"no operator in the records {'computes' if unspelled else 'fuses'} "
+                    f"{' + '.join(sorted(n.steps))}{' as this module does' if unspelled else ''}; "
+                    "keep torch"
                 )
             elif n.category == "attention":
+                masked = any(s.get("args", {}).get("sparse_mode") == 3 for s in stages)
+                prereq = ["causal-mask-2048"] if masked else []
                 entry["notes"] = [
-                    "no chain fixes the mask arguments for this module: set sparse_mode, pre/next tokens "
-                    "and atten_mask so that "
+                    "no chain fixes the mask arguments for this module: sparse_mode follows its "
+                    "causality, so that "
                     + (
                         "every query sees every key"
                         if n.bidirectional
-                        else "each query sees only the keys before it"
+                        else "each query sees only the keys before it (atten_mask: the "
+                        "compressed [2048, 2048] upper-triangular mask)"
                     )
                 ]
         entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]

@@ -115,6 +115,8 @@ def derive(row: Mapping, op: str, facts: dict[str, Any], numeric: Any) -> Derive
             out.args[a.name] = a.fixed
             continue
         value = facts.get(a.fact, ABSENT)
+        if a.tensor and value is False:
+            continue  # the module does not have that tensor (no sinks, no bias)
         if value is ABSENT or value is None:
             if a.absent is not None:
                 out.args[a.name] = a.absent

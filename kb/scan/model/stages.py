@@ -3,8 +3,9 @@ argument derived from the module's facts by its pattern row, checked against the
 operator's own limits, and re-proved with the module's facts.
 
 A stage is held back (``held``) when its operator cannot compute the module - a row of
-another pattern lists it, a fact maps to no value it takes, its record fixes a size the
-module does not have, or the row's proof fails with the plan's arguments - and carries
+another pattern lists it, no proof runs it (a row reached only through a shared step), a
+fact maps to no value it takes, its record fixes a size the module does not have, or the
+row's proof fails with the plan's arguments - and carries
 ``questions`` when a fact it needs is not decided by the code or the configuration.
 """
 
@@ -177,6 +178,10 @@ def stage(
     out["mapping"] = row.id if row is not None else ids.UNKNOWN
     if row is not None and "held" not in out and questions:
         notes.append("re-proved once the unknown facts are given")
+    elif row is not None and "held" not in out and op not in row.operators:
+        # the row was reached through a shared step: its proof runs other operators, so
+        # nothing shows that this one (its defaults, its layout) computes the module
+        out["held"] = f"no proof runs {op} (the proof of {row.id} runs {', '.join(row.operators)})"
     elif row is not None and "held" not in out:
         failed = _reproved(ctx, row, m, op, args, phase)
         if failed:
@@ -188,8 +193,6 @@ def stage(
             notes.append(
                 "not re-proved with this module's facts: the [reference] extra (numpy) is not installed"
             )
-        if op not in row.operators:
-            notes.append(f"the proof of {row.id} runs {', '.join(row.operators)}, not {op}")
     if notes:
         out["notes"] = notes
     return out
