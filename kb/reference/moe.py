@@ -320,7 +320,9 @@ def grouped_matmul(a: Args) -> list[np.ndarray]:
 
 def finalize_routing(a: Args) -> np.ndarray:
     rows = a["expanded_permuted_rows"]
-    mode, k = a["drop_pad_mode"] or 0, int(a["k"] or 1)
+    mode = a["drop_pad_mode"] or 0
+    # K comes from scales when they are given; k is for the scales=None case (the record)
+    k = a["scales"].shape[-1] if a["scales"] is not None else int(a["k"] or 1)
     if mode not in (0, 2):
         raise NotModelled("npu_moe_finalize_routing: drop_pad_mode 0 or 2 (dropless) is modelled")
     src = np.asarray(a["expanded_src_to_dst_row"]).reshape(-1)
