@@ -42,17 +42,25 @@ def verify(
     model_config: str,
     *,
     modules: list[str] | None = None,
-    phases: tuple[str, ...] = ("prefill", "decode"),
-    dtypes: tuple[str, ...] = ("float32", "bfloat16"),
+    phases: tuple[str, ...] | None = None,
+    dtypes: tuple[str, ...] | None = None,
     product: str | None = None,
 ) -> dict[str, Any]:
     """Build both at a tiny size, run the port under kb.emulate, measure every stage."""
-    from kb.port.verify import VerifyError
+    from kb.port.verify import DTYPES, PHASES, VerifyError
     from kb.port.verify import verify as _verify
+    from kb.vocab.dtypes import DTYPE_BYTES
 
-    unknown = [p for p in phases if p not in ("prefill", "decode")]
+    phases = phases or PHASES
+    dtypes = dtypes or DTYPES
+    unknown = [p for p in phases if p not in PHASES]
     if unknown:
-        raise UsageError(f"unknown phase {', '.join(unknown)} (prefill, decode)")
+        raise UsageError(f"unknown phase {', '.join(unknown)} ({', '.join(PHASES)})")
+    # the float types a model computes in (two bytes and more; fp8/fp4 are storage types)
+    floats = [d for d, n in DTYPE_BYTES.items() if d.startswith(("float", "bfloat")) and n >= 2]
+    wrong = [d for d in dtypes if d not in floats]
+    if wrong:
+        raise UsageError(f"unknown dtype {', '.join(wrong)} ({', '.join(floats)})")
     try:
         return _verify(
             original,

@@ -52,8 +52,8 @@ def add_verify_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     v.add_argument("ported")
     v.add_argument("--model-config", required=True)
     v.add_argument("--module", action="append", default=[], metavar="CLASS")
-    v.add_argument("--phases", default="prefill,decode")
-    v.add_argument("--dtypes", default="float32,bfloat16")
+    v.add_argument("--phases", default="", help="prefill,decode (default: both)")
+    v.add_argument("--dtypes", default="", help="float32,bfloat16 (default: both)")
     v.add_argument("--product", help="judge the emulated calls for this product")
     v.add_argument("--format", choices=("text", "json"), default="text")
     v.set_defaults(func=run_verify)
@@ -94,8 +94,8 @@ def run_verify(args: argparse.Namespace) -> int:
             args.ported,
             args.model_config,
             modules=args.module,
-            phases=tuple(p for p in args.phases.split(",") if p),
-            dtypes=tuple(d for d in args.dtypes.split(",") if d),
+            phases=tuple(p for p in args.phases.split(",") if p) or None,
+            dtypes=tuple(d for d in args.dtypes.split(",") if d) or None,
             product=args.product,
         )
     sys.stdout.flush()

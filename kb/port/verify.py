@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
+from kb.vocab.phases import INFERENCE_PHASES
 
-DTYPES = ("float32", "bfloat16")
+#: ``--dtypes`` as a user types it: full precision, and the half type ports run in
+DEFAULT_DTYPES = "float32,bfloat16"
+DTYPES = tuple(DEFAULT_DTYPES.split(","))
 #: what a forward calls the keys and values of earlier steps
 CACHE_ARGS = ("past_key_values", "cache", "past_key_value", "kv_cache")
-PHASES = ("prefill", "decode")
+PHASES = INFERENCE_PHASES
 
 
 class VerifyError(Exception):
