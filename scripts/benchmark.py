@@ -1,6 +1,6 @@
 """Cold-process latency of the kb verbs: medians over several runs, ratios to `python -c pass`.
 
-usage: python scripts/benchmark.py [--runs N] [--json] [--only search|scan|site|emulate]
+usage: python scripts/benchmark.py [--runs N] [--json] [--only search|scan|site|emulate|port]
 
 With KB_BENCH_MODEL=FILE (a model file in its repository, e.g. a research repo's
 modelling file) the scan measurement also plans that file: ``kb scan FILE --plan``, the
@@ -39,6 +39,7 @@ BUDGETS_MS = {
     "index-rebuild": 3000,
     "scan-corpus": 5000,
     "scan-model": 1000,
+    "port-verify": 20000,
     "site-full": 15000,
     "site-edit": 3000,
 }
@@ -157,6 +158,42 @@ def scan_model(kb: list[str], runs: int) -> dict[str, float]:
     return {"scan-model": timed(cmd, runs)}
 
 
+#: The model ``kb port`` + ``kb verify`` are timed on (issue 33: a 40-layer configuration
+#: shrunk to 2 layers within 20 s); KB_BENCH_PORT=FILE:CONFIG names another.
+PORT_MODEL = ROOT / "tests" / "data" / "port" / "dense_llm.py"
+
+
+def port_verify(kb: list[str], runs: int) -> dict[str, float]:
+    """``kb port`` then ``kb verify`` (float32 and bfloat16, prefill and decode) in fresh
+    processes; nothing without the emulate and port extras."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("libcst") is None:
+        return {}
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        model, _, config = os.environ.get("KB_BENCH_PORT", "").partition(":")
+        if not model:
+            cfg = json.loads(PORT_MODEL.with_suffix(".json").read_text(encoding="utf-8"))
+            model, config = str(PORT_MODEL), str(tmp / "forty_layers.json")
+            Path(config).write_text(json.dumps({**cfg, "n_layers": 40}), encoding="utf-8")
+        out = str(tmp / "ported.py")
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            for cmd in (
+                kb + ["port", model, "-o", out],
+                kb + ["verify", model, out, "--model-config", config],
+            ):
+                proc = subprocess.run(
+                    cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV
+                )
+                if proc.returncode not in (0, 1):
+                    raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode()[-500:]}")
+            samples.append((time.perf_counter() - start) * 1000)
+        return {"port-verify": statistics.median(samples)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 #: The word the one-record edit changes, in a record's description (issue 34).
 EDIT_RECORD = "operators/norm/npu_rms_norm.yaml"
 EDIT_WORD = ("hand-written", "handwritten")
@@ -250,8 +287,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
         "--only",
-        choices=("search", "scan", "site", "emulate"),
-        help="measure only the search lookups, the corpus scan, the site builds or kb emulate",
+        choices=("search", "scan", "site", "emulate", "port"),
+        help="measure only the search lookups, the corpus scan, the site builds, kb emulate "
+        "or kb port + kb verify",
     )
     ap.add_argument(
         "--no-site", action="store_true", help="skip the site builds (they need the site extra)"
@@ -276,6 +314,9 @@ def main() -> int:
     if ns.only == "emulate":
         results.update(emulate_runs(kb, max(3, ns.runs // 2)))
         return _print(results, {}, ns.json)
+    if ns.only == "port":
+        results.update(port_verify(kb, max(1, ns.runs // 3)))
+        return _print(results, {}, ns.json)
     results["show"] = timed(kb + ["show", "npu_mla_prolog_v3"], ns.runs)
     results["show-json"] = timed(kb + ["show", "npu_mla_prolog_v3", "--format", "json"], ns.runs)
     results["search-exact"] = timed(kb + ["search", "npu_rms_norm"], ns.runs)
@@ -298,6 +339,7 @@ def main() -> int:
     if CORPUS.is_dir():
         results.update(scan_corpus(kb, max(3, ns.runs // 2)))
     results.update(scan_model(kb, max(3, ns.runs // 2)))
+    results.update(port_verify(kb, max(1, ns.runs // 3)))
     if not ns.no_site and importlib.util.find_spec("mkdocs") is not None:
         results.update(site_builds(kb, max(3, ns.runs // 2)))
     if importlib.util.find_spec("torch") is not None:

@@ -3,7 +3,7 @@
 # Installs Debian's chromium for the browser test when running as root and it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh site,test,mcp,reference,emulate
+bash scripts/setup.sh site,test,mcp,reference,emulate,port
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
   echo "installing Debian chromium for the browser test"
   apt-get update -qq >/dev/null

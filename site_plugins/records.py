@@ -43,6 +43,7 @@ DEFAULT_GUIDES = [
     "guides/fusion-workflow.md",
     "guides/prefetch-workflow.md",
     "guides/emulate.md",
+    "guides/port.md",
     "candidate-list.md",
     "cli.md",
     "contributing.md",

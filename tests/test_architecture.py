@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kb.check", "kb.scan"),
     ("kb.rules",),
     ("kb.advice", "kb.audit", "kb.emulate"),
+    ("kb.port",),
     ("kb.api",),
     ("kb.text",),
     ("kb.mcp",),

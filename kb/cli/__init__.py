@@ -34,6 +34,8 @@ VERBS = (
     "doctor",
     "mcp",
     "emulate",
+    "port",
+    "verify",
 )
 
 

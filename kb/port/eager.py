@@ -1,0 +1,121 @@
+"""Written-out attention, read back from its last product: ``p @ v`` where ``p`` is a
+softmax of ``q @ kᵀ`` scaled (and masked), whatever the names and however many
+statements it takes.
+
+The trace follows a function's assignments backwards (the latest assignment before the
+point that reads a name), through dtype casts and dropout, so the port can call the
+fused kernel with the very ``q``, ``k``, ``v``, scale and mask the code computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import libcst as cst
+
+from kb.port.spans import code, dotted
+
+#: name, before -> (value assigned, its position) or None
+Resolve = Callable[[str, int], "tuple[cst.BaseExpression, int] | None"]
+_PASS_METHODS = ("to", "type", "float", "half", "contiguous", "type_as")
+
+
+@dataclass
+class Eager:
+    query: str
+    key: str
+    value: str
+    scale: str
+    mask: str | None
+
+
+def _args(node: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in node.args if a.keyword is None and not a.star]
+
+
+def _product(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """The operands of ``a @ b`` / ``torch.matmul(a, b)`` / ``torch.bmm(a, b)``."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        return node.left, node.right
+    if isinstance(node, cst.Call) and dotted(node.func).rsplit(".", 1)[-1] in ("matmul", "bmm"):
+        args = _args(node)
+        if len(args) == 2:
+            return args[0], args[1]
+    return None
+
+
+def _follow(node: cst.BaseExpression, at: int, resolve: Resolve) -> tuple[cst.BaseExpression, int]:
+    """Through names, casts and dropout to the expression that computes a value."""
+    for _ in range(8):
+        if isinstance(node, cst.Name):
+            found = resolve(node.value, at)
+            if found is None:
+                return node, at
+            node, at = found
+            continue
+        if isinstance(node, cst.Call):
+            func = node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+            if last == "dropout" and _args(node):
+                node = _args(node)[0]
+                continue
+            if isinstance(node.func, cst.Attribute) and last in _PASS_METHODS:
+                node = node.func.value
+                continue
+        return node, at
+    return node, at
+
+
+def _untransposed(node: cst.BaseExpression, at: int, resolve: Resolve) -> cst.BaseExpression | None:
+    node, at = _follow(node, at, resolve)
+    if isinstance(node, cst.Attribute) and node.attr.value == "mT":
+        return node.value
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "transpose"
+    ):
+        dims = sorted(code(a) for a in _args(node))
+        if dims in (["-1", "-2"], ["2", "3"]):
+            return node.func.value
+    return None
+
+
+def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
+    """The attention a final product computes, or None when it is not ``softmax(...) @ v``."""
+    pv = _product(call)
+    if pv is None:
+        return None
+    probs, value = pv
+    node, pos = _follow(probs, at, resolve)
+    if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax") and _args(node)):
+        return None
+    scores, pos = _follow(_args(node)[0], pos, resolve)
+    mask: str | None = None
+    scale = "None"
+    for _ in range(4):
+        if isinstance(scores, cst.BinaryOperation) and isinstance(scores.operator, cst.Add):
+            left, lpos = _follow(scores.left, pos, resolve)
+            if _product(left) is None and not isinstance(left, cst.BinaryOperation):
+                return None
+            mask, scores, pos = code(scores.right), left, lpos
+            continue
+        if isinstance(scores, cst.BinaryOperation) and isinstance(
+            scores.operator, (cst.Multiply, cst.Divide)
+        ):
+            left, lpos = _follow(scores.left, pos, resolve)
+            if _product(left) is None:
+                return None
+            other = code(scores.right)
+            scale = other if isinstance(scores.operator, cst.Multiply) else f"1.0 / ({other})"
+            scores, pos = left, lpos
+            continue
+        break
+    qk = _product(scores)
+    if qk is None:
+        return None
+    key = _untransposed(qk[1], pos, resolve)
+    if key is None:
+        return None
+    return Eager(code(qk[0]), code(key), code(value), scale, mask)

@@ -1,0 +1,222 @@
+"""``kb port``: the plan of each file, rewritten into its fused port.
+
+The plan is ``kb scan --plan``'s (same options, same reader); this module turns its
+stages into :class:`kb.port.spans.Stage` values, rewrites each planned file
+(:mod:`kb.port.rewrite`), adds the prelude (:mod:`kb.port.prelude`) and writes the
+result, copying the files it does not change so the port's own imports resolve.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kb.port.spans import Stage
+
+#: prerequisites a port can do in code (and how it does them)
+DONE_IN_CODE = {
+    "merged-gate-up": "the gate and up weights concatenated once at first use (KB_WEIGHT_MAP)",
+    "rope-precompute": "cos/sin passed to the kernel as the module computes them",
+}
+_PROVEN_LINE = re.compile(r":(\d+)\b")
+
+
+class PortError(Exception):
+    """Input kb port cannot use (the message says which and why)."""
+
+
+@dataclass
+class FilePort:
+    """One rewritten file."""
+
+    source: str
+    target: str
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    weights: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    diff: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "stages": self.stages,
+            "weights": self.weights,
+            "notes": self.notes,
+        }
+
+
+def plan_of(paths: list[str], options: Any) -> tuple[list[dict[str, Any]], list[Any]]:
+    """(plan entries, inventory) of ``kb scan --plan`` on ``paths``."""
+    from kb.rules import RULES
+    from kb.scan.engine import Scanner
+
+    report = Scanner(None, options, rules=RULES).scan(paths)
+    return list(report.plan), list(report.inventory)
+
+
+def stages_and_notes(
+    plan: list[dict[str, Any]], inventory: list[Any]
+) -> dict[str, tuple[list[Stage], dict[str, list[str]]]]:
+    """Per file: the stages to rewrite and the notes per class (held stages, stages and
+    prerequisites the port cannot write, facts the plan left unknown)."""
+    out: dict[str, tuple[list[Stage], dict[str, list[str]]]] = {}
+    facts = {(m.file, m.name): m for m in inventory}
+    seen: set[tuple[str, str, str]] = set()
+    for entry in plan:
+        file, name = str(entry.get("file", "")), str(entry.get("module", ""))
+        stages, notes = out.setdefault(file, ([], {}))
+        mod = facts.get((file, name))
+        mfacts = dict(mod.facts) if mod is not None else {}
+        glu = _PROVEN_LINE.search(mod.proven.get("glu", "")) if mod is not None else None
+        for st in entry.get("stages") or []:
+            key = (file, name, str(st.get("mapping", "")))
+            if key in seen:
+                continue
+            seen.add(key)
+            if st.get("held"):
+                attention = str(st.get("mapping", "")).startswith("attention_")
+                if not (attention and "causal" in mfacts):
+                    notes.setdefault(name, []).append(
+                        f"stage {st.get('stage')} ({st.get('operator')}) held by the plan: "
+                        f"{st['held']}"
+                    )
+                    continue
+                notes.setdefault(name, []).append(
+                    f"stage {st.get('stage')}: the plan fixed no mask arguments; the port "
+                    f"passes the mask its row names for causal={mfacts['causal']!r} "
+                    "(kb verify checks it)"
+                )
+            if not st.get("mapping"):
+                continue
+            stages.append(
+                Stage(
+                    name,
+                    str(entry.get("kind", "")),
+                    str(st["mapping"]),
+                    str(st.get("operator", "")),
+                    dict(st.get("args") or {}),
+                    mfacts,
+                    int(glu.group(1)) if glu else 0,
+                )
+            )
+        for pre in entry.get("prerequisites") or []:
+            if pre in DONE_IN_CODE:
+                continue
+            line = (
+                f"TODO(kb port): prerequisite {pre} of chain {entry.get('chain', '?')} "
+                f"({entry.get('phase', '?')}) is not done in code: set it up before the fused "
+                "calls run"
+            )
+            if line not in notes.setdefault(name, []):
+                notes[name].append(line)
+    for m in inventory:
+        if m.unknown and not any(e.get("module") == m.name for e in plan):
+            out.setdefault(m.file, ([], {}))[1].setdefault(m.name, []).append(
+                "left as is: the plan could not decide " + ", ".join(m.unknown)
+            )
+    return out
+
+
+def _insert_at(body: list[Any]) -> int:
+    """After the file's leading docstring and imports."""
+    import libcst as cst
+
+    at = 0
+    for i, st in enumerate(body):
+        if isinstance(st, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom, cst.Expr)) for s in st.body
+        ):
+            at = i + 1
+            continue
+        break
+    return at
+
+
+def port_text(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tuple[str, Any]:
+    """The ported text of one file and the rewrite's result."""
+    import libcst as cst
+
+    from kb.port.prelude import head
+    from kb.port.rewrite import rewrite
+
+    new, result = rewrite(text, stages, notes)
+    if not result.stages:
+        return new, result
+    module = cst.parse_module(new)
+    prelude = cst.parse_module(
+        "import torch\n" + head(result.stages, result.weights, result.helpers)
+    )
+    body = list(module.body)
+    at = _insert_at(body)
+    body[at:at] = list(prelude.body)
+    return module.with_changes(body=body).code, result
+
+
+def port(path: str, out: str, options: Any, *, write: bool = True) -> list[FilePort]:
+    """Port ``path`` (a file or a folder) into ``out``; the files rewritten, in order."""
+    src = Path(path)
+    if not src.exists():
+        raise PortError(f"{path}: no such file or folder")
+    try:
+        import libcst  # noqa: F401
+    except ImportError:
+        raise PortError(
+            "kb port needs libcst (pip install 'torch-npu-kb[port]'): not importable here"
+        ) from None
+    plan, inventory = plan_of([str(src)], options)
+    per_file = stages_and_notes(plan, inventory)
+    files = [src] if src.is_file() else sorted(p for p in src.rglob("*.py") if p.is_file())
+    dest_root = Path(out)
+    ported: list[FilePort] = []
+    for f in files:
+        target = _target(src, f, dest_root)
+        text = f.read_text(encoding="utf-8")
+        stages, notes = per_file.get(str(f), per_file.get(str(f.resolve()), ([], {})))
+        new, result = (text, None)
+        if stages or notes:
+            try:
+                new, result = port_text(text, stages, notes)
+            except Exception as exc:  # libcst's own parser errors carry line and column
+                raise PortError(f"{f}: cannot rewrite: {exc}") from None
+        fp = FilePort(str(f), str(target))
+        if result is not None:
+            fp.stages, fp.weights, fp.notes = result.stages, result.weights, notes
+            fp.diff = "".join(
+                difflib.unified_diff(
+                    text.splitlines(keepends=True),
+                    new.splitlines(keepends=True),
+                    str(f),
+                    str(target),
+                )
+            )
+            ported.append(fp)
+        if write:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if new != text:
+                target.write_text(new, encoding="utf-8")
+            elif f.resolve() != target.resolve():
+                shutil.copyfile(f, target)
+    return ported
+
+
+def _target(src: Path, f: Path, out: Path) -> Path:
+    if src.is_file():
+        return out / src.name if out.is_dir() else out
+    return out / f.relative_to(src)
+
+
+def document(files: list[FilePort]) -> dict[str, Any]:
+    """The ``--format json`` document of one port."""
+    return {
+        "files": [f.as_dict() for f in files],
+        "summary": {
+            "files": len(files),
+            "stages": sum(len(f.stages) for f in files),
+            "notes": sum(len(v) for f in files for v in f.notes.values()),
+        },
+    }

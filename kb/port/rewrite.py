@@ -1,0 +1,567 @@
+"""Rewrite one file's planned spans into ``_kb_stage(stage, fused, unfused)`` calls.
+
+The transformer walks the file once.  Inside a planned class (and in the file's
+functions, which planned classes call), a span that computes one of the class's stages
+becomes a stage call; a norm class's ``forward`` becomes the fused call with the
+original ``forward`` kept as ``_kb_unfused_forward``.  Comments above a class say what
+was not rewritten and why; nothing else in the file changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from kb.port import eager
+from kb.port.spans import (
+    SDPA,
+    Stage,
+    code,
+    dotted,
+    glu_parts,
+    keyword,
+    lam,
+    one_arg,
+    projection,
+    rope_parts,
+)
+
+#: mappings rewritten as a norm class's whole forward
+NORM_ROWS = {"rms_norm", "rms_norm_one_plus_w"}
+GLU_ROWS = {"swiglu", "geglu"}
+GELU_ROWS = {"gelu_tanh"}
+ROPE_ROWS = {"rope_half", "rope_interleave"}
+ROUTER_ROWS = {"router_softmax_topk"}
+RESIDUAL_ROWS = {"add_rms_norm"}
+
+
+@dataclass
+class Result:
+    """What the rewrite did: stage id -> its plan entry, derived weights, helpers used."""
+
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    weights: dict[str, Any] = field(default_factory=dict)
+    helpers: list[str] = field(default_factory=list)
+    done: set[tuple[str, str]] = field(default_factory=set)  # (module, mapping) rewritten
+
+
+def _init_facts(cls: cst.ClassDef) -> tuple[set[str], list[str], list[str]]:
+    """(linear attributes, 1-D parameter attributes, eps-like attributes) from __init__."""
+    linears: set[str] = set()
+    params: list[str] = []
+    eps: list[str] = []
+    for stmt in cls.body.body:
+        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"):
+            continue
+        for node in _assigns(stmt):
+            target, value = node
+            if not target.startswith("self."):
+                continue
+            attr = target[5:]
+            callee = dotted(value.func) if isinstance(value, cst.Call) else ""
+            if callee.endswith("Linear"):
+                linears.add(attr)
+            elif callee.endswith("Parameter"):
+                params.append(attr)
+            if "eps" in attr.lower():
+                eps.append(attr)
+    return linears, params, eps
+
+
+def _assigns(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    out: list[tuple[str, cst.BaseExpression]] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                name = dotted(t.target)
+                if name:
+                    out.append((name, node.value))
+
+    fn.visit(_V())
+    return out
+
+
+class Porter(cst.CSTTransformer):
+    """The one pass over a file (see the module doc)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, stages: list[Stage], notes: dict[str, list[str]]) -> None:
+        super().__init__()
+        self.by_module: dict[str, list[Stage]] = {}
+        for s in stages:
+            self.by_module.setdefault(s.module, []).append(s)
+        self.notes = notes
+        self.result = Result()
+        self.cls: list[str] = []
+        self.linears: list[set[str]] = []
+        self.softmax_of: list[dict[str, str]] = [{}]
+        self.fn: list[str] = []
+        #: per function: name -> [(position, value or None for an unpacked target)]
+        self.history: list[dict[str, list[tuple[int, cst.BaseExpression | None]]]] = [{}]
+        self.counter = 0
+
+    # -- scopes ---------------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        """The file's classes, for what a layer's norm attribute is."""
+        self.classes = {st.name.value: st for st in node.body if isinstance(st, cst.ClassDef)}
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.cls.append(node.name.value)
+        self.linears.append(_init_facts(node)[0])
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        name = self.cls.pop()
+        self.linears.pop()
+        for s in self.by_module.get(name, []):
+            if s.mapping in NORM_ROWS:
+                updated = self._norm(updated, s)
+        missed = [
+            f"stage {s.mapping} ({s.operator}) not rewritten: "
+            + (
+                "no span computing it was found in this class or the functions it calls"
+                if _ours(s)
+                else "kb port does not write this mapping yet (norms, RoPE, GLU, GELU, "
+                "attention calls and softmax routers)"
+            )
+            for s in self.by_module.get(name, [])
+            if (s.module, s.mapping) not in self.result.done
+        ]
+        if missed:
+            self.notes.setdefault(name, []).extend(missed)
+        lines = [f"# kb port: {n}" for n in self.notes.get(name, [])]
+        if not lines:
+            return updated
+        comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in lines]
+        return updated.with_changes(leading_lines=[*updated.leading_lines, *comments])
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.fn.append(node.name.value)
+        self.softmax_of.append({})
+        self.history.append({})
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.fn.pop()
+        self.softmax_of.pop()
+        self.history.pop()
+        return updated
+
+    def _resolve(self, name: str, before: int) -> tuple[cst.BaseExpression, int] | None:
+        found = [(i, v) for i, v in self.history[-1].get(name, []) if i < before]
+        if not found or found[-1][1] is None:
+            return None
+        i, v = found[-1]
+        assert v is not None
+        return v, i
+
+    def _stale(self, text: str, since: int) -> bool:
+        """A plain name reassigned after ``since``: its value now is not the one read then."""
+        return text.isidentifier() and any(i > since for i, _ in self.history[-1].get(text, []))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.counter += 1
+        for t in node.targets:
+            if isinstance(t.target, cst.Name):
+                self.history[-1].setdefault(t.target.value, []).append((self.counter, node.value))
+            elif isinstance(t.target, (cst.Tuple, cst.List)):
+                for el in t.target.elements:
+                    if isinstance(el.value, cst.Name):
+                        self.history[-1].setdefault(el.value.value, []).append((self.counter, None))
+        if len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            callee = dotted(node.value.func)
+            target = dotted(node.targets[0].target)
+            if target and callee.endswith("softmax") and node.value.args:
+                self.softmax_of[-1][target] = code(node.value.args[0].value)
+
+    # -- which stages apply here ----------------------------------------------------------
+    def _candidates(self, rows: set[str]) -> list[Stage]:
+        """Stages of the enclosing planned class, else (in a function outside classes, or
+        a class without a plan) of every planned class."""
+        if self.cls and self.cls[-1] in self.by_module:
+            return [s for s in self.by_module[self.cls[-1]] if s.mapping in rows]
+        return [s for ss in self.by_module.values() for s in ss if s.mapping in rows]
+
+    def _line(self, node: cst.CSTNode) -> int:
+        try:
+            return int(self.get_metadata(PositionProvider, node).start.line)
+        except KeyError:  # a node the pass built (a rewritten forward)
+            return 0
+
+    def _stage_id(self, s: Stage) -> str:
+        scope = self.cls[-1] if self.cls else (self.fn[0] if self.fn else "module")
+        base = f"{scope}.{s.mapping}"
+        sid, n = base, 1
+        while sid in self.result.stages:
+            n += 1
+            sid = f"{base}#{n}"
+        return sid
+
+    def _emit(
+        self, s: Stage, node: cst.CSTNode, fused: str, unfused: str, **extra: Any
+    ) -> cst.BaseExpression:
+        sid = self._stage_id(s)
+        modules = sorted({t.module for t in self._candidates({s.mapping})} or {s.module})
+        self.result.stages[sid] = {
+            "modules": modules,
+            "mapping": s.mapping,
+            "operator": extra.pop("operator", s.operator),
+            "args": extra.pop("args") if "args" in extra else {**s.args, **extra},
+            "facts": s.facts,
+            "source_line": self._line(node),
+        }
+        for m in modules:
+            self.result.done.add((m, s.mapping))
+        return cst.parse_expression(f"_kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})")
+
+    # -- spans ----------------------------------------------------------------------------
+    def leave_BinaryOperation(
+        self, original: cst.BinaryOperation, updated: cst.BinaryOperation
+    ) -> cst.BaseExpression:
+        if isinstance(updated.operator, cst.MatrixMultiply):
+            return self._eager(original, updated)
+        rope = self._candidates(ROPE_ROWS)
+        parts = rope_parts(updated) if rope else None
+        if rope and parts is not None:
+            s = rope[0]
+            mode = s.args.get("rotary_mode") or s.mapping.removeprefix("rope_")
+            x, c, sn = parts
+            self.result.helpers.append("_kb_rotary")
+            return self._emit(
+                s,
+                original,
+                f"_kb_rotary({x}, {c}, {sn}, {mode!r})",
+                code(updated),
+                rotary_mode=mode,
+                operator="npu_rotary_mul",
+            )
+        glu = self._candidates(GLU_ROWS) if self.cls and self.cls[-1] in self.by_module else []
+        linears = self.linears[-1] if self.linears else set()
+        found = glu_parts(updated, linears) if glu else None
+        if glu and found is not None:
+            s = glu[0]
+            if s.glu_line and self._line(original) != s.glu_line:
+                return updated
+            act, other = found
+            gate = one_arg(act)
+            assert gate is not None
+            return self._glu(s, original, updated, gate, other, linears)
+        return updated
+
+    def _glu(
+        self,
+        s: Stage,
+        original: cst.CSTNode,
+        updated: cst.BinaryOperation,
+        gate: cst.BaseExpression,
+        other: str,
+        linears: set[str],
+    ) -> cst.BaseExpression:
+        g = projection(gate, linears)
+        u = projection(cst.parse_expression(other), linears)
+        if g and u and g[1] == u[1]:
+            names = (g[0], u[0])
+            merged = f"_kb_merged_linear(self, {names!r}, {g[1]})"
+            self.result.helpers.append("_kb_merged_linear")
+            key = f"{self.cls[-1]}.{'+'.join(names)}" if self.cls else "+".join(names)
+            self.result.weights[key] = {
+                "merge": "concatenate along the output axis (dim 0), gate first",
+                "from": [f"{n}.weight" for n in names],
+                "prerequisite": "merged-gate-up",
+            }
+        else:
+            merged = f"torch.cat([{code(gate)}, {other}], dim=-1)"
+        # the activated projection is first in the merged tensor: the kernel's left half
+        if s.mapping == "swiglu":
+            fused, extra = f"torch_npu.npu_swiglu({merged}, dim=-1)", {}
+        else:
+            approx = s.args.get("approximate", 1 if s.facts.get("activation") == "gelu_tanh" else 0)
+            fused = (
+                f"torch_npu.npu_geglu({merged}, dim=-1, approximate={approx!r}, "
+                "activate_left=True)[0]"
+            )
+            extra = {"approximate": approx, "activate_left": True}
+        return self._emit(s, original, fused, code(updated), **extra)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        callee = dotted(updated.func)
+        if callee.endswith(SDPA):
+            return self._attention(original, updated)
+        if callee.rsplit(".", 1)[-1] in ("matmul", "bmm"):
+            return self._eager(original, updated)
+        gelu = self._candidates(GELU_ROWS) if self.cls and self.cls[-1] in self.by_module else []
+        if gelu and callee.endswith("gelu") and updated.args:
+            approx = keyword(updated, "approximate", 1)
+            if approx and approx.strip("'\"") == "tanh":
+                x = code(updated.args[0].value)
+                return self._emit(
+                    gelu[0], original, f"torch_npu.npu_gelu({x}, approximate='tanh')", code(updated)
+                )
+        inside = self.cls and self.cls[-1] in self.by_module
+        routers = self._candidates(ROUTER_ROWS) if inside else []
+        if routers and (callee.endswith(".topk") or callee == "topk"):
+            return self._router(routers[0], original, updated, callee)
+        return updated
+
+    def _attention(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
+        if not att:
+            return updated
+        s = att[0]
+        q, k, v = (keyword(updated, n, i) for i, n in enumerate(("query", "key", "value")))
+        if not (q and k and v):
+            return updated
+        mask = keyword(updated, "attn_mask", 3) or "None"
+        scale = keyword(updated, "scale", 6) or "None"
+        causal = s.facts.get("causal")
+        if causal is True:
+            sparse: str = "3"
+        elif causal == "caller":
+            sparse = f"3 if {keyword(updated, 'is_causal', 5) or 'False'} else 0"
+        else:
+            sparse = "0"
+        self.result.helpers.append("_kb_attention")
+        fused = f"_kb_attention({q}, {k}, {v}, {mask}, {scale}, sparse_mode={sparse})"
+        return self._emit(
+            s,
+            original,
+            fused,
+            code(updated),
+            input_layout="BNSD",
+            sparse_mode=int(sparse) if sparse.isdigit() else sparse,
+            operator="npu_fused_infer_attention_score",
+        )
+
+    def _eager(self, original: cst.CSTNode, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """Written-out attention (:mod:`kb.port.eager`) into the fused kernel."""
+        att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
+        if not att or not self.fn:
+            return updated
+        found = eager.read(updated, self.counter + 1, self._resolve)
+        if found is None:
+            return updated
+        names = [found.query, found.key, found.value]
+        if any(self._stale(n, 0) and len(self.history[-1].get(n, [])) > 1 for n in names):
+            return updated  # reassigned names: the values read then are not the ones now
+        s = att[0]
+        causal = s.facts.get("causal")
+        sparse = 3 if causal is True else 0
+        mask = "None" if sparse == 3 or found.mask is None else found.mask
+        self.result.helpers.append("_kb_attention")
+        fused = (
+            f"_kb_attention({found.query}, {found.key}, {found.value}, {mask}, {found.scale}, "
+            f"sparse_mode={sparse})"
+        )
+        op = "npu_fused_infer_attention_score"
+        extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
+        return self._emit(s, original, fused, code(updated), **extra)
+
+    def leave_IndentedBlock(
+        self, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        """``s = x + y; r = s; h = self.norm(s)`` into one residual add + RMSNorm call."""
+        stages = [
+            st
+            for st in (self.by_module.get(self.cls[-1], []) if self.cls and self.fn else [])
+            if st.mapping in RESIDUAL_ROWS
+        ]
+        if not stages:
+            return updated
+        body = list(updated.body)
+        i = 0
+        while i + 2 < len(body):
+            found = self._residual_norm(body[i : i + 3])
+            if found is None:
+                i += 1
+                continue
+            text = self._residual_stage(stages[0], original, *found)
+            new = list(cst.parse_module(text).body)
+            lead = getattr(body[i], "leading_lines", ())
+            new[0] = new[0].with_changes(leading_lines=lead)
+            body[i : i + 3] = new
+            i += 1
+        return updated.with_changes(body=body)
+
+    def _residual_norm(self, three: list[cst.BaseStatement]) -> tuple[str, ...] | None:
+        simple = [_single_assign(st) for st in three]
+        if any(x is None for x in simple):
+            return None
+        (a, sum_), (r, copy), (h, normed) = simple  # type: ignore[misc]
+        if not (
+            isinstance(sum_, cst.BinaryOperation)
+            and isinstance(sum_.operator, cst.Add)
+            and code(copy) == a
+            and isinstance(normed, cst.Call)
+            and one_arg(normed) is not None
+            and code(one_arg(normed)) == a  # type: ignore[arg-type]
+        ):
+            return None
+        attr = dotted(normed.func)
+        if not attr.startswith("self.") or h != a:
+            return None
+        eps = self._norm_eps(attr[5:])
+        if not eps:
+            return None
+        return h, r, code(sum_.left), code(sum_.right), attr, eps
+
+    def _norm_eps(self, attr: str) -> str:
+        """The epsilon attribute of the RMSNorm class ``self.<attr>`` is built from, when
+        the plan ports that class with its weight."""
+        cls = self.classes.get(self.cls[-1]) if self.cls else None
+        ctor = ""
+        if cls is not None:
+            for st in cls.body.body:
+                if isinstance(st, cst.FunctionDef) and st.name.value == "__init__":
+                    ctor = next(
+                        (
+                            dotted(v.func)
+                            for t, v in _assigns(st)
+                            if t == f"self.{attr}" and isinstance(v, cst.Call)
+                        ),
+                        "",
+                    )
+        norm = self.classes.get(ctor.rsplit(".", 1)[-1])
+        planned = [
+            s for s in self.by_module.get(ctor.rsplit(".", 1)[-1], []) if s.mapping == "rms_norm"
+        ]
+        if norm is None or not planned or planned[0].facts.get("weight") != "weight":
+            return ""
+        eps = _init_facts(norm)[2]
+        return eps[0] if eps else ""
+
+    def _residual_stage(self, s: Stage, node: cst.CSTNode, *found: str) -> str:
+        h, r, x, y, norm, eps = found
+        self.result.helpers += ["_kb_add_rms_norm", "_kb_add_then"]
+        sid = self._stage_id(s)
+        self.result.stages[sid] = {
+            "modules": [s.module],
+            "mapping": s.mapping,
+            "operator": "npu_add_rms_norm",
+            "args": {"epsilon": f"{norm}.{eps}"},
+            "facts": s.facts,
+            "source_line": self._line(node),
+        }
+        self.result.done.add((s.module, s.mapping))
+        head = ""
+        if not (x.isidentifier() and y.isidentifier()):  # computed once, whichever side runs
+            head, x, y = f"_kb_x, _kb_residual = {x}, {y}\n", "_kb_x", "_kb_residual"
+        fused = f"_kb_add_rms_norm({x}, {y}, {norm}, {norm}.{eps})"
+        unfused = f"_kb_add_then({norm}, {x} + {y})"
+        return head + f"{h}, {r} = _kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})\n"
+
+    def _candidates_kind(self, prefix: str) -> list[Stage]:
+        if self.cls and self.cls[-1] in self.by_module:
+            pool = self.by_module[self.cls[-1]]
+        else:
+            pool = [s for ss in self.by_module.values() for s in ss]
+        return [s for s in pool if s.kind.startswith(prefix)]
+
+    def _router(
+        self, s: Stage, original: cst.Call, updated: cst.Call, callee: str
+    ) -> cst.BaseExpression:
+        if callee.endswith(".topk") and callee != "torch.topk":
+            probs, k = callee[: -len(".topk")], keyword(updated, "k", 0)
+        else:
+            probs, k = keyword(updated, "input", 0) or "", keyword(updated, "k", 1)
+        logits = self.softmax_of[-1].get(probs)
+        if not logits or not k:
+            return updated
+        self.result.helpers.append("_kb_topk_softmax")
+        fused = f"_kb_topk_softmax({logits}, {k}, {probs}.dtype)"
+        op = "npu_moe_gating_top_k_softmax"
+        return self._emit(s, original, fused, code(updated), args={"k": k}, operator=op)
+
+    # -- whole forwards -------------------------------------------------------------------
+    def _norm(self, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
+        _, params, eps = _init_facts(cls)
+        body = list(cls.body.body)
+        idx = next(
+            (
+                i
+                for i, st in enumerate(body)
+                if isinstance(st, cst.FunctionDef) and st.name.value == "forward"
+            ),
+            None,
+        )
+        if idx is None or not eps:
+            why = "no forward" if idx is None else "no epsilon attribute in __init__"
+            self.notes.setdefault(cls.name.value, []).append(
+                f"stage {s.mapping} ({s.operator}) not rewritten: {why}"
+            )
+            return cls
+        fwd = body[idx]
+        assert isinstance(fwd, cst.FunctionDef)
+        plist = [p.name.value for p in fwd.params.params]
+        if len(plist) < 2:
+            return cls
+        x = plist[1]
+        weight = s.facts.get("weight")
+        if weight == "none" or not params:
+            gamma = f"torch.ones({x}.shape[-1], dtype={x}.dtype, device={x}.device)"
+        elif weight == "1 + weight":
+            gamma = f"(1 + self.{params[0]}).to({x}.dtype)"
+        else:
+            gamma = f"self.{params[0]}.to({x}.dtype)"
+        fused = f"torch_npu.npu_rms_norm({x}, {gamma}, epsilon=self.{eps[0]})[0]"
+        call_args = ", ".join(_passing(fwd.params))
+        self.cls.append(cls.name.value)
+        stage = self._emit(
+            s, fwd, fused, f"self._kb_unfused_forward({call_args})", epsilon=f"self.{eps[0]}"
+        )
+        self.cls.pop()
+        new_fwd = fwd.with_changes(
+            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Return(stage)])]),
+            leading_lines=fwd.leading_lines,
+        )
+        old = fwd.with_changes(
+            name=cst.Name("_kb_unfused_forward"), leading_lines=[cst.EmptyLine()]
+        )
+        body[idx : idx + 1] = [new_fwd, old]
+        return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
+def _single_assign(st: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """(name, value) of a statement that is one ``name = value``."""
+    if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1):
+        return None
+    a = st.body[0]
+    if (
+        isinstance(a, cst.Assign)
+        and len(a.targets) == 1
+        and isinstance(a.targets[0].target, cst.Name)
+    ):
+        return a.targets[0].target.value, a.value
+    return None
+
+
+def _passing(params: cst.Parameters) -> list[str]:
+    """The call that hands a function's own parameters on unchanged (self left out)."""
+    out = [p.name.value for p in params.posonly_params] + [p.name.value for p in params.params]
+    out = out[1:]
+    if isinstance(params.star_arg, cst.Param):
+        out.append("*" + params.star_arg.name.value)
+    out += [f"{p.name.value}={p.name.value}" for p in params.kwonly_params]
+    if params.star_kwarg is not None:
+        out.append("**" + params.star_kwarg.name.value)
+    return out
+
+
+def _ours(s: Stage) -> bool:
+    """Stages this rewriter knows how to write (the others get their own note)."""
+    return (
+        s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS
+        or s.mapping.startswith("attention_")
+    )
+
+
+def rewrite(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tuple[str, Result]:
+    """The ported text of one file (no prelude yet) and what was rewritten."""
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    porter = Porter(stages, notes)
+    tree = wrapper.visit(porter)
+    return tree.code, porter.result

@@ -1,0 +1,168 @@
+"""kb port writes the fused port of a planned file; kb verify proves it on the CPU and
+fails, naming the stage, when a port computes something else (fixtures: tests/data/port)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("libcst")
+
+from kb.api.errors import UsageError
+from kb.api.port import port, verify
+from kb.cli import main
+
+DATA = Path(__file__).parent / "data" / "port"
+MODELS = ("dense_llm", "moe_block", "dit_block")
+
+
+def _port(name: str, out: Path) -> dict:
+    return port(str(DATA / f"{name}.py"), str(out), product="atlas-a2")
+
+
+@pytest.fixture(scope="module")
+def ported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("ports")
+    out = {}
+    for name in MODELS:
+        out[name] = root / f"{name}_npu.py"
+        _port(name, out[name])
+    return out
+
+
+def test_port_rewrites_each_stage_and_keeps_the_rest(tmp_path: Path) -> None:
+    doc = _port("dense_llm", tmp_path / "p.py")
+    stages = doc["files"][0]["stages"]
+    assert {s["mapping"] for s in stages.values()} == {
+        "rms_norm",
+        "rope_half",
+        "swiglu",
+        "attention_gqa_bsnd",
+        "add_rms_norm",
+    }
+    rope = next(s for s in stages.values() if s["mapping"] == "rope_half")
+    assert rope["args"]["rotary_mode"] == "half"
+    text = (tmp_path / "p.py").read_text()
+    assert "# normalise in float32 and come back to the input dtype" in text
+    assert "def _kb_unfused_forward(self, x):" in text
+    assert doc["files"][0]["weights"]["FeedForward.w1+w3"]["from"] == ["w1.weight", "w3.weight"]
+    assert "-        return self.w2(F.silu(self.w1(x)) * self.w3(x))" in doc["files"][0]["diff"]
+
+
+def test_port_notes_what_it_cannot_write(tmp_path: Path) -> None:
+    doc = _port("dit_block", tmp_path / "p.py")
+    notes = doc["files"][0]["notes"]
+    assert any("adaln-modulation-as-norm-weight" in n for n in notes["DiTBlock"])
+    text = (tmp_path / "p.py").read_text()
+    assert "# kb port: TODO(kb port): prerequisite adaln-modulation-as-norm-weight" in text
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_verify_passes_in_fp32_and_bf16(name: str, ported: dict[str, Path]) -> None:
+    doc = verify(str(DATA / f"{name}.py"), str(ported[name]), str(DATA / f"{name}.json"))
+    assert doc["passed"], doc["failures"]
+    assert not doc["stages_not_reached"]
+    ran = {(r["dtype"], r["phase"]) for r in doc["runs"] if not r["not_run"]}
+    assert ran == {("float32", "prefill"), ("bfloat16", "prefill")}
+    bf16 = next(r for r in doc["runs"] if r["dtype"] == "bfloat16" and not r["not_run"])
+    assert {s["stage"] for s in bf16["stages"]} == set(doc["stages_planned"])
+    assert all(not s["rejected"] for s in bf16["stages"])
+
+
+WRONG = [
+    # the GLU halves swapped: the up projection activated
+    ("dense_llm", "('w1', 'w3')", "('w3', 'w1')", "FeedForward.swiglu"),
+    # adjacent pairs rotated where the model rotates halves
+    (
+        "dense_llm",
+        "_kb_rotary(q, cos, sin, 'half')",
+        "_kb_rotary(q, cos, sin, 'interleave')",
+        "rotary_mode='interleave' where the plan derives 'half'",
+    ),
+    # a causal mask on a bidirectional attention
+    (
+        "dit_block",
+        "v, None, None, sparse_mode=0)",
+        "v, None, None, sparse_mode=3)",
+        "SelfAttention.attention_noncausal_bsnd",
+    ),
+    # the router's renormalisation dropped
+    (
+        "moe_block",
+        "weights = weights / weights.sum(dim=-1, keepdim=True)",
+        "weights = weights",
+        "SparseMoE.router_softmax_topk",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "old", "new", "named"), WRONG)
+def test_a_wrong_port_fails_naming_the_stage(
+    name: str, old: str, new: str, named: str, ported: dict[str, Path], tmp_path: Path
+) -> None:
+    text = ported[name].read_text()
+    assert old in text
+    wrong = tmp_path / f"{name}_wrong.py"
+    wrong.write_text(text.replace(old, new, 1))
+    doc = verify(
+        str(DATA / f"{name}.py"),
+        str(wrong),
+        str(DATA / f"{name}.json"),
+        dtypes=("bfloat16",),
+        phases=("prefill",),
+    )
+    assert not doc["passed"]
+    assert any(named in f["message"] for f in doc["failures"]), doc["failures"]
+
+
+def test_verify_says_what_it_could_not_import(tmp_path: Path, ported: dict[str, Path]) -> None:
+    original = tmp_path / "needs_a_package.py"
+    original.write_text("import kb_no_such_package\n" + (DATA / "dense_llm.py").read_text())
+    with pytest.raises(UsageError, match="No module named 'kb_no_such_package'"):
+        verify(str(original), str(ported["dense_llm"]), str(DATA / "dense_llm.json"))
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.py"
+    assert main(["port", str(DATA / "dit_block.py"), "-o", str(out), "--diff"]) == 0
+    assert "+import torch_npu" in capsys.readouterr().out
+    wrong = tmp_path / "w.py"
+    wrong.write_text(out.read_text().replace("None, sparse_mode=0)", "None, sparse_mode=3)"))
+    args = [str(DATA / "dit_block.py"), str(wrong), "--model-config", str(DATA / "dit_block.json")]
+    assert main(["verify", *args, "--dtypes", "bfloat16", "--phases", "prefill"]) == 1
+    assert "FAILED DiTBlock bfloat16 prefill: stage SelfAttention" in capsys.readouterr().out
+    assert main(["verify", *args, "--phases", "later"]) == 2
+
+
+def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
+    doc = port(str(DATA), str(tmp_path / "out"), product="atlas-a2")
+    written = {Path(f["target"]).name for f in doc["files"]}
+    assert written == {f"{m}.py" for m in MODELS}
+    assert (tmp_path / "out" / "dense_llm.json").exists() is False  # only Python is ported
+    assert "_kb_stage(" in (tmp_path / "out" / "moe_block.py").read_text()
+
+
+def test_the_switch_runs_the_original_code(ported: dict[str, Path]) -> None:
+    import torch
+
+    import kb.emulate
+    from kb.port.build import build, load_config, load_module, shrink
+
+    cfg = shrink(load_config(str(DATA / "moe_block.json")))
+    original = load_module(str(DATA / "moe_block.py"))
+    with kb.emulate.install():
+        port_mod = load_module(str(ported["moe_block"]), alias="moe_block__switch")
+        a = build(original.SparseMoE, cfg, original).eval()
+        b = build(port_mod.SparseMoE, cfg, port_mod).eval()
+        b.load_state_dict(a.state_dict())
+        x = torch.randn(2, 8, cfg["hidden_size"], generator=torch.Generator().manual_seed(0))
+        port_mod.KB_PORT_UNFUSED = True
+        try:
+            assert torch.equal(a(x), b(x))
+            assert not kb.emulate.calls()  # no fused call ran
+        finally:
+            port_mod.KB_PORT_UNFUSED = False
+        b(x)
+        assert {c.op for c in kb.emulate.calls()} >= {"npu_swiglu"}
