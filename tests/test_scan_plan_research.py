@@ -331,3 +331,30 @@ def test_a_helper_function_of_a_planned_file_adds_no_candidate(tmp_path: Path) -
 def _facts_of(path: Path, name: str) -> dict[str, Any]:
     report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan([str(path)])
     return _facts(report, name)
+
+
+def test_a_function_replaced_from_an_unreadable_table_is_read_as_the_default() -> None:
+    """``run = plain; if impl != "plain": run = TABLE[impl]`` (transformers 4.x's
+    attention dispatch): the attention is the default function's computation, read
+    through the branch, not lost to the lookup it cannot see into."""
+    report = _scan("table_dispatch.py")
+    facts = _facts(report, "GroupedAttention")
+    assert facts.get("gqa") is True and facts.get("rope") == "half", facts
+    assert _entries(report, "GroupedAttention"), report.plan
+
+
+def test_every_module_of_the_scanned_file_carries_the_file_as_given(tmp_path: Path) -> None:
+    """Both readers name the scanned file the way the caller wrote it, so the plan
+    prints one header per file (a relative path used to split it in two)."""
+    import os
+
+    here = os.getcwd()
+    try:
+        os.chdir(PLAN)
+        options = ScanOptions(product="atlas-a3", use_config=False)
+        report = scanner(options=options).scan(["table_dispatch.py"])
+    finally:
+        os.chdir(here)
+    assert {m.file for m in report.inventory} == {"table_dispatch.py"}, [
+        (m.name, m.file) for m in report.inventory
+    ]

@@ -196,21 +196,57 @@ RESULTS_SHOWN = """() => {
 #: The same, and a query typed before the search worker answered is passed on again as
 #: the keyup Material queries on: for tests about what a search finds or loads, not about
 #: how the text arrived (the pasted-query test keeps RESULTS_SHOWN, which never types).
+#: Material sends a value only when it differs from the last one sent, so a query whose
+#: keyup it never saw (a content swap that re-mounts the box under the typing) is sent
+#: again every few seconds by passing through the empty value.  A worker that failed says
+#: so on the console, which every test asserts clean.
 RESULTS_OF_TYPED = """() => {
   const item = document.querySelector(".md-search-result__item");
   if (!!item && item.getClientRects().length > 0) return true;
   const toggle = document.getElementById("__search");
   const input = document.querySelector("input.md-search__input");
-  if (toggle && !toggle.checked && input) { input.blur(); input.focus(); }
-  if (input) input.dispatchEvent(new KeyboardEvent("keyup"));
+  if (!input) return false;
+  if (toggle && !toggle.checked) { input.blur(); input.focus(); }
+  window.__kbPolls = (window.__kbPolls || 0) + 1;
+  if (window.__kbPolls % 12 === 0 && input.value) {
+    const value = input.value;
+    input.value = "";
+    input.dispatchEvent(new KeyboardEvent("keyup"));
+    input.value = value;
+  }
+  input.dispatchEvent(new KeyboardEvent("keyup"));
   return false;
+}"""
+
+#: What the search box shows, for the message of a search that never answered.
+SEARCH_STATE = """() => {
+  const toggle = document.getElementById("__search");
+  const input = document.querySelector("input.md-search__input");
+  const meta = document.querySelector(".md-search-result__meta");
+  return {
+    url: location.href,
+    open: toggle ? toggle.checked : null,
+    value: input ? input.value : null,
+    focused: document.activeElement === input,
+    meta: meta ? meta.textContent : null,
+    items: document.querySelectorAll(".md-search-result__item").length,
+  };
 }"""
 
 
 def search(p: Page, base: str, query: str) -> list[str]:
     """Type into Material's search box; the result links, best first."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     open_search(p, base, query)
-    p.page.wait_for_function(RESULTS_OF_TYPED, polling=250)
+    try:
+        p.page.wait_for_function(RESULTS_OF_TYPED, polling=250)
+    except PlaywrightTimeout:
+        state = p.page.evaluate(SEARCH_STATE)
+        raise AssertionError(
+            f"no results for {query!r}: {state}; console: {p.errors}; "
+            f"requests: {[u for u in p.requests if '/search' in u]}"
+        ) from None
     links = p.page.locator(".md-search-result__item > a.md-search-result__link")
     return [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
 

@@ -169,14 +169,16 @@ def port(path: str, out: str, options: Any, *, write: bool = True) -> list[FileP
             "kb port needs libcst (pip install 'torch-npu-kb[port]'): not importable here"
         ) from None
     plan, inventory = plan_of([str(src)], options)
-    per_file = stages_and_notes(plan, inventory)
+    # the plan names a file as the scan displays it (relative to the working directory
+    # when it lies below it): key by the resolved path
+    per_file = {str(Path(k).resolve()): v for k, v in stages_and_notes(plan, inventory).items()}
     files = [src] if src.is_file() else sorted(p for p in src.rglob("*.py") if p.is_file())
     dest_root = Path(out)
     ported: list[FilePort] = []
     for f in files:
         target = _target(src, f, dest_root)
         text = f.read_text(encoding="utf-8")
-        stages, notes = per_file.get(str(f), per_file.get(str(f.resolve()), ([], {})))
+        stages, notes = per_file.get(str(f.resolve()), ([], {}))
         new, result = (text, None)
         if stages or notes:
             try:

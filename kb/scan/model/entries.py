@@ -252,14 +252,18 @@ def modules(reading: Reading, entry: str) -> list[Module]:
         kind = kind_of(found.kind, values)
         if kind is None:
             continue
-        m = Module(found.cls_name, kind, found.file, found.line, found.end_line, facts=values)
+        own = os.path.abspath(found.file) == os.path.abspath(entry)
+        # the scanned file as the caller spelled it (the class-facts reader's entries and
+        # the findings use that spelling); a file the imports led to, as it was resolved
+        file = entry if own else found.file
+        m = Module(found.cls_name, kind, file, found.line, found.end_line, facts=values)
         m.proven = proven
         m.unknown = unknown
         m.options = options
         if kind == "moe.router":
             m.mappings.append(router_mapping(router_facts(values)))
         m.mappings += [x for x in _mapping(kind, values) if x not in m.mappings]
-        if os.path.abspath(found.file) != os.path.abspath(entry):
+        if not own:
             m.facts["imported"] = True
         out.append(m)
     return out

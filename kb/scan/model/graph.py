@@ -278,7 +278,10 @@ def merge(values: list[Any], why: str = "") -> Any:
         return unique[0]
     if any(u is UNKNOWN for u in unique):
         rest = [u for u in unique if u is not UNKNOWN]
-        return rest[0] if len(rest) == 1 and isinstance(rest[0], Node) else UNKNOWN
+        # a value computed on one side, or a function chosen on one side where the other
+        # looks one up in a table we cannot read (``fn = eager; if impl != "eager": fn =
+        # TABLE[impl]``): what is read is what the code can be seen to run
+        return rest[0] if len(rest) == 1 and isinstance(rest[0], (Node, Func)) else UNKNOWN
     if all(isinstance(u, Node) for u in unique):
         first = unique[0]
         kw = {"why": Const(why)} if why else None
