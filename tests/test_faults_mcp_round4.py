@@ -397,6 +397,7 @@ NOT_ANSWERS = {
     "verbose": "text output only",
     "jobs": "how many processes read files, not what they find",
     "emit_candidates": "writes a file; the server never writes",
+    "verify": "imports and runs the model's code; the server reads code, never runs it",
     "no_input": "the tool never prompts (always as --no-input)",
 }
 #: CLI destination -> tool argument, where the names differ.

@@ -166,3 +166,48 @@ def test_the_switch_runs_the_original_code(ported: dict[str, Path]) -> None:
             port_mod.KB_PORT_UNFUSED = False
         b(x)
         assert {c.op for c in kb.emulate.calls()} >= {"npu_swiglu"}
+
+
+def test_scan_plan_verify_marks_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    """kb scan --plan --verify ports and proves each planned stage on the CPU."""
+    import json
+
+    code = main(
+        [
+            "scan",
+            "--plan",
+            "--verify",
+            "--no-config",
+            "--format",
+            "json",
+            "--model-config",
+            str(DATA / "dense_llm.json"),
+            str(DATA / "dense_llm.py"),
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    stages = [s for e in out["plan"] for s in e["stages"]]
+    assert code == 0
+    assert stages and {s["verified"] for s in stages} == {"passed"}, stages
+    assert all("max abs" in s["verify_note"] for s in stages)
+
+
+def test_scan_plan_verify_says_what_it_could_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "needs_more.py"
+    model.write_text(
+        "import kb_no_such_package\n" + (DATA / "dense_llm.py").read_text(), encoding="utf-8"
+    )
+    code = main(
+        ["scan", "--plan", "--verify", "--no-config", "--model-config"]
+        + [str(DATA / "dense_llm.json"), str(model)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "verified: not run" in out and "kb_no_such_package" in out, out
+
+
+def test_scan_verify_needs_the_plan_and_a_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", "--verify", str(DATA / "dense_llm.py")]) == 2
+    assert "--model-config" in capsys.readouterr().err

@@ -59,6 +59,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="the checkpoint's hyper-parameters (config.json, params.json or any JSON object): "
         "the plan decides what the code leaves to them (activation, heads, router scoring)",
     )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="with --plan and --model-config: port each planned file to a scratch folder, "
+        "run it against the original on the CPU (kb verify) and mark every stage passed, "
+        "failed or not run (needs the [emulate] and [port] extras and the model's imports)",
+    )
     p.add_argument("--graph-mode", choices=GRAPH_MODES, help="the graph mode the code runs under")
     p.add_argument(
         "--parallel",
@@ -152,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
                 if shared
                 else f"unknown quantization scheme {args.quantization[:40]!r}"
             )
+    if args.verify and not (args.plan and args.model_config):
+        raise UsageError("--verify proves the plan: give it with --plan and --model-config FILE")
     _check_excludes(args.exclude)
     if args.emit_candidates:
         _check_emit_target(args.emit_candidates, args.paths)
@@ -210,6 +219,17 @@ def run(args: argparse.Namespace) -> int:
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     )
+    verified = None
+    if args.verify:
+        from kb.port.planverify import verify_plan
+
+        verified = verify_plan(
+            report.plan,
+            args.model_config,
+            product=product,
+            quantization=quantization,
+            parallel=parallel,
+        )
     if args.plan and args.format == "text":
         from kb.text.scan import plan_text
 
@@ -229,7 +249,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return 1 if report.count("error") else 0
+    if verified is not None:
+        print(
+            f"kb scan: verified on the CPU: {verified['passed']} stage(s) passed, "
+            f"{verified['failed']} failed, {verified['not run']} not run",
+            file=sys.stderr,
+        )
+    return 1 if report.count("error") or (verified and verified["failed"]) else 0
 
 
 def _jobs(text: str) -> int:

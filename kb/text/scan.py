@@ -159,6 +159,10 @@ def plan_text(report: ScanReport) -> str:
                         f"      {stage['stage']}: {stage['operator']}({args}) [{stage['mapping']}]"
                     )
                     out.append(line)
+                    if stage.get("verified"):
+                        out.append(
+                            f"        verified: {stage['verified']} ({stage['verify_note']})"
+                        )
                     for note in stage.get("notes", []):
                         out.append(f"        note: {note}")
                     for question in stage.get("questions", []):
