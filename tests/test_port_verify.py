@@ -15,7 +15,7 @@ from kb.api.port import port, verify
 from kb.cli import main
 
 DATA = Path(__file__).parent / "data" / "port"
-MODELS = ("dense_llm", "moe_block", "dit_block")
+MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked")
 
 
 def _port(name: str, out: Path) -> dict:
@@ -87,6 +87,20 @@ WRONG = [
         "v, None, None, sparse_mode=0)",
         "v, None, None, sparse_mode=3)",
         "SelfAttention.attention_noncausal_bsnd",
+    ),
+    # stacked experts: the up projection activated in place of the gate
+    (
+        "moe_stacked",
+        "torch.cat([self.gate, self.up], dim=2)",
+        "torch.cat([self.up, self.gate], dim=2)",
+        "SplitExperts.moe_experts_loop",
+    ),
+    # stacked experts: the routing weights not applied
+    (
+        "moe_stacked",
+        "_kb_moe_experts(tokens, expert_ids, expert_weights,",
+        "_kb_moe_experts(tokens, expert_ids, torch.ones_like(expert_weights),",
+        "PackedExperts.moe_experts_loop",
     ),
     # the router's renormalisation dropped
     (

@@ -67,12 +67,19 @@ def _mark(entries: list[dict[str, Any]], doc: dict[str, Any]) -> None:
     """Each planned stage's results: the verify runs of its phase whose stage computes
     the same mapping in the same class."""
     results: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
-    skipped = [f"{r['class']}: {r['not_run']}" for r in doc.get("runs", []) if r.get("not_run")]
+    skipped = list(
+        dict.fromkeys(
+            f"{r['class']}: {r['not_run']}" for r in doc.get("runs", []) if r.get("not_run")
+        )
+    )
     for run in doc.get("runs", []):
         for s in run.get("stages", []):
             for module in s.get("modules") or []:
-                key = (str(module), str(s.get("mapping")))
-                results.setdefault(key, []).append((run["phase"], run["dtype"], s))
+                # a stage that computes other mappings of the module too (an expert loop's
+                # activation) stands for them
+                for mapping in [s.get("mapping"), *(s.get("covers") or [])]:
+                    key = (str(module), str(mapping))
+                    results.setdefault(key, []).append((run["phase"], run["dtype"], s))
     failures = [
         (str(f.get("mapping")), str(f["message"]))
         for f in doc.get("failures", [])

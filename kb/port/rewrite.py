@@ -15,10 +15,12 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import eager
+from kb.port import eager, experts
 from kb.port.spans import (
     SDPA,
     Stage,
+    _passing,
+    _single_assign,
     code,
     dotted,
     glu_parts,
@@ -36,6 +38,8 @@ GELU_ROWS = {"gelu_tanh"}
 ROPE_ROWS = {"rope_half", "rope_interleave"}
 ROUTER_ROWS = {"router_softmax_topk"}
 RESIDUAL_ROWS = {"add_rms_norm"}
+#: mappings rewritten as an expert loop's whole forward (:mod:`kb.port.experts`)
+EXPERT_ROWS = {"moe_experts_loop"}
 
 
 @dataclass
@@ -120,13 +124,15 @@ class Porter(cst.CSTTransformer):
         for s in self.by_module.get(name, []):
             if s.mapping in NORM_ROWS:
                 updated = self._norm(updated, s)
+            elif s.mapping in EXPERT_ROWS:
+                updated = self._experts(updated, s)
         missed = [
             f"stage {s.mapping} ({s.operator}) not rewritten: "
             + (
                 "no span computing it was found in this class or the functions it calls"
                 if _ours(s)
                 else "kb port does not write this mapping yet (norms, RoPE, GLU, GELU, "
-                "attention calls and softmax routers)"
+                "attention calls, softmax routers and SwiGLU expert loops)"
             )
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
@@ -211,6 +217,7 @@ class Porter(cst.CSTTransformer):
             "modules": modules,
             "mapping": s.mapping,
             "operator": extra.pop("operator", s.operator),
+            "covers": extra.pop("covers", []),  # other mappings of the module it computes
             "args": extra.pop("args") if "args" in extra else {**s.args, **extra},
             "facts": s.facts,
             "source_line": self._line(node),
@@ -477,6 +484,42 @@ class Porter(cst.CSTTransformer):
         return self._emit(s, original, fused, code(updated), args={"k": k}, operator=op)
 
     # -- whole forwards -------------------------------------------------------------------
+    def _experts(self, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
+        body = list(cls.body.body)
+        idx = next((i for i, st in enumerate(body) if _named(st, "forward")), None)
+        fwd = body[idx] if idx is not None else None
+        found: experts.Loop | str = "no forward"
+        if isinstance(fwd, cst.FunctionDef):
+            found = (
+                experts.read(fwd, str(s.facts.get("glu", "")))
+                if s.facts.get("activation") == "silu"
+                else f"activation {s.facts.get('activation')!r}: SwiGLU experts only"
+            )
+        if isinstance(found, str) or not isinstance(fwd, cst.FunctionDef) or idx is None:
+            why = found if isinstance(found, str) else "no forward"
+            self.notes.setdefault(cls.name.value, []).append(
+                f"stage {s.mapping} ({s.operator}) not rewritten: {why}"
+            )
+            return cls
+        self.result.helpers.append("_kb_moe_experts")
+        fused = (
+            f"_kb_moe_experts({found.x}, {found.ids}, {found.weights}, {found.gate_up}, "
+            f"{found.down})"
+        )
+        self.cls.append(cls.name.value)
+        unfused = f"self._kb_unfused_forward({', '.join(_passing(fwd.params))})"
+        stage = self._emit(s, fwd, fused, unfused, covers=["swiglu"])
+        self.cls.pop()
+        self.result.done.add((cls.name.value, "swiglu"))
+        new_fwd = fwd.with_changes(
+            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Return(stage)])])
+        )
+        old = fwd.with_changes(
+            name=cst.Name("_kb_unfused_forward"), leading_lines=[cst.EmptyLine()]
+        )
+        body[idx : idx + 1] = [new_fwd, old]
+        return cls.with_changes(body=cls.body.with_changes(body=body))
+
     def _norm(self, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
         _, params, eps = _init_facts(cls)
         body = list(cls.body.body)
@@ -525,36 +568,14 @@ class Porter(cst.CSTTransformer):
         return cls.with_changes(body=cls.body.with_changes(body=body))
 
 
-def _single_assign(st: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
-    """(name, value) of a statement that is one ``name = value``."""
-    if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1):
-        return None
-    a = st.body[0]
-    if (
-        isinstance(a, cst.Assign)
-        and len(a.targets) == 1
-        and isinstance(a.targets[0].target, cst.Name)
-    ):
-        return a.targets[0].target.value, a.value
-    return None
-
-
-def _passing(params: cst.Parameters) -> list[str]:
-    """The call that hands a function's own parameters on unchanged (self left out)."""
-    out = [p.name.value for p in params.posonly_params] + [p.name.value for p in params.params]
-    out = out[1:]
-    if isinstance(params.star_arg, cst.Param):
-        out.append("*" + params.star_arg.name.value)
-    out += [f"{p.name.value}={p.name.value}" for p in params.kwonly_params]
-    if params.star_kwarg is not None:
-        out.append("**" + params.star_kwarg.name.value)
-    return out
+def _named(st: cst.CSTNode, name: str) -> bool:
+    return isinstance(st, cst.FunctionDef) and st.name.value == name
 
 
 def _ours(s: Stage) -> bool:
     """Stages this rewriter knows how to write (the others get their own note)."""
     return (
-        s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS
+        s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS
         or s.mapping.startswith("attention_")
     )
 

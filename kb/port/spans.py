@@ -118,3 +118,29 @@ def keyword(call: cst.Call, name: str, position: int) -> str | None:
 
 def lam(text: str) -> str:
     return f"lambda: {text}"
+
+
+def _single_assign(st: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """(name, value) of a statement that is one ``name = value``."""
+    if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1):
+        return None
+    a = st.body[0]
+    if (
+        isinstance(a, cst.Assign)
+        and len(a.targets) == 1
+        and isinstance(a.targets[0].target, cst.Name)
+    ):
+        return a.targets[0].target.value, a.value
+    return None
+
+
+def _passing(params: cst.Parameters) -> list[str]:
+    """The call that hands a function's own parameters on unchanged (self left out)."""
+    out = [p.name.value for p in params.posonly_params] + [p.name.value for p in params.params]
+    out = out[1:]
+    if isinstance(params.star_arg, cst.Param):
+        out.append("*" + params.star_arg.name.value)
+    out += [f"{p.name.value}={p.name.value}" for p in params.kwonly_params]
+    if params.star_kwarg is not None:
+        out.append("**" + params.star_kwarg.name.value)
+    return out

@@ -53,6 +53,7 @@ class StageRun:
             "stage": self.stage,
             "rejected": self.rejected,
             "mapping": self.info.get("mapping"),
+            "covers": self.info.get("covers", []),
             "operator": self.info.get("operator"),
             "modules": self.info.get("modules"),
             "args": self.info.get("args"),

@@ -1,0 +1,143 @@
+"""An expert loop rewritten as one routed pass: routing init, two grouped matmuls around
+the gated activation, finalize.
+
+Read from the loop's computation, never from names: the token-to-expert ids are what
+``one_hot`` is taken of, the routing weights the forward parameter a subscript of which
+multiplies an expert's output, the hidden states the remaining parameter.  The expert
+weights are the class attributes indexed per expert inside ``linear(x, self.W[e])``
+(stored ``[E, out, in]``) or ``x @ self.W[e]`` (stored ``[E, in, out]``), in the order the
+loop applies them: two (gate and up packed, then down) or three (gate, up, down, the gate
+being the one whose product the activation reaches).  A loop with biases, another
+activation or any other shape is left as it is, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from kb.port.spans import code, dotted, one_arg
+
+
+@dataclass
+class Loop:
+    """What the fused call needs, as code of the forward's own names."""
+
+    x: str
+    ids: str
+    weights: str
+    gate_up: str  # [E, H, 2I], gate half first
+    down: str  # [E, I, H]
+
+
+class _Reader(cst.CSTVisitor):
+    def __init__(self, params: list[str]) -> None:
+        self.params = params
+        self.ids: list[str] = []
+        self.scaled: list[str] = []
+        self.applied: list[tuple[str, str]] = []  # (attribute, "linear" | "matmul")
+        self.biases: list[str] = []
+        self.activated: list[cst.BaseExpression] = []
+        self.assigned: dict[str, str] = {}
+
+    def _expert_weight(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.Subscript):
+            base = dotted(node.value)
+            if base.startswith("self.") and base.count(".") == 1:
+                return base[5:]
+        return None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            if isinstance(t.target, cst.Name):
+                self.assigned[t.target.value] = code(node.value)
+            elif isinstance(t.target, cst.Tuple):
+                for el in t.target.elements:
+                    if isinstance(el.value, cst.Name):
+                        self.assigned[el.value.value] = code(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        callee = dotted(node.func).rsplit(".", 1)[-1]
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        if callee == "one_hot" and args and isinstance(args[0], cst.Name):
+            self.ids.append(args[0].value)
+        elif callee == "linear" and len(args) >= 2:
+            attr = self._expert_weight(args[1])
+            if attr:
+                self.applied.append((attr, "linear"))
+                self.biases += [code(b) for b in args[2:]]
+                self.biases += [
+                    code(a.value) for a in node.args if a.keyword and a.keyword.value == "bias"
+                ]
+        elif callee in ("matmul", "mm") and len(args) == 2:
+            attr = self._expert_weight(args[1])
+            if attr:
+                self.applied.append((attr, "matmul"))
+        elif one_arg(node) is not None and callee not in ("int", "float", "len", "range"):
+            self.activated.append(args[0])
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.MatrixMultiply):
+            attr = self._expert_weight(node.right)
+            if attr:
+                self.applied.append((attr, "matmul"))
+        if isinstance(node.operator, cst.Add):
+            for side in (node.left, node.right):
+                if self._expert_weight(side):
+                    self.biases.append(code(side))
+        if isinstance(node.operator, cst.Multiply):
+            for side in (node.left, node.right):
+                value = side.value if isinstance(side, cst.Subscript) else None
+                if isinstance(value, cst.Name) and value.value in self.params:
+                    self.scaled.append(value.value)
+
+
+def _stored(attr: str, how: str) -> str:
+    """The weight as [E, in, out], the grouped matmul's layout."""
+    return f"self.{attr}.transpose(1, 2)" if how == "linear" else f"self.{attr}"
+
+
+def read(fwd: cst.FunctionDef, glu: str) -> Loop | str:
+    """The loop's parts, or why the forward is not one this rewrite can write."""
+    params = [p.name.value for p in fwd.params.params][1:]
+    r = _Reader(params)
+    fwd.visit(r)
+    ids = [n for n in r.ids if n in params]
+    if not ids:
+        return "no one_hot of a forward parameter (the expert ids) in the loop"
+    scaled = [n for n in r.scaled if n in params and n != ids[0]]
+    if not scaled:
+        return "no forward parameter scales the experts' outputs (the routing weights)"
+    rest = [p for p in params if p not in (ids[0], scaled[0])]
+    if not rest:
+        return "no hidden-states parameter"
+    if r.biases:
+        return f"the experts add biases ({r.biases[0]}): not written yet"
+    order: list[tuple[str, str]] = []
+    for attr, how in r.applied:
+        if attr not in [a for a, _ in order]:
+            order.append((attr, how))
+    if len(order) == 2:
+        (gu, how_gu), (down, how_down) = order
+        packed = _stored(gu, how_gu)
+        if glu == "second":  # the activation reaches the second half: swap the halves
+            packed = f"torch.cat(tuple(reversed({packed}.chunk(2, dim=2))), dim=2)"
+        elif glu != "first":
+            return f"the gated half is {glu!r}, not first or second"
+        gate_up = packed
+    elif len(order) == 3:
+        down, how_down = order[2]
+        reached = " ".join(
+            r.assigned.get(code(a), code(a)) if isinstance(a, cst.Name) else code(a)
+            for a in r.activated
+        )
+        gates = [(a, h) for a, h in order[:2] if f"self.{a}[" in reached]
+        if len(gates) != 1:
+            return "cannot tell which of the two input projections the activation reaches"
+        (gate, how_g) = gates[0]
+        (up, how_u) = next(p for p in order[:2] if p[0] != gate)
+        gate_up = f"torch.cat([{_stored(gate, how_g)}, {_stored(up, how_u)}], dim=2)"
+    else:
+        return f"{len(order)} per-expert weights applied; two or three are written"
+    return Loop(rest[0], ids[0], scaled[0], gate_up, _stored(down, how_down))
