@@ -56,6 +56,8 @@ class Registration:
     #: or the ``#if`` expression as written
     condition: tuple[str, ...] = ()
     not_built: tuple[str, ...] = ()  # products whose build of the package leaves it out (records)
+    #: the other backend a Python branch keeps the registration to (``if not is_npu():``)
+    branch: str | None = None
 
     def parameters(self) -> list[dict[str, Any]] | None:
         """The parameters in the records' terms, for :func:`kb.scan.binding.bind`."""
@@ -78,9 +80,33 @@ class Registration:
 
     @property
     def other_build(self) -> str | None:
-        """The other backend a registration's file is built for (``csrc/cpu/…``,
-        ``…_rocm.cpp``), whose schema an NPU build does not register."""
+        """The other backend a registration is built for, whose schema an NPU build does
+        not register: the Python branch it is made in, the preprocessor condition it is
+        compiled under (``#ifdef USE_ROCM``), its namespace (``_rocm_C``), its file
+        (``csrc/cpu/…``, ``…_rocm.cpp``)."""
+        if self.branch is not None:
+            return self.branch
+        for cond in self.condition:  # only a condition that must hold names a build
+            named = None if cond.startswith("!") else _backend_of(cond)
+            if named is not None:
+                return named or None
+        named = _backend_of(self.namespace or "")
+        if named is not None:
+            return named or None
         return _other_build(self.file)
+
+
+def _backend_of(text: str) -> str | None:
+    """The other backend a name names (``USE_ROCM``, ``_rocm_C``); ``""`` when it names
+    the NPU, None when neither."""
+    from kb.scan.hints import tokens
+    from kb.vocab import NPU_BACKEND_WORDS, OTHER_BACKEND_WORDS
+
+    words = set(tokens(text))
+    if words & NPU_BACKEND_WORDS:
+        return ""
+    other = words & OTHER_BACKEND_WORDS
+    return sorted(other)[0] if other else None
 
 
 @lru_cache(maxsize=4096)

@@ -1,0 +1,50 @@
+"""kb scan on more shapes of engine code it had never seen (issue 32, classes 1, 3, 4, 5).
+
+The fixtures under tests/fixtures/scan/unseen/ are written for these tests.  Each test
+failed on the scanner before its class was fixed: device flags spelled as engines spell
+them (``IS_NPU``, ``on_npu``, ``torch.version.hip``) and registrations kept to another
+build by a preprocessor block, a namespace or a Python branch; keywords only an ``.out``
+or other overload takes; keys taken out of a ``**kwargs`` dict by a loop or a variable,
+and kernels added with arguments after their name; syntax errors in files that name
+torch_npu only in a comment.  The real defects in the same files stay errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kb.api.scan import ScanOptions, scan_paths
+
+HERE = Path(__file__).parent / "fixtures" / "scan" / "unseen"
+
+
+def _report(path: Path, **options: object):  # type: ignore[no-untyped-def]
+    return scan_paths([str(path)], ScanOptions(fusion=False, use_config=False, **options))  # type: ignore[arg-type]
+
+
+def _found(path: Path, **options: object) -> list[tuple[str, int, str, str]]:
+    return sorted(
+        (Path(f.file).name, f.line, f.code, f.severity) for f in _report(path, **options).findings
+    )
+
+
+def _errors(path: Path, **options: object) -> list[tuple[str, int, str]]:
+    return [(n, line, c) for n, line, c, s in _found(path, **options) if s == "error"]
+
+
+def test_device_flags_and_per_build_registrations_are_not_npu_bindings() -> None:
+    found = _found(HERE / "exclusive")
+    # the CPU/ROCm arms of IS_NPU, on_npu, not use_npu, HAS_NPU, is_cuda_alike(),
+    # torch.version.hip; a ROCm-only #ifdef block, the _rocm_C namespace and a Python
+    # definition under `if not is_npu()` are other builds' registrations
+    infos = [(n, line) for n, line, c, s in found if s == "info" and c == "KB501"]
+    assert infos == [("flags.py", n) for n in (20, 25, 30, 35, 40, 42, 47, 51, 55)]
+    assert _errors(HERE / "exclusive") == [
+        ("flags.py", 60, "KB501"),  # x.cpu() moves a tensor: not a device branch
+        ("flags.py", 66, "KB503"),  # the NPU arm itself
+    ]
+    messages = {f.line: f.message for f in _report(HERE / "exclusive").findings}
+    assert "only where not IS_NPU" in messages[20]
+    assert "a rocm build's registration" in messages[47]
+    assert "a rocm build's registration" in messages[51]
+    assert "a non-NPU build's registration" in messages[55]
