@@ -48,3 +48,16 @@ def test_device_flags_and_per_build_registrations_are_not_npu_bindings() -> None
     assert "a rocm build's registration" in messages[47]
     assert "a rocm build's registration" in messages[51]
     assert "a non-NPU build's registration" in messages[55]
+
+
+def test_calls_are_bound_against_every_overload_the_operator_registers() -> None:
+    # .out with workspace= (out=(...) and the packet's buffers by name), FIA v2's .out,
+    # npu_format_cast.Tensor's dst: no error; the errors left are the calls that reach
+    # no overload (workspace= without out=, a packet without its buffers) and a typo
+    assert _errors(HERE / "overloads") == [
+        ("attention_out.py", 36, "KB104"),
+        ("attention_out.py", 40, "KB104"),
+        ("attention_out.py", 44, "KB104"),
+    ]
+    messages = {f.line: f.message for f in _report(HERE / "overloads").findings}
+    assert "'num_head'" in messages[44]  # judged against the .out form it reaches

@@ -26,7 +26,7 @@ from kb.lint.model import Candidate, Document, Target
 from kb.lint.suppress import BAD_IGNORE_CODE
 from kb.lint.unit import RuleUnit
 from kb.scan import context, foreign, hints, overloads, pool
-from kb.scan.binding import Bound, bind_releases
+from kb.scan.binding import Bound
 from kb.scan.config import Config, ConfigError, Settings, check_model_config, with_options
 from kb.scan.config import load as load_config
 from kb.scan.ignores import bad_ignore_comments, ignore_comments
@@ -445,12 +445,8 @@ class Scanner:
                 seen[site.node_id] = []
             if not verdict.judged:
                 continue
-            site = overloads.as_functional(site, self.ctx, record)
-            bound = (
-                bind_releases(site, record, self._schemas(record, settings))
-                if record
-                else overloads.bind_unrecorded(site, self.ctx)
-            )
+            schemas = self._schemas(record, settings) if record else []
+            bound = overloads.bind_call(site, self.ctx, record, schemas)
             seen[site.node_id].append(
                 Variant(
                     dict(bound.args), bound.passed | set(bound.tensors), frozenset(shown), phase
