@@ -61,3 +61,16 @@ def test_calls_are_bound_against_every_overload_the_operator_registers() -> None
     ]
     messages = {f.line: f.message for f in _report(HERE / "overloads").findings}
     assert "'num_head'" in messages[44]  # judged against the .out form it reaches
+
+
+def test_keys_dropped_by_loops_and_named_keys_and_kernels_added_with_hooks() -> None:
+    found = _found(HERE / "flow")
+    assert [f for f in found if f[3] == "error"] == [
+        ("attend.py", 28, "KB104", "error")  # trace is still in the dict: a real error
+    ]
+    assert [(n, line, c) for n, line, c, s in found if s == "info"] == [
+        ("attend.py", 35, "KB507"),  # OP_ADD(RouterTopKV3)
+        ("attend.py", 39, "KB507"),  # OP_ADD(MatmulReduceWQ, optiling::TilingPrepare)
+    ]
+    messages = {f.line: f.message for f in _report(HERE / "flow").findings}
+    assert "'trace'" in messages[28] and "OP_ADD(MatmulReduceWQ)" in messages[39]

@@ -211,6 +211,8 @@ class Interpreter(CallRecorder):
                 env.vars[name] = [Alt(TRUE, UNKNOWN)]
         inner, _c, _d = self.block(stmt.body, env.copy(), cond, frame)
         env = join(env, inner, f"<loop@{stmt.lineno}>")
+        for name, keys in _dropped_each(stmt):  # a loop over literal keys runs for each
+            self.drop_each(name, keys, env)
         if stmt.orelse:
             env, cond, _ = self.block(stmt.orelse, env, cond, frame)
         return env, cond, False
@@ -291,7 +293,7 @@ class Interpreter(CallRecorder):
     def visit_delete(self, stmt: ast.Delete, env: Env, cond: Cond, frame: Frame) -> Flow:
         for target in stmt.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                self.drop_key(target.value.id, const_str(target.slice), env)
+                self.drop_key(target.value.id, target.slice, env, cond)
         return env, cond, False
 
     def assign(
@@ -407,3 +409,40 @@ _HANDLERS: dict[type[ast.AST], _Handler] = {
 }
 if hasattr(ast, "TryStar"):  # Python 3.11+
     _HANDLERS[ast.TryStar] = Interpreter.visit_try
+
+
+def _dropped_each(stmt: ast.For | ast.AsyncFor | ast.While) -> list[tuple[str, list[str]]]:
+    """``(dict, keys)`` for a loop over a literal tuple or list of string keys whose body
+    pops or deletes its loop variable from a dict at its top level: the loop runs once
+    per key, so after it every key is gone."""
+    if isinstance(stmt, ast.While) or not isinstance(stmt.target, ast.Name):
+        return []
+    if not isinstance(stmt.iter, (ast.Tuple, ast.List, ast.Set)) or not stmt.iter.elts:
+        return []
+    keys = [const_str(e) for e in stmt.iter.elts]
+    if any(k is None for k in keys):
+        return []
+    var = stmt.target.id
+    out: list[tuple[str, list[str]]] = []
+    for body in stmt.body:
+        node: ast.AST = body.value if isinstance(body, ast.Expr) else body
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "pop"
+            and isinstance(node.func.value, ast.Name)
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == var
+        ):
+            out.append((node.func.value.id, [k for k in keys if k]))
+        elif isinstance(node, ast.Delete):
+            for t in node.targets:
+                if (
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.value, ast.Name)
+                    and isinstance(t.slice, ast.Name)
+                    and t.slice.id == var
+                ):
+                    out.append((t.value.id, [k for k in keys if k]))
+    return out

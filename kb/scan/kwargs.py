@@ -15,7 +15,7 @@ from collections.abc import Callable
 from kb.scan.expressions import Evaluator
 from kb.scan.scopes import Env, capped, dedupe
 from kb.scan.syntax import const_str
-from kb.scan.values import Alt, Cond, DictV, Entry, consistent
+from kb.scan.values import Alt, Cond, DictV, Entry, Lit, consistent
 
 
 class KwargsTracking(Evaluator):
@@ -69,13 +69,45 @@ class KwargsTracking(Evaluator):
                     name, env, key, [self.entry(value, v, expr.args[0]) for _c, v in vals], vals
                 )
         elif method in ("pop", "__delitem__") and expr.args:
-            self.drop_key(name, const_str(expr.args[0]), env)
+            self.drop_key(name, expr.args[0], env, cond)
         elif method == "clear":
             self.map_dict(name, env, lambda d: DictV())
 
-    def drop_key(self, name: str, key: str | None, env: Env) -> None:
-        """``del kw[key]`` / ``kw.pop(key)``; an unreadable key leaves the dict open."""
-        self.map_dict(name, env, lambda d: d.drop(key) if key else DictV(d.entries, True))
+    def drop_key(self, name: str, key: ast.expr, env: Env, cond: Cond) -> None:
+        """``del kw[key]`` / ``kw.pop(key)``: a literal key, or a name bound to one (each
+        alternative of it drops its key where it holds); an unreadable key leaves the
+        dict open."""
+        text = const_str(key)
+        if text is not None:
+            self.map_dict(name, env, lambda d: d.drop(text))
+            return
+        keys = self.ev(key, env, cond)
+        if not keys or not all(isinstance(v, Lit) and isinstance(v.value, str) for _c, v in keys):
+            self.map_dict(name, env, lambda d: DictV(d.entries, True))
+            return
+        alts = env.lookup(name)
+        if not alts:
+            return
+        out = []
+        for c, v in alts:
+            if not isinstance(v, DictV):
+                out.append(Alt(c, v))
+                continue
+            for kc, k in keys:
+                merged = consistent(c, kc)
+                if merged is not None:
+                    out.append(Alt(merged, v.drop(k.value)))  # type: ignore[attr-defined]
+        env.vars[name] = dedupe(out)
+
+    def drop_each(self, name: str, keys: list[str], env: Env) -> None:
+        """Every key of a loop over literal keys dropped (``for k in ("a", "b"): kw.pop(k)``)."""
+
+        def drop(d: DictV) -> DictV:
+            for key in keys:
+                d = d.drop(key)
+            return d
+
+        self.map_dict(name, env, drop)
 
     def update_dict(
         self, name: str, args: list[ast.expr], keywords: list[ast.keyword], env: Env, cond: Cond

@@ -210,7 +210,7 @@ def _literal_at(text: str, pos: int, unclosed: set[str]) -> str | None:
 #: The namespace of a kernel a tree builds itself (``OP_ADD(Name)`` in ``op_host``):
 #: torch_npu reaches it as ``torch_npu.npu_<snake name>`` / ``torch.ops.npu.npu_<snake name>``.
 KERNEL_NAMESPACE = "<op_host>"
-_OP_ADD = re.compile(r"\bOP_ADD\s*\(\s*([A-Za-z_]\w*)\s*\)")
+_OP_ADD = re.compile(r"\bOP_ADD\s*\(\s*([A-Za-z_]\w*)\s*[,)]")  # OP_ADD(Name[, ...])
 
 
 def kernel_key(name: str) -> str:
