@@ -74,3 +74,38 @@ def test_keys_dropped_by_loops_and_named_keys_and_kernels_added_with_hooks() -> 
     ]
     messages = {f.line: f.message for f in _report(HERE / "flow").findings}
     assert "'trace'" in messages[28] and "OP_ADD(MatmulReduceWQ)" in messages[39]
+
+
+def test_context_from_readme_spellings_and_comment_only_mentions() -> None:
+    plain = [
+        ("legacy_report.py", 4, "KB500", "warning"),  # torch_npu only in a comment
+        ("prefill.py", 13, "KB503", "error"),  # wrong on every product
+    ]
+    assert [f for f in _found(HERE / "context") if f[2] != "KB103"] == plain
+    on_300i = [f for f in _found(HERE / "context", product="atlas-inference") if f[2] != "KB103"]
+    assert on_300i == [
+        ("legacy_report.py", 4, "KB500", "warning"),
+        ("prefill.py", 8, "KB109", "warning"),  # models/800I/
+        ("prefill.py", 8, "KB109", "warning"),  # serving/README_CN.md lists the 800I A2
+        ("prefill.py", 13, "KB503", "error"),
+    ]
+    notes = sorted(
+        f.message.rsplit("(", 1)[1]
+        for f in _report(HERE / "context", product="atlas-inference").findings
+        if f.code == "KB109"
+    )
+    assert notes[0].startswith("this code is documented for atlas-a2, atlas-a2-inference by ")
+    assert notes[0].endswith("README_CN.md)")
+    assert notes[1].startswith("this code is documented for atlas-a2-inference by its path")
+    on_a3 = [f for f in _found(HERE / "context", product="atlas-a3") if f[3] == "error"]
+    assert on_a3 == [("prefill.py", 13, "KB503", "error")]  # the _310p path: no error
+
+
+def test_a_file_names_torch_npu_in_code_not_in_comments() -> None:
+    from kb.scan.sources import touches_npu
+
+    assert not touches_npu("# ported from torch_npu\nprint 'x'\n")
+    assert not touches_npu('"""Notes on torch_npu."""\nprint "x"\n')
+    assert touches_npu('import importlib\nm = importlib.import_module("torch_npu")\n')
+    assert touches_npu("import torch_npu  # the port\nprint 'x'\n")
+    assert touches_npu("x = '''unterminated torch_npu\nimport torch_npu\n")  # tokenizer gives up

@@ -19,6 +19,7 @@ through its backend words; nothing here keeps a list of its own.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -105,7 +106,7 @@ class Documentation:
     def _folder(self, folder: Path, root: Path) -> tuple[set[str], str]:
         if folder not in self._folders:
             found: tuple[set[str], str] = (set(), "")
-            for name in README_NAMES:
+            for name in _readmes(folder):
                 readme = folder / name
                 if readme.is_file():
                     products = _stated(_head(readme))
@@ -116,6 +117,22 @@ class Documentation:
                 found = self._folder(folder.parent, root)
             self._folders[folder] = found
         return self._folders[folder]
+
+
+def _readmes(folder: Path) -> list[str]:
+    """README names to read in a folder: :data:`README_NAMES` first, then any other
+    spelling the folder has (``README_CN.md``, ``Readme.md``, ``readme_zh.md``)."""
+    try:
+        others = sorted(
+            n
+            for n in os.listdir(folder)
+            if n.lower().startswith("readme")
+            and Path(n).suffix.lower() in ("", ".md", ".rst", ".txt")
+            and n not in README_NAMES
+        )
+    except OSError:
+        others = []
+    return [*README_NAMES, *others]
 
 
 def _head(path: Path) -> str:
