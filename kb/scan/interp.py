@@ -367,18 +367,30 @@ def _narrow(test: ast.expr, t_env: Env, f_env: Env) -> None:
 
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+#: Handlers that catch an ImportError among everything else: one after a ``try`` that
+#: only imports and binds names (no call that could raise otherwise) is its fallback.
+_ANY_ERRORS = frozenset({"Exception", "BaseException"})
 
 
 def _handler_atom(stmt: Any, handler: ast.ExceptHandler) -> str:
     """The atom of an ``except`` arm; an ``ImportError`` arm names what the ``try`` imported
     (``<except ImportError of torch_npu@12>``), the fallback when that package is missing."""
     kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    if any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds):
+    names = {k.id for k in kinds if isinstance(k, ast.Name)}
+    if handler.type is None or names & _ANY_ERRORS:  # a bare except of imports and names only
+        names |= _IMPORT_ERRORS if _imports_only(stmt.body) else set()
+    if names & _IMPORT_ERRORS:
         modules = [a.name for s in stmt.body if isinstance(s, ast.Import) for a in s.names]
         modules += [s.module for s in stmt.body if isinstance(s, ast.ImportFrom) and s.module]
         if modules:
             return f"<except ImportError of {' '.join(modules)}@{handler.lineno}>"
     return f"<except@{handler.lineno}>"
+
+
+def _imports_only(body: list[ast.stmt]) -> bool:
+    """Whether a ``try`` body only imports and binds names: no call, no nested block."""
+    simple = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Pass)
+    return all(isinstance(s, simple) and not expr_calls(s) for s in body)
 
 
 _Handler = Callable[[Interpreter, Any, Env, Cond, Frame], Flow]
