@@ -294,6 +294,8 @@ class Interpreter(CallRecorder):
         for target in stmt.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                 self.drop_key(target.value.id, target.slice, env, cond)
+            elif isinstance(target, ast.Subscript):
+                self.drop_self_key(target.value, target.slice)
         return env, cond, False
 
     def assign(

@@ -21,6 +21,8 @@ from kb.scan.values import Alt, Cond, DictV, Entry, Lit, consistent
 class KwargsTracking(Evaluator):
     """Follows the statements that change a dict bound to a name."""
 
+    collect: bool = False  # the pass: False learns ``self.x`` bindings, True records calls
+
     def map_dict(self, name: str, env: Env, fn: Callable[[DictV], DictV]) -> None:
         """Apply ``fn`` to every dict alternative of ``name``."""
         alts = env.lookup(name)
@@ -47,7 +49,15 @@ class KwargsTracking(Evaluator):
         env.vars[name] = dedupe(out)
 
     def mutation(self, expr: ast.expr, env: Env, cond: Cond) -> None:
-        """``kw.update(...)``, ``kw.setdefault(k, v)``, ``kw.pop(k)`` on a tracked dict."""
+        """``kw.update(...)``, ``kw.setdefault(k, v)``, ``kw.pop(k)`` on a tracked dict;
+        ``self.kw.pop(k)`` on a dict attribute."""
+        if (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr == "pop"
+            and expr.args
+        ):
+            self.drop_self_key(expr.func.value, expr.args[0])
         if not (
             isinstance(expr, ast.Call)
             and isinstance(expr.func, ast.Attribute)
@@ -98,6 +108,21 @@ class KwargsTracking(Evaluator):
                 if merged is not None:
                     out.append(Alt(merged, v.drop(k.value)))  # type: ignore[attr-defined]
         env.vars[name] = dedupe(out)
+
+    def drop_self_key(self, target: ast.expr, key: ast.expr) -> None:
+        """``self.kw.pop("k")`` / ``del self.kw["k"]`` in a method (learnt in the first pass,
+        with the attribute's assignments): the key is taken out of ``self.kw``'s dicts."""
+        text = const_str(key)
+        if (
+            self.collect
+            or self.cls is None
+            or text is None
+            or not isinstance(target, ast.Attribute)
+            or not isinstance(target.value, ast.Name)
+            or target.value.id != "self"
+        ):
+            return
+        self.attr_drops.setdefault(self.cls, {}).setdefault(target.attr, set()).add(text)
 
     def drop_each(self, name: str, keys: list[str], env: Env) -> None:
         """Every key of a loop over literal keys dropped (``for k in ("a", "b"): kw.pop(k)``)."""
