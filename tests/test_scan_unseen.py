@@ -45,7 +45,9 @@ def test_device_flags_and_per_build_registrations_are_not_npu_bindings() -> None
         ("flags.py", 60, "KB501"),  # x.cpu() moves a tensor: not a device branch
         ("flags.py", 66, "KB503"),  # the NPU arm itself
         ("flags.py", 86, "KB501"),  # the try also calls set_device: may fail on an NPU
+        ("flags.py", 93, "KB503"),  # after `if torch_npu is None: raise`: the NPU path
     ]
+    assert [f for f in found if f[1] == 93] == [("flags.py", 93, "KB503", "error")]
     messages = {f.line: f.message for f in _report(HERE / "exclusive").findings}
     assert "only where not IS_NPU" in messages[20]
     assert "a rocm build's registration" in messages[47]

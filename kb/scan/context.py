@@ -191,7 +191,7 @@ _SUBWORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: Words before a device word that make a name a test of the device it runs on:
 #: ``is_npu``, ``IS_NPU``, ``on_npu``, ``use_npu``, ``HAS_NPU``, ``is_torch_npu_available``,
 #: ``VLLM_USE_ROCM`` (what follows the last of them is read).
-_FLAG_HEADS = frozenset({"is", "on", "use", "using", "uses", "has", "have", "with", "run", "torch"})
+_FLAG_HEADS = frozenset({"is", "on", "use", "using", "uses", "has", "have", "with", "run"})
 #: Words after it that say the same thing: ``npu_available``, ``is_cuda_alike``,
 #: ``is_rocm_platform``, ``cuda_enabled``; any other word makes another flag
 #: (``is_cpu_offload``, ``use_cuda_graph``: paths an NPU build takes too).
@@ -209,6 +209,7 @@ def _flag_word(part: str, called: bool) -> str | None:
     heads = [i for i, w in enumerate(words) if w in _FLAG_HEADS]
     if heads:  # VLLM_USE_ROCM, device_is_npu: what follows the last head word
         words = words[heads[-1] + 1 :]
+        words = words[1:] if words[:1] == ["torch"] else words  # is_torch_npu_available
     while len(words) > 1 and words[-1] in _FLAG_TAILS:
         words = words[:-1]
     if len(words) != 1 or (bare and called):
@@ -235,10 +236,9 @@ def device_words(atom: str) -> set[str]:
                 if module in NPU_BACKEND_WORDS or module in OTHER_BACKEND_WORDS:
                     found.add(module)
                 continue
-            words = [w.lower() for w in _SUBWORD.findall(part)]
-            if len(words) == 1 and not last:
-                continue  # a module or object on the way (torch.npu.current_device())
-            word = _flag_word(part, called and last)
+            if not last:
+                continue  # a module or object on the way (torch.npu.x(), torch_npu.hifloat8)
+            word = _flag_word(part, called)
             if word is not None:
                 found.add(word)
     return found
