@@ -38,9 +38,10 @@ def test_device_flags_and_per_build_registrations_are_not_npu_bindings() -> None
     # the CPU/ROCm arms of IS_NPU, on_npu, not use_npu, HAS_NPU, is_cuda_alike(),
     # torch.version.hip; a ROCm-only #ifdef block, the _rocm_C namespace and a Python
     # definition under `if not is_npu()` are other builds' registrations; `except
-    # Exception` after a try that only imports torch_npu is the fallback without it
+    # Exception` after a try that only imports torch_npu is the fallback without it; a
+    # registration in a .cu source is the CUDA build's
     infos = [(n, line) for n, line, c, s in found if s == "info" and c == "KB501"]
-    assert infos == [("flags.py", n) for n in (20, 25, 30, 35, 40, 42, 47, 51, 55, 77)]
+    assert infos == [("flags.py", n) for n in (20, 25, 30, 35, 40, 42, 47, 51, 55, 77, 97)]
     assert _errors(HERE / "exclusive") == [
         ("flags.py", 60, "KB501"),  # x.cpu() moves a tensor: not a device branch
         ("flags.py", 66, "KB503"),  # the NPU arm itself
@@ -53,6 +54,7 @@ def test_device_flags_and_per_build_registrations_are_not_npu_bindings() -> None
     assert "a rocm build's registration" in messages[47]
     assert "a rocm build's registration" in messages[51]
     assert "a non-NPU build's registration" in messages[55]
+    assert "a cuda build's registration" in messages[97]  # a .cu source
 
 
 def test_calls_are_bound_against_every_overload_the_operator_registers() -> None:

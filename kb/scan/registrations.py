@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 #: Source files that may hold ``TORCH_LIBRARY`` blocks.
-NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".h", ".hpp", ".hh", ".hxx")
+NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".hip", ".h", ".hpp", ".hh", ".hxx")
 #: Bytes read of one native file (a generated file larger than this is skipped).
 MAX_NATIVE_BYTES = 4 * 1024 * 1024
 
@@ -120,7 +120,14 @@ def _other_build(file: str) -> str | None:
     if words & NPU_BACKEND_WORDS:
         return None  # csrc/npu/cpu_fallback.cpp is the NPU build's
     other = words & OTHER_BACKEND_WORDS
-    return sorted(other)[0] if other else None
+    if other:
+        return sorted(other)[0]
+    return _COMPILER_SUFFIXES.get(file.rsplit(".", 1)[-1].lower())
+
+
+#: Source suffixes only another backend's compiler builds: a registration in a CUDA or HIP
+#: source (``common_extension.cu``) is that build's.
+_COMPILER_SUFFIXES = {"cu": "cuda", "cuh": "cuda", "hip": "hip"}
 
 
 @lru_cache(maxsize=1024)
