@@ -85,6 +85,7 @@ def schema_params(record: dict[str, Any], schema: str) -> list[dict[str, Any]] |
             "default": a.default,
             "keyword_only": a.keyword_only,
             "required": a.required,
+            "mutated": a.mutated,
         }
         for a in parsed.args
     ]

@@ -209,7 +209,7 @@ class CallRecorder(KwargsTracking):
                 if isinstance(owner, Module) and owner.path.startswith("<library>."):
                     ns = owner.path.split(".", 1)[1]
                     schema = first if func.attr == "define" else None
-                    self._register(ns, first, schema, node, func.attr == "define")
+                    self._register(ns, first, schema, node, func.attr == "define", cond)
                     return
         for _c, fn in self.ev(func, env, cond):
             if isinstance(fn, Module) and fn.path in _LIBRARY_CALLS and "::" in first:
@@ -219,7 +219,9 @@ class CallRecorder(KwargsTracking):
                     second = const_str(node.args[1]) if len(node.args) > 1 else None
                     schema = rest if "(" in rest else (rest.strip() + second if second else None)
                 # a custom_op's definition is its decorated function's (see ``decorated``)
-                self._register(ns.strip(), rest, schema, node, fn.path == "torch.library.define")
+                self._register(
+                    ns.strip(), rest, schema, node, fn.path == "torch.library.define", cond
+                )
                 return
 
     def decorated(
@@ -241,15 +243,17 @@ class CallRecorder(KwargsTracking):
                         self.scan.path,
                         deco.lineno,
                         params=function_params(fn),
+                        branch=off_npu_build(cond),
                     )
                 )
                 return
 
     def _register(
-        self, ns: str, text: str, schema: str | None, node: ast.Call, defines: bool
+        self, ns: str, text: str, schema: str | None, node: ast.Call, defines: bool, cond: Cond
     ) -> None:
         """One registration of ``ns``: ``text`` is ``name``, ``name.overload`` or a schema;
-        ``defines``: a definition, not a kernel or fake for one defined elsewhere."""
+        ``defines``: a definition, not a kernel or fake for one defined elsewhere; ``cond``:
+        the branch it is made in (one that keeps it off NPU builds makes it another's)."""
         name = text.split("(")[0].split(".")[0].strip()
         if not name.isidentifier():
             return
@@ -262,6 +266,7 @@ class CallRecorder(KwargsTracking):
                 self.scan.path,
                 node.lineno,
                 defines=defines,
+                branch=off_npu_build(cond),
             )
         )
 
@@ -278,3 +283,18 @@ def _keywords(op: Op, parts: tuple[tuple[Cond, Any], ...]) -> tuple[dict[str, En
         else:
             keywords.update(part)
     return keywords, open_kwargs
+
+
+def off_npu_build(cond: Cond) -> str | None:
+    """The build a registration made under ``cond`` belongs to when a branch test keeps it
+    off NPU builds (``if not is_npu():``, ``elif is_hip():``): the backend the test names,
+    else "non-NPU"; None on a path NPU builds take."""
+    from kb.scan.context import device_words, off_npu
+
+    test = off_npu(cond)
+    if test is None:
+        return None
+    from kb.vocab import OTHER_BACKEND_WORDS
+
+    other = sorted(device_words(test) & OTHER_BACKEND_WORDS)
+    return other[0] if other else "non-NPU"

@@ -19,6 +19,7 @@ through its backend words; nothing here keeps a list of its own.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -105,7 +106,7 @@ class Documentation:
     def _folder(self, folder: Path, root: Path) -> tuple[set[str], str]:
         if folder not in self._folders:
             found: tuple[set[str], str] = (set(), "")
-            for name in README_NAMES:
+            for name in _readmes(folder):
                 readme = folder / name
                 if readme.is_file():
                     products = _stated(_head(readme))
@@ -116,6 +117,22 @@ class Documentation:
                 found = self._folder(folder.parent, root)
             self._folders[folder] = found
         return self._folders[folder]
+
+
+def _readmes(folder: Path) -> list[str]:
+    """README names to read in a folder: :data:`README_NAMES` first, then any other
+    spelling the folder has (``README_CN.md``, ``Readme.md``, ``readme_zh.md``)."""
+    try:
+        others = sorted(
+            n
+            for n in os.listdir(folder)
+            if n.lower().startswith("readme")
+            and Path(n).suffix.lower() in ("", ".md", ".rst", ".txt")
+            and n not in README_NAMES
+        )
+    except OSError:
+        others = []
+    return [*README_NAMES, *others]
 
 
 def _head(path: Path) -> str:
@@ -167,18 +184,63 @@ def demote_target_only(
     return out
 
 
-_DEVICE_TEST = re.compile(r"""(?:^|[^A-Za-z0-9])is_?(\w+)|["'](\w+)["']|\b(\w+)\.is_available\b""")
-_DEVICE_AFFIXES = re.compile(r"^torch_|_(?:available|platform|device|backend)$")
+_QUOTED = re.compile(r"""["'](\w+)["']""")
+#: A dotted name (or call) in a branch test, and whether it is called.
+_CHAIN = re.compile(r"[A-Za-z_][\w.]*(?:\s*\()?")
+_SUBWORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+#: Words before a device word that make a name a test of the device it runs on:
+#: ``is_npu``, ``IS_NPU``, ``on_npu``, ``use_npu``, ``HAS_NPU``, ``is_torch_npu_available``,
+#: ``VLLM_USE_ROCM`` (what follows the last of them is read).
+_FLAG_HEADS = frozenset({"is", "on", "use", "using", "uses", "has", "have", "with", "run"})
+#: Words after it that say the same thing: ``npu_available``, ``is_cuda_alike``,
+#: ``is_rocm_platform``, ``cuda_enabled``; any other word makes another flag
+#: (``is_cpu_offload``, ``use_cuda_graph``: paths an NPU build takes too).
+_FLAG_TAILS = frozenset(
+    {"available", "platform", "device", "backend", "alike", "like", "build", "enabled", "env"}
+)
 
 
-def _device_words(atom: str) -> set[str]:
-    """Backend words an atom tests as a whole: ``is_cpu()``, ``isNpu``, ``is_torch_npu_available()``,
-    ``== "cuda"``, ``torch.cuda.is_available()`` (not ``is_cpu_offload``: an NPU path)."""
-    found: set[str] = set()
-    for m in _DEVICE_TEST.finditer(atom):
-        word = _DEVICE_AFFIXES.sub("", (m.group(1) or m.group(2) or m.group(3) or "").lower())
-        if word in NPU_BACKEND_WORDS or word in OTHER_BACKEND_WORDS:
-            found.add(word)
+def _flag_word(part: str, called: bool) -> str | None:
+    """The backend word one name part tests (``is_npu``, ``IS_NPU``, ``on_npu``,
+    ``npu_available``, ``is_cuda_alike``), if it is one: a bare backend word only as a
+    name or the last attribute, never a call (``x.cpu()`` moves a tensor)."""
+    words = [w.lower() for w in _SUBWORD.findall(part)]
+    bare = len(words) == 1
+    heads = [i for i, w in enumerate(words) if w in _FLAG_HEADS]
+    if heads:  # VLLM_USE_ROCM, device_is_npu: what follows the last head word
+        words = words[heads[-1] + 1 :]
+        words = words[1:] if words[:1] == ["torch"] else words  # is_torch_npu_available
+    while len(words) > 1 and words[-1] in _FLAG_TAILS:
+        words = words[:-1]
+    if len(words) != 1 or (bare and called):
+        return None
+    word = words[0]
+    return word if word in NPU_BACKEND_WORDS or word in OTHER_BACKEND_WORDS else None
+
+
+def device_words(atom: str) -> set[str]:
+    """Backend words an atom tests as a whole: ``is_cpu()``, ``isNpu``, ``IS_NPU``,
+    ``on_npu``, ``is_torch_npu_available()``, ``== "cuda"``, ``torch.cuda.is_available()``,
+    ``torch.version.hip`` (not ``is_cpu_offload``: an NPU path; not ``torch.npu.x()``:
+    a module on the way)."""
+    found = {m.group(1).lower() for m in _QUOTED.finditer(atom)}
+    found &= NPU_BACKEND_WORDS | OTHER_BACKEND_WORDS
+    for m in _CHAIN.finditer(atom):
+        chain = m.group(0)
+        called = chain.endswith("(")
+        parts = chain.rstrip("( \t").split(".")
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if not last and parts[i + 1] == "is_available":
+                module = part.lower()  # torch.cuda.is_available()
+                if module in NPU_BACKEND_WORDS or module in OTHER_BACKEND_WORDS:
+                    found.add(module)
+                continue
+            if not last:
+                continue  # a module or object on the way (torch.npu.x(), torch_npu.hifloat8)
+            word = _flag_word(part, called)
+            if word is not None:
+                found.add(word)
     return found
 
 
@@ -195,7 +257,7 @@ def off_npu(cond: Cond) -> str | None:
             continue
         if atom.startswith("<"):
             continue
-        words = _device_words(atom)
+        words = device_words(atom)
         npu = bool(words & NPU_BACKEND_WORDS)
         other = bool(words & OTHER_BACKEND_WORDS)
         if (truth and other and not npu) or (not truth and npu and not other):

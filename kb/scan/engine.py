@@ -26,7 +26,7 @@ from kb.lint.model import Candidate, Document, Target
 from kb.lint.suppress import BAD_IGNORE_CODE
 from kb.lint.unit import RuleUnit
 from kb.scan import context, foreign, hints, overloads, pool
-from kb.scan.binding import Bound, bind_releases
+from kb.scan.binding import Bound
 from kb.scan.config import Config, ConfigError, Settings, check_model_config, with_options
 from kb.scan.config import load as load_config
 from kb.scan.ignores import bad_ignore_comments, ignore_comments
@@ -41,6 +41,7 @@ from kb.scan.sources import (
     from_text,
     native_text,
     read,
+    touches_npu,
     within_root,
 )
 from kb.scan.variants import Variant, merge_variants, settle, site_product, suppressed
@@ -170,11 +171,6 @@ def parse_text(text: str, shown_as: str) -> _Parsed:
     return parse_source(source)
 
 
-def _touches_npu(text: str) -> bool:
-    """Whether source text names a torch_npu call path (torch_npu, torch.ops.npu, ...)."""
-    return any(path in text for path in NAMESPACE_PATHS.values())
-
-
 def parse_source(source: Source) -> _Parsed:
     """Parse and interpret source text; a syntax error yields one KB500 finding."""
     scan = FileScan(source.path, lines=python_lines(source.text))
@@ -186,7 +182,7 @@ def parse_source(source: Source) -> _Parsed:
         found = UNREADABLE.finding(
             source.path, exc.lineno or 1, exc.offset or 1, f"Python syntax error: {exc.msg}"
         )
-        if not _touches_npu(source.text):  # a template or py2 script: nothing of ours is missed
+        if not touches_npu(source.text):  # a template or py2 script: nothing of ours is missed
             found = replace(
                 found,
                 severity="warning",
@@ -445,12 +441,8 @@ class Scanner:
                 seen[site.node_id] = []
             if not verdict.judged:
                 continue
-            site = overloads.as_functional(site, self.ctx, record)
-            bound = (
-                bind_releases(site, record, self._schemas(record, settings))
-                if record
-                else overloads.bind_unrecorded(site, self.ctx)
-            )
+            schemas = self._schemas(record, settings) if record else []
+            bound = overloads.bind_call(site, self.ctx, record, schemas)
             seen[site.node_id].append(
                 Variant(
                     dict(bound.args), bound.passed | set(bound.tensors), frozenset(shown), phase

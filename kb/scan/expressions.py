@@ -41,6 +41,8 @@ class Evaluator:
         self.scan = scan
         #: class qualified name -> ``self.<attr>`` -> what its methods assign to it
         self.class_attrs: dict[str, dict[str, list[Alt]]] = {}
+        #: class qualified name -> ``self.<attr>`` -> keys its methods pop or delete from it
+        self.attr_drops: dict[str, dict[str, set[str]]] = {}
         #: class qualified name -> the simple names of its bases
         self.class_bases: dict[str, list[str]] = {}
         #: the class whose method is being walked (``self`` is one of its instances)
@@ -149,6 +151,18 @@ class Evaluator:
         if not cls_alts:
             return None
         alts = dedupe(cls_alts)
+        dropped = {
+            k
+            for n in self.related(self.cls or "")
+            for k in self.attr_drops.get(n, {}).get(attr, ())
+        }
+        if dropped:  # a key popped in any method: read flow-free, it is gone everywhere
+            alts = [
+                Alt(c, DictV(tuple((k, e) for k, e in v.entries if k not in dropped), v.open))
+                if isinstance(v, DictV)
+                else Alt(c, v)
+                for c, v in alts
+            ]
         if all(isinstance(a.value, (Module, Op, DictV)) for a in alts):
             return alts
         if (

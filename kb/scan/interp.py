@@ -211,6 +211,8 @@ class Interpreter(CallRecorder):
                 env.vars[name] = [Alt(TRUE, UNKNOWN)]
         inner, _c, _d = self.block(stmt.body, env.copy(), cond, frame)
         env = join(env, inner, f"<loop@{stmt.lineno}>")
+        for name, keys in _dropped_each(stmt):  # a loop over literal keys runs for each
+            self.drop_each(name, keys, env)
         if stmt.orelse:
             env, cond, _ = self.block(stmt.orelse, env, cond, frame)
         return env, cond, False
@@ -291,7 +293,9 @@ class Interpreter(CallRecorder):
     def visit_delete(self, stmt: ast.Delete, env: Env, cond: Cond, frame: Frame) -> Flow:
         for target in stmt.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                self.drop_key(target.value.id, const_str(target.slice), env)
+                self.drop_key(target.value.id, target.slice, env, cond)
+            elif isinstance(target, ast.Subscript):
+                self.drop_self_key(target.value, target.slice)
         return env, cond, False
 
     def assign(
@@ -365,18 +369,30 @@ def _narrow(test: ast.expr, t_env: Env, f_env: Env) -> None:
 
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+#: Handlers that catch an ImportError among everything else: one after a ``try`` that
+#: only imports and binds names (no call that could raise otherwise) is its fallback.
+_ANY_ERRORS = frozenset({"Exception", "BaseException"})
 
 
 def _handler_atom(stmt: Any, handler: ast.ExceptHandler) -> str:
     """The atom of an ``except`` arm; an ``ImportError`` arm names what the ``try`` imported
     (``<except ImportError of torch_npu@12>``), the fallback when that package is missing."""
     kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    if any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds):
+    names = {k.id for k in kinds if isinstance(k, ast.Name)}
+    if handler.type is None or names & _ANY_ERRORS:  # a bare except of imports and names only
+        names |= _IMPORT_ERRORS if _imports_only(stmt.body) else set()
+    if names & _IMPORT_ERRORS:
         modules = [a.name for s in stmt.body if isinstance(s, ast.Import) for a in s.names]
         modules += [s.module for s in stmt.body if isinstance(s, ast.ImportFrom) and s.module]
         if modules:
             return f"<except ImportError of {' '.join(modules)}@{handler.lineno}>"
     return f"<except@{handler.lineno}>"
+
+
+def _imports_only(body: list[ast.stmt]) -> bool:
+    """Whether a ``try`` body only imports and binds names: no call, no nested block."""
+    simple = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Pass)
+    return all(isinstance(s, simple) and not expr_calls(s) for s in body)
 
 
 _Handler = Callable[[Interpreter, Any, Env, Cond, Frame], Flow]
@@ -407,3 +423,40 @@ _HANDLERS: dict[type[ast.AST], _Handler] = {
 }
 if hasattr(ast, "TryStar"):  # Python 3.11+
     _HANDLERS[ast.TryStar] = Interpreter.visit_try
+
+
+def _dropped_each(stmt: ast.For | ast.AsyncFor | ast.While) -> list[tuple[str, list[str]]]:
+    """``(dict, keys)`` for a loop over a literal tuple or list of string keys whose body
+    pops or deletes its loop variable from a dict at its top level: the loop runs once
+    per key, so after it every key is gone."""
+    if isinstance(stmt, ast.While) or not isinstance(stmt.target, ast.Name):
+        return []
+    if not isinstance(stmt.iter, (ast.Tuple, ast.List, ast.Set)) or not stmt.iter.elts:
+        return []
+    keys = [const_str(e) for e in stmt.iter.elts]
+    if any(k is None for k in keys):
+        return []
+    var = stmt.target.id
+    out: list[tuple[str, list[str]]] = []
+    for body in stmt.body:
+        node: ast.AST = body.value if isinstance(body, ast.Expr) else body
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "pop"
+            and isinstance(node.func.value, ast.Name)
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == var
+        ):
+            out.append((node.func.value.id, [k for k in keys if k]))
+        elif isinstance(node, ast.Delete):
+            for t in node.targets:
+                if (
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.value, ast.Name)
+                    and isinstance(t.slice, ast.Name)
+                    and t.slice.id == var
+                ):
+                    out.append((t.value.id, [k for k in keys if k]))
+    return out

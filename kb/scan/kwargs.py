@@ -15,11 +15,13 @@ from collections.abc import Callable
 from kb.scan.expressions import Evaluator
 from kb.scan.scopes import Env, capped, dedupe
 from kb.scan.syntax import const_str
-from kb.scan.values import Alt, Cond, DictV, Entry, consistent
+from kb.scan.values import Alt, Cond, DictV, Entry, Lit, consistent
 
 
 class KwargsTracking(Evaluator):
     """Follows the statements that change a dict bound to a name."""
+
+    collect: bool = False  # the pass: False learns ``self.x`` bindings, True records calls
 
     def map_dict(self, name: str, env: Env, fn: Callable[[DictV], DictV]) -> None:
         """Apply ``fn`` to every dict alternative of ``name``."""
@@ -47,7 +49,15 @@ class KwargsTracking(Evaluator):
         env.vars[name] = dedupe(out)
 
     def mutation(self, expr: ast.expr, env: Env, cond: Cond) -> None:
-        """``kw.update(...)``, ``kw.setdefault(k, v)``, ``kw.pop(k)`` on a tracked dict."""
+        """``kw.update(...)``, ``kw.setdefault(k, v)``, ``kw.pop(k)`` on a tracked dict;
+        ``self.kw.pop(k)`` on a dict attribute."""
+        if (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr == "pop"
+            and expr.args
+        ):
+            self.drop_self_key(expr.func.value, expr.args[0])
         if not (
             isinstance(expr, ast.Call)
             and isinstance(expr.func, ast.Attribute)
@@ -69,13 +79,60 @@ class KwargsTracking(Evaluator):
                     name, env, key, [self.entry(value, v, expr.args[0]) for _c, v in vals], vals
                 )
         elif method in ("pop", "__delitem__") and expr.args:
-            self.drop_key(name, const_str(expr.args[0]), env)
+            self.drop_key(name, expr.args[0], env, cond)
         elif method == "clear":
             self.map_dict(name, env, lambda d: DictV())
 
-    def drop_key(self, name: str, key: str | None, env: Env) -> None:
-        """``del kw[key]`` / ``kw.pop(key)``; an unreadable key leaves the dict open."""
-        self.map_dict(name, env, lambda d: d.drop(key) if key else DictV(d.entries, True))
+    def drop_key(self, name: str, key: ast.expr, env: Env, cond: Cond) -> None:
+        """``del kw[key]`` / ``kw.pop(key)``: a literal key, or a name bound to one (each
+        alternative of it drops its key where it holds); an unreadable key leaves the
+        dict open."""
+        text = const_str(key)
+        if text is not None:
+            self.map_dict(name, env, lambda d: d.drop(text))
+            return
+        keys = self.ev(key, env, cond)
+        if not keys or not all(isinstance(v, Lit) and isinstance(v.value, str) for _c, v in keys):
+            self.map_dict(name, env, lambda d: DictV(d.entries, True))
+            return
+        alts = env.lookup(name)
+        if not alts:
+            return
+        out = []
+        for c, v in alts:
+            if not isinstance(v, DictV):
+                out.append(Alt(c, v))
+                continue
+            for kc, k in keys:
+                merged = consistent(c, kc)
+                if merged is not None:
+                    out.append(Alt(merged, v.drop(k.value)))  # type: ignore[attr-defined]
+        env.vars[name] = dedupe(out)
+
+    def drop_self_key(self, target: ast.expr, key: ast.expr) -> None:
+        """``self.kw.pop("k")`` / ``del self.kw["k"]`` in a method (learnt in the first pass,
+        with the attribute's assignments): the key is taken out of ``self.kw``'s dicts."""
+        text = const_str(key)
+        if (
+            self.collect
+            or self.cls is None
+            or text is None
+            or not isinstance(target, ast.Attribute)
+            or not isinstance(target.value, ast.Name)
+            or target.value.id != "self"
+        ):
+            return
+        self.attr_drops.setdefault(self.cls, {}).setdefault(target.attr, set()).add(text)
+
+    def drop_each(self, name: str, keys: list[str], env: Env) -> None:
+        """Every key of a loop over literal keys dropped (``for k in ("a", "b"): kw.pop(k)``)."""
+
+        def drop(d: DictV) -> DictV:
+            for key in keys:
+                d = d.drop(key)
+            return d
+
+        self.map_dict(name, env, drop)
 
     def update_dict(
         self, name: str, args: list[ast.expr], keywords: list[ast.keyword], env: Env, cond: Cond

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 #: Source files that may hold ``TORCH_LIBRARY`` blocks.
-NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".h", ".hpp", ".hh", ".hxx")
+NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".hip", ".h", ".hpp", ".hh", ".hxx")
 #: Bytes read of one native file (a generated file larger than this is skipped).
 MAX_NATIVE_BYTES = 4 * 1024 * 1024
 
@@ -56,6 +56,8 @@ class Registration:
     #: or the ``#if`` expression as written
     condition: tuple[str, ...] = ()
     not_built: tuple[str, ...] = ()  # products whose build of the package leaves it out (records)
+    #: the other backend a Python branch keeps the registration to (``if not is_npu():``)
+    branch: str | None = None
 
     def parameters(self) -> list[dict[str, Any]] | None:
         """The parameters in the records' terms, for :func:`kb.scan.binding.bind`."""
@@ -78,9 +80,33 @@ class Registration:
 
     @property
     def other_build(self) -> str | None:
-        """The other backend a registration's file is built for (``csrc/cpu/…``,
-        ``…_rocm.cpp``), whose schema an NPU build does not register."""
+        """The other backend a registration is built for, whose schema an NPU build does
+        not register: the Python branch it is made in, the preprocessor condition it is
+        compiled under (``#ifdef USE_ROCM``), its namespace (``_rocm_C``), its file
+        (``csrc/cpu/…``, ``…_rocm.cpp``)."""
+        if self.branch is not None:
+            return self.branch
+        for cond in self.condition:  # only a condition that must hold names a build
+            named = None if cond.startswith("!") else _backend_of(cond)
+            if named is not None:
+                return named or None
+        named = _backend_of(self.namespace or "")
+        if named is not None:
+            return named or None
         return _other_build(self.file)
+
+
+def _backend_of(text: str) -> str | None:
+    """The other backend a name names (``USE_ROCM``, ``_rocm_C``); ``""`` when it names
+    the NPU, None when neither."""
+    from kb.scan.hints import tokens
+    from kb.vocab import NPU_BACKEND_WORDS, OTHER_BACKEND_WORDS
+
+    words = set(tokens(text))
+    if words & NPU_BACKEND_WORDS:
+        return ""
+    other = words & OTHER_BACKEND_WORDS
+    return sorted(other)[0] if other else None
 
 
 @lru_cache(maxsize=4096)
@@ -94,7 +120,14 @@ def _other_build(file: str) -> str | None:
     if words & NPU_BACKEND_WORDS:
         return None  # csrc/npu/cpu_fallback.cpp is the NPU build's
     other = words & OTHER_BACKEND_WORDS
-    return sorted(other)[0] if other else None
+    if other:
+        return sorted(other)[0]
+    return _COMPILER_SUFFIXES.get(file.rsplit(".", 1)[-1].lower())
+
+
+#: Source suffixes only another backend's compiler builds: a registration in a CUDA or HIP
+#: source (``common_extension.cu``) is that build's.
+_COMPILER_SUFFIXES = {"cu": "cuda", "cuh": "cuda", "hip": "hip"}
 
 
 @lru_cache(maxsize=1024)
@@ -184,7 +217,7 @@ def _literal_at(text: str, pos: int, unclosed: set[str]) -> str | None:
 #: The namespace of a kernel a tree builds itself (``OP_ADD(Name)`` in ``op_host``):
 #: torch_npu reaches it as ``torch_npu.npu_<snake name>`` / ``torch.ops.npu.npu_<snake name>``.
 KERNEL_NAMESPACE = "<op_host>"
-_OP_ADD = re.compile(r"\bOP_ADD\s*\(\s*([A-Za-z_]\w*)\s*\)")
+_OP_ADD = re.compile(r"\bOP_ADD\s*\(\s*([A-Za-z_]\w*)\s*[,)]")  # OP_ADD(Name[, ...])
 
 
 def kernel_key(name: str) -> str:

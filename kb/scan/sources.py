@@ -325,3 +325,32 @@ def _compiled_anyway(raw: bytes, encoding: str, exc: UnicodeDecodeError) -> str:
         return raw.decode(encoding, "replace")
     line = raw[: exc.start].count(b"\n") + 1
     raise SourceError(f"not valid {encoding} text (byte {exc.start})", line) from None
+
+
+def touches_npu(text: str) -> bool:
+    """Whether source text names a torch_npu call path (``torch_npu``, ``torch.ops.npu``,
+    ...) in its code: a comment naming it does not count, nor a string literal unless
+    the whole literal is such a path (``import_module("torch_npu")``).  Text the
+    tokenizer gives up on is searched whole from there on."""
+    from kb.vocab import NAMESPACE_PATHS
+
+    paths = tuple(NAMESPACE_PATHS.values())
+    if not any(path in text for path in paths):
+        return False
+    code: list[str] = []
+    lines = text.splitlines(keepends=True)
+    read = 0  # lines the tokenizer has finished
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            read = tok.start[0] - 1
+            if tok.type == tokenize.COMMENT:
+                continue
+            if tok.type == tokenize.STRING:
+                body = tok.string.lstrip("rRbBuUfF").strip("'\"")
+                if not body.startswith(paths) or not body.replace(".", "_").isidentifier():
+                    continue
+            code.append(tok.string)
+    except (tokenize.TokenError, SyntaxError):
+        code += lines[read:]  # an unterminated literal or bad indentation: keep the rest
+    joined = " ".join(code)
+    return any(path in joined for path in paths)
