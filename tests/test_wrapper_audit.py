@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from kb.catalog.models import WrapperCheck
-from tools.upstream.cexpr import Unparsed, parse_condition, reduce, requirements
+from tools.upstream.cexpr import (
+    Unparsed,
+    expand_membership,
+    parse_condition,
+    reduce,
+    requirements,
+)
 from tools.upstream.wrapper_audit import audit_record, check_blocks
 from tools.upstream.wrapper_checks import WrapperFacts, WrapperTree, split_top
 from tools.upstream.wrapper_cli import main
@@ -87,6 +93,29 @@ BOXES_CPP = textwrap.dedent("""\
     }
     """)
 
+RING_CPP = textwrap.dedent("""\
+    namespace op_api {
+    const std::set<int> SUPPORT_WORLD_SIZE_LIST{2, 4, 8};
+    static const std::vector<std::string> LAYOUTS = {"BSH", "TND"};
+    constexpr int64_t WIDE = 16;
+    const std::unordered_set<int64_t> TILES = {1, WIDE};
+    at::Tensor npu_ring(const at::Tensor& x, int64_t world_size, c10::string_view layout,
+                        int64_t tile, int64_t skip) {
+      std::string layout_str = std::string(layout);
+      TORCH_CHECK(SUPPORT_WORLD_SIZE_LIST.find(world_size) != SUPPORT_WORLD_SIZE_LIST.end(),
+                  "world_size in [2, 4, 8]");
+      TORCH_CHECK(std::find(LAYOUTS.begin(), LAYOUTS.end(), layout_str) != LAYOUTS.end(),
+                  "layout is BSH or TND");
+      TORCH_CHECK(TILES.count(tile) > 0, "tile is 1 or 16");
+      TORCH_CHECK(SUPPORT_WORLD_SIZE_LIST.find(skip) == SUPPORT_WORLD_SIZE_LIST.end(), "no skip");
+      if (TILES.count(tile)) {
+        return x;
+      }
+      return x;
+    }
+    }  // namespace op_api
+    """)
+
 ARGS = ["x", "style", "fill", "ratio", "band", "keep", "group_kind"]
 
 RECORD = """\
@@ -110,6 +139,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rel, text in (
         ("op_plugin/ops/opapi/SpinKernelNpuOpApi.cpp", SPIN_CPP),
         ("op_plugin/ops/aclops/FixBoxesKernelNpu.cpp", BOXES_CPP),
+        ("op_plugin/ops/opapi/RingKernelNpuOpApi.cpp", RING_CPP),
     ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
@@ -187,6 +217,26 @@ def test_an_aclop_only_operator_is_read_from_aclops(plugin: Path) -> None:
         ("dim", "self"): "[2, inf)",
     }
     assert WrapperTree(plugin).facts("npu_nothing", ["x"]) is None
+
+
+def test_membership_in_a_literal_set_is_a_value_check(plugin: Path) -> None:
+    """``LIST.find(x) != LIST.end()`` and its kin accept the set's members (the MC2
+    wrappers' world sizes); ``== end()`` refuses them; the check keeps its own text."""
+    facts = WrapperTree(plugin).facts("npu_ring", ["x", "world_size", "layout", "tile", "skip"])
+    assert facts is not None
+    assert _accepted(facts) == {
+        ("value", "world_size"): "2 or 4 or 8",
+        ("value", "layout"): "'BSH' or 'TND'",
+        ("value", "tile"): "1 or 16",  # a member named by the file's own constant
+        ("value", "skip"): "anything except 2, 4, 8",
+    }
+    (world,) = [c for c in facts.checks if c.accepts and c.accepts.param == "world_size"]
+    assert world.text.startswith("SUPPORT_WORLD_SIZE_LIST.find(world_size)")
+    assert [b.accepts.describe() for b in facts.branches if b.accepts] == ["1 or 16"]
+    names = {"w": "world_size"}
+    unknown = "OTHER.find(w) != OTHER.end()"  # a set the file does not define stays opaque
+    assert expand_membership(unknown, {"SIZES": (2,)}) == unknown
+    assert reduce(parse_condition(expand_membership(unknown, {}), names, {}.get)) is None
 
 
 def test_audit_names_each_disagreement_with_its_weight(spin: WrapperFacts) -> None:

@@ -32,9 +32,11 @@ from tools.upstream.cexpr import (
     Literal,
     Resolver,
     Unparsed,
+    expand_membership,
     parse_condition,
     reduce,
     requirements,
+    sets_in,
 )
 from tools.upstream.ctext import close_paren, split_top, statements, string_end
 from tools.upstream.kernel_links import Function, definitions, match_brace
@@ -144,6 +146,8 @@ class Source:
     text: str
     functions: dict[str, list[Function]]
     constants: dict[str, Literal]
+    #: literal sets it defines (``const std::set<int> SIZES{2, 4, 8};``), by name
+    sets: dict[str, tuple[Literal, ...]] = field(default_factory=dict)
 
 
 class WrapperTree:
@@ -154,6 +158,7 @@ class WrapperTree:
         self.sources: dict[str, list[tuple[str, Function]]] = {}
         self.files: dict[str, Source] = {}
         self.shared: dict[str, Literal] = {}
+        self.shared_sets: dict[str, tuple[Literal, ...]] = {}
         for backend, rel in WRAPPER_DIRS:
             for path in sorted((root / rel).rglob("*.cpp")):
                 self._add(path, backend)
@@ -161,11 +166,14 @@ class WrapperTree:
             text = strip_comments(header.read_text(encoding="utf-8", errors="replace"))
             for name, value in constants_in(text).items():
                 self.shared.setdefault(name, value)
+            for name, members in sets_in(text, self.shared.get).items():
+                self.shared_sets.setdefault(name, members)
 
     def _add(self, path: Path, backend: str) -> None:
         rel = path.relative_to(self.root).as_posix()
         text = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
-        src = Source(rel, text, definitions(text, rel), constants_in(text))
+        consts = constants_in(text)
+        src = Source(rel, text, definitions(text, rel), consts, sets_in(text, consts.get))
         self.files[rel] = src
         for name, fns in src.functions.items():
             for fn in fns:
@@ -207,6 +215,10 @@ class WrapperTree:
             return None
 
         return resolve
+
+    def sets(self, path: str) -> dict[str, tuple[Literal, ...]]:
+        """The literal sets a condition in ``path`` can name (the file's, then headers')."""
+        return {**self.shared_sets, **self.files[path].sets}
 
     def facts(self, op: str, schema_args: list[str]) -> WrapperFacts | None:
         """Checks, branches and dropped parameters of ``op``'s wrapper (None: no wrapper)."""
@@ -367,7 +379,7 @@ class _Reader:
                 )
             return
         try:
-            tree = parse_condition(cond, names, resolve)
+            tree = parse_condition(expand_membership(cond, self.tree.sets(path)), names, resolve)
         except Unparsed:
             if any(n in _IDENT.findall(cond) for n in names):
                 self.out.checks.append(Check(None, squeeze(cond), path, line, guard))
@@ -380,7 +392,7 @@ class _Reader:
         self, cond: str, names: dict[str, str], resolve: Resolver, path: str, text: str, at: int
     ) -> None:
         try:
-            tree = parse_condition(cond, names, resolve)
+            tree = parse_condition(expand_membership(cond, self.tree.sets(path)), names, resolve)
         except Unparsed:
             return
         for acc in requirements(tree):
