@@ -497,12 +497,11 @@ def expand_membership(text: str, sets: Mapping[str, tuple[Literal, ...]]) -> str
             rf"(?P<e>{_ELEM})\s*\)\s*(?P<op>!=|==)\s*{end}",
             rf"\b{n}\s*\.\s*count\s*\(\s*(?P<e>{_ELEM})\s*\)(?:\s*(?P<op>>|!=|==)\s*0\b)?",
         )
+
+        def written(m: re.Match[str], members: tuple[Literal, ...] = values) -> str:
+            inside = m.group("op") in (None, "!=", ">")
+            return _members(" ".join(m.group("e").split()), members, inside)
+
         for form in forms:
-            text = re.sub(
-                form,
-                lambda m, members=values: _members(
-                    " ".join(m.group("e").split()), members, m.group("op") in (None, "!=", ">")
-                ),
-                text,
-            )
+            text = re.sub(form, written, text)
     return text
