@@ -182,3 +182,17 @@ def test_quant_gmm_alltoallv_takes_the_wrappers_mx_mode_and_world_sizes(records:
     assert _errors(records, "ascend-950", tt % 6) == ["KB106"]
     wrong = mx.replace("float8_e4m3fn}", "hifloat8}")  # mode 6 with mode 1's data type
     assert _errors(records, "ascend-950", wrong) == ["KB109"]  # the mx-scheme rule
+
+
+def test_a_page_value_the_binding_refuses_is_explained(records: Catalog) -> None:
+    """The page's spelling is refused with the page named as the one in error and the
+    binding's file cited, so the message does not read as the knowledge base being wrong."""
+    text = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: attn.rope\n    operator: npu_mrope\n    args: {rotary_mode: interleaved}\n"
+        "  - module: attn.rope2\n    operator: npu_mrope\n    args: {rotary_mode: spiral}\n"
+    )
+    found = {f.candidate: f.message for f in check_text(text, "c.yaml", catalog=records)}
+    assert "the page lists interleaved, but op-plugin's wrapper refuses it" in found[0]
+    assert "Ascend/op-plugin@517f2e7 op_plugin/ops/opapi/" in found[0]
+    assert "page" not in found[1]  # a value nobody documents gets the plain message
