@@ -116,6 +116,32 @@ RING_CPP = textwrap.dedent("""\
     }  // namespace op_api
     """)
 
+PARAMS_H = textwrap.dedent("""\
+    namespace atb {
+    struct PagedParam {
+      enum MaskType : int { UNDEFINED = 0, MASK_NORM, MASK_ALIBI, MASK_SPEC, MASK_FREE, MASK_COMPRESS };
+    };
+    struct SelfParam {
+      enum MaskType : int { UNDEFINED = 0, MASK_NORM, MASK_ALIBI, MASK_COMPRESS };
+    };
+    }
+    """)
+
+MASK_CPP = textwrap.dedent("""\
+    namespace {
+    enum StatusMode { STATUS_PLAIN = 0, STATUS_DEBUG = 1, STATUS_END };
+    }
+    namespace atb {
+    void _npu_mask_op(const at::Tensor& x, int64_t mask_type, int64_t mode, int64_t k) {
+      TORCH_CHECK(mask_type == SelfParam::MASK_COMPRESS, "compressed mask only");
+      TORCH_CHECK(mode >= STATUS_PLAIN && mode < STATUS_END, "mode 0 or 1");
+      TORCH_CHECK(x.dim() == 2 or x.dim() == 3, "x is 2-D or 3-D");
+      TORCH_CHECK(k >= 0 and k <= x.size(-1), "k within the last dim");
+      TORCH_CHECK(mask_type != MASK_COMPRESS, "a bare name two structs define differently");
+    }
+    }
+    """)
+
 ARGS = ["x", "style", "fill", "ratio", "band", "keep", "group_kind"]
 
 RECORD = """\
@@ -140,6 +166,8 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("op_plugin/ops/opapi/SpinKernelNpuOpApi.cpp", SPIN_CPP),
         ("op_plugin/ops/aclops/FixBoxesKernelNpu.cpp", BOXES_CPP),
         ("op_plugin/ops/opapi/RingKernelNpuOpApi.cpp", RING_CPP),
+        ("op_plugin/third_party/atb/inc/params.h", PARAMS_H),
+        ("op_plugin/ops/atb/MaskOpAtb.cpp", MASK_CPP),
     ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
@@ -237,6 +265,24 @@ def test_membership_in_a_literal_set_is_a_value_check(plugin: Path) -> None:
     unknown = "OTHER.find(w) != OTHER.end()"  # a set the file does not define stays opaque
     assert expand_membership(unknown, {"SIZES": (2,)}) == unknown
     assert reduce(parse_condition(expand_membership(unknown, {}), names, {}.get)) is None
+
+
+def test_plain_enums_and_alternative_operators(plugin: Path) -> None:
+    """A plain enum nested in a struct is named through the struct (two ATB parameter
+    structs give MASK_COMPRESS 5 and 3); a bare name they disagree on stays unread; a
+    namespace-level plain enum is read bare; ``and`` / ``or`` are ``&&`` / ``||``."""
+    facts = WrapperTree(plugin).facts("_npu_mask_op", ["x", "mask_type", "mode", "k"])
+    assert facts is not None and facts.backend == "atb"
+    assert _accepted(facts) == {
+        ("value", "mask_type"): "3",
+        ("value", "mode"): "[0, 2)",
+        ("dim", "x"): "2 or 3",
+        ("value", "k"): "[0, inf)",
+    }
+    assert [c.text for c in facts.checks if c.accepts is None] == [
+        "k >= 0 and k <= x.size(-1)",  # the bound from another argument is not one subject
+        "mask_type != MASK_COMPRESS",
+    ]
 
 
 def test_audit_names_each_disagreement_with_its_weight(spin: WrapperFacts) -> None:

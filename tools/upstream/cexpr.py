@@ -141,9 +141,15 @@ def tokenize(text: str) -> list[tuple[str, str]]:
             raise Unparsed(f"cannot read {text[pos : pos + 20]!r}")
         pos = m.end()
         kind = m.lastgroup or ""
-        out.append((kind, m.group(kind)))
+        tok = m.group(kind)
+        if kind == "id" and tok in _ALTERNATIVE:  # C++'s ``and`` / ``or`` / ``not``
+            kind, tok = "op", _ALTERNATIVE[tok]
+        out.append((kind, tok))
     return out
 
+
+#: C++'s alternative spellings of the logical operators
+_ALTERNATIVE = {"and": "&&", "or": "||", "not": "!"}
 
 Resolver = Callable[[str], "Literal | None"]
 #: Type names a C cast ``(T)x`` may use in a condition.

@@ -54,7 +54,7 @@ _CONST = re.compile(
     r"(?:static_cast<\w+>\()?(-?\d+(?:\.\d+)?)[uUlLfF]*\)?\s*;"
 )
 _DEFINE = re.compile(r"(?m)^\s*#\s*define\s+(\w+)\s+\(?(-?\d+(?:\.\d+)?)[uUlLfF]*\)?\s*$")
-_ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?(\w+)\s*(?::\s*[\w:]+\s*)?\{([^}]*)\}")
+_ENUM = re.compile(r"\benum\s+(class\s+|struct\s+)?(\w+)\s*(?::\s*[\w:]+\s*)?\{([^}]*)\}")
 _EXEC = re.compile(r"\bEXEC_NPU\w*\s*\(")
 _CHECK = re.compile(r"\bTORCH_CHECK\s*\(")
 _IF = re.compile(r"\bif\s*\(")
@@ -159,15 +159,19 @@ class WrapperTree:
         self.files: dict[str, Source] = {}
         self.shared: dict[str, Literal] = {}
         self.shared_sets: dict[str, tuple[Literal, ...]] = {}
+        clashing: set[str] = set()
         for backend, rel in WRAPPER_DIRS:
             for path in sorted((root / rel).rglob("*.cpp")):
                 self._add(path, backend)
         for header in sorted((root / "op_plugin").rglob("*.h")):
             text = strip_comments(header.read_text(encoding="utf-8", errors="replace"))
             for name, value in constants_in(text).items():
-                self.shared.setdefault(name, value)
+                if self.shared.setdefault(name, value) != value and "::" not in name:
+                    clashing.add(name)  # headers disagree: the bare name says nothing
             for name, members in sets_in(text, self.shared.get).items():
                 self.shared_sets.setdefault(name, members)
+        for name in clashing:
+            del self.shared[name]
 
     def _add(self, path: Path, backend: str) -> None:
         rel = path.relative_to(self.root).as_posix()
@@ -245,9 +249,15 @@ def constants_in(text: str) -> dict[str, Literal]:
         for m in rx.finditer(text):
             num = m.group(2)
             out.setdefault(m.group(1), float(num) if "." in num else int(num))
+    bare: dict[str, Literal] = {}
+    clashing: set[str] = set()
     for m in _ENUM.finditer(text):
         value = -1
-        for item in m.group(2).split(","):
+        # a plain enum's names are names of the enclosing scope: the struct it sits in
+        # (``SelfAttentionParam::MASK_TYPE_NORM_COMPRESS``) or, at namespace level, bare
+        scoped = bool(m.group(1))
+        outer = _enclosing_struct(text, m.start())
+        for item in m.group(3).split(","):
             name, _, given = item.partition("=")
             name = name.strip()
             if not re.fullmatch(r"\w+", name):
@@ -259,8 +269,29 @@ def constants_in(text: str) -> dict[str, Literal]:
                 value = int(given)
             else:
                 value += 1
-            out.setdefault(f"{m.group(1)}::{name}", value)
+            out.setdefault(f"{m.group(2)}::{name}", value)
+            if scoped:
+                continue
+            if outer:
+                out.setdefault(f"{outer}::{name}", value)
+            if bare.setdefault(name, value) != value:
+                clashing.add(name)  # two structs' enums give it different values
+    for name, known in bare.items():
+        if name not in clashing:
+            out.setdefault(name, known)
     return out
+
+
+_STRUCT = re.compile(r"\b(?:struct|class)\s+(\w+)[^;{}()]*\{")
+
+
+def _enclosing_struct(text: str, at: int) -> str:
+    """The innermost ``struct``/``class`` whose body contains offset ``at`` ("" if none)."""
+    found = ""
+    for m in _STRUCT.finditer(text, 0, at):
+        if match_brace(text, m.end() - 1) > at:
+            found = m.group(1)
+    return found
 
 
 def squeeze(text: str) -> str:
