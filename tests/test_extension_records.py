@@ -209,3 +209,13 @@ def test_sgl_kernel_npu_says_which_operators_need_a_build_option() -> None:
     assert ops["catlass_matmul_basic"]["off_by_default"] is True
     a3_only = [o for o in ops.values() if "ascend-950" in (o.get("not_built") or [])]
     assert len(a3_only) == 13 and all(o.get("condition") for o in a3_only)
+
+
+def test_kb_show_says_which_builds_have_an_operator() -> None:
+    from kb.text.render import record_text
+
+    records = {r["name"]: r for r in open_catalog().records("extension")}
+    text = " ".join(record_text(records["vllm-ascend"]).split())
+    assert "compiled only under ASCEND_PLATFORM_310P; the builds for ascend-950" in text
+    text = " ".join(record_text(records["sgl-kernel-npu"]).split())
+    assert "compiled only under BUILD_CATLASS_MODULE; a build option it needs is OFF" in text
