@@ -161,3 +161,38 @@ def test_audit_fixes_stay(records: Catalog) -> None:
     )
     grouped = _rec(records, "npu_grouped_dynamic_mx_quant")
     assert _rule(grouped, "e2m1-type-max")["ranges"]["dst_type_max"]["min"] == 6.0
+
+
+def test_quant_gmm_alltoallv_takes_the_wrappers_mx_mode_and_world_sizes(records: Catalog) -> None:
+    """The docstring names quant mode 1 only and writes 6 among the world sizes; the
+    wrapper runs an MX mode 6 and checks a set with 8 (read from ``SET.find(x)``)."""
+    rec = _rec(records, "npu_quant_gmm_alltoallv")
+    assert _param(rec, "gmm_x_quant_mode")["allowed"] == [1, 6]
+    assert _noted(rec, "parameters.ep_world_size.allowed")["page"][2] == 6
+    head = "  - module: experts.down\n    operator: npu_quant_gmm_alltoallv\n"
+    mx = (
+        head + "    args: {gmm_x_quant_mode: 6, gmm_weight_quant_mode: 6, ep_world_size: 8,"
+        " gmm_x_scale_dtype: float8_e8m0fnu}\n"
+        "    tensors:\n      gmm_x: {dtype: float8_e4m3fn}\n"
+        "      gmm_x_scale: {dtype: float8_e8m0fnu}\n"
+    )
+    assert _errors(records, "ascend-950", mx) == []
+    tt = head + "    args: {gmm_x_quant_mode: 1, gmm_weight_quant_mode: 1, ep_world_size: %d}\n"
+    assert _errors(records, "ascend-950", tt % 8) == []
+    assert _errors(records, "ascend-950", tt % 6) == ["KB106"]
+    wrong = mx.replace("float8_e4m3fn}", "hifloat8}")  # mode 6 with mode 1's data type
+    assert _errors(records, "ascend-950", wrong) == ["KB109"]  # the mx-scheme rule
+
+
+def test_a_page_value_the_binding_refuses_is_explained(records: Catalog) -> None:
+    """The page's spelling is refused with the page named as the one in error and the
+    binding's file cited, so the message does not read as the knowledge base being wrong."""
+    text = (
+        "version: 1\ntarget: {product: atlas-a2}\ncandidates:\n"
+        "  - module: attn.rope\n    operator: npu_mrope\n    args: {rotary_mode: interleaved}\n"
+        "  - module: attn.rope2\n    operator: npu_mrope\n    args: {rotary_mode: spiral}\n"
+    )
+    found = {f.candidate: f.message for f in check_text(text, "c.yaml", catalog=records)}
+    assert "the page lists interleaved, but op-plugin's wrapper refuses it" in found[0]
+    assert "Ascend/op-plugin@517f2e7 op_plugin/ops/opapi/" in found[0]
+    assert "page" not in found[1]  # a value nobody documents gets the plain message

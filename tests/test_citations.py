@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from kb.core.paths import PACKAGE_DIR
-from tools.upstream.citations import Citation, citations, local_only, resolve
+from tools.upstream.citations import Citation, citations, local_only, resolve, resolve_local
 
 TREES = os.environ.get("KB_UPSTREAM_TREES")
 
@@ -139,3 +139,44 @@ def test_every_cited_path_resolves_at_its_commit(cited: list[Citation]) -> None:
     print(f"{resolved} citations resolved, {len(skipped)} skipped (repository not given)")
     assert [f"{u.citation.record} {u.citation.field}: {u.reason}" for u in bad] == []
     assert resolved > 0
+
+
+SOURCES = os.environ.get("KB_UPSTREAM_SOURCES")
+
+
+def test_the_sources_folder_resolves_upstream_names_only(tmp_path: Path) -> None:
+    """A sources folder keeps beta pages as ``beta-…``: a citation by upstream's name finds
+    the local file, one by the local name does not resolve, nor a line past the end."""
+    pages = tmp_path / "op-plugin" / "docs" / "torch_npu"
+    pages.mkdir(parents=True)
+    (pages / "beta-torch_npu-npu_x.md").write_text("a\nb\n", encoding="utf-8")
+    (pages / "torch_npu-npu_y.md").write_text("a\n", encoding="utf-8")
+    base = "docs/zh/custom_APIs/torch_npu/"
+    commit = "517f2e7d0f20"
+    good = Citation(
+        "r", "upstream", "Ascend/op-plugin", commit, base + "（beta）torch_npu-npu_x.md"
+    )
+    local = Citation(
+        "r", "evidence[0]", "Ascend/op-plugin", commit, base + "beta-torch_npu-npu_x.md"
+    )
+    long = Citation("r", "evidence[1]", "Ascend/op-plugin", commit, base + "torch_npu-npu_y.md", 2)
+    gone = Citation("r", "evidence[2]", "Ascend/op-plugin", commit, base + "torch_npu-npu_z.md")
+    other = Citation("r", "evidence[3]", "Ascend/op-plugin", "e60dc48cff1f", base + "x.md")
+    code = Citation("r", "evidence[4]", "Ascend/op-plugin", commit, "op_plugin/ops/opapi/X.cpp")
+    resolved, bad, skipped = resolve_local(tmp_path, [good, local, long, gone, other, code])
+    assert resolved == 1
+    assert [u.citation.field for u in bad] == ["evidence[0]", "evidence[1]", "evidence[2]"]
+    assert "local-only" in bad[0].reason and "line 2" in bad[1].reason
+    assert skipped == [other, code]  # another commit, a file the folder does not hold
+
+
+@pytest.mark.skipif(
+    not SOURCES, reason="set KB_UPSTREAM_SOURCES to the offline sources folder (op-plugin/docs …)"
+)
+def test_every_page_and_config_citation_resolves_in_the_sources_folder(
+    cited: list[Citation],
+) -> None:
+    resolved, bad, skipped = resolve_local(Path(str(SOURCES)), cited)
+    print(f"{resolved} citations resolved in {SOURCES}, {len(skipped)} not covered by it")
+    assert [f"{u.citation.record} {u.citation.field}: {u.reason}" for u in bad] == []
+    assert resolved > 300  # every record names its page

@@ -116,3 +116,106 @@ def test_the_harvester_reads_cpp_and_python_registrations(tmp_path: Path) -> Non
         namespaces=["myk"],
     )
     assert {o["namespace"] for o in only["operators"]} == {"myk"}
+
+
+BUILD = """
+string(TOLOWER "${SOC_VERSION}" soc)
+if(soc MATCHES "^ascend950")
+  set(NEW_CHIP ON)
+else()
+  set(NEW_CHIP OFF)
+endif()
+if(NOT NEW_CHIP)
+  add_compile_definitions(OLD_CHIPS_ONLY)
+endif()
+option(WITH_TEMPLATES "the builder's choice" OFF)
+option(WITH_LOGGING "on unless turned off" ON)
+if(WITH_TEMPLATES)
+  add_compile_definitions(WITH_TEMPLATES)
+endif()
+if(WITH_LOGGING)
+  add_compile_definitions(WITH_LOGGING)
+endif()
+"""
+
+OPS_CPP = """TORCH_LIBRARY(myk, m) {
+  m.def("always(Tensor a) -> Tensor");
+#ifdef OLD_CHIPS_ONLY
+  m.def("older(Tensor a) -> Tensor");
+#endif
+#ifdef WITH_TEMPLATES
+  m.def("templated(Tensor a) -> Tensor");
+#ifdef OLD_CHIPS_ONLY
+  m.def("templated_old(Tensor a) -> Tensor");
+#endif
+#endif
+#ifdef WITH_LOGGING
+  m.def("logged(Tensor a) -> Tensor");
+#endif
+}
+"""
+
+
+def test_off_by_default_options_are_told_apart_from_chips() -> None:
+    from tools.upstream.buildconds import off_by_default
+
+    assert off_by_default([BUILD], ("WITH_TEMPLATES",)) is True  # option(... OFF)
+    assert off_by_default([BUILD], ("WITH_TEMPLATES", "OLD_CHIPS_ONLY")) is True
+    assert off_by_default([BUILD], ("WITH_LOGGING",)) is False  # option(... ON)
+    assert off_by_default([BUILD], ("OLD_CHIPS_ONLY",)) is False  # decided per chip
+    assert off_by_default([BUILD], ("X > 1",)) is False  # an #if expression is not read
+
+
+def test_every_conditional_registration_carries_its_condition(tmp_path: Path) -> None:
+    """A registration under an option (sgl-kernel-npu's catlass operators) records the
+    condition even where no product is known to lack it, and says when the default build
+    leaves it out everywhere; a chip condition also names the products without it."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "ops.cpp").write_text(OPS_CPP)
+    (tmp_path / "CMakeLists.txt").write_text(BUILD)
+    body = record(
+        registrations(tmp_path),
+        name="my-kernels",
+        repo="me/my-kernels",
+        commit=COMMIT,
+        licence="MIT",
+        imports=["my_kernels"],
+        summary_en="Kernels.",
+        summary_zh="算子。",
+        root=tmp_path,
+    )
+    got = {
+        o["name"]: (o.get("condition"), o.get("not_built"), o.get("off_by_default"))
+        for o in body["operators"]
+    }
+    assert got == {
+        "always": (None, None, None),
+        "older": ("OLD_CHIPS_ONLY", ["ascend-950"], None),
+        "templated": ("WITH_TEMPLATES", None, True),
+        "templated_old": ("WITH_TEMPLATES && OLD_CHIPS_ONLY", ["ascend-950"], True),
+        "logged": ("WITH_LOGGING", None, None),
+    }
+    Extension.model_validate(yaml.safe_load(dump(body)))
+    op = {"name": "blend", "namespace": "myk", "path": "p", "lines": "1"}
+    for loose in ({"not_built": ["ascend-950"]}, {"off_by_default": True}):
+        with pytest.raises(ValidationError):  # what decides it must be said
+            Extension.model_validate(_body(operators=[{**op, **loose}]))
+
+
+def test_sgl_kernel_npu_says_which_operators_need_a_build_option() -> None:
+    rec = next(r for r in open_catalog().records("extension") if r["name"] == "sgl-kernel-npu")
+    ops = {o["name"]: o for o in rec["operators"]}
+    assert ops["catlass_matmul_basic"]["condition"] == "BUILD_CATLASS_MODULE"
+    assert ops["catlass_matmul_basic"]["off_by_default"] is True
+    a3_only = [o for o in ops.values() if "ascend-950" in (o.get("not_built") or [])]
+    assert len(a3_only) == 13 and all(o.get("condition") for o in a3_only)
+
+
+def test_kb_show_says_which_builds_have_an_operator() -> None:
+    from kb.text.render import record_text
+
+    records = {r["name"]: r for r in open_catalog().records("extension")}
+    text = " ".join(record_text(records["vllm-ascend"]).split())
+    assert "compiled only under ASCEND_PLATFORM_310P; the builds for ascend-950" in text
+    text = " ".join(record_text(records["sgl-kernel-npu"]).split())
+    assert "compiled only under BUILD_CATLASS_MODULE; a build option it needs is OFF" in text

@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from kb.catalog.models import WrapperCheck
-from tools.upstream.cexpr import Unparsed, parse_condition, reduce, requirements
+from tools.upstream.cexpr import (
+    Unparsed,
+    expand_membership,
+    parse_condition,
+    reduce,
+    requirements,
+)
 from tools.upstream.wrapper_audit import audit_record, check_blocks
 from tools.upstream.wrapper_checks import WrapperFacts, WrapperTree, split_top
 from tools.upstream.wrapper_cli import main
@@ -87,6 +93,55 @@ BOXES_CPP = textwrap.dedent("""\
     }
     """)
 
+RING_CPP = textwrap.dedent("""\
+    namespace op_api {
+    const std::set<int> SUPPORT_WORLD_SIZE_LIST{2, 4, 8};
+    static const std::vector<std::string> LAYOUTS = {"BSH", "TND"};
+    constexpr int64_t WIDE = 16;
+    const std::unordered_set<int64_t> TILES = {1, WIDE};
+    at::Tensor npu_ring(const at::Tensor& x, int64_t world_size, c10::string_view layout,
+                        int64_t tile, int64_t skip) {
+      std::string layout_str = std::string(layout);
+      TORCH_CHECK(SUPPORT_WORLD_SIZE_LIST.find(world_size) != SUPPORT_WORLD_SIZE_LIST.end(),
+                  "world_size in [2, 4, 8]");
+      TORCH_CHECK(std::find(LAYOUTS.begin(), LAYOUTS.end(), layout_str) != LAYOUTS.end(),
+                  "layout is BSH or TND");
+      TORCH_CHECK(TILES.count(tile) > 0, "tile is 1 or 16");
+      TORCH_CHECK(SUPPORT_WORLD_SIZE_LIST.find(skip) == SUPPORT_WORLD_SIZE_LIST.end(), "no skip");
+      if (TILES.count(tile)) {
+        return x;
+      }
+      return x;
+    }
+    }  // namespace op_api
+    """)
+
+PARAMS_H = textwrap.dedent("""\
+    namespace atb {
+    struct PagedParam {
+      enum MaskType : int { UNDEFINED = 0, MASK_NORM, MASK_ALIBI, MASK_SPEC, MASK_FREE, MASK_COMPRESS };
+    };
+    struct SelfParam {
+      enum MaskType : int { UNDEFINED = 0, MASK_NORM, MASK_ALIBI, MASK_COMPRESS };
+    };
+    }
+    """)
+
+MASK_CPP = textwrap.dedent("""\
+    namespace {
+    enum StatusMode { STATUS_PLAIN = 0, STATUS_DEBUG = 1, STATUS_END };
+    }
+    namespace atb {
+    void _npu_mask_op(const at::Tensor& x, int64_t mask_type, int64_t mode, int64_t k) {
+      TORCH_CHECK(mask_type == SelfParam::MASK_COMPRESS, "compressed mask only");
+      TORCH_CHECK(mode >= STATUS_PLAIN && mode < STATUS_END, "mode 0 or 1");
+      TORCH_CHECK(x.dim() == 2 or x.dim() == 3, "x is 2-D or 3-D");
+      TORCH_CHECK(k >= 0 and k <= x.size(-1), "k within the last dim");
+      TORCH_CHECK(mask_type != MASK_COMPRESS, "a bare name two structs define differently");
+    }
+    }
+    """)
+
 ARGS = ["x", "style", "fill", "ratio", "band", "keep", "group_kind"]
 
 RECORD = """\
@@ -110,6 +165,9 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rel, text in (
         ("op_plugin/ops/opapi/SpinKernelNpuOpApi.cpp", SPIN_CPP),
         ("op_plugin/ops/aclops/FixBoxesKernelNpu.cpp", BOXES_CPP),
+        ("op_plugin/ops/opapi/RingKernelNpuOpApi.cpp", RING_CPP),
+        ("op_plugin/third_party/atb/inc/params.h", PARAMS_H),
+        ("op_plugin/ops/atb/MaskOpAtb.cpp", MASK_CPP),
     ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
@@ -187,6 +245,44 @@ def test_an_aclop_only_operator_is_read_from_aclops(plugin: Path) -> None:
         ("dim", "self"): "[2, inf)",
     }
     assert WrapperTree(plugin).facts("npu_nothing", ["x"]) is None
+
+
+def test_membership_in_a_literal_set_is_a_value_check(plugin: Path) -> None:
+    """``LIST.find(x) != LIST.end()`` and its kin accept the set's members (the MC2
+    wrappers' world sizes); ``== end()`` refuses them; the check keeps its own text."""
+    facts = WrapperTree(plugin).facts("npu_ring", ["x", "world_size", "layout", "tile", "skip"])
+    assert facts is not None
+    assert _accepted(facts) == {
+        ("value", "world_size"): "2 or 4 or 8",
+        ("value", "layout"): "'BSH' or 'TND'",
+        ("value", "tile"): "1 or 16",  # a member named by the file's own constant
+        ("value", "skip"): "anything except 2, 4, 8",
+    }
+    (world,) = [c for c in facts.checks if c.accepts and c.accepts.param == "world_size"]
+    assert world.text.startswith("SUPPORT_WORLD_SIZE_LIST.find(world_size)")
+    assert [b.accepts.describe() for b in facts.branches if b.accepts] == ["1 or 16"]
+    names = {"w": "world_size"}
+    unknown = "OTHER.find(w) != OTHER.end()"  # a set the file does not define stays opaque
+    assert expand_membership(unknown, {"SIZES": (2,)}) == unknown
+    assert reduce(parse_condition(expand_membership(unknown, {}), names, {}.get)) is None
+
+
+def test_plain_enums_and_alternative_operators(plugin: Path) -> None:
+    """A plain enum nested in a struct is named through the struct (two ATB parameter
+    structs give MASK_COMPRESS 5 and 3); a bare name they disagree on stays unread; a
+    namespace-level plain enum is read bare; ``and`` / ``or`` are ``&&`` / ``||``."""
+    facts = WrapperTree(plugin).facts("_npu_mask_op", ["x", "mask_type", "mode", "k"])
+    assert facts is not None and facts.backend == "atb"
+    assert _accepted(facts) == {
+        ("value", "mask_type"): "3",
+        ("value", "mode"): "[0, 2)",
+        ("dim", "x"): "2 or 3",
+        ("value", "k"): "[0, inf)",
+    }
+    assert [c.text for c in facts.checks if c.accepts is None] == [
+        "k >= 0 and k <= x.size(-1)",  # the bound from another argument is not one subject
+        "mask_type != MASK_COMPRESS",
+    ]
 
 
 def test_audit_names_each_disagreement_with_its_weight(spin: WrapperFacts) -> None:

@@ -409,7 +409,21 @@ def _extension_ops(rec: Rec, lang: str) -> Lines:
     for op in rec["operators"]:
         out += wrap(f"torch.ops.{op['namespace']}.{op['name']}  ({op['path']}:{op['lines']})", "  ")
         out += wrap(op.get("schema") or "(registered by name only)", "      ")
+        if op.get("condition"):
+            out += wrap(_build_note(op), "      ")
     return out
+
+
+def _build_note(op: Rec) -> str:
+    """Which builds of the package have a conditionally compiled operator."""
+    note = f"compiled only under {op['condition']}"
+    if op.get("not_built"):
+        note += f"; the builds for {', '.join(op['not_built'])} leave it out"
+    if op.get("off_by_default"):
+        note += (
+            "; a build option it needs is OFF by default, so only builds that turn it on have it"
+        )
+    return note
 
 
 def _sizing(rec: Rec, lang: str) -> Lines:

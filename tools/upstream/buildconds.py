@@ -65,6 +65,8 @@ class _Unknown(Exception):
 
 #: The value of an ``option()``: the builder chooses it, so a test of it is unknown.
 _OPTION = "\x00option"
+#: Set in the environment when options keep their declared defaults.
+_DEFAULTS = "\x00defaults"
 
 
 def _truthy(word: str, env: dict[str, str]) -> bool:
@@ -126,9 +128,14 @@ def _condition(words: list[str | None], env: dict[str, str]) -> bool:
     return result
 
 
-def defined_macros(cmake_texts: Iterable[str], soc: str) -> tuple[set[str], set[str]]:
-    """(macros surely defined, macros perhaps defined) by a build for ``soc``."""
+def defined_macros(
+    cmake_texts: Iterable[str], soc: str, defaults: bool = False
+) -> tuple[set[str], set[str]]:
+    """(macros surely defined, macros perhaps defined) by a build for ``soc``; with
+    ``defaults``, every ``option()`` keeps the value its CMake gives it (OFF when none)."""
     env: dict[str, str] = {"SOC_VERSION": soc}
+    if defaults:
+        env[_DEFAULTS] = "1"
     sure: set[str] = set()
     maybe: set[str] = set()
     for text in cmake_texts:
@@ -188,7 +195,8 @@ def _run(
         if certain:
             env[words[0]] = ";".join(words[1:])
     elif name == "option" and words and words[0] not in env and certain:
-        env[words[0]] = _OPTION
+        default = words[2] if len(words) > 2 else "OFF"
+        env[words[0]] = default if _DEFAULTS in env else _OPTION
     elif name == "string" and len(words) >= 3 and words[0] in ("TOLOWER", "TOUPPER") and certain:
         env[words[2]] = words[1].lower() if words[0] == "TOLOWER" else words[1].upper()
     elif name in ("add_compile_definitions", "add_definitions", "target_compile_definitions"):
@@ -220,3 +228,25 @@ def not_built(texts: list[str], condition: tuple[str, ...]) -> list[str] | None:
         ):
             out.append(product)
     return out if 0 < len(out) < len(socs) else None
+
+
+def off_by_default(texts: list[str], condition: tuple[str, ...]) -> bool:
+    """Whether a registration under ``condition`` hangs on a build option and no product's
+    build with every option at its CMake default compiles it (sgl-kernel-npu's catlass
+    operators behind ``option(BUILD_CATLASS_MODULE … OFF)``): present only in builds that
+    turn the option on."""
+    if not texts or not all(re.fullmatch(r"[A-Za-z_]\w*", c.removeprefix("!")) for c in condition):
+        return False
+    socs = product_socs().values()
+    hangs = any(
+        c.removeprefix("!") in defined_macros(texts, soc)[1] for soc in socs for c in condition
+    )
+    if not hangs:
+        return False
+    for soc in socs:
+        sure, maybe = defined_macros(texts, soc, defaults=True)
+        if any(c.removeprefix("!") in maybe for c in condition):
+            return False  # still unread with the defaults: no claim
+        if all((c.removeprefix("!") in sure) != c.startswith("!") for c in condition):
+            return False  # this product's default build has it
+    return True

@@ -141,9 +141,15 @@ def tokenize(text: str) -> list[tuple[str, str]]:
             raise Unparsed(f"cannot read {text[pos : pos + 20]!r}")
         pos = m.end()
         kind = m.lastgroup or ""
-        out.append((kind, m.group(kind)))
+        tok = m.group(kind)
+        if kind == "id" and tok in _ALTERNATIVE:  # C++'s ``and`` / ``or`` / ``not``
+            kind, tok = "op", _ALTERNATIVE[tok]
+        out.append((kind, tok))
     return out
 
+
+#: C++'s alternative spellings of the logical operators
+_ALTERNATIVE = {"and": "&&", "or": "||", "not": "!"}
 
 Resolver = Callable[[str], "Literal | None"]
 #: Type names a C cast ``(T)x`` may use in a condition.
@@ -427,3 +433,81 @@ def requirements(node: Node) -> list[Accepts | None]:
     for nodes in groups.values():
         out.append(reduce(nodes[0] if len(nodes) == 1 else Node("and", tuple(nodes))))
     return out
+
+
+#: ``const std::set<int> NAME{2, 4, 8};`` / ``static const std::vector<std::string> NAME = {…};``
+_SET_CONST = re.compile(
+    r"(?m)^\s*(?:(?:static|const|constexpr|inline)\s+)*std::(?:set|unordered_set|vector)\s*"
+    r"<\s*[\w:]+\s*>\s+(\w+)\s*(?:=\s*)?\{([^{}]*)\}\s*;"
+)
+#: one member of such a literal: a number or a quoted string
+_MEMBER = re.compile(r'^(?:"((?:[^"\\]|\\.)*)"|(-?\d+(?:\.\d+)?)[uUlLfF]*)$')
+#: the element looked up: a name with member calls (``x``, ``x.dim()``, ``a.value()``)
+_ELEM = r"[A-Za-z_][\w:]*(?:\s*(?:\.|->)\s*\w+(?:\s*\(\s*\))?)*"
+
+
+def sets_in(text: str, constant: Resolver | None = None) -> dict[str, tuple[Literal, ...]]:
+    """Literal sets a file defines (``std::set``/``unordered_set``/``vector`` of numbers or
+    strings), by name; a set with a member that is neither a literal nor a named constant
+    ``constant`` resolves is left out."""
+    out: dict[str, tuple[Literal, ...]] = {}
+    for m in _SET_CONST.finditer(text):
+        items: list[Literal] = []
+        for raw in (p.strip() for p in m.group(2).split(",")):
+            if not raw:
+                continue
+            lit = _MEMBER.match(raw)
+            if lit and lit.group(1) is not None:
+                items.append(lit.group(1))
+            elif lit:
+                items.append(_number(lit.group(2)))
+            elif (
+                constant is not None and re.fullmatch(r"[\w:]+", raw) and constant(raw) is not None
+            ):
+                items.append(constant(raw))  # type: ignore[arg-type]
+            else:
+                break
+        else:
+            out.setdefault(m.group(1), tuple(items))
+    return out
+
+
+def _members(elem: str, values: tuple[Literal, ...], inside: bool) -> str:
+    def lit(v: Literal) -> str:
+        return (
+            '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            if isinstance(v, str)
+            else str(v)
+        )
+
+    op, join = ("==", " || ") if inside else ("!=", " && ")
+    return "(" + join.join(f"{elem} {op} {lit(v)}" for v in values) + ")"
+
+
+def expand_membership(text: str, sets: Mapping[str, tuple[Literal, ...]]) -> str:
+    """Membership tests against a known literal set, written out as comparisons.
+
+    ``LIST.find(x) != LIST.end()``, ``std::find(LIST.begin(), LIST.end(), x) != LIST.end()``
+    and ``LIST.count(x) > 0`` (or bare ``LIST.count(x)``) become ``(x == a || x == b …)``;
+    the ``== end()`` / ``count(x) == 0`` forms become ``(x != a && x != b …)``, so the
+    parser reads them like any other value check.  Sets it does not know stay as written.
+    """
+    for name, values in sets.items():
+        if name not in text or not values:
+            continue
+        n = re.escape(name)
+        end = rf"{n}\s*\.\s*c?end\s*\(\s*\)"
+        forms = (
+            rf"\b{n}\s*\.\s*find\s*\(\s*(?P<e>{_ELEM})\s*\)\s*(?P<op>!=|==)\s*{end}",
+            rf"\bstd::find\s*\(\s*{n}\s*\.\s*c?begin\s*\(\s*\)\s*,\s*{end}\s*,\s*"
+            rf"(?P<e>{_ELEM})\s*\)\s*(?P<op>!=|==)\s*{end}",
+            rf"\b{n}\s*\.\s*count\s*\(\s*(?P<e>{_ELEM})\s*\)(?:\s*(?P<op>>|!=|==)\s*0\b)?",
+        )
+
+        def written(m: re.Match[str], members: tuple[Literal, ...] = values) -> str:
+            inside = m.group("op") in (None, "!=", ">")
+            return _members(" ".join(m.group("e").split()), members, inside)
+
+        for form in forms:
+            text = re.sub(form, written, text)
+    return text

@@ -146,3 +146,81 @@ def _line_counts(git: Path, keys: list[tuple[str, str]]) -> dict[tuple[str, str]
         if header[1] == b"blob":
             out[key] = blob.count(b"\n") + (0 if blob.endswith(b"\n") or not blob else 1)
     return out
+
+
+@dataclass(frozen=True)
+class LocalCopy:
+    """Part of a repository kept as plain files: ``prefix`` of ``repo`` at ``commit`` lies
+    under ``folder`` (relative to the sources root), with ``renames`` of file-name parts
+    (upstream spelling → local spelling)."""
+
+    repo: str
+    commit: str
+    prefix: str
+    folder: str
+    renames: tuple[tuple[str, str], ...] = ()
+
+
+#: What the project's offline sources folder holds (its README's table): the reference pages,
+#: beta ones renamed ``beta-…`` locally, and op-plugin's config files, at one commit.
+SOURCES_LAYOUT = (
+    LocalCopy(
+        PAGE_REPO,
+        "517f2e7d0f20",
+        "docs/zh/custom_APIs/torch_npu/",
+        "op-plugin/docs/torch_npu/",
+        (("（beta）torch_npu-", "beta-torch_npu-"),),
+    ),
+    LocalCopy(PAGE_REPO, "517f2e7d0f20", "op_plugin/config/", "op-plugin/config/"),
+)
+
+
+def local_path(cite: Citation, layout: Iterable[LocalCopy]) -> str | None:
+    """Where ``cite`` lies in a sources folder of ``layout`` (None: not covered there)."""
+    for copy in layout:
+        same_commit = cite.commit.startswith(copy.commit) or copy.commit.startswith(cite.commit)
+        if cite.repo != copy.repo or not same_commit or not cite.path.startswith(copy.prefix):
+            continue
+        rest = cite.path[len(copy.prefix) :]
+        for upstream, local in copy.renames:
+            rest = rest.replace(upstream, local)
+        return copy.folder + rest
+    return None
+
+
+def resolve_local(
+    root: Path, cites: Iterable[Citation], layout: Iterable[LocalCopy] = SOURCES_LAYOUT
+) -> tuple[int, list[Unresolved], list[Citation]]:
+    """Like :func:`resolve`, against plain files under ``root`` laid out as ``layout``:
+    a citation is looked up by its upstream name mapped to the local one, so a local-only
+    name (``beta-torch_npu-X.md``) cited as such does not resolve.  Citations the layout
+    does not cover are returned as skipped."""
+    layout = tuple(layout)
+    resolved, bad, skipped = 0, [], []
+    counts: dict[str, int | None] = {}
+    for c in cites:
+        rel = local_path(c, layout)
+        if rel is None:
+            skipped.append(c)
+            continue
+        local_only_name = [loc for copy in layout for _, loc in copy.renames if loc in c.path]
+        if local_only_name:
+            bad.append(Unresolved(c, f"{c.path} uses the local-only name {local_only_name[0]!r}"))
+            continue
+        if rel not in counts:
+            f = root / rel
+            counts[rel] = (
+                len(f.read_text(encoding="utf-8", errors="replace").splitlines())
+                if f.is_file()
+                else None
+            )
+        count = counts[rel]
+        if count is None:
+            bad.append(Unresolved(c, f"{c.path} is not in {c.repo} at {c.commit} ({rel} absent)"))
+        elif c.last_line is not None and c.last_line > count:
+            bad.append(
+                Unresolved(c, f"{c.path} has {count} lines, the citation names line {c.last_line}")
+            )
+        else:
+            resolved += 1
+    return resolved, bad, skipped

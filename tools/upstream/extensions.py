@@ -105,10 +105,11 @@ def record(
     ``macro_namespace`` names the namespace of blocks written through a macro (the reader
     does not expand macros: the maintainer reads it off the package's Python side);
     ``namespaces`` keeps only those.  With the tree's ``root``, an operator compiled under
-    preprocessor conditions its CMake files decide per chip gets ``not_built`` (the products
-    whose build leaves it out) and ``condition`` (:mod:`tools.upstream.buildconds`).
+    preprocessor conditions gets ``condition``; where its CMake files decide it per chip,
+    ``not_built`` (the products whose build leaves it out), and where it hangs on a build
+    option that is OFF by default, ``off_by_default`` (:mod:`tools.upstream.buildconds`).
     """
-    from tools.upstream.buildconds import cmake_texts, not_built
+    from tools.upstream.buildconds import cmake_texts, not_built, off_by_default
 
     texts = cmake_texts(root) if root is not None else []
     ops: list[dict[str, Any]] = []
@@ -134,7 +135,11 @@ def record(
         op.update({"path": reg.file, "lines": str(reg.line)})
         left_out = not_built(texts, reg.condition) if reg.condition and texts else None
         if left_out:
-            op.update({"not_built": left_out, "condition": " && ".join(reg.condition)})
+            op["not_built"] = left_out
+        if reg.condition and texts:
+            op["condition"] = " && ".join(reg.condition)
+            if off_by_default(texts, reg.condition):
+                op["off_by_default"] = True
         ops.append(op)
     found = sorted({op["namespace"] for op in ops})
     body: dict[str, Any] = {

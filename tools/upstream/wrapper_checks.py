@@ -32,9 +32,11 @@ from tools.upstream.cexpr import (
     Literal,
     Resolver,
     Unparsed,
+    expand_membership,
     parse_condition,
     reduce,
     requirements,
+    sets_in,
 )
 from tools.upstream.ctext import close_paren, split_top, statements, string_end
 from tools.upstream.kernel_links import Function, definitions, match_brace
@@ -52,7 +54,7 @@ _CONST = re.compile(
     r"(?:static_cast<\w+>\()?(-?\d+(?:\.\d+)?)[uUlLfF]*\)?\s*;"
 )
 _DEFINE = re.compile(r"(?m)^\s*#\s*define\s+(\w+)\s+\(?(-?\d+(?:\.\d+)?)[uUlLfF]*\)?\s*$")
-_ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?(\w+)\s*(?::\s*[\w:]+\s*)?\{([^}]*)\}")
+_ENUM = re.compile(r"\benum\s+(class\s+|struct\s+)?(\w+)\s*(?::\s*[\w:]+\s*)?\{([^}]*)\}")
 _EXEC = re.compile(r"\bEXEC_NPU\w*\s*\(")
 _CHECK = re.compile(r"\bTORCH_CHECK\s*\(")
 _IF = re.compile(r"\bif\s*\(")
@@ -144,6 +146,8 @@ class Source:
     text: str
     functions: dict[str, list[Function]]
     constants: dict[str, Literal]
+    #: literal sets it defines (``const std::set<int> SIZES{2, 4, 8};``), by name
+    sets: dict[str, tuple[Literal, ...]] = field(default_factory=dict)
 
 
 class WrapperTree:
@@ -154,18 +158,26 @@ class WrapperTree:
         self.sources: dict[str, list[tuple[str, Function]]] = {}
         self.files: dict[str, Source] = {}
         self.shared: dict[str, Literal] = {}
+        self.shared_sets: dict[str, tuple[Literal, ...]] = {}
+        clashing: set[str] = set()
         for backend, rel in WRAPPER_DIRS:
             for path in sorted((root / rel).rglob("*.cpp")):
                 self._add(path, backend)
         for header in sorted((root / "op_plugin").rglob("*.h")):
             text = strip_comments(header.read_text(encoding="utf-8", errors="replace"))
             for name, value in constants_in(text).items():
-                self.shared.setdefault(name, value)
+                if self.shared.setdefault(name, value) != value and "::" not in name:
+                    clashing.add(name)  # headers disagree: the bare name says nothing
+            for name, members in sets_in(text, self.shared.get).items():
+                self.shared_sets.setdefault(name, members)
+        for name in clashing:
+            del self.shared[name]
 
     def _add(self, path: Path, backend: str) -> None:
         rel = path.relative_to(self.root).as_posix()
         text = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
-        src = Source(rel, text, definitions(text, rel), constants_in(text))
+        consts = constants_in(text)
+        src = Source(rel, text, definitions(text, rel), consts, sets_in(text, consts.get))
         self.files[rel] = src
         for name, fns in src.functions.items():
             for fn in fns:
@@ -208,6 +220,10 @@ class WrapperTree:
 
         return resolve
 
+    def sets(self, path: str) -> dict[str, tuple[Literal, ...]]:
+        """The literal sets a condition in ``path`` can name (the file's, then headers')."""
+        return {**self.shared_sets, **self.files[path].sets}
+
     def facts(self, op: str, schema_args: list[str]) -> WrapperFacts | None:
         """Checks, branches and dropped parameters of ``op``'s wrapper (None: no wrapper)."""
         found = self.wrapper(op, len(schema_args))
@@ -233,9 +249,15 @@ def constants_in(text: str) -> dict[str, Literal]:
         for m in rx.finditer(text):
             num = m.group(2)
             out.setdefault(m.group(1), float(num) if "." in num else int(num))
+    bare: dict[str, Literal] = {}
+    clashing: set[str] = set()
     for m in _ENUM.finditer(text):
         value = -1
-        for item in m.group(2).split(","):
+        # a plain enum's names are names of the enclosing scope: the struct it sits in
+        # (``SelfAttentionParam::MASK_TYPE_NORM_COMPRESS``) or, at namespace level, bare
+        scoped = bool(m.group(1))
+        outer = _enclosing_struct(text, m.start())
+        for item in m.group(3).split(","):
             name, _, given = item.partition("=")
             name = name.strip()
             if not re.fullmatch(r"\w+", name):
@@ -247,8 +269,29 @@ def constants_in(text: str) -> dict[str, Literal]:
                 value = int(given)
             else:
                 value += 1
-            out.setdefault(f"{m.group(1)}::{name}", value)
+            out.setdefault(f"{m.group(2)}::{name}", value)
+            if scoped:
+                continue
+            if outer:
+                out.setdefault(f"{outer}::{name}", value)
+            if bare.setdefault(name, value) != value:
+                clashing.add(name)  # two structs' enums give it different values
+    for name, known in bare.items():
+        if name not in clashing:
+            out.setdefault(name, known)
     return out
+
+
+_STRUCT = re.compile(r"\b(?:struct|class)\s+(\w+)[^;{}()]*\{")
+
+
+def _enclosing_struct(text: str, at: int) -> str:
+    """The innermost ``struct``/``class`` whose body contains offset ``at`` ("" if none)."""
+    found = ""
+    for m in _STRUCT.finditer(text, 0, at):
+        if match_brace(text, m.end() - 1) > at:
+            found = m.group(1)
+    return found
 
 
 def squeeze(text: str) -> str:
@@ -367,7 +410,7 @@ class _Reader:
                 )
             return
         try:
-            tree = parse_condition(cond, names, resolve)
+            tree = parse_condition(expand_membership(cond, self.tree.sets(path)), names, resolve)
         except Unparsed:
             if any(n in _IDENT.findall(cond) for n in names):
                 self.out.checks.append(Check(None, squeeze(cond), path, line, guard))
@@ -380,7 +423,7 @@ class _Reader:
         self, cond: str, names: dict[str, str], resolve: Resolver, path: str, text: str, at: int
     ) -> None:
         try:
-            tree = parse_condition(cond, names, resolve)
+            tree = parse_condition(expand_membership(cond, self.tree.sets(path)), names, resolve)
         except Unparsed:
             return
         for acc in requirements(tree):

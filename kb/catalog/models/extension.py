@@ -41,8 +41,22 @@ class ExtensionOperator(Strict):
         description="the products whose build of the package leaves it out (empty: every build has it)",
     )
     condition: str | None = Field(
-        default=None, description="the preprocessor condition it is compiled under (with not_built)"
+        default=None,
+        description="the preprocessor condition it is compiled under (its builds may lack it)",
     )
+    off_by_default: bool = Field(
+        default=False,
+        description="the condition needs a build option that is OFF by default: only a build "
+        "that turns it on has the operator, on any product",
+    )
+
+    @model_validator(mode="after")
+    def _conditions_are_stated(self) -> ExtensionOperator:
+        if (self.not_built or self.off_by_default) and not self.condition:
+            raise ValueError(
+                f"{self.name}: not_built / off_by_default need the condition that decides them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _schema_names_the_operator(self) -> ExtensionOperator:

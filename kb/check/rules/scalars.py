@@ -132,7 +132,7 @@ class ValueNotAllowed(CandidateRule):
                 where = ("args", name, j) if isinstance(value, list) else ("args", name)
                 msg = self._judge(name, item, p)
                 if msg:
-                    yield where, msg, vendor_cited(rec, name, item)
+                    yield where, msg + _page_claim(rec, name, item), vendor_cited(rec, name, item)
 
     @staticmethod
     def _dtype(name: str, value: object, p: dict[str, Any]) -> str | None:
@@ -182,6 +182,32 @@ class ValueNotAllowed(CandidateRule):
         if high is not None and num > high:
             return f"{name}={value} is above the maximum {high:g} (range {span}{extra})"
         return None
+
+
+def _page_claim(rec: dict[str, Any], name: str, value: object) -> str:
+    """Why a value the page lists is refused: the discrepancy the record notes for it.
+
+    When the page (or docstring) allows ``value`` and the binding does not, the reader of
+    the page needs to hear that the page is what is wrong, and where the binding says so.
+    """
+    for d in rec.get("discrepancies") or []:
+        if d.get("about") != f"parameters.{name}.allowed":
+            continue
+        page, binding = d.get("page"), d.get("binding")
+        if not isinstance(page, list) or not one_of(value, page):
+            continue
+        if isinstance(binding, list) and one_of(value, binding):
+            continue
+        src = d.get("source") or {}
+        who = {"kernel": "the kernel", "docstring": "the docstring"}.get(
+            str(src.get("kind")), "op-plugin's wrapper"
+        )
+        book = "page" if (rec.get("upstream") or {}).get("path") else "docstring"
+        where = (
+            f"{src.get('repo')}@{str(src.get('commit'))[:7]} {src.get('path')}:{src.get('lines')}"
+        )
+        return f" (the {book} lists {_shown_value(value)}, but {who} refuses it: {where})"
+    return ""
 
 
 def _same_list(a: list[Any], b: list[Any]) -> bool:
