@@ -467,7 +467,7 @@ function search(text, limit) {
 }
 
 function pageHits(text) {
-  var words = unique(tokens(text, true, makeStemmer({}))).filter(function (w) { return /^[\w.-]+$/.test(w) || CJK_RUN.test(w); });
+  var words = unique(tokens(text, true, makeStemmer(new Map()))).filter(function (w) { return /^[\w.-]+$/.test(w) || CJK_RUN.test(w); });
   if (!words.length) return [];
   return head.pages.filter(function (p) {
     var have = new Set(p[2].split(" "));
