@@ -69,10 +69,10 @@ class _SafeTree(Treeprocessor):
 
 
 class SafeLinksExtension(Extension):
-    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Python-Markdown's name)
+    def extendMarkdown(self, md: Markdown) -> None:  # Python-Markdown names it
         # after attr_list (8), before toc (5) and MkDocs' link rewriting (0)
         md.treeprocessors.register(_SafeTree(md), "kb_safe_links", 6)
 
 
-def makeExtension(**kwargs: object) -> SafeLinksExtension:  # noqa: N802
+def makeExtension(**kwargs: object) -> SafeLinksExtension:
     return SafeLinksExtension(**kwargs)
