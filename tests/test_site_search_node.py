@@ -30,16 +30,27 @@ NODE = shutil.which("node")
 HARNESS = r"""
 const fs = require("fs"), vm = require("vm");
 const [site, worker, qfile, limit] = process.argv.slice(2);
+let listener = null, reply = null;
+const errors = [];
 const self = { location: { href: new URL("assets/javascripts/kb-search-worker.js", "file://" + site + "/").href },
-               addEventListener() {}, postMessage() {} };
-const ctx = { self, URL, console,
+               addEventListener(type, fn) { listener = fn; }, postMessage(msg) { if (reply) reply(msg); } };
+const quiet = { error: (...a) => errors.push(a.join(" ")), log() {}, warn() {} };
+const ctx = { self, URL, console: quiet,
   fetch: (url) => Promise.resolve({ ok: true, json: () => Promise.resolve(JSON.parse(fs.readFileSync(new URL(url), "utf8"))) }) };
 vm.createContext(ctx);
 vm.runInContext(fs.readFileSync(worker, "utf8"), ctx);
+// Material's protocol, as the page speaks it: QUERY 2 → RESULT 3 (what the page shows)
+function shown(q) {
+  return new Promise((resolve) => {
+    reply = (msg) => { if (msg.type === 3) resolve(msg.data.items.map(i => i[0].location)); };
+    listener({ data: { type: 2, data: q } });
+  });
+}
 (async () => {
-  const out = [];  // [query, names] pairs: an object would take "__proto__" as its prototype
-  for (const q of JSON.parse(fs.readFileSync(qfile, "utf8"))) out.push([q, (await self.kbSearch(q, Number(limit))).map(h => h.name)]);
-  process.stdout.write(JSON.stringify(out));
+  const out = [];  // [query, names, shown locations] triples: an object would take "__proto__" as its prototype
+  for (const q of JSON.parse(fs.readFileSync(qfile, "utf8")))
+    out.push([q, (await self.kbSearch(q, Number(limit))).map(h => h.name), await shown(q)]);
+  process.stdout.write(JSON.stringify({ out, errors }));
 })();
 """
 
@@ -70,7 +81,11 @@ def _worker_answers(tmp_path: Path, queries: list[str], limit: int) -> dict[str,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    return {q: names for q, names in json.loads(run.stdout)}
+    got = json.loads(run.stdout)
+    assert got["errors"] == []  # the worker logs a query that threw
+    for q, names, shown in got["out"]:
+        assert len(shown) >= min(len(names), 20), (q, names, shown)  # what the page lists
+    return {q: names for q, names, _shown in got["out"]}
 
 
 def _cli_answers(queries: list[str], limit: int) -> dict[str, list[str]]:
