@@ -17,6 +17,7 @@ import re
 import nh3
 
 from site_plugins.md import strip_controls
+from site_plugins.safe_links import safe_id
 
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
 
@@ -79,10 +80,25 @@ TAGS = frozenset(
     }
 )
 
-#: Attributes allowed on every tag, then per tag.  ``data-*`` is allowed everywhere
-#: (Material and our filters read them; browsers never run them).
+#: Attributes allowed on every tag, then per tag.  Of the ``data-*`` attributes only ours
+#: (kb.js's filters, the search exclusion mark, tabbed's ``data-tabs``): record text must
+#: not reach the ``data-md-*`` attributes Material's script is driven by.
 ATTRIBUTES: dict[str, set[str]] = {
-    "*": {"id", "class", "title", "lang", "dir", "hidden", "role", "aria-label", "tabindex"},
+    "*": {
+        "id",
+        "class",
+        "title",
+        "lang",
+        "dir",
+        "hidden",
+        "role",
+        "aria-label",
+        "tabindex",
+        "data-search-exclude",
+        "data-products",
+        "data-rel",
+        "data-tabs",
+    },
     "a": {"href", "name"},
     "td": {"style", "colspan", "rowspan"},
     "th": {"style", "colspan", "rowspan", "scope"},
@@ -98,9 +114,16 @@ ATTRIBUTES: dict[str, set[str]] = {
 INPUT_TYPES = {"radio", "search", "checkbox", "text"}
 
 
+#: Attributes whose value names an element: an allow-listed id (never one of the
+#: theme's ``__`` ids, which Material and kb.js look up), the same one wherever it is named.
+ID_ATTRIBUTES = frozenset({"id", "for", "name"})
+
+
 def _filter(tag: str, attribute: str, value: str) -> str | None:
     if tag == "input" and attribute == "type" and value.lower() not in INPUT_TYPES:
         return None
+    if attribute in ID_ATTRIBUTES:
+        return safe_id(value)
     return value
 
 
@@ -120,7 +143,7 @@ def sanitize(html: str) -> str:
         clean_content_tags={"script", "style"},
         attributes=ATTRIBUTES,
         attribute_filter=_filter,
-        generic_attribute_prefixes={"data-"},
+        generic_attribute_prefixes={"data-kb-"},
         url_schemes=set(URL_SCHEMES),
         link_rel=None,
         strip_comments=True,

@@ -702,3 +702,17 @@ def test_injected_links_are_inert(page: Page, fixture_url: str) -> None:
         page.page.wait_for_timeout(300)
         assert page.dialogs == []
         assert page.page.url.endswith("/operators/npu_fixture_attention/")
+
+
+def test_a_poisoned_page_keeps_the_theme_and_search_working(page: Page, fixture_url: str) -> None:
+    """Issue 35, class H: a record named ``__config`` (the id Material and kb.js read
+    their configuration from) gets a page whose heading does not take that id, and
+    words a plain JavaScript object answers from its prototype are searched like any
+    other (main's worker threw on them: "No matching documents")."""
+    with screenshot_on_failure(page):
+        page.page.goto(f"{fixture_url}operators/__config/")
+        wait_for_title(page, "__config")
+        assert page.page.evaluate("() => document.getElementById('__config').tagName") == "SCRIPT"
+        for word in ("constructor", "__proto__", "toString", "hasOwnProperty"):
+            hits = search(page, "", f"{word} fixture norm")
+            assert hits and "/operators/npu_fixture_norm/" in hits[0], (word, hits[:3])

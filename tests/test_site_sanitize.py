@@ -147,3 +147,62 @@ def test_a_build_writes_nothing_into_tmpdir(fixture_site: FixtureSite) -> None:
     # kb's own search index replaces lunr's, so no page is segmented with jieba (whose
     # 9 MB dictionary cache would land in TMPDIR)
     assert not list(fixture_site.cache.rglob("jieba*"))
+
+
+# -- issue 35, class H: links MkDocs cannot parse, ids in the theme's namespace ------------
+
+
+def test_a_link_mkdocs_cannot_parse_becomes_its_text(fixture_site: FixtureSite) -> None:
+    """``[bad host](https://[oops "a trailing title")`` crashed the build (MkDocs' link
+    rewriting raised ValueError); the page now shows the text and keeps the title."""
+    html = (fixture_site.path / "operators" / "__config" / "index.html").read_text("utf-8")
+    article = html.split('<article class="md-content__inner md-typeset">')[1].split("</article>")[0]
+    assert '<span title="a trailing title">bad host</span>' in article
+    assert "[oops" not in article
+
+
+THEME_IDS = ("__config", "__drawer", "__search", "__toc", "__palette_0")
+
+
+def test_no_record_text_takes_an_id_of_the_theme(fixture_site: FixtureSite) -> None:
+    """The first element with the id ``__config`` is the theme's configuration script on
+    every page, whatever a record is named (``document.getElementById`` returns the first)."""
+    pages = list(fixture_site.path.rglob("*.html"))
+    assert any(p.parent.name == "__config" for p in pages)
+    for path in pages:
+        html = path.read_text("utf-8")
+        if "<article" not in html:
+            continue
+        article = html.split("<article", 1)[1].split("</article>")[0]
+        ids = re.findall(r"\bid=\"?([^\"\s>]+)", article)
+        assert not [i for i in ids if i in THEME_IDS], (path, ids)
+
+
+@pytest.mark.parametrize(
+    ("source", "wanted"),
+    [
+        ("# __config", 'id="h-__config"'),
+        ("## Drawer { #__drawer }", 'id="h-__drawer"'),
+        ('[x](https://[oops "t")', '<span title="t">x</span>'),
+        ('![pic](http://[oops "t")', "<span"),
+        ('=== "A"\n\n    a\n\n=== "B"\n\n    b\n', 'id="__tabbed_1_2"'),
+        ("# _npu_flash_attention", 'id="_npu_flash_attention"'),
+    ],
+)
+def test_markdown_keeps_links_parseable_and_ids_out_of_the_theme(
+    render, source: str, wanted: str
+) -> None:
+    html = render(source)
+    assert wanted in html, html
+
+
+def test_the_sanitizer_allow_lists_ids_and_data_attributes() -> None:
+    out = sanitize(
+        '<h1 id="__config">x</h1><label for="__search">l</label><a href="#a" name="__toc">a</a>'
+        '<div id="a&quot;b c" data-md-component="search" data-md-color-scheme="slate" '
+        'data-kb-group data-search-exclude data-tabs="1:2">y</div>'
+    )
+    assert 'id="h-__config"' in out and 'for="h-__search"' in out and 'name="h-__toc"' in out
+    assert 'id="h-abc"' in out
+    assert "data-md-" not in out
+    assert "data-kb-group" in out and "data-search-exclude" in out and 'data-tabs="1:2"' in out

@@ -7,9 +7,9 @@ or a ``custom_op("ns::name")`` decorator.  Calls of those operators are the tree
 API: they are checked against the schema registered here (when there is one), never
 against a torch_npu record of the same name.
 
-C++ is read with a few linear-time regular expressions over text with comments blanked,
-not parsed: a namespace written through a macro (``CONCAT(_C, _ascend)``) is kept as
-unknown (``None``), and a ``def`` with only a name (``m.def("x", &fn)``) has no schema.
+C++ is tokenized in one forward pass (:mod:`kb.scan.native_reader`), not parsed: a
+namespace written through a macro (``CONCAT(_C, _ascend)``) is kept as unknown (``None``),
+and a ``def`` with only a name (``m.def("x", &fn)``) has no schema.
 """
 
 from __future__ import annotations
@@ -25,16 +25,6 @@ NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu", ".hip", ".h", ".hpp", "
 #: Bytes read of one native file (a generated file larger than this is skipped).
 MAX_NATIVE_BYTES = 4 * 1024 * 1024
 
-# Comments and literals in one alternation, so a "//" inside a string stays a string.  Every
-# alternative matches wherever it starts (an unterminated comment runs to the end, an
-# unterminated literal to the end of its line): the scan never backs up, so it is linear.
-_LEXEME = re.compile(
-    r'//[^\n]*|/\*(?:.*?\*/|.*)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?', re.S
-)
-_MACRO = re.compile(r"\bTORCH_LIBRARY(\w*)\s*\(")
-_PLAIN = re.compile(r'\s*"((?:\\.|[^"\\\n])*)"', re.S)
-_RAW = re.compile(r'\s*R"([^()\\\s]{0,16})\(')
-_WRAPPER = re.compile(r"\s*[A-Za-z_]\w*\s*\(")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _QUALNAME = re.compile(r"^\s*([A-Za-z_]\w*)::([A-Za-z_]\w*)")
 
@@ -152,72 +142,9 @@ def schema_parameters(schema: str) -> list[dict[str, Any]] | None:
     ]
 
 
-def _blank(match: re.Match[str]) -> str:
-    text = match.group(0)
-    if text.startswith(("//", "/*")):
-        return re.sub(r"[^\n]", " ", text)
-    return text
-
-
-def _args(text: str, start: int, limit: int = 400) -> tuple[list[str], int] | None:
-    """The comma-separated arguments of a call whose ``(`` is just before ``start``."""
-    depth, buf, out = 1, list[str](), list[str]()
-    end = min(len(text), start + limit)
-    for i in range(start, end):
-        ch = text[i]
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                out.append("".join(buf).strip())
-                return out, i + 1
-        if ch == "," and depth == 1:
-            out.append("".join(buf).strip())
-            buf = []
-        else:
-            buf.append(ch)
-    return None
-
-
-def _unescape(text: str) -> str:
-    text = text.replace("\\\n", "")  # a backslash-newline continues the literal
-    return text.replace('\\"', '"').replace("\\n", " ").replace("\\t", " ").replace("\\\\", "\\")
-
-
-def _literal_at(text: str, pos: int, unclosed: set[str]) -> str | None:
-    """Adjacent string literals from ``pos`` joined (C++ concatenates them), else None.
-
-    A raw literal's end is found with one search; a delimiter never closed is remembered
-    in ``unclosed`` so a file full of them is not searched again and again.
-    """
-    wrapped = _WRAPPER.match(text, pos)  # TORCH_SELECTIVE_SCHEMA("...") and kin
-    if wrapped:
-        pos = wrapped.end()
-    parts: list[str] = []
-    while True:
-        raw = _RAW.match(text, pos)
-        if raw is not None:
-            close = f'){raw.group(1)}"'
-            end = -1 if close in unclosed else text.find(close, raw.end())
-            if end < 0:
-                unclosed.add(close)
-                break
-            parts.append(text[raw.end() : end])
-            pos = end + len(close)
-            continue
-        plain = _PLAIN.match(text, pos)
-        if plain is None:
-            break
-        parts.append(_unescape(plain.group(1)))
-        pos = plain.end()
-    return "".join(parts) if parts else None
-
-
 #: The namespace of a kernel a tree builds itself (``OP_ADD(Name)`` in ``op_host``):
 #: torch_npu reaches it as ``torch_npu.npu_<snake name>`` / ``torch.ops.npu.npu_<snake name>``.
 KERNEL_NAMESPACE = "<op_host>"
-_OP_ADD = re.compile(r"\bOP_ADD\s*\(\s*([A-Za-z_]\w*)\s*[,)]")  # OP_ADD(Name[, ...])
 
 
 def kernel_key(name: str) -> str:
@@ -232,128 +159,50 @@ def kernel_registrations(text: str, file: str) -> list[Registration]:
     """Kernels a tree builds with CANN's ``OP_ADD(Name)`` (``op_host/*_def.cpp``)."""
     if "OP_ADD" not in text:
         return []
-    out = []
-    for m in _OP_ADD.finditer(text):
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        if text[line_start : m.start()].lstrip().startswith(("#", "//")):
-            continue
-        out.append(
-            Registration(
-                KERNEL_NAMESPACE, m.group(1), None, file, text.count("\n", 0, m.start()) + 1
-            )
-        )
-    return out
+    return [r for r in native_registrations(text, file) if r.namespace == KERNEL_NAMESPACE]
 
 
 def native_registrations(text: str, file: str) -> list[Registration]:
     """The ``def``s of the ``TORCH_LIBRARY``/``TORCH_LIBRARY_FRAGMENT`` blocks of C++ text,
     and the ``impl``s of ``TORCH_LIBRARY_IMPL`` blocks (kernels for an operator defined
     elsewhere: its name, no schema).  A macro with another number of arguments, or inside
-    a ``#define``, is not a block.  Kernels built with ``OP_ADD`` come too
-    (:func:`kernel_registrations`).
+    a ``#define``, is not a block; a call inside a comment or a literal is not a
+    registration.  Kernels built with ``OP_ADD`` come too, after the blocks' operators.
+    The text is read in one forward pass (:class:`kb.scan.native_reader.NativeReader`).
     """
-    kernels = kernel_registrations(text, file)
-    if "TORCH_LIBRARY" not in text:
-        return kernels
-    code = _LEXEME.sub(_blank, text)
-    blocks: list[tuple[int, str | None, str, str]] = []  # (body start, namespace, var, method)
-    for m in _MACRO.finditer(code):
-        line_start = code.rfind("\n", 0, m.start()) + 1
-        if code[line_start : m.start()].lstrip().startswith("#"):
-            continue
-        parsed = _args(code, m.end())
-        impl = "IMPL" in m.group(1)
-        if parsed is None or len(parsed[0]) != (3 if impl else 2):
-            continue
-        args, end = parsed
-        ns_text, var = args[0], args[-1]
-        if not _IDENT.fullmatch(var):
-            continue
-        ns = ns_text if _IDENT.fullmatch(ns_text) else None
-        blocks.append((end, ns, var, "impl" if impl else "def"))
+    if "TORCH_LIBRARY" not in text and "OP_ADD" not in text:
+        return []
+    from kb.scan.native_reader import NativeReader
+
     out: list[Registration] = []
-    unclosed: set[str] = set()
-    conditions = _Conditions(code)
-    line, counted = 1, 0
-    starts = [m.start() for m in _MACRO.finditer(code)] + [len(code)]
-    for body, ns, var, method in blocks:
-        stop = next((s for s in starts if s > body), len(code))
-        for d in re.finditer(rf"\b{re.escape(var)}\s*\.\s*{method}\s*\(", code[body:stop]):
-            at = body + d.end()
-            literal = _literal_at(text, at, unclosed)  # the original text: literals were kept
-            if not literal:
-                continue
-            head = literal.split("(", 1)[0].strip()
-            name = head.split(".", 1)[0].split("::")[-1]
-            if not _IDENT.fullmatch(name):
-                continue
-            schema = " ".join(literal.split()) if "(" in literal and "->" in literal else None
-            line += code.count("\n", counted, at)  # counted once: positions only grow
-            counted = at
-            out.append(
-                Registration(
-                    ns,
-                    name,
-                    schema,
-                    file,
-                    line,
-                    defines=method == "def",
-                    condition=conditions.at(line),
+    kernels: list[Registration] = []
+    for found in NativeReader(text).read():
+        if found.method == "kernel":
+            if found.literal:
+                kernels.append(
+                    Registration(KERNEL_NAMESPACE, found.literal, None, file, found.line)
                 )
+            continue
+        literal = found.literal
+        if not literal:
+            continue
+        head = literal.split("(", 1)[0].strip()
+        name = head.split(".", 1)[0].split("::")[-1]
+        if not _IDENT.fullmatch(name):
+            continue
+        schema = " ".join(literal.split()) if "(" in literal and "->" in literal else None
+        out.append(
+            Registration(
+                found.namespace,
+                name,
+                schema,
+                file,
+                found.line,
+                defines=found.method == "def",
+                condition=found.condition,
             )
+        )
     return out + kernels
-
-
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[ \t]*(.*)$", re.M)
-_DEFINED = re.compile(r"^!?\s*defined\s*\(?\s*(\w+)\s*\)?$")
-
-
-def _negate(cond: str) -> str:
-    return cond[1:] if cond.startswith("!") else f"!{cond}"
-
-
-def _plain(expr: str) -> str:
-    """``defined(X)`` / ``!defined(X)`` as ``X`` / ``!X``; any other expression as written."""
-    expr = " ".join(expr.split())
-    m = _DEFINED.match(expr)
-    if m:
-        return ("!" if expr.startswith("!") else "") + m.group(1)
-    return expr
-
-
-class _Conditions:
-    """The preprocessor conditions in force at each line of C++ text (comments blanked)."""
-
-    def __init__(self, code: str) -> None:
-        self.changes: list[tuple[int, tuple[str, ...]]] = [(1, ())]
-        stack: list[list[str]] = []  # per open #if: the conditions of its arms so far
-        for m in _DIRECTIVE.finditer(code):
-            kind, arg = m.group(1), m.group(2).strip()
-            if kind in ("if", "ifdef", "ifndef"):
-                first = arg if kind == "ifdef" else f"!{arg}" if kind == "ifndef" else _plain(arg)
-                stack.append([first])
-            elif not stack:
-                continue
-            elif kind == "elif":
-                stack[-1].append(_plain(arg))
-            elif kind == "else":
-                stack[-1].append("<else>")
-            else:
-                stack.pop()
-            now: list[str] = []
-            for arms in stack:
-                now += [_negate(a) for a in arms[:-1]]
-                if arms[-1] != "<else>":
-                    now.append(arms[-1])
-            self.changes.append((code.count("\n", 0, m.start()) + 2, tuple(now)))
-
-    def at(self, line: int) -> tuple[str, ...]:
-        current: tuple[str, ...] = ()
-        for start, conds in self.changes:
-            if start > line:
-                break
-            current = conds
-        return current
 
 
 def qualified(text: str | None) -> tuple[str, str] | None:

@@ -6,13 +6,15 @@
  * loads docs.json once and only the shards its words hash to.  Records come first, in
  * the CLI's order; hand-written and rule pages whose title holds every word follow.
  * Protocol (Material for MkDocs custom worker): SETUP 0 → READY 1; QUERY 2 → RESULT 3.
+ * Every table keyed by text (a query word, a name, a term) is a Map: a plain object
+ * answers "constructor", "__proto__" or "toString" from its prototype.
  */
 "use strict";
 
 var ROOT = new URL("../../", self.location.href).href;
 var DIR = ROOT + "search/kb/";
 var head = null;       // docs.json
-var shards = {};       // shard number → promise of its JSON
+var shards = new Map();  // shard number → promise of its JSON
 var latest = 0;
 
 var CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff";
@@ -39,8 +41,8 @@ function shardOf(text) {
 
 function shard(text) {
   var n = shardOf(text);
-  if (!shards[n]) shards[n] = load(DIR + "s" + n + ".json");
-  return shards[n];
+  if (!shards.has(n)) shards.set(n, load(DIR + "s" + n + ".json"));
+  return shards.get(n);
 }
 
 /* ---- tokens (kb/index/textanalysis.py); stems come from the shards ---- */
@@ -70,7 +72,7 @@ function stemWords(text) {
 function makeStemmer(stems) {
   return function (word) {
     if (word.length <= 3 || !/^[a-z]+$/.test(word)) return word;
-    return Object.prototype.hasOwnProperty.call(stems, word) ? stems[word] : word;
+    return stems.has(word) ? stems.get(word) : word;
   };
 }
 
@@ -117,33 +119,36 @@ function queryWords(text, stem) {
 /* Catalog.resolve: names and the aliases docs.json lists, exactly, then without a call
  * prefix in any case; a call path (prefix + name) resolves through the same step. */
 function resolve(text) {
-  var sp = head.spellings;
-  if (Object.prototype.hasOwnProperty.call(sp, text)) return sp[text];
-  if (head.byName[text] !== undefined) return text;
+  if (head.spellingMap.has(text)) return head.spellingMap.get(text);
+  if (head.byName.has(text)) return text;
   var stripped = text.trim();
   head.k.CALL_PREFIXES.forEach(function (p) {
     if (stripped.startsWith(p)) stripped = stripped.slice(p.length);
   });
   var low = stripped.toLowerCase();
   head.k.CALL_PREFIXES.forEach(function (p) {  // a call path in any case: its name
-    if (low.startsWith(p) && head.spellingsLower[low] === undefined) low = low.slice(p.length);
+    if (low.startsWith(p) && !head.spellingsLower.has(low)) low = low.slice(p.length);
   });
-  return Object.prototype.hasOwnProperty.call(head.spellingsLower, low) ? head.spellingsLower[low] : null;
+  return head.spellingsLower.has(low) ? head.spellingsLower.get(low) : null;
 }
 
 /* difflib.SequenceMatcher(None, a, b).ratio() for short strings (no junk, no popular). */
 function ratio(a, b) {
-  var b2j = {};
-  for (var j = 0; j < b.length; j++) (b2j[b[j]] = b2j[b[j]] || []).push(j);
+  var b2j = new Map();
+  for (var j = 0; j < b.length; j++) {
+    if (!b2j.has(b[j])) b2j.set(b[j], []);
+    b2j.get(b[j]).push(j);
+  }
   function longest(alo, ahi, blo, bhi) {
-    var besti = alo, bestj = blo, bestsize = 0, j2len = {};
+    var besti = alo, bestj = blo, bestsize = 0, j2len = new Map();
     for (var i = alo; i < ahi; i++) {
-      var next = {}, js = b2j[a[i]] || [];
+      var next = new Map(), js = b2j.get(a[i]) || [];
       for (var x = 0; x < js.length; x++) {
         var jj = js[x];
         if (jj < blo) continue;
         if (jj >= bhi) break;
-        var k = next[jj] = (j2len[jj - 1] || 0) + 1;
+        var k = (j2len.get(jj - 1) || 0) + 1;
+        next.set(jj, k);
         if (k > bestsize) { besti = i - k + 1; bestj = jj - k + 1; bestsize = k; }
       }
       j2len = next;
@@ -177,8 +182,8 @@ function closeMatches(word, possibilities, n, cutoff) {
 function nameHits(text) {
   var hits = [], seen = new Set();
   function add(name, score, why) {
-    var doc = head.byName[name];
-    if (seen.has(name) || doc === undefined) return;
+    if (seen.has(name) || !head.byName.has(name)) return;
+    var doc = head.byName.get(name);
     seen.add(name);
     hits.push({ doc: doc, name: name, score: score, why: why });
   }
@@ -194,13 +199,13 @@ function nameHits(text) {
   prefixed.sort(function (p, q) { return p.length - q.length; });
   prefixed.slice(0, 20).forEach(function (name, i) { add(name, 500.0 - i, "prefix"); });
   if (!exact && bare.length >= 4) {
-    var lowered = {}, order = [];
+    var lowered = new Map(), order = [];
     head.names.forEach(function (n) {
       var l = n.toLowerCase();
-      if (!(l in lowered)) order.push(l);
-      lowered[l] = n;
+      if (!lowered.has(l)) order.push(l);
+      lowered.set(l, n);
     });
-    closeMatches(bare, order, 3, 0.85).forEach(function (low, i) { add(lowered[low], 300.0 - i, "spelling"); });
+    closeMatches(bare, order, 3, 0.85).forEach(function (low, i) { add(lowered.get(low), 300.0 - i, "spelling"); });
   }
   return hits;
 }
@@ -211,7 +216,7 @@ function answeredByName(text, hits) {
 }
 
 function nameParts(name) {  // [[raw, stem], …], computed at build time
-  return head.docs[head.byName[name]][7];
+  return head.docs[head.byName.get(name)][7];
 }
 
 function nameFactor(name, q, stem) {
@@ -266,8 +271,8 @@ function namedSteps(q) {
 /* steps._does: the same step, or one whose words hold all of the named step's. */
 function does(step, fused) {
   if (step === fused) return true;
-  var own = head.stepWords[step] || [];
-  return own.length > 0 && subset(own, new Set(head.stepWords[fused] || []));
+  var own = head.stepWords.get(step) || [];
+  return own.length > 0 && subset(own, new Set(head.stepWords.get(fused) || []));
 }
 
 function doesAny(named, fused) {
@@ -292,7 +297,7 @@ function stepFactor(fuses, named) {
 function unaskedNamedSteps(nameStems, fuses, q, named) {
   var count = 0;
   fuses.forEach(function (step) {
-    var words = head.stepWords[step] || [];
+    var words = head.stepWords.get(step) || [];
     if (subset(words, q) || doesAny(named, step)) return;
     if (words.some(function (w) { return !q.has(w) && nameStems.has(w); })) count++;
   });
@@ -306,7 +311,7 @@ function askedDtypes(text) {
   (text.match(DTYPE_WORD) || []).forEach(function (word) {
     var w = word.toLowerCase();
     if (/^\d{1,5}$/.test(w)) w = String(parseInt(w, 10));
-    (head.k.SCHEME_WORDS[w] || []).forEach(function (c) { out.add(c); });
+    (head.schemeWords.get(w) || []).forEach(function (c) { out.add(c); });
   });
   return out;
 }
@@ -354,10 +359,10 @@ function textHits(text, toks, seen, post, stem, phrases) {
   var q = new Set(toks.concat(joined));
   var steps = namedSteps(q);
   var phrase = text.toLowerCase().split(/\s+/).filter(Boolean).join(" ");
-  var phraseDocs = new Set(phrases[phrase] || []);
-  var prior = Object.assign({}, K.KIND_PRIOR);
-  Object.keys(K.KIND_WORDS).forEach(function (kind) {
-    if (K.KIND_WORDS[kind].some(function (w) { return q.has(w); })) prior[kind] = K.KIND_ASKED;
+  var phraseDocs = new Set(phrases.get(phrase) || []);
+  var prior = new Map(Object.entries(K.KIND_PRIOR));
+  Object.entries(K.KIND_WORDS).forEach(function (kv) {
+    if (kv[1].some(function (w) { return q.has(w); })) prior.set(kv[0], K.KIND_ASKED);
   });
   var docs = new Set(Array.from(main.keys()).concat(Array.from(extra.keys())));
   var scored = [];
@@ -366,8 +371,8 @@ function textHits(text, toks, seen, post, stem, phrases) {
     var doc = head.docs[d], name = doc[0], kind = doc[1];
     if (seen.has(name)) return;
     var nf = nameFactor(name, q, stem);
-    var score = raw * nf[0] * (kind in prior ? prior[kind] : 1.0) * doc[3];
-    if (kind in K.PARTIAL_NAME_PRIOR && !nf[1] && prior[kind] !== K.KIND_ASKED) score *= K.PARTIAL_NAME_PRIOR[kind];
+    var score = raw * nf[0] * (prior.has(kind) ? prior.get(kind) : 1.0) * doc[3];
+    if (head.partialNamePrior.has(kind) && !nf[1] && prior.get(kind) !== K.KIND_ASKED) score *= head.partialNamePrior.get(kind);
     if (wanted.size && doc[4]) {
       var has = doc[4].split(" ").some(function (x) { return wanted.has(x); });
       if (!has) score *= K.DTYPE_MISS_PRIOR;
@@ -398,16 +403,19 @@ function prepare(h) {
     doc[7] = doc[7].map(function (p) { return typeof p === "string" ? [p, p] : p; });
   });
   h.stopSet = new Set(h.k.STOP);
-  h.byName = {};
-  h.docs.forEach(function (doc, i) { h.byName[doc[0]] = i; });
+  h.byName = new Map();
+  h.docs.forEach(function (doc, i) { h.byName.set(doc[0], i); });
   h.names = h.docs.map(function (doc) { return doc[0]; }).sort();  // Catalog.names(): by name
-  h.spellingsLower = {};
-  h.names.concat(Object.keys(h.spellings)).forEach(function (s) {
+  h.spellingMap = new Map(Object.entries(h.spellings));
+  h.spellingsLower = new Map();
+  h.names.concat(Array.from(h.spellingMap.keys())).forEach(function (s) {
     var l = s.toLowerCase();
-    if (!(l in h.spellingsLower)) h.spellingsLower[l] = h.spellings[s] || s;
+    if (!h.spellingsLower.has(l)) h.spellingsLower.set(l, h.spellingMap.get(s) || s);
   });
-  h.stepWords = {};
-  h.k.STEP_WORDS.forEach(function (row) { h.stepWords[row[0]] = row[1]; });
+  h.stepWords = new Map();
+  h.k.STEP_WORDS.forEach(function (row) { h.stepWords.set(row[0], row[1]); });
+  h.schemeWords = new Map(Object.entries(h.k.SCHEME_WORDS));
+  h.partialNamePrior = new Map(Object.entries(h.k.PARTIAL_NAME_PRIOR));
   return h;
 }
 
@@ -426,8 +434,8 @@ function search(text, limit) {
     if (answeredByName(text, hits)) return hits.slice(0, limit);
     var words = stemWords(text);
     return Promise.all(words.map(shard)).then(function (loaded) {
-      var stems = {};
-      loaded.forEach(function (s) { Object.assign(stems, s.s); });
+      var stems = new Map();
+      loaded.forEach(function (s) { Object.entries(s.s || {}).forEach(function (kv) { stems.set(kv[0], kv[1]); }); });
       var stem = makeStemmer(stems);
       var toks = unique(tokens(text, true, stem));
       if (!toks.length) return hits.slice(0, limit);
@@ -436,16 +444,20 @@ function search(text, limit) {
       var needed = unique(toks.concat(joined, glossaryTokens(text)));
       var phrase = text.toLowerCase().split(/\s+/).filter(Boolean).join(" ");
       return Promise.all(needed.concat([phrase]).map(shard)).then(function () {
-        return Promise.all(needed.concat([phrase]).map(function (t) { return shards[shardOf(t)]; }));
+        return Promise.all(needed.concat([phrase]).map(function (t) { return shards.get(shardOf(t)); }));
       }).then(function (got) {
-        var byTerm = {}, phrases = {};
-        got.forEach(function (s) { Object.assign(byTerm, s.t); Object.assign(phrases, s.p); });
-        var cache = {};
+        var byTerm = new Map(), phrases = new Map();
+        got.forEach(function (s) {
+          Object.entries(s.t || {}).forEach(function (kv) { byTerm.set(kv[0], kv[1]); });
+          Object.entries(s.p || {}).forEach(function (kv) { phrases.set(kv[0], kv[1]); });
+        });
+        var cache = new Map();
         function post(t) {
-          if (cache[t]) return cache[t];
-          var m = new Map(), flat = byTerm[t] || [];
+          if (cache.has(t)) return cache.get(t);
+          var m = new Map(), flat = byTerm.get(t) || [];
           for (var j = 0; j < flat.length; j += 2) m.set(flat[j], flat[j + 1]);
-          return (cache[t] = m);
+          cache.set(t, m);
+          return m;
         }
         var seen = new Set(hits.map(function (h) { return h.name; }));
         return hits.concat(textHits(text, toks, seen, post, stem, phrases)).slice(0, limit);
@@ -455,7 +467,7 @@ function search(text, limit) {
 }
 
 function pageHits(text) {
-  var words = unique(tokens(text, true, makeStemmer({}))).filter(function (w) { return /^[\w.-]+$/.test(w) || CJK_RUN.test(w); });
+  var words = unique(tokens(text, true, makeStemmer(new Map()))).filter(function (w) { return /^[\w.-]+$/.test(w) || CJK_RUN.test(w); });
   if (!words.length) return [];
   return head.pages.filter(function (p) {
     var have = new Set(p[2].split(" "));
