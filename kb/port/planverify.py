@@ -27,25 +27,22 @@ def verify_plan(
     parallel: str | None = None,
 ) -> dict[str, int]:
     """Mark every stage of ``plan``; the count of stages per status."""
-    from kb.api.errors import UsageError
-    from kb.api.port import port, verify
+    from kb.port.porting import PortError, port
+    from kb.port.verify import VerifyError, verify
+    from kb.scan.engine import ScanError, ScanOptions
 
+    options = ScanOptions(
+        product=product, quantization=quantization, parallel=parallel, model_config=model_config
+    )
     files = sorted({str(e.get("file", "")) for e in plan if e.get("stages")})
     for file in files:
         entries = [e for e in plan if str(e.get("file", "")) == file and e.get("stages")]
         with tempfile.TemporaryDirectory(prefix="kb-verify-") as scratch:
             target = Path(scratch) / (Path(file).stem + "_npu.py")
             try:
-                port(
-                    file,
-                    str(target),
-                    product=product,
-                    quantization=quantization,
-                    parallel=parallel,
-                    model_config=model_config,
-                )
+                port(file, str(target), options)
                 doc = verify(file, str(target), model_config, product=product)
-            except UsageError as exc:
+            except (PortError, ScanError, VerifyError) as exc:
                 _mark_all(entries, NOT_RUN, str(exc))
                 continue
         _mark(entries, doc)
