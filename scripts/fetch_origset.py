@@ -34,8 +34,12 @@ MANIFEST = HERE / "tests" / "data" / "scan-origset.yaml"
 def git_dir(mirrors: Path, repo: str) -> Path | None:
     """The bare repository holding ``owner/name`` under ``mirrors``, if any."""
     owner, name = repo.split("/", 1)
-    for candidate in (mirrors / f"{owner}+{name}" / "repo", mirrors / f"{owner}+{name}",
-                      mirrors / owner / f"{name}.git", mirrors / owner / name):  # fmt: skip
+    for candidate in (
+        mirrors / f"{owner}+{name}" / "repo",
+        mirrors / f"{owner}+{name}",
+        mirrors / owner / f"{name}.git",
+        mirrors / owner / name,
+    ):
         if (candidate / "HEAD").is_file() or (candidate / ".git").is_dir():
             return candidate if (candidate / "HEAD").is_file() else candidate / ".git"
     return None
@@ -90,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "root", type=Path, help="folder to lay the files out in (ROOT/<name>/<path>)"
     )
-    parser.add_argument("--mirrors", type=Path, default=os.environ.get("KB_ORIGSET_MIRRORS"),
-                        help="folder of bare mirrors (default: $KB_ORIGSET_MIRRORS)")  # fmt: skip
+    parser.add_argument(
+        "--mirrors",
+        type=Path,
+        default=os.environ.get("KB_ORIGSET_MIRRORS"),
+        help="folder of bare mirrors (default: $KB_ORIGSET_MIRRORS)",
+    )
     parser.add_argument(
         "--name", action="append", default=[], help="only this manifest entry (repeatable)"
     )

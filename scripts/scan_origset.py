@@ -45,8 +45,19 @@ def has_model_config_option() -> bool:
 
 def run_plan(path: Path, product: str, config: Path | None, draft: Path) -> dict[str, Any]:
     """``kb scan --plan --format json`` of one file, writing its candidate draft."""
-    cmd = [*KB, "scan", str(path), "--plan", "--format", "json", "--no-config", "--product", product,
-           "--emit-candidates", str(draft)]  # fmt: skip
+    cmd = [
+        *KB,
+        "scan",
+        str(path),
+        "--plan",
+        "--format",
+        "json",
+        "--no-config",
+        "--product",
+        product,
+        "--emit-candidates",
+        str(draft),
+    ]
     if config is not None:
         cmd += ["--model-config", str(config)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -60,8 +71,9 @@ def check_errors(draft: Path) -> list[str]:
     """``kb check`` errors on the emitted draft (code and message)."""
     if not draft.is_file():
         return []
-    out = subprocess.run([*KB, "check", str(draft), "--format", "json"], capture_output=True, text=True,
-                         check=False)  # fmt: skip
+    out = subprocess.run(
+        [*KB, "check", str(draft), "--format", "json"], capture_output=True, text=True, check=False
+    )
     if out.returncode == 2 or not out.stdout.strip():
         return [f"kb check could not read the draft: {out.stderr.strip()[-300:]}"]
     findings = json.loads(out.stdout)["findings"]
@@ -72,8 +84,9 @@ def check_errors(draft: Path) -> list[str]:
     ]
 
 
-def measure_one(item: dict[str, Any], root: Path, product: str, fam_of: dict[str, set[str]],
-                use_config: bool) -> dict[str, Any]:  # fmt: skip
+def measure_one(
+    item: dict[str, Any], root: Path, product: str, fam_of: dict[str, set[str]], use_config: bool
+) -> dict[str, Any]:
     """One manifest file's row: families, wrong proposals, check errors."""
     path = root / item["name"] / item["path"]
     row: dict[str, Any] = {"name": item["name"], "kind": item["kind"], "model": item["model"]}
@@ -95,8 +108,15 @@ def measure_one(item: dict[str, Any], root: Path, product: str, fam_of: dict[str
             planned |= fam_of.get(stage.get("operator", ""), set())
         bad += wrong_stages(entry, module_facts(item, entry.get("module", "")))
     wanted = set(item["families"])
-    return {**row, "wanted": sorted(wanted), "found": sorted(wanted & planned), "missed": sorted(wanted - planned),
-            "wrong": bad, "modules": len(document.get("inventory", [])), "entries": len(document.get("plan", []))}  # fmt: skip
+    return {
+        **row,
+        "wanted": sorted(wanted),
+        "found": sorted(wanted & planned),
+        "missed": sorted(wanted - planned),
+        "wrong": bad,
+        "modules": len(document.get("inventory", [])),
+        "entries": len(document.get("plan", [])),
+    }
 
 
 def module_facts(item: dict[str, Any], module: str) -> dict[str, Any]:
@@ -120,16 +140,21 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for scope in ("all", "llm", "diffusion"):
         chosen = [r for r in rows if "wanted" in r and scope in ("all", r["kind"])]
-        out[scope] = {"files": len(chosen), "found": sum(len(r["found"]) for r in chosen),
-                      "wanted": sum(len(r["wanted"]) for r in chosen),
-                      "wrong": sum(len(r["wrong"]) for r in chosen),
-                      "check_errors": sum(len(r["check_errors"]) for r in chosen)}  # fmt: skip
+        out[scope] = {
+            "files": len(chosen),
+            "found": sum(len(r["found"]) for r in chosen),
+            "wanted": sum(len(r["wanted"]) for r in chosen),
+            "wrong": sum(len(r["wrong"]) for r in chosen),
+            "check_errors": sum(len(r["check_errors"]) for r in chosen),
+        }
     return out
 
 
 def render_text(rows: list[dict[str, Any]]) -> str:
-    lines = ["| file | kind | families planned / ports call | missed | wrong | kb check errors | config |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| file | kind | families planned / ports call | missed | wrong | kb check errors | config |",
+        "|---|---|---|---|---|---|---|",
+    ]
     details: list[str] = []
     for r in rows:
         if r.get("missing") or r.get("failed"):
@@ -139,15 +164,19 @@ def render_text(rows: list[dict[str, Any]]) -> str:
             if r.get("failed"):
                 details.append(f"{r['name']}: {r['failed']}")
             continue
-        lines.append(f"| {r['name']} | {r['kind']} | {len(r['found'])}/{len(r['wanted'])} | {', '.join(r['missed'])} "
-                     f"| {len(r['wrong'])} | {len(r['check_errors'])} | {r['config']} |")  # fmt: skip
+        lines.append(
+            f"| {r['name']} | {r['kind']} | {len(r['found'])}/{len(r['wanted'])} | {', '.join(r['missed'])} "
+            f"| {len(r['wrong'])} | {len(r['check_errors'])} | {r['config']} |"
+        )
         details += [f"{r['name']}: wrong: {w}" for w in r["wrong"]]
         details += [f"{r['name']}: kb check: {e}" for e in r["check_errors"]]
     lines.append("")
     for scope, t in totals(rows).items():
         share = 100 * t["found"] / max(t["wanted"], 1)
-        lines.append(f"{scope}: {t['found']}/{t['wanted']} families ({share:.0f}%) in {t['files']} files, "
-                     f"{t['wrong']} wrong, {t['check_errors']} kb check errors")  # fmt: skip
+        lines.append(
+            f"{scope}: {t['found']}/{t['wanted']} families ({share:.0f}%) in {t['files']} files, "
+            f"{t['wrong']} wrong, {t['check_errors']} kb check errors"
+        )
     if any(r.get("config") == "not used" for r in rows):
         lines.append(
             "note: kb scan has no --model-config here; the manifest's configs were not used"

@@ -17,11 +17,25 @@ from typing import Any
 
 Check = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], list[str]]
 
-ATTENTION = {"npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2", "npu_prompt_flash_attention",
-             "npu_incre_flash_attention", "npu_fusion_attention", "_npu_flash_attention_unpad",
-             "_npu_flash_attention_unpad_v2", "_npu_paged_attention", "npu_sparse_flash_attention"}  # fmt: skip
-CACHE_WRITES = {"npu_scatter_pa_kv_cache", "npu_scatter_nd_update_", "scatter_update_", "_npu_reshape_and_cache",
-                "npu_kv_rmsnorm_rope_cache", "npu_kv_rmsnorm_rope_cache_v2"}  # fmt: skip
+ATTENTION = {
+    "npu_fused_infer_attention_score",
+    "npu_fused_infer_attention_score_v2",
+    "npu_prompt_flash_attention",
+    "npu_incre_flash_attention",
+    "npu_fusion_attention",
+    "_npu_flash_attention_unpad",
+    "_npu_flash_attention_unpad_v2",
+    "_npu_paged_attention",
+    "npu_sparse_flash_attention",
+}
+CACHE_WRITES = {
+    "npu_scatter_pa_kv_cache",
+    "npu_scatter_nd_update_",
+    "scatter_update_",
+    "_npu_reshape_and_cache",
+    "npu_kv_rmsnorm_rope_cache",
+    "npu_kv_rmsnorm_rope_cache_v2",
+}
 RMS_NORMS = re.compile(r"(^|_)(gemma_)?(add_)?rms_norm")
 LAYER_NORMS = {"npu_layer_norm_eval", "layernorm", "adaln", "adaln_v2", "npu_add_layer_norm"}
 SWIGLU = {
@@ -34,11 +48,18 @@ GEGLU = {"npu_geglu", "npu_gelu_mul"}
 GELU = {"npu_gelu"}
 FAST_GELU = {"npu_fast_gelu", "fast_gelu"}
 #: Operators whose rotation pairs elements one way whatever the arguments.
-ROPE_FIXED = {"npu_interleave_rope": "interleave", "npu_kv_rmsnorm_rope_cache": "interleave",
-              "npu_kv_rmsnorm_rope_cache_v2": "interleave", "npu_mla_prolog_v3": "interleave"}  # fmt: skip
+ROPE_FIXED = {
+    "npu_interleave_rope": "interleave",
+    "npu_kv_rmsnorm_rope_cache": "interleave",
+    "npu_kv_rmsnorm_rope_cache_v2": "interleave",
+    "npu_mla_prolog_v3": "interleave",
+}
 #: Operators whose pairing is an argument (the record's default in the second place).
-ROPE_MODE = {"npu_rotary_mul": ("rotary_mode", "half"), "npu_apply_rotary_pos_emb": ("rotary_mode", "half"),
-             "npu_mrope": ("rotary_mode", "half")}  # fmt: skip
+ROPE_MODE = {
+    "npu_rotary_mul": ("rotary_mode", "half"),
+    "npu_apply_rotary_pos_emb": ("rotary_mode", "half"),
+    "npu_mrope": ("rotary_mode", "half"),
+}
 CAUSAL_NOTE = re.compile(r"keys before|causal mask|\bcausal\b", re.I)
 NOT_CAUSAL_NOTE = re.compile(r"non-causal|not causal|no causal|bidirectional", re.I)
 
@@ -197,14 +218,24 @@ def attention_extras(
         out.append(f"{op} is softmax attention, the module is linear attention")
     if facts.get("sinks") and not _mentions(stage, "learnable_sink"):
         out.append(f"{op} without learnable_sink: the module's sinks are dropped")
-    if facts.get("window") and _args(stage).get("sparse_mode") != 4 and not (
-            _mentions(stage, "pre_tokens") or _mentions(stage, "pre_tockens")):  # fmt: skip
+    if (
+        facts.get("window")
+        and _args(stage).get("sparse_mode") != 4
+        and not (_mentions(stage, "pre_tokens") or _mentions(stage, "pre_tockens"))
+    ):
         out.append(f"{op} attends to all keys, the module to a window of {facts['window']}")
     return out
 
 
-STAGE_CHECKS: tuple[Check, ...] = (phase_and_cache, causality, rope_layout, activation, norm_kind, router,
-                                   attention_extras)  # fmt: skip
+STAGE_CHECKS: tuple[Check, ...] = (
+    phase_and_cache,
+    causality,
+    rope_layout,
+    activation,
+    norm_kind,
+    router,
+    attention_extras,
+)
 
 
 def entry_checks(entry: dict[str, Any], facts: dict[str, Any]) -> list[str]:

@@ -33,17 +33,40 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 #: Repositories reserved for judging (the team's RESERVED.md): never in the set, as a model
 #: or as a port.
 RESERVED_REPOS = {
-    "deepseek-ai/deepseek-v3", "deepseek-ai/deepseek-v3.2-exp", "openai/gpt-oss", "mistralai/mistral-inference",
-    "google/gemma_pytorch", "allenai/olmo", "baichuan-inc/baichuan-7b", "pytorch-labs/gpt-fast",
-    "wan-video/wan2.1", "black-forest-labs/flux", "lightricks/ltx-video", "stepfun-ai/step-video-t2v",
-    "genmoai/mochi", "stability-ai/sd3.5", "omni-ai-npu/omni-infer", "ascend/sglang", "ascend/modelzoo-pytorch",
-    "ascend/torchair", "flashserve/flash-linear-attention-npu", "ascend/mindspeed-mm", "modeltc/lightx2v",
-}  # fmt: skip
+    "deepseek-ai/deepseek-v3",
+    "deepseek-ai/deepseek-v3.2-exp",
+    "openai/gpt-oss",
+    "mistralai/mistral-inference",
+    "google/gemma_pytorch",
+    "allenai/olmo",
+    "baichuan-inc/baichuan-7b",
+    "pytorch-labs/gpt-fast",
+    "wan-video/wan2.1",
+    "black-forest-labs/flux",
+    "lightricks/ltx-video",
+    "stepfun-ai/step-video-t2v",
+    "genmoai/mochi",
+    "stability-ai/sd3.5",
+    "omni-ai-npu/omni-infer",
+    "ascend/sglang",
+    "ascend/modelzoo-pytorch",
+    "ascend/torchair",
+    "flashserve/flash-linear-attention-npu",
+    "ascend/mindspeed-mm",
+    "modeltc/lightx2v",
+}
 #: Reserved files wherever they are copied (ChatGLM's modelling files, the wheels' files).
 RESERVED_NAMES = {
-    "transformer_cogvideox.py", "cogvideox_transformer_3d.py", "sana_transformer.py", "transformer_hidream_image.py",
-    "unet_2d_condition.py", "modeling_mistral.py", "modeling_granitemoe.py", "modeling_cohere.py", "modeling_olmo2.py",
-}  # fmt: skip
+    "transformer_cogvideox.py",
+    "cogvideox_transformer_3d.py",
+    "sana_transformer.py",
+    "transformer_hidream_image.py",
+    "unet_2d_condition.py",
+    "modeling_mistral.py",
+    "modeling_granitemoe.py",
+    "modeling_cohere.py",
+    "modeling_olmo2.py",
+}
 RESERVED_WORDS = (
     "chatglm",
     "modelzoo",
@@ -168,8 +191,12 @@ def _cited_text(port: str, path: str) -> str | None:
     gitdir = fetch.git_dir(Path(mirrors), info["repo"])
     if gitdir is None:
         return None
-    out = subprocess.run(["git", f"--git-dir={gitdir}", "show", f"{info['commit']}:{path}"], capture_output=True,
-                         text=True, check=False)  # fmt: skip
+    out = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "show", f"{info['commit']}:{path}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return out.stdout if out.returncode == 0 else None
 
 
@@ -184,8 +211,9 @@ def test_cited_port_lines_call_the_family() -> None:
                     continue
                 lines = text.splitlines()
                 near = "\n".join(lines[max(int(line) - 3, 0) : int(line) + 2])
-                assert any(re.search(rf"\b{re.escape(op)}\b", near) for op in MANIFEST["families"][family]), (
-                    item["name"], cite, family)  # fmt: skip
+                assert any(
+                    re.search(rf"\b{re.escape(op)}\b", near) for op in MANIFEST["families"][family]
+                ), (item["name"], cite, family)
                 checked += 1
     if not checked:
         pytest.skip("neither ../shared/corpus nor KB_ORIGSET_MIRRORS is here")
@@ -277,8 +305,11 @@ def test_router_scoring_groups_bias_and_renormalisation(facts_module: ModuleType
         "topk_groups": 4,
         "renormalize": True,
     }
-    right = {"operator": "npu_moe_gating_top_k", "passed": ["x", "bias"],
-             "args": {"norm_type": 1, "group_count": 8, "k_group": 4}}  # fmt: skip
+    right = {
+        "operator": "npu_moe_gating_top_k",
+        "passed": ["x", "bias"],
+        "args": {"norm_type": 1, "group_count": 8, "k_group": 4},
+    }
     assert check(_entry("Gate", "both", right), sigmoid_groups) == []
     assert check(
         _entry("Gate", "both", {"operator": "npu_moe_gating_top_k_softmax"}), sigmoid_groups

@@ -234,8 +234,18 @@ def test_the_draft_keeps_no_opportunity_the_plan_decided_against(
 
     monkeypatch.chdir(PLAN)
     draft = tmp_path / "draft.yaml"
-    main(["scan", "research_patches.py", "--plan", "--no-config", "--product", "atlas-a3",
-          "--emit-candidates", str(draft)])  # fmt: skip
+    main(
+        [
+            "scan",
+            "research_patches.py",
+            "--plan",
+            "--no-config",
+            "--product",
+            "atlas-a3",
+            "--emit-candidates",
+            str(draft),
+        ]
+    )
     cands = yaml.safe_load(draft.read_text(encoding="utf-8"))["candidates"]
     assert cands and not [c for c in cands if "replaces" in c], cands
     assert not [c for c in cands if c["module"].endswith("SecondGateSilu")]
@@ -319,10 +329,18 @@ def test_a_helper_function_of_a_planned_file_adds_no_candidate(tmp_path: Path) -
 
     (tmp_path / "m.py").write_text(HELPER_GATE, encoding="utf-8")
     draft = tmp_path / "draft.yaml"
-    main([
-        "scan", str(tmp_path / "m.py"), "--plan", "--no-config", "--product", "atlas-a3",
-        "--emit-candidates", str(draft),
-    ])  # fmt: skip
+    main(
+        [
+            "scan",
+            str(tmp_path / "m.py"),
+            "--plan",
+            "--no-config",
+            "--product",
+            "atlas-a3",
+            "--emit-candidates",
+            str(draft),
+        ]
+    )
     assert _facts_of(tmp_path / "m.py", "Mlp")["glu"] == "second"
     cands = yaml.safe_load(draft.read_text(encoding="utf-8"))["candidates"]
     assert not [c for c in cands if c["operator"] == "npu_swiglu"], cands

@@ -100,8 +100,14 @@ def rope(rng: np.random.Generator, facts: Any = None, args: Any = None) -> list[
         table = np.repeat(ang, 2, -1) if mode == "interleave" else np.concatenate([ang, ang], -1)
         cos, sin = (f(table)[None, :, None, :].astype(LOW[dt]) for f in (np.cos, np.sin))
         got = run("npu_rotary_mul", x, cos, sin, rotary_mode=mode)
-        out.append(Check(f"rotary {facts.get('rope')} as {mode} {dt}", got, want.astype(LOW[dt]),
-                         dtype="bfloat16" if dt != "float32" else ""))  # fmt: skip
+        out.append(
+            Check(
+                f"rotary {facts.get('rope')} as {mode} {dt}",
+                got,
+                want.astype(LOW[dt]),
+                dtype="bfloat16" if dt != "float32" else "",
+            )
+        )
     return out
 
 
@@ -120,12 +126,19 @@ def adaln_layer_norm(rng: np.random.Generator) -> list[Check]:
         for affine in (False, True):
             ln = normed * w + bias if affine else normed
             want = (ln * (1 + scale[:, None]) + shift[:, None]).astype(LOW[dt])
-            got = np.stack([
-                run("npu_layer_norm_eval", x[i], [h],
-                    (1 + scale[i]) * (w if affine else 1.0),
-                    shift[i] + (1 + scale[i]) * (bias if affine else 0.0), 1e-6)
-                for i in range(b)
-            ])  # fmt: skip
+            got = np.stack(
+                [
+                    run(
+                        "npu_layer_norm_eval",
+                        x[i],
+                        [h],
+                        (1 + scale[i]) * (w if affine else 1.0),
+                        shift[i] + (1 + scale[i]) * (bias if affine else 0.0),
+                        1e-6,
+                    )
+                    for i in range(b)
+                ]
+            )
             out.append(Check(f"adaLN affine={affine} {dt}", got, want))
     return out
 
@@ -181,8 +194,10 @@ def router_grouped(rng: np.random.Generator, facts: Any = None, args: Any = None
     w = w / (w.sum(-1, keepdims=True) + 1e-20) * factor
     call = {"bias": bias, "eps": 1e-20, **{k: v for k, v in _semantic(args).items() if k != "bias"}}
     y, got, _ = run("npu_moe_gating_top_k", logits, 4, **call)
-    return [Check("ids", np.sort(got, -1), np.sort(ids, -1).astype(np.int32)),
-            Check("weights", np.sort(y, -1), np.sort(w, -1).astype(np.float32))]  # fmt: skip
+    return [
+        Check("ids", np.sort(got, -1), np.sort(ids, -1).astype(np.int32)),
+        Check("weights", np.sort(y, -1), np.sort(w, -1).astype(np.float32)),
+    ]
 
 
 #: the arguments of each attention kernel that decide which keys a query sees
@@ -237,7 +252,15 @@ def _as_planned(
         elif op == "npu_prompt_flash_attention":
             got = run(op, q, k, v, num_heads=2, scale_value=0.25, input_layout="BNSD", **kwargs)
         else:
-            got = run("npu_fused_infer_attention_score", q, k, v, num_heads=2, scale=0.25,
-                      input_layout="BNSD", **kwargs)[0]  # fmt: skip
+            got = run(
+                "npu_fused_infer_attention_score",
+                q,
+                k,
+                v,
+                num_heads=2,
+                scale=0.25,
+                input_layout="BNSD",
+                **kwargs,
+            )[0]
         out.append(Check(f"{op} {args} for causal={causal} {dt}", got, want))
     return out

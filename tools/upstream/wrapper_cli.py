@@ -122,9 +122,14 @@ def run(ns: argparse.Namespace) -> int:
         for d in shown:
             print(d.line())
         counts = Counter((d.severity, d.noted) for d in found)
-        print(f"{len(found)} disagreement(s): " + ", ".join(
-            f"{s} {counts[(s, False)]}" + (f" (+{counts[(s, True)]} noted)" if counts[(s, True)] else "")
-            for s in SEVERITIES))  # fmt: skip
+        print(
+            f"{len(found)} disagreement(s): "
+            + ", ".join(
+                f"{s} {counts[(s, False)]}"
+                + (f" (+{counts[(s, True)]} noted)" if counts[(s, True)] else "")
+                for s in SEVERITIES
+            )
+        )
         if ns.write:
             print(f"{changed} record(s) with new wrapper_checks")
     return 1 if any(d.severity == "high" and not d.noted for d in found) else 0
