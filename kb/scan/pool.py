@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from kb.core.paths import files_read, note_reads
+
 T = TypeVar("T")
 
 #: Environment variable giving the number of processes a scan may use (1: serial).
@@ -135,7 +137,9 @@ def run_ordered(work: Callable[[int], T], sizes: Sequence[int], processes: int) 
         results.update(_share(work, order, counter))
         for child, receive in children:
             with contextlib.suppress(EOFError, OSError, pickle.UnpicklingError):
-                results.update(pickle.loads(receive.recv_bytes()))  # if it died: read again below
+                done, reads = pickle.loads(receive.recv_bytes())  # if it died: read again below
+                results.update(done)
+                note_reads(reads)
             child.join()
     finally:
         for child, receive in children:
@@ -174,12 +178,13 @@ def _share(work: Callable[[int], T], order: list[int], counter: Any) -> dict[int
 def _child(work: Callable[[int], Any], order: list[int], counter: Any, send: Any) -> None:
     """A worker: its share of the files, sent back in one message.  Ctrl-C is the
     parent's to handle (it stops the workers); a result that cannot be pickled is left
-    for the parent to compute."""
+    for the parent to compute.  The files it read go back too (an output may not
+    replace an input, :func:`kb.core.paths.record_reads`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     done = _share(work, order, counter)
     try:
-        blob = pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps((done, files_read()), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # the parent reads these files itself
-        blob = pickle.dumps({}, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps(({}, {}), protocol=pickle.HIGHEST_PROTOCOL)
     send.send_bytes(blob)
     send.close()

@@ -1,0 +1,204 @@
+"""Reliability round 4 (issue 35), the classes outside the agent server's own tests:
+
+- B. ``--emit-candidates`` refuses every file the scan read (pyproject.toml, .gitignore,
+  a C++ source with registrations, the model config, a module the reader followed),
+  however the target is spelled, and leaves it untouched.
+- A (reads). Every file the scan reads is confined under ``kb mcp --root``, READMEs too,
+  and none blocks on a FIFO.
+
+Every attack runs the real CLI in a fresh process (``tests/fault_helpers.py``);
+``KB_FAULTS_CODE=/path/to/checkout`` runs it from another checkout to show the attack
+fails there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.fault_helpers import kb
+
+MODEL = (
+    "import torch_npu\n\n\ndef f(x, g):\n    return torch_npu.npu_rms_norm(x, g, epsilon=1e-6)\n"
+)
+CPP = 'TORCH_LIBRARY(mylib, m) {\n  m.def("blend(Tensor x) -> Tensor");\n}\n'
+PYPROJECT = '[tool.kb]\nproduct = "atlas-a3"\n'
+
+
+def _project(tmp: Path) -> Path:
+    proj = tmp / "proj"
+    (proj / "csrc").mkdir(parents=True)
+    (proj / "m.py").write_text(MODEL, encoding="utf-8")
+    (proj / "csrc" / "ops.cpp").write_text(CPP, encoding="utf-8")
+    (proj / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    (proj / ".gitignore").write_text("build/\n", encoding="utf-8")
+    (tmp / "cfg.json").write_text('{"hidden_act": "silu"}', encoding="utf-8")
+    return proj
+
+
+def _inputs(tmp: Path) -> dict[Path, bytes]:
+    """Every file of the project and beside it (the cache aside)."""
+    return {
+        p: p.read_bytes()
+        for p in tmp.rglob("*")
+        if p.is_file() and "cache" not in p.relative_to(tmp).parts
+    }
+
+
+# -- B. --emit-candidates never overwrites an input ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["proj/pyproject.toml", "proj/.gitignore", "proj/csrc/ops.cpp", "cfg.json", "alias.toml"],
+)
+def test_emit_candidates_refuses_every_file_the_scan_read(tmp_path: Path, target: str) -> None:
+    proj = _project(tmp_path)
+    os.symlink(proj / "pyproject.toml", tmp_path / "alias.toml")  # another spelling of it
+    before = _inputs(tmp_path)
+    run = kb(
+        tmp_path,
+        "scan",
+        "proj",
+        "--model-config",
+        "cfg.json",
+        "--emit-candidates",
+        target,
+        timeout=60,
+    )
+    assert run.clean and run.rc == 2, (run.rc, run.err[-600:])
+    assert "refusing to overwrite" in run.err and "read by the scan" in run.err, run.err[-600:]
+    assert _inputs(tmp_path) == before  # nothing written, no temp file left beside the target
+
+
+def test_emit_candidates_refuses_a_module_the_reader_followed(tmp_path: Path) -> None:
+    """The scanned file imports a sibling package's layers; the reader read it, so the
+    draft may not replace it, though it is no file named on the command line."""
+    (tmp_path / "pkg" / "models").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "models" / "__init__.py").write_text("", encoding="utf-8")
+    layers = tmp_path / "pkg" / "layers.py"
+    layers.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Norm(nn.Module):\n"
+        "    def __init__(self, d):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(d))\n\n"
+        "    def forward(self, x):\n"
+        "        v = x.pow(2).mean(-1, keepdim=True)\n"
+        "        return self.weight * (x * torch.rsqrt(v + 1e-6))\n",
+        encoding="utf-8",
+    )
+    model = tmp_path / "pkg" / "models" / "net.py"
+    model.write_text(
+        "from torch import nn\nfrom ..layers import Norm\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.norm = Norm(64)\n\n"
+        "    def forward(self, x):\n        return self.norm(x)\n",
+        encoding="utf-8",
+    )
+    before = layers.read_bytes()
+    run = kb(
+        tmp_path,
+        "scan",
+        "pkg/models/net.py",
+        "--product",
+        "atlas-a3",
+        "--emit-candidates",
+        "pkg/layers.py",
+    )
+    assert run.clean and run.rc == 2, (run.rc, run.err[-600:])
+    assert "read by the scan" in run.err
+    assert layers.read_bytes() == before
+
+
+# -- A. every read the scan makes is confined ----------------------------------------
+
+SERVING = Path(__file__).parent / "fixtures" / "scan" / "falsefree" / "context" / "serving"
+
+
+def test_a_readme_outside_the_root_decides_nothing(tmp_path: Path) -> None:
+    """A README symlinked out of ``kb mcp --root`` is not read: what it states (products)
+    would otherwise turn the target's errors into warnings, an answer decided by a file
+    outside the root.  The README inside the root still decides (the control)."""
+    from kb.api.scan import ScanOptions, scan_paths
+    from kb.core.paths import confine_reads
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    shutil.copytree(SERVING, root / "serving")
+    outside.mkdir()
+    shutil.move(root / "serving" / "README.md", outside / "README.md")
+
+    def severities() -> list[str]:
+        options = ScanOptions(fusion=False, use_config=False, product="atlas-inference")
+        confine_reads(str(root.resolve()))
+        try:
+            report = scan_paths([str(root / "serving")], options)
+        finally:
+            confine_reads(None)
+        return sorted(f.severity for f in report.findings if f.code == "KB201")
+
+    os.symlink(outside / "README.md", root / "serving" / "README.md")
+    assert severities() == ["error"]
+    (root / "serving" / "README.md").unlink()
+    shutil.copy(outside / "README.md", root / "serving" / "README.md")
+    assert severities() == ["warning"]
+
+
+PLAN = Path(__file__).parent / "fixtures" / "modelplan"
+
+
+@pytest.mark.parametrize("way", ["relative import", "symlinked sibling"])
+def test_the_plan_follows_no_import_out_of_the_server_root(tmp_path: Path, way: str) -> None:
+    """The model imports its configuration from above ``--root`` (``from ...outside``) or
+    through a sibling symlinked out of it: the CLI, unconfined, takes the activation from
+    that file; the server neither reads it nor answers with its value."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from tests.test_faults_mcp import RawServer
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    for folder in (root, root / "pkg", outside):
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    text = (PLAN / "configuration_dense.py").read_text(encoding="utf-8")
+    (outside / "configuration_dense.py").write_text(
+        text.replace('"silu"', '"gelu"'), encoding="utf-8"
+    )
+    model = (PLAN / "modeling_dense_gqa.py").read_text(encoding="utf-8")
+    if way == "relative import":
+        model = model.replace("from .configuration_dense", "from ...outside.configuration_dense")
+    else:
+        os.symlink(outside / "configuration_dense.py", root / "pkg" / "configuration_dense.py")
+    (root / "pkg" / "modeling.py").write_text(model, encoding="utf-8")
+
+    cli = kb(tmp_path, "scan", "root/pkg/modeling.py", "--plan", "--format", "json")
+    assert '"activation": "gelu"' in cli.out  # unconfined, the reader does follow it
+
+    server = RawServer("--root", str(root), cwd=root, KB_CACHE_DIR=str(tmp_path / "cache"))
+    try:
+        server.request(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        )
+        server.reply(60)
+        server.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        server.request(
+            2,
+            "tools/call",
+            {"name": "scan", "arguments": {"path": "pkg/modeling.py", "plan": True}},
+        )
+        got = server.reply(120)
+    finally:
+        server.proc.kill()
+        server.proc.wait()
+    doc = got["result"]["structuredContent"]
+    mlp = next(m for m in doc["inventory"] if m["module"] == "DenseMLP")
+    assert mlp["facts"]["activation"] != "gelu", mlp
+    assert "gelu" not in json.dumps(doc)
