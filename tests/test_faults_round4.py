@@ -13,14 +13,19 @@ fails there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.fault_helpers import kb
+from tests.fault_helpers import CODE, kb
 
 MODEL = (
     "import torch_npu\n\n\ndef f(x, g):\n    return torch_npu.npu_rms_norm(x, g, epsilon=1e-6)\n"
@@ -202,3 +207,67 @@ def test_the_plan_follows_no_import_out_of_the_server_root(tmp_path: Path, way: 
     mlp = next(m for m in doc["inventory"] if m["module"] == "DenseMLP")
     assert mlp["facts"]["activation"] != "gelu", mlp
     assert "gelu" not in json.dumps(doc)
+
+
+# -- C. scan workers die with their parent -------------------------------------------
+
+POOL_SCRIPT = """
+import os, sys, time
+from kb.scan import pool
+print(os.getpid(), flush=True)
+pool.run_ordered(lambda i: time.sleep(60), [1, 1, 1, 1], 3)
+"""
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(stat[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_scan_workers_die_with_their_parent(tmp_path: Path, sig: signal.Signals) -> None:
+    """A scan's parent stopped by SIGTERM or SIGHUP (a closed terminal, a CI timeout)
+    takes its workers with it: none is left running its share of the files."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", POOL_SCRIPT],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(CODE)},
+    )
+    workers: set[int] = set()
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 30
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers = _children(pid)
+            time.sleep(0.05)
+        assert len(workers) == 2, workers
+        time.sleep(0.3)  # the workers are in their share of the work
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [w for w in workers if _alive(w)], "workers outlived their parent"
+    finally:
+        proc.kill()
+        for w in workers:
+            with contextlib.suppress(OSError):
+                os.kill(w, signal.SIGKILL)
