@@ -271,3 +271,53 @@ def test_scan_workers_die_with_their_parent(tmp_path: Path, sig: signal.Signals)
         for w in workers:
             with contextlib.suppress(OSError):
                 os.kill(w, signal.SIGKILL)
+
+
+# -- E. the cache and the index --------------------------------------------------------
+
+VERBS = (("show", "npu_rms_norm"), ("search", "rms norm"), ("list",))
+
+
+def _cache_files(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".lock"))
+
+
+def test_a_cache_file_replaced_by_a_fifo_hangs_no_verb(tmp_path: Path) -> None:
+    """Each file of the compiled records and of the search index in turn becomes a FIFO
+    (nobody writes to it): every verb still answers, the answer unchanged."""
+    want = {verb: kb(tmp_path, *verb).out for verb in VERBS}
+    assert all(want.values())
+    files = _cache_files(tmp_path / "cache")
+    assert any(p.suffix == ".sqlite" for p in files) and len(files) > 3
+    for victim in files:
+        if not victim.is_file():  # gone with a rebuild after an earlier victim
+            continue
+        victim.unlink()
+        os.mkfifo(victim)
+        for verb in VERBS:
+            run = kb(tmp_path, *verb, timeout=30)
+            assert run.rc is not None, f"{' '.join(verb)} hung on a FIFO at {victim.name}"
+            assert run.clean and run.rc == 0 and run.out == want[verb], (victim.name, run.err)
+        if victim.exists() and not victim.is_file():
+            victim.unlink()
+
+
+@pytest.mark.parametrize("odd", ["c?mode=rw", "c#x", "c%41", "c?a#b%2F"])
+def test_a_cache_dir_named_like_a_uri_is_a_plain_path(tmp_path: Path, odd: str) -> None:
+    """SQLite reads ``file:`` names as URIs: a cache directory holding ``?``, ``#`` or
+    ``%`` is still that directory, so the store is built once, read back, and nothing
+    appears beside it."""
+    cache = tmp_path / odd
+    first = kb(tmp_path, "show", "npu_rms_norm", KB_CACHE_DIR=str(cache))
+    assert first.clean and first.rc == 0, first.err
+    (store,) = cache.glob("records-*.sqlite")
+    built = store.stat().st_mtime_ns, store.stat().st_ino
+    again = kb(tmp_path, "show", "npu_rms_norm", KB_CACHE_DIR=str(cache))
+    assert again.clean and again.rc == 0 and again.out == first.out, again.err
+    assert "working without a cache" not in again.err
+    assert (store.stat().st_mtime_ns, store.stat().st_ino) == built  # read, not rebuilt
+    for _ in range(2):
+        found = kb(tmp_path, "search", "rms norm", KB_CACHE_DIR=str(cache))
+        assert found.clean and found.rc == 0 and "npu_rms_norm" in found.out, found.err
+        assert "working without a cache" not in found.err
+    assert [p.name for p in tmp_path.iterdir()] == [odd]  # no stray file beside it

@@ -206,7 +206,8 @@ def _open_ro(target: Path) -> tuple[sqlite3.Connection, dict[str, str]] | None:
     try:
         if not target.is_file():
             return None
-        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        # a URI built by escaping: a cache dir holding ?, # or % is still that path
+        con = sqlite3.connect(target.absolute().as_uri() + "?mode=ro", uri=True)
     except (OSError, sqlite3.Error):
         return None
     try:
