@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault_helpers import CODE, kb
+from tests.fault_helpers import CHECK_RECORDS, CODE, kb
 
 MODEL = (
     "import torch_npu\n\n\ndef f(x, g):\n    return torch_npu.npu_rms_norm(x, g, epsilon=1e-6)\n"
@@ -321,3 +321,70 @@ def test_a_cache_dir_named_like_a_uri_is_a_plain_path(tmp_path: Path, odd: str) 
         assert found.clean and found.rc == 0 and "npu_rms_norm" in found.out, found.err
         assert "working without a cache" not in found.err
     assert [p.name for p in tmp_path.iterdir()] == [odd]  # no stray file beside it
+
+
+# -- F. the command line ---------------------------------------------------------------
+
+FF = os.fsdecode(b"\xff")  # the byte 0xff as Python decodes an argument holding it
+SHIPPED = CODE / "kb" / "records"
+#: A walk that reaches the numeric question "how many routed experts".
+COUNT = ("advise", "moe", "--moe", "yes", "--gate", "sigmoid", "--no-input", "--routed-experts")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("show", FF),
+        ("show", FF, "--format", "json"),
+        ("tree", FF),
+        ("advise", FF),
+        ("search", FF),
+        ("list", "--product", f"a3{FF}"),
+        (*COUNT, FF),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, args: tuple[str]) -> None:
+    run = kb(tmp_path, *args, records=SHIPPED)
+    assert run.clean and run.rc == 2, (run.rc, run.err[-500:])
+    assert "not valid UTF-8" in run.err and "\\xff" in run.err, run.err
+    if "json" in args:
+        assert '"exit": 2' in run.out
+
+
+def test_non_utf8_paths_still_work(tmp_path: Path) -> None:
+    """File and directory names may hold any byte: a scanned file and the cache
+    directory named so are used as they are."""
+    (tmp_path / f"m{FF}.py").write_text(MODEL, encoding="utf-8")
+    run = kb(tmp_path, "scan", f"m{FF}.py", "--product", "atlas-a3")
+    assert run.clean and run.rc == 0 and "1 file" in run.out, run.err
+    for _ in range(2):
+        run = kb(tmp_path, "show", "npu_rms_norm", KB_CACHE_DIR=str(tmp_path / f"c{FF}"))
+        assert run.clean and run.rc == 0 and "npu_rms_norm" in run.out, run.err[-500:]
+        assert not run.err
+
+
+@pytest.mark.parametrize("there", [True, False])
+def test_a_records_dir_whose_path_is_not_utf8_is_a_clear_error(tmp_path: Path, there: bool) -> None:
+    """The records' paths are stored and shown as text: a records directory whose path
+    is not UTF-8 is refused with its name escaped, whether it exists or not."""
+    records = tmp_path / f"records{FF}"
+    if there:
+        shutil.copytree(CHECK_RECORDS, records)
+    verbs = (("show", "npu_rms_norm"), ("search", "rms"), ("validate",))
+    for verb in (*verbs, ("validate", "--format", "json")):
+        run = kb(tmp_path, *verb, KB_RECORDS_DIR=str(records))
+        assert run.clean and run.rc == 2, (verb, run.rc, run.err[-500:])
+        assert "\\xff" in run.err + run.out or "json" in verb, (run.out, run.err)
+        assert "not valid UTF-8" in run.err + run.out or not there, (run.out, run.err)
+    if there:
+        assert "\\udcff" in run.out and json.loads(run.out)["problems"], run.out
+
+
+@pytest.mark.parametrize("answer", ["²", "٣٢", "3" * 5000, "1" * 40])
+def test_advise_counts_are_ascii_digits_within_bounds(tmp_path: Path, answer: str) -> None:
+    """A count is ASCII digits of a sane length (``256`` picks its option, ``160`` the
+    catch-all: tests/test_advise.py); a superscript, another script's digits or 5,000
+    digits are refused with the question named, never a ValueError."""
+    run = kb(tmp_path, *COUNT, answer, records=SHIPPED)
+    assert run.clean and run.rc == 2, (run.rc, run.err[-500:])
+    assert "--routed-experts" in run.err and len(run.err) < 2000, run.err[-500:]

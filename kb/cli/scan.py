@@ -120,7 +120,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="also say which calls are custom operators and what was not checked",
     )
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    p.set_defaults(func=run)
+    p.set_defaults(
+        func=run, path_args=("paths", "model_config", "config", "emit_candidates", "exclude")
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,16 @@ def records_dir() -> Path:
     return Path(override).resolve() if override else PACKAGE_DIR / "records"
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: a path or argument holding bytes that are not
+    UTF-8 comes into Python with lone surrogates (``surrogateescape``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def cache_dir() -> Path:
     """Per-user cache: ``KB_CACHE_DIR``, else the platform's user cache dir for ``kb``
     (``$XDG_CACHE_HOME/kb`` or ``~/.cache/kb`` on Linux)."""
