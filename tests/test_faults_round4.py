@@ -14,6 +14,7 @@ fails there.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -388,3 +390,63 @@ def test_advise_counts_are_ascii_digits_within_bounds(tmp_path: Path, answer: st
     run = kb(tmp_path, *COUNT, answer, records=SHIPPED)
     assert run.clean and run.rc == 2, (run.rc, run.err[-500:])
     assert "--routed-experts" in run.err and len(run.err) < 2000, run.err[-500:]
+
+
+# -- I. the server's scans hold a bounded set of trees -----------------------------------
+
+LAYERS = (
+    "import torch\nfrom torch import nn\n\n\nclass Norm(nn.Module):\n"
+    "    def __init__(self, d):\n        super().__init__()\n"
+    "        self.weight = nn.Parameter(torch.ones(d))\n\n"
+    "    def forward(self, x):\n        v = x.pow(2).mean(-1, keepdim=True)\n"
+    "        return self.weight * (x * torch.rsqrt(v + 1e-6))\n"
+)
+NET = (
+    "from torch import nn\nfrom .layers import Norm\n\n\nclass Net(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n        self.norm = Norm(64)\n\n"
+    "    def forward(self, x):\n        return self.norm(x)\n"
+)
+
+
+def test_a_tree_scan_keeps_a_bounded_set_of_parsed_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MCP ``scan`` tool reads the modules of a tree (the inventory): every model
+    imports its package's 700 KB layers module.  The trees of the modules it follows
+    are kept for the next model, within a bound: never all of them at once (on a tree
+    of 17 MB that was 520 MB), and none once the scan has answered."""
+    import weakref
+
+    from kb.api.scan import scan
+    from kb.scan.model import resolve
+
+    padding = "TABLE = '" + "x" * 700_000 + "'\n"  # a large module, cheap to parse
+    packages = 10
+    for n in range(packages):
+        pkg = tmp_path / "tree" / f"pkg{n}"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("", encoding="utf-8")
+        (pkg / "layers.py").write_text(LAYERS + padding, encoding="utf-8")
+        (pkg / "net.py").write_text(NET, encoding="utf-8")
+    size = (tmp_path / "tree" / "pkg0" / "layers.py").stat().st_size
+    trees: list[weakref.ref[Any]] = []
+    peak = [0]
+    parse = resolve.parse_text
+
+    def counted(path: str, text: str) -> Any:
+        got = parse(path, text)
+        if isinstance(got, resolve.Parsed):
+            trees.append(weakref.ref(got.tree))
+            peak[0] = max(peak[0], sum(1 for t in trees if t() is not None))
+        return got
+
+    monkeypatch.setattr(resolve, "parse_text", counted)
+    monkeypatch.setenv("KB_SCAN_JOBS", "1")  # one process: what a server's call does
+    doc = scan(
+        path=str(tmp_path / "tree"), root=str(tmp_path), use_config=False, exclude=["layers.py"]
+    )
+    assert sum(m["module"] == "Norm" for m in doc["inventory"]) == packages, doc["inventory"]
+    assert len(trees) == packages  # each layers module was read
+    assert peak[0] * size <= 8 * 1024 * 1024 and peak[0] < packages, (peak[0], size)
+    gc.collect()
+    assert [t for t in trees if t() is not None] == []
