@@ -203,6 +203,8 @@ def _stop_children_on_signals(children: list[Any]) -> dict[int, Any]:
         os.kill(os.getpid(), signum)  # delivered again, to what handled it before
 
     for signum in _ENDING:
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            continue  # ignored (nohup): the scan goes on, and so do its workers
         with contextlib.suppress(OSError, ValueError):
             previous[signum] = signal.signal(signum, stop)
     return previous
@@ -225,7 +227,8 @@ def _child(
     :func:`kb.core.paths.record_reads`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for signum in _ENDING:
-        signal.signal(signum, signal.SIG_DFL)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     die_with_parent(parent)
     done = _share(work, order, counter)
     try:
