@@ -449,3 +449,20 @@ def test_a_tree_scan_keeps_a_bounded_set_of_parsed_modules(
     assert peak[0] * size <= 8 * 1024 * 1024 and peak[0] < packages, (peak[0], size)
     gc.collect()
     assert [t for t in trees if t() is not None] == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("show", {"name": "\udcff"}), ("tree", {"name": "\udcff"}), ("search", {"query": "x\udcff"})],
+)
+def test_a_tool_argument_with_a_lone_surrogate_is_a_caller_error(
+    tool: str, arguments: dict[str, str]
+) -> None:
+    """JSON can spell a lone surrogate (``"\\udcff"``): the MCP tools refuse it as the
+    CLI refuses bytes that are not UTF-8, a tool error saying so, not a codec's."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from kb.mcp.calls import ToolInputError
+    from kb.mcp.tools import tool_named
+
+    with pytest.raises(ToolInputError, match="not valid Unicode text"):
+        tool_named(tool).fn(**arguments)
