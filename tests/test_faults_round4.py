@@ -332,6 +332,12 @@ SHIPPED = CODE / "kb" / "records"
 COUNT = ("advise", "moe", "--moe", "yes", "--gate", "sigmoid", "--no-input", "--routed-experts")
 
 
+@pytest.fixture(scope="module")
+def shipped_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One cache of the shipped records for the attacks that only read them."""
+    return str(tmp_path_factory.mktemp("shipped-cache"))
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -344,8 +350,10 @@ COUNT = ("advise", "moe", "--moe", "yes", "--gate", "sigmoid", "--no-input", "--
         (*COUNT, FF),
     ],
 )
-def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, args: tuple[str]) -> None:
-    run = kb(tmp_path, *args, records=SHIPPED)
+def test_an_argument_that_is_not_utf8_is_a_usage_error(
+    tmp_path: Path, shipped_cache: str, args: tuple[str]
+) -> None:
+    run = kb(tmp_path, *args, records=SHIPPED, KB_CACHE_DIR=shipped_cache)
     assert run.clean and run.rc == 2, (run.rc, run.err[-500:])
     assert "not valid UTF-8" in run.err and "\\xff" in run.err, run.err
     if "json" in args:
@@ -382,11 +390,13 @@ def test_a_records_dir_whose_path_is_not_utf8_is_a_clear_error(tmp_path: Path, t
 
 
 @pytest.mark.parametrize("answer", ["²", "٣٢", "3" * 5000, "1" * 40])
-def test_advise_counts_are_ascii_digits_within_bounds(tmp_path: Path, answer: str) -> None:
+def test_advise_counts_are_ascii_digits_within_bounds(
+    tmp_path: Path, shipped_cache: str, answer: str
+) -> None:
     """A count is ASCII digits of a sane length (``256`` picks its option, ``160`` the
     catch-all: tests/test_advise.py); a superscript, another script's digits or 5,000
     digits are refused with the question named, never a ValueError."""
-    run = kb(tmp_path, *COUNT, answer, records=SHIPPED)
+    run = kb(tmp_path, *COUNT, answer, records=SHIPPED, KB_CACHE_DIR=shipped_cache)
     assert run.clean and run.rc == 2, (run.rc, run.err[-500:])
     assert "--routed-experts" in run.err and len(run.err) < 2000, run.err[-500:]
 
