@@ -296,7 +296,7 @@ def test_a_cache_file_replaced_by_a_fifo_hangs_no_verb(tmp_path: Path) -> None:
         victim.unlink()
         os.mkfifo(victim)
         for verb in VERBS:
-            run = kb(tmp_path, *verb, timeout=30)
+            run = kb(tmp_path, *verb, timeout=60)  # a hang, not a slow machine
             assert run.rc is not None, f"{' '.join(verb)} hung on a FIFO at {victim.name}"
             assert run.clean and run.rc == 0 and run.out == want[verb], (victim.name, run.err)
         if victim.exists() and not victim.is_file():
