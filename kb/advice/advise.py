@@ -128,8 +128,10 @@ def flags(tree: Record) -> dict[str, list[str]]:
     return out
 
 
-_AT_MOST = re.compile(r"^(\d+)-or-fewer$")
-_ABOVE = re.compile(r"^more-than-(\d+)$")
+_AT_MOST = re.compile(r"^([0-9]+)-or-fewer$")
+_ABOVE = re.compile(r"^more-than-([0-9]+)$")
+#: The longest count an answer may be (far above any expert or head count).
+MAX_COUNT_DIGITS = 12
 
 
 def _threshold(options: list[Record], number: int) -> Record | None:
@@ -149,7 +151,13 @@ def match(node: Record, answer: str) -> Record | None:
     for opt in options:
         if opt["value"] == text:
             return opt
-    if text.isdigit():
+    if text.isdigit():  # ASCII or not: a count the user meant, refused unless 0-9
+        if not (text.isascii() and len(text) <= MAX_COUNT_DIGITS):
+            raise AdviceError(
+                f"--{node['key']} {text[:20]!r}{'...' if len(text) > 20 else ''}: a count is "
+                f"written with the digits 0-9, at most {MAX_COUNT_DIGITS} of them; this "
+                f"question offers:{describe_options(node)}"
+            )
         hit = _threshold(options, int(text))
         # a count no option names falls to the catch-all (``--routed-experts 160`` -> other)
         return hit or next((o for o in options if o["value"] == "other"), None)

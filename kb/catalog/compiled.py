@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kb.core.paths import PACKAGE_DIR, cache_dir, records_dir
+from kb.core.paths import PACKAGE_DIR, cache_dir, is_utf8, records_dir
 
 try:  # the builtin module avoids importing OpenSSL through hashlib (a few ms per call)
     from _blake2 import blake2b
@@ -64,9 +64,9 @@ def _inputs(root: Path) -> tuple[list[tuple[str, str]], bool]:
     found problems (then only a full validation can say what is wrong)."""
     from kb.catalog.recordfiles import scan
 
-    if not root.is_dir():
-        return [], True
     top = str(root)
+    if not root.is_dir() or not is_utf8(top):
+        return [], True
     files, problems = scan(top)
     cut = len(top.rstrip(os.sep)) + 1
     named = [(p[cut:], p) for p in files]
@@ -97,14 +97,18 @@ def _tree(package: Path, sub: str, suffix: str) -> list[tuple[str, str]]:
 def stat_key(root: Path, inputs: list[tuple[str, str]]) -> str:
     """Cheap identity of the inputs: names, sizes, mtimes, inodes and ctimes."""
     h = blake2b(digest_size=16)
-    h.update(f"{FORMAT_VERSION}\0{root}\n".encode())
+    h.update(f"{FORMAT_VERSION}\0{root}\n".encode("utf-8", "surrogateescape"))
     for rel, path in inputs:
         try:
             st = os.stat(path)
         except OSError:
-            h.update(f"{rel}\0missing\n".encode())
+            h.update(f"{rel}\0missing\n".encode("utf-8", "surrogateescape"))
             continue
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
+        h.update(
+            f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
     return h.hexdigest()
 
 
@@ -124,13 +128,13 @@ def content_key(inputs: list[tuple[str, str]]) -> str:
                 data = fh.read()
         except OSError:
             data = b"\xff<unreadable>"
-        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(f"{rel}\0{len(data)}\0".encode("utf-8", "surrogateescape"))
         h.update(data)
     return h.hexdigest()
 
 
 def root_key(root: Path) -> str:
-    return blake2b(str(root).encode(), digest_size=8).hexdigest()
+    return blake2b(str(root).encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
 
 
 def db_path(root: Path) -> Path:
@@ -206,7 +210,8 @@ def _open_ro(target: Path) -> tuple[sqlite3.Connection, dict[str, str]] | None:
     try:
         if not target.is_file():
             return None
-        con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        # a URI built by escaping: a cache dir holding ?, # or % is still that path
+        con = sqlite3.connect(target.absolute().as_uri() + "?mode=ro", uri=True)
     except (OSError, sqlite3.Error):
         return None
     try:

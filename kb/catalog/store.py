@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from kb.catalog.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
 from kb.catalog.recordfiles import MAX_RECORD_BYTES, Problem, discover
 from kb.core import yamlpos
-from kb.core.paths import NotRegularFile, read_regular_file
+from kb.core.paths import NotRegularFile, is_utf8, read_regular_file
 
 
 @dataclass
@@ -253,6 +253,10 @@ def load_store(root: Path) -> StoreResult:
     result = StoreResult(records={}, names={}, problems=[])
     if not root.is_dir():
         result.problems.append(Problem(str(root), 1, 1, "", "records directory not found"))
+        return result
+    if not is_utf8(str(root)):
+        message = "the records directory's path is not valid UTF-8; give a UTF-8 path"
+        result.problems.append(Problem(str(root), 1, 1, "", message))
         return result
     files, result.problems = discover(root)
     for path in files:

@@ -8,6 +8,8 @@ what it uses.
 from __future__ import annotations
 
 import argparse
+import builtins
+import contextlib
 import errno
 import importlib
 import os
@@ -119,12 +121,51 @@ def _json_error(args: argparse.Namespace, exc: Exception, rc: int) -> int:
     return rc
 
 
+def _check_text(args: argparse.Namespace) -> None:
+    """Names, queries and answers are UTF-8 text: one holding other bytes is a usage
+    error naming it (escaped), before it reaches a lookup that cannot encode it.  File
+    and directory names may hold any byte: a verb lists its path arguments in
+    ``path_args`` (``set_defaults``), and ``type=Path`` values are paths by type."""
+    from kb.core.paths import is_utf8
+    from kb.text.escape import printable
+
+    paths = set(getattr(args, "path_args", ()))
+    for dest, value in vars(args).items():
+        if dest in paths:
+            continue
+        # (``list`` here is the kb.cli.list module once that verb is imported)
+        for one in value if isinstance(value, builtins.list) else [value]:
+            if isinstance(one, str) and not is_utf8(one):
+                shown = printable(one[:80])
+                label = "" if dest in POSITIONAL_TEXT else f"--{dest.replace('_', '-')} "
+                raise UsageError(
+                    f"{label}'{shown}' is not valid UTF-8 text; names, queries and values "
+                    "are UTF-8 (only file names may hold other bytes)"
+                )
+
+
+#: Positional arguments named in messages without a flag.
+POSITIONAL_TEXT = frozenset({"name", "query", "tree", "answers", "code", "section"})
+
+
+def _no_encoding_errors() -> None:
+    """A file name holding bytes that are not UTF-8 reaches the output as lone
+    surrogates: printed as an escape (``\\udcff``, valid in a JSON string too), never a
+    UnicodeEncodeError, nor (a C locale's ``surrogateescape``) a raw byte that makes a
+    JSON document invalid UTF-8.  Text output escapes such names itself (``printable``)."""
+    stream = sys.stdout
+    if stream is not None and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if sys.stdout is None or sys.stdout.closed:  # started with stdout closed (>&-)
         _say("kb: standard output is closed; nothing can be printed")
         return UNUSABLE
     verb = "kb"
+    _no_encoding_errors()
     try:
         parser = build_parser(_only_verb(argv))
         args = parser.parse_args(argv)
@@ -133,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             return UNUSABLE
         verb = f"kb {args.verb}"
         try:
+            _check_text(args)
             rc = int(args.func(args) or 0)
         except NotFound as exc:  # a name nothing has: 1, as for kb show NAME
             _say(f"{verb}: {exc}")

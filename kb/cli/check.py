@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="auto",
         help="colour text output: auto = only on a terminal without NO_COLOR",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, path_args=("files",))
 
 
 def _use_color(choice: str) -> bool:

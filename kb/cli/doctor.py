@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "(default: the first torch_npu on this interpreter's sys.path)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, path_args=("path",))
 
 
 def run(args: argparse.Namespace) -> int:

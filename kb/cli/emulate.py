@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="-- COMMAND [ARGS]",
         help="the command to run, after --",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, path_args=("argv",))
 
 
 def run(args: argparse.Namespace) -> int:

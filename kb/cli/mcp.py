@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="the memory one long call (scan, reference, a large check) may allocate, "
         "in MiB; past it the call ends with an error (default: 2048)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, path_args=("root",))
 
 
 def _mebibytes(text: str) -> int:

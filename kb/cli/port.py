@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--model-config", help="the checkpoint's config.json / params.json")
     p.add_argument("--diff", action="store_true", help="print the unified diff")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.set_defaults(func=run_port)
+    p.set_defaults(func=run_port, path_args=("path", "output", "model_config"))
 
 
 def add_verify_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,7 +56,7 @@ def add_verify_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     v.add_argument("--dtypes", default="", help="float32,bfloat16 (default: both)")
     v.add_argument("--product", help="judge the emulated calls for this product")
     v.add_argument("--format", choices=("text", "json"), default="text")
-    v.set_defaults(func=run_verify)
+    v.set_defaults(func=run_verify, path_args=("original", "ported", "model_config"))
 
 
 def run_port(args: argparse.Namespace) -> int:

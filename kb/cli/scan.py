@@ -127,7 +127,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="also say which calls are custom operators and what was not checked",
     )
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    p.set_defaults(func=run)
+    p.set_defaults(
+        func=run, path_args=("paths", "model_config", "config", "emit_candidates", "exclude")
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,7 +165,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--verify proves the plan: give it with --plan and --model-config FILE")
     _check_excludes(args.exclude)
     if args.emit_candidates:
+        from kb.core.paths import record_reads
+
         _check_emit_target(args.emit_candidates, args.paths)
+        record_reads()  # the draft may replace no file the scan reads (checked before writing)
     parallel = normalize("parallel", args.parallel) if args.parallel else None
     if args.parallel and parallel is None:
         raise UsageError(f"--parallel {args.parallel[:40]!r}: one of {', '.join(PARALLEL_MODES)}")
@@ -308,6 +313,24 @@ def _check_emit_target(target: str, paths: list[str]) -> None:
         raise UsageError(f"--emit-candidates {target}: exists and is not a regular file")
 
 
+def _check_not_read(target: str) -> None:
+    """The draft replaces no file the scan read: a configuration, an ignore file, a C++
+    source with registrations, a module the reader followed, however the target names it."""
+    from kb.api.errors import UsageError
+    from kb.core.paths import files_read
+
+    try:
+        st = os.stat(target)
+    except (OSError, ValueError):
+        return  # nothing there (or nothing statable): it was not read
+    source = files_read().get((st.st_dev, st.st_ino))
+    if source is not None:
+        raise UsageError(
+            f"--emit-candidates {target}: refusing to overwrite a file read by the scan "
+            f"({source}); write the draft to a new .yaml file"
+        )
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -363,6 +386,7 @@ def _emit(args: argparse.Namespace, report: object, product: str | None) -> None
         target["quantization"] = normalize("quantization", args.quantization)
     model = os.path.basename(os.path.abspath(args.paths[0])) or "model"
     text = document(report, target, model)  # type: ignore[arg-type]
+    _check_not_read(args.emit_candidates)
     try:
         _write_atomically(args.emit_candidates, text)
     except OSError as exc:

@@ -27,13 +27,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from kb.api.validate import validate
+    from kb.text.escape import printable
 
     found = validate(args.records)
     if args.format == "json":
         print(json.dumps(found.as_json(), ensure_ascii=False, indent=2))
     else:
         for problem in found.problems:
-            print(problem.located_in(found.root))
+            print(printable(problem.located_in(found.root)))
         summary = (
             ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in sorted(found.counts.items()))
             or "no records"

@@ -15,6 +15,16 @@ def records_dir() -> Path:
     return Path(override).resolve() if override else PACKAGE_DIR / "records"
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: a path or argument holding bytes that are not
+    UTF-8 comes into Python with lone surrogates (``surrogateescape``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def cache_dir() -> Path:
     """Per-user cache: ``KB_CACHE_DIR``, else the platform's user cache dir for ``kb``
     (``$XDG_CACHE_HOME/kb`` or ``~/.cache/kb`` on Linux)."""
@@ -88,6 +98,31 @@ def _check_confined(fd: int, name: str) -> None:
         raise OutsideRoot(name)
 
 
+#: Files read as input since :func:`record_reads` (``(st_dev, st_ino)`` -> the path as
+#: opened), so an output can refuse to replace any of them; ``None``: not recording.
+_READS: dict[tuple[int, int], str] | None = None
+
+
+def record_reads() -> None:
+    """From now on remember every input file :func:`read_regular_file` opens (a forked
+    worker inherits the setting and hands its own back through :func:`note_reads`)."""
+    global _READS
+    if _READS is None:
+        _READS = {}
+
+
+def files_read() -> dict[tuple[int, int], str]:
+    """The files read since :func:`record_reads`, by device and inode (every spelling of
+    a file, a symlink or a hard link to it, is the same key)."""
+    return dict(_READS or {})
+
+
+def note_reads(reads: dict[tuple[int, int], str]) -> None:
+    """Add what another process (a scan worker) read."""
+    if _READS is not None:
+        _READS.update(reads)
+
+
 def read_regular_file(path: str | os.PathLike[str], limit: int, *, confined: bool = True) -> bytes:
     """At most ``limit`` bytes of a regular file.
 
@@ -105,9 +140,11 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, *, confined: boo
     with os.fdopen(fd, "rb") as fh:
         if confined:
             _check_confined(fd, name)
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(str(name), file_kind(mode))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(str(name), file_kind(st.st_mode))
+        if _READS is not None and confined:
+            _READS.setdefault((st.st_dev, st.st_ino), str(name))
         return fh.read(limit)
 
 

@@ -31,6 +31,7 @@ def tool(fn: F) -> F:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        _check_text(kwargs)
         try:
             return fn(*args, **kwargs)
         except ToolInputError:
@@ -39,6 +40,22 @@ def tool(fn: F) -> F:
             raise ToolInputError(str(exc)) from None
 
     return cast(F, call)
+
+
+def _check_text(kwargs: dict[str, Any]) -> None:
+    """Every text argument is Unicode a UTF-8 lookup can encode: a lone surrogate (a
+    JSON ``\\udcff``) is the caller's mistake, said as such (the CLI refuses bytes that
+    are not UTF-8 the same way)."""
+    from kb.core.paths import is_utf8
+    from kb.text.escape import printable
+
+    for name, value in kwargs.items():
+        for one in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(one, str) and not is_utf8(one):
+                raise ToolInputError(
+                    f"{name} '{printable(one[:80])}' is not valid Unicode text (it holds a "
+                    "lone surrogate); send names, queries and paths as UTF-8 text"
+                )
 
 
 def records_invalid(exc: StoreInvalid) -> ToolInputError:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import signal
 import struct
-import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
+
+from kb.core.lifeline import die_with_parent
 
 _MIB = 1024 * 1024
 
@@ -103,14 +103,7 @@ def _isolate() -> None:
         os.setpgid(0, 0)
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # whatever a library prints goes to the log, never to the client
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the fork server's exit kills us
-            if os.getppid() == 1:  # the parent went before the request was made
-                os._exit(1)
+    die_with_parent()  # the fork server's exit kills us
 
 
 def _settle(job: Job) -> None:

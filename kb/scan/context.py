@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kb.core.paths import read_regular_file
 from kb.lint.findings import Finding
 from kb.scan.hints import tokens
 from kb.scan.values import Cond
@@ -136,10 +137,11 @@ def _readmes(folder: Path) -> list[str]:
 
 
 def _head(path: Path) -> str:
+    """The top of a README: a regular file only (never blocking on a FIFO), read through
+    the confinement of ``kb mcp --root`` like every input."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(MAX_README_BYTES).decode("utf-8", "replace")
-    except OSError:
+        return read_regular_file(path, MAX_README_BYTES).decode("utf-8", "replace")
+    except (OSError, ValueError):
         return ""
 
 

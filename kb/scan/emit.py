@@ -35,9 +35,15 @@ def _helpers(file: str, planned: set[tuple[str, str]], memo: dict[str, set[str]]
     one another (by name; the file is parsed again only when a finding needs it)."""
     if file not in memo:
         memo[file] = set()
+        from kb.scan.model.files import Refusal, read_source
+        from kb.scan.sources import MAX_BYTES
+
+        text = read_source(file, MAX_BYTES)  # regular files only, never a FIFO swapped in
+        if isinstance(text, Refusal):
+            return memo[file]
         try:
-            tree = ast.parse(Path(file).read_text(encoding="utf-8", errors="replace"))
-        except (OSError, SyntaxError, ValueError, RecursionError):
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return memo[file]
         classes = {name for f, name in planned if f == file}
         functions = {

@@ -31,6 +31,7 @@ from kb.scan.config import Config, ConfigError, Settings, check_model_config, wi
 from kb.scan.config import load as load_config
 from kb.scan.ignores import bad_ignore_comments, ignore_comments
 from kb.scan.interp import CallSite, FileScan, Interpreter
+from kb.scan.model import forget_trees
 from kb.scan.registrations import Registration
 from kb.scan.rules import SOURCE_UNREADABLE as UNREADABLE
 from kb.scan.sources import (
@@ -190,27 +191,20 @@ def parse_source(source: Source) -> _Parsed:
             )
         return None, found, None, ""
     except MemoryError:
-        return (
-            None,
-            UNREADABLE.finding(source.path, 1, 1, "cannot parse: out of memory while parsing"),
-            None,
-            "",
-        )
+        return _unreadable(source.path, "cannot parse: out of memory while parsing")
     except (ValueError, RecursionError) as exc:
-        reason = str(exc) or type(exc).__name__
-        return None, UNREADABLE.finding(source.path, 1, 1, f"cannot parse: {reason}"), None, ""
+        return _unreadable(source.path, f"cannot parse: {str(exc) or type(exc).__name__}")
     try:
         Interpreter(scan, tree).run()
     except RecursionError:
-        return None, UNREADABLE.finding(source.path, 1, 1, "nesting too deep to analyse"), None, ""
+        return _unreadable(source.path, "nesting too deep to analyse")
     except MemoryError:
-        return (
-            None,
-            UNREADABLE.finding(source.path, 1, 1, "out of memory while analysing"),
-            None,
-            "",
-        )
+        return _unreadable(source.path, "out of memory while analysing")
     return scan, None, tree, source.text
+
+
+def _unreadable(path: str, why: str) -> _Parsed:
+    return None, UNREADABLE.finding(path, 1, 1, why), None, ""
 
 
 class Scanner:
@@ -261,9 +255,11 @@ class Scanner:
         except ConfigError as exc:
             raise ScanError(str(exc)) from None
         report = ScanReport(files=1)
-        self._judge_all(
-            [self._outcome(Path(shown_as), parse_text(text, shown_as), Config())], Config(), report
-        )
+        try:
+            outcome = self._outcome(Path(shown_as), parse_text(text, shown_as), Config())
+        finally:
+            forget_trees()
+        self._judge_all([outcome], Config(), report)
         return report
 
     def scan(self, paths: Sequence[str], within: str | None = None) -> ScanReport:
@@ -289,9 +285,12 @@ class Scanner:
             regs += native_registrations(text, shown)
         sizes = [_size(path) for path in files]
         processes = pool.processes_for(self.options.jobs, sizes)
-        outcomes = pool.run_ordered(
-            lambda i: self._outcome(files[i], parse_file(files[i]), config), sizes, processes
-        )
+        try:
+            outcomes = pool.run_ordered(
+                lambda i: self._outcome(files[i], parse_file(files[i]), config), sizes, processes
+            )
+        finally:
+            forget_trees()  # the modules the reader followed: no tree outlives the scan
         self._judge_all(outcomes, config, report, regs)
         return report
 

@@ -25,6 +25,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from kb.core.lifeline import die_with_parent
+from kb.core.paths import files_read, note_reads
+
 T = TypeVar("T")
 
 #: Environment variable giving the number of processes a scan may use (1: serial).
@@ -121,23 +124,30 @@ def run_ordered(work: Callable[[int], T], sizes: Sequence[int], processes: int) 
     ctx = multiprocessing.get_context("fork")
     order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
     counter = ctx.Value("i", 0)
-    children = []
+    children: list[tuple[Any, Any]] = []
     sys.stdout.flush()  # a child flushes the streams it inherits when it ends
     sys.stderr.flush()
     results: dict[int, Any] = {}
+    parent = os.getpid()
+    previous = _stop_children_on_signals(children)
     try:
         for _ in range(processes - 1):
             receive, send = ctx.Pipe(duplex=False)
-            child = ctx.Process(target=_child, args=(work, order, counter, send), daemon=True)
+            child = ctx.Process(
+                target=_child, args=(work, order, counter, send, parent), daemon=True
+            )
             child.start()
             send.close()
             children.append((child, receive))
         results.update(_share(work, order, counter))
         for child, receive in children:
             with contextlib.suppress(EOFError, OSError, pickle.UnpicklingError):
-                results.update(pickle.loads(receive.recv_bytes()))  # if it died: read again below
+                done, reads = pickle.loads(receive.recv_bytes())  # if it died: read again below
+                results.update(done)
+                note_reads(reads)
             child.join()
     finally:
+        _restore(previous)
         for child, receive in children:
             receive.close()
             if child.is_alive():
@@ -171,15 +181,59 @@ def _share(work: Callable[[int], T], order: list[int], counter: Any) -> dict[int
         done[order[k]] = _attempt(work, order[k])
 
 
-def _child(work: Callable[[int], Any], order: list[int], counter: Any, send: Any) -> None:
+#: Signals that end a scan from outside (a CI timeout, a closed terminal): the parent
+#: stops its workers before it goes.
+_ENDING = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _stop_children_on_signals(children: list[Any]) -> dict[int, Any]:
+    """Handlers that kill the workers, then let the signal do what it did before (end
+    the process, or the caller's own handler).  Only the main thread may set them; the
+    workers would still die with it (:func:`kb.core.lifeline.die_with_parent`)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict[int, Any] = {}
+
+    def stop(signum: int, frame: Any) -> None:
+        for child, _receive in children:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                if child.pid is not None:
+                    os.kill(child.pid, signal.SIGKILL)
+        _restore(previous)
+        os.kill(os.getpid(), signum)  # delivered again, to what handled it before
+
+    for signum in _ENDING:
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            continue  # ignored (nohup): the scan goes on, and so do its workers
+        with contextlib.suppress(OSError, ValueError):
+            previous[signum] = signal.signal(signum, stop)
+    return previous
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _child(
+    work: Callable[[int], Any], order: list[int], counter: Any, send: Any, parent: int
+) -> None:
     """A worker: its share of the files, sent back in one message.  Ctrl-C is the
-    parent's to handle (it stops the workers); a result that cannot be pickled is left
-    for the parent to compute."""
+    parent's to handle (it stops the workers), SIGTERM and SIGHUP end the worker as
+    they would any process, and the parent's death, whatever its cause, ends it too.
+    A result that cannot be pickled is left for the parent to compute.  The files it
+    read go back too (an output may not replace an input,
+    :func:`kb.core.paths.record_reads`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in _ENDING:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+    die_with_parent(parent)
     done = _share(work, order, counter)
     try:
-        blob = pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps((done, files_read()), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # the parent reads these files itself
-        blob = pickle.dumps({}, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps(({}, {}), protocol=pickle.HIGHEST_PROTOCOL)
     send.send_bytes(blob)
     send.close()

@@ -139,10 +139,34 @@ def _bindings(
     return names, stars, fallbacks
 
 
-#: Files parsed in this process, by path: (mtime, size) -> Parsed.  Shared by every
-#: scanned file of a process (a package's layers module is imported by all its models).
+#: Files parsed during one scan, by path: (mtime, size) -> Parsed.  Shared by the
+#: scanned files of a scan (a package's layers module is imported by all its models),
+#: least recently used first.  A tree costs some 30 times its source in memory, so the
+#: cache is bounded by the source it holds as well as by files, and emptied when the
+#: scan ends (:func:`forget_parsed`): a long scan, or a server process, never keeps
+#: every tree it met.
 _PARSED: OrderedDict[str, tuple[tuple[int, int], Parsed]] = OrderedDict()
 _PARSED_MAX = 96
+#: Source bytes of the trees kept at once (about 100 MB of trees).
+PARSED_BYTES = 4 * 1024 * 1024
+_held = [0]  # source bytes in _PARSED
+
+
+def _keep(path: str, stamp: tuple[int, int], parsed: Parsed) -> None:
+    old = _PARSED.pop(path, None)
+    if old is not None:
+        _held[0] -= old[1].size
+    _PARSED[path] = (stamp, parsed)
+    _held[0] += parsed.size
+    while _PARSED and (len(_PARSED) > _PARSED_MAX or _held[0] > PARSED_BYTES):
+        _, (_, gone) = _PARSED.popitem(last=False)
+        _held[0] -= gone.size
+
+
+def forget_parsed() -> None:
+    """Let go of every tree the reader kept (the end of a scan)."""
+    _PARSED.clear()
+    _held[0] = 0
 
 
 def parse_text(path: str, text: str) -> Parsed | Refusal:
@@ -246,9 +270,7 @@ class Reach:
             text = read_source(path, self.limits.file_bytes)
             parsed = text if isinstance(text, Refusal) else parse_text(path, text)
             if isinstance(parsed, Parsed) and stamp is not None:
-                _PARSED[path] = (stamp, parsed)
-                while len(_PARSED) > _PARSED_MAX:
-                    _PARSED.popitem(last=False)
+                _keep(path, stamp, parsed)
         if isinstance(parsed, Refusal):
             self.refusals[path] = parsed
             return None
