@@ -225,3 +225,17 @@ def test_scan_plan_verify_says_what_it_could_not_run(
 def test_scan_verify_needs_the_plan_and_a_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scan", "--verify", str(DATA / "dense_llm.py")]) == 2
     assert "--model-config" in capsys.readouterr().err
+
+
+def test_the_port_never_writes_over_what_it_ports(tmp_path: Path) -> None:
+    """-o naming the input, its folder, or a folder inside the ported one is refused
+    before anything is written (the input stays byte for byte)."""
+    model = tmp_path / "model.py"
+    model.write_bytes((DATA / "dense_llm.py").read_bytes())
+    before = model.read_bytes()
+    for out in (model, tmp_path, tmp_path / "sub"):
+        src = tmp_path if out == tmp_path / "sub" else model
+        with pytest.raises(UsageError, match="over"):
+            port(str(src), str(out), product="atlas-a2")
+    assert model.read_bytes() == before
+    assert not (tmp_path / "sub").exists()

@@ -168,12 +168,23 @@ def port(path: str, out: str, options: Any, *, write: bool = True) -> list[FileP
         raise PortError(
             "kb port needs libcst (pip install 'torch-npu-kb[port]'): not importable here"
         ) from None
+    dest = Path(out)
+    if _same(dest, src) or (src.is_dir() and _inside(dest, src)):
+        raise PortError(
+            f"{out}: the port would be written over or into what it ports ({path}); "
+            "give -o a path outside it"
+        )
     plan, inventory = plan_of([str(src)], options)
     # the plan names a file as the scan displays it (relative to the working directory
     # when it lies below it): key by the resolved path
     per_file = {str(Path(k).resolve()): v for k, v in stages_and_notes(plan, inventory).items()}
     files = [src] if src.is_file() else sorted(p for p in src.rglob("*.py") if p.is_file())
     dest_root = Path(out)
+    clash = next((f for f in files if _same(_target(src, f, dest_root), f)), None)
+    if clash is not None:
+        raise PortError(
+            f"{out}: the port of {clash} would be written over it; give -o another path"
+        )
     ported: list[FilePort] = []
     for f in files:
         target = _target(src, f, dest_root)
@@ -204,6 +215,20 @@ def port(path: str, out: str, options: Any, *, write: bool = True) -> list[FileP
             elif f.resolve() != target.resolve():
                 shutil.copyfile(f, target)
     return ported
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        return child.resolve().is_relative_to(parent.resolve())
+    except OSError:
+        return False
 
 
 def _target(src: Path, f: Path, out: Path) -> Path:
