@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -405,3 +406,18 @@ def test_a_real_scheme_mismatch_is_still_reported(catalog: Catalog) -> None:
     )
     static = [f for f in _deepseek(catalog, "w8a8-static", 2, "int8") if f.code == "KB203"]
     assert static and "no w8a8-static mode" in static[0].message  # the prolog quantizes per token
+
+
+def test_a_clean_list_written_with_the_family_word_stays_error_free(catalog: Catalog) -> None:
+    """The workflow's own spelling: a list that checks clean under w8a8-dynamic has no
+    error under w8a8 (a rule holding for one member only is a warning naming both)."""
+    clean = (Path(__file__).parent / "fixtures" / "candidates" / "clean.yaml").read_text(
+        encoding="utf-8"
+    )
+    assert "w8a8-dynamic" in clean
+    before = check_text(clean, "clean.yaml", catalog=catalog)
+    assert not [f for f in before if f.severity == "error"]
+    after = check_text(clean.replace("w8a8-dynamic", "w8a8"), "clean.yaml", catalog=catalog)
+    assert not [f for f in after if f.severity == "error"], after
+    warned = [f for f in after if f.severity == "warning" and f.code in SCHEME_CODES]
+    assert all("w8a8-static" in f.message and "w8a8-dynamic" in f.message for f in warned)
