@@ -170,7 +170,8 @@ def test_absorbed_decode_allows_sparse_mode_3_under_mtp(capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("answer", "chain", "core"),
     [
-        ("expand", "mla-absorb-prefill", "npu_kv_rmsnorm_rope_cache_v2"),
+        # the documented v1 writer leads; the undocumented v2 is the alternative
+        ("expand", "mla-absorb-prefill-cache-v1", "npu_kv_rmsnorm_rope_cache"),
         ("absorbed", "mla-prolog-absorbed", "npu_mla_prolog_v3"),
     ],
 )
@@ -185,8 +186,10 @@ def test_mla_prefill_asks_which_of_the_two_real_paths(
 
 def test_mla_decode_without_prolog_takes_the_split_path(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, *MLA, "--phase", "decode", "--prolog", "no")
-    assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode-split"]
-    assert "npu_kv_rmsnorm_rope_cache_v2" in stage_ops(result)
+    # the documented v1 writer leads (issue 31); the v2 chain stays the named alternative
+    assert [c["name"] for c in result["chains"]] == ["mla-absorb-decode-split-cache-v1"]
+    assert "npu_kv_rmsnorm_rope_cache" in stage_ops(result)
+    assert [c["name"] for c in result["alternatives"]] == ["mla-absorb-decode-split"]
 
 
 def test_c8_uses_the_repository_cache_and_quantized_kernels(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,9 @@ from kb.vocab import (
     ambiguous_scheme_message,
     normalize,
     normalize_scheme,
+    scheme_family,
     scheme_meanings,
+    scheme_members,
 )
 
 #: What a scheme mix-up shows up as: an unknown scheme, no such mode, a mode the
@@ -203,18 +206,58 @@ def test_a_spelling_of_two_schemes_names_both_and_picks_neither() -> None:
     assert SCHEMES["w8a8-static"].timing == "static" and SCHEMES["w8a8-dynamic"].timing == "dynamic"
 
 
-def test_kb_check_asks_which_w8a8_instead_of_judging_one(catalog: Catalog) -> None:
+def test_kb_check_judges_w8a8_as_the_family_and_names_both_completions(
+    catalog: Catalog,
+) -> None:
+    """``w8a8`` is the workflow's family word: no KB005 for it; a rule that holds for one
+    member only (npu_mla_prolog_v3 has a w8a8-dynamic mode, no static one) is a warning
+    naming both completions; a rule that holds for both stays an error; ``int8`` (which
+    may also be weight-only w8a16) and a made-up word stay KB005."""
     text = (
         "version: 1\ntarget: {product: atlas-a3, quantization: W8A8}\ncandidates:\n"
         "  - module: attn\n    operator: npu_mla_prolog_v3\n    quantization: w8a8\n"
         "    args: {weight_quant_mode: 2}\n"
+        "  - module: down\n    operator: npu_quant_matmul\n    quantization: a8w8\n"
+        "  - module: wo\n    operator: npu_weight_quant_batchmatmul\n    quantization: w8a8\n"
+        "  - module: x\n    operator: npu_quant_matmul\n    quantization: int8\n"
+        "  - module: y\n    operator: npu_quant_matmul\n    quantization: w9a9\n"
     )
     found = check_text(text, "c.yaml", catalog=catalog)
-    asked = [f for f in found if f.code == "KB005"]
-    assert len(asked) == 2 and all(
-        "w8a8-static" in f.message and "w8a8-dynamic" in f.message for f in asked
+    by_cand: dict[int | None, list[Finding]] = {}
+    for f in found:
+        by_cand.setdefault(f.candidate, []).append(f)
+    unknown = [f for f in found if f.code == "KB005"]
+    assert sorted(f.candidate for f in unknown) == [3, 4]  # int8, w9a9; never the family word
+    warned = [f for f in by_cand[0] if f.code == "KB203"]
+    assert len(warned) == 1 and warned[0].severity == "warning"
+    assert "w8a8-static" in warned[0].message and "w8a8-dynamic" in warned[0].message
+    assert not [f for f in by_cand.get(1, []) if f.severity == "error"]  # both modes exist
+    (neither,) = [f for f in by_cand[2] if f.code == "KB203"]
+    assert neither.severity == "error" and "no w8a8 mode" in neither.message
+
+
+def test_a_family_is_a_shared_spelling_of_schemes_that_differ_only_in_timing() -> None:
+    assert scheme_family("W8A8") == ("w8a8", ("w8a8-static", "w8a8-dynamic"))
+    assert scheme_family(" a8w8 ") == ("w8a8", ("w8a8-static", "w8a8-dynamic"))
+    assert scheme_family("w8a8+kv_int8") == (
+        "w8a8+kv-int8",
+        ("w8a8-static+kv-int8", "w8a8-dynamic+kv-int8"),
     )
-    assert not [f for f in found if f.code in {"KB203", "KB204"}]  # no scheme was guessed
+    assert scheme_family("int8") is None  # w8a16 stores 16-bit activations: no family
+    assert scheme_family("w8a8-dynamic") is None and scheme_family("w4a8") is None
+    assert scheme_members("w8a8") == ("w8a8-static", "w8a8-dynamic")
+    assert scheme_members("w4a8") == ("w4a8",) and scheme_members("w8a16") == ("w8a16",)
+
+
+def test_a_record_rule_on_one_member_is_unknown_for_the_family() -> None:
+    from kb.check.conditions import holds
+    from kb.lint.model import Candidate, Target
+
+    cand = Candidate(index=0, module="m", operator="op", quantization="w8a8")
+    target = Target()
+    assert holds({"quantization": ["w8a8-dynamic"]}, cand, target) is None
+    assert holds({"quantization": ["w8a8-static", "w8a8-dynamic"]}, cand, target) is True
+    assert holds({"quantization": ["w4a16"]}, cand, target) is False
 
 
 def test_kb_advise_asks_which_w8a8_and_names_the_question_s_options(
@@ -363,3 +406,18 @@ def test_a_real_scheme_mismatch_is_still_reported(catalog: Catalog) -> None:
     )
     static = [f for f in _deepseek(catalog, "w8a8-static", 2, "int8") if f.code == "KB203"]
     assert static and "no w8a8-static mode" in static[0].message  # the prolog quantizes per token
+
+
+def test_a_clean_list_written_with_the_family_word_stays_error_free(catalog: Catalog) -> None:
+    """The workflow's own spelling: a list that checks clean under w8a8-dynamic has no
+    error under w8a8 (a rule holding for one member only is a warning naming both)."""
+    clean = (Path(__file__).parent / "fixtures" / "candidates" / "clean.yaml").read_text(
+        encoding="utf-8"
+    )
+    assert "w8a8-dynamic" in clean
+    before = check_text(clean, "clean.yaml", catalog=catalog)
+    assert not [f for f in before if f.severity == "error"]
+    after = check_text(clean.replace("w8a8-dynamic", "w8a8"), "clean.yaml", catalog=catalog)
+    assert not [f for f in after if f.severity == "error"], after
+    warned = [f for f in after if f.severity == "warning" and f.code in SCHEME_CODES]
+    assert all("w8a8-static" in f.message and "w8a8-dynamic" in f.message for f in warned)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kb.catalog.wording import MESSAGE, when_words
 from kb.lint.model import Candidate, Path, Target
-from kb.vocab import product_support, sub_series_in
+from kb.vocab import product_support, scheme_members, sub_series_in
 
 Tri = bool | None
 NUMERIC_TEXT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
@@ -120,7 +120,12 @@ def holds(cond: dict[str, Any], cand: Candidate, target: Target) -> Tri:
         scheme = scheme_of(cand, target)
         if scheme is None:
             return None
-        return scheme in cond["quantization"] or scheme.split("+")[0] in cond["quantization"]
+        # a family (``w8a8``) holds when every member does, fails when none does
+        told = {
+            m in cond["quantization"] or m.split("+")[0] in cond["quantization"]
+            for m in scheme_members(scheme)
+        }
+        return told.pop() if len(told) == 1 else None
     return None
 
 

@@ -26,6 +26,7 @@ from kb.vocab import (
     ambiguous_scheme_message,
     normalize,
     normalize_scheme,
+    scheme_family,
 )
 
 SUPPORTED_VERSIONS = (1,)
@@ -229,8 +230,11 @@ class _Parser:
         canon = normalize_scheme(value)
         if canon is not None:
             return canon
+        family = scheme_family(value)
+        if family is not None:  # ``w8a8``: the rules judge every member (static, dynamic)
+            return family[0]
         shared = ambiguous_scheme_message(value)
-        if shared:  # ``w8a8``: static or dynamic activations - ask, never pick one
+        if shared:  # ``int8``: schemes that quantize different things - ask, never pick one
             self.add(UNKNOWN_VALUE, path, shared, candidate=cand)
             return None
         if isinstance(value, str) and "+" in value:

@@ -60,7 +60,9 @@ from kb.vocab.normalize import (
     ambiguous_scheme_message,
     normalize,
     normalize_scheme,
+    scheme_family,
     scheme_meanings,
+    scheme_members,
 )
 from kb.vocab.phases import (
     BOTH,
@@ -225,7 +227,9 @@ __all__ = [
     "product_support",
     "products_from_official",
     "quantized_roles",
+    "scheme_family",
     "scheme_meanings",
+    "scheme_members",
     "scheme_roles",
     "schemes_compatible",
     "sub_series_in",

@@ -143,3 +143,33 @@ def ambiguous_scheme_message(value: object) -> str | None:
         return None
     told = "; ".join(f"{m} ({SCHEMES[m.split('+')[0]].label})" for m in meanings)  # type: ignore[index]
     return f"{value!r} names more than one quantization scheme: {told}. Write the one you mean"
+
+
+def scheme_family(value: object) -> tuple[str, tuple[str, ...]] | None:
+    """``(family, members)`` when ``value`` names a scheme family, else None.
+
+    A family is a spelling shared by schemes that store the same element types in every
+    role and differ only in when the activation scale is made (``timing``): ``w8a8`` (or
+    ``a8w8``) is w8a8-static or w8a8-dynamic, ``w8a8+kv-int8`` the same with an int8 KV
+    cache.  A spelling shared by schemes that quantize different things (``int8``: also
+    the weight-only w8a16) is no family: it stays a question.  The family is written with
+    the first spelling every member shares, so ``A8W8`` reads back as ``w8a8``.
+    """
+    meanings = scheme_meanings(value)
+    if len(meanings) < 2:
+        return None
+    heads = [SCHEMES[m.split("+")[0]] for m in meanings]  # type: ignore[index]
+    stored = {(h.weights, h.activations, h.kv_cache) for h in heads}
+    if len(stored) != 1 or len({h.timing for h in heads}) != len(heads):
+        return None
+    common = [a for a in heads[0].shared if all(a in h.shared for h in heads)]
+    mods = meanings[0].split("+")[1:]
+    return "+".join([common[0], *mods]), meanings
+
+
+def scheme_members(scheme: str) -> tuple[str, ...]:
+    """The schemes a canonical expression or a family stands for: itself, or every member."""
+    if normalize_scheme(scheme) is not None:
+        return (scheme,)
+    family = scheme_family(scheme)
+    return family[1] if family else (scheme,)

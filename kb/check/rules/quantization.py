@@ -21,6 +21,7 @@ from kb.vocab import (
     normalize_scheme,
     product_support,
     quantized_roles,
+    scheme_members,
     schemes_compatible,
     sub_series_in,
 )
@@ -74,7 +75,51 @@ def _schemes(rec: Record, scheme: str) -> list[dict[str, Any]]:
     ]
 
 
-class QuantizationNotSupported(CandidateRule):
+class _SchemeRule(CandidateRule):
+    """A rule about the candidate's scheme that also judges a scheme family.
+
+    ``w8a8`` names w8a8-static and w8a8-dynamic (:func:`kb.vocab.scheme_family`): what
+    the rule finds for every member is reported as for one scheme; what it finds for
+    some members only depends on the timing the list leaves open, so it is a warning
+    naming every completion - the family word itself is never the error.
+    """
+
+    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+        scheme = cand.quantization
+        if scheme is None:
+            return
+        members = scheme_members(scheme)
+        if len(members) == 1:
+            yield from self.judge(doc, ctx, cand, scheme)
+            return
+        told = {m: list(self.judge(doc, ctx, cand, m)) for m in members}
+        failing = [m for m in members if told[m]]
+        if not failing:
+            return
+        either = " or ".join(members)
+        if len(failing) == len(members):
+            neither = " nor ".join(members)
+            for f in told[members[0]]:
+                said = f.message.replace(members[0], scheme)
+                yield replace(f, message=f"{said} (neither {neither} fits)")
+            return
+        fits = ", ".join(m for m in members if not told[m])
+        for m in failing:
+            first = told[m][0]
+            yield replace(
+                first,
+                severity="warning",
+                message=(
+                    f"{scheme} is {either} and this depends on which: as {m}, "
+                    f"{first.message}; as {fits} it fits. Write {either}"
+                ),
+            )
+
+    def judge(self, doc: Document, ctx: Context, cand: Candidate, scheme: str) -> Iterator[Finding]:
+        return iter(())
+
+
+class QuantizationNotSupported(_SchemeRule):
     code = "KB203"
     name = "quantization-not-supported"
     severity = "error"
@@ -99,10 +144,9 @@ class QuantizationNotSupported(CandidateRule):
         "    operator: npu_weight_quant_batchmatmul\n    quantization: w8a16\n"
     )
 
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+    def judge(self, doc: Document, ctx: Context, cand: Candidate, scheme: str) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
-        scheme = cand.quantization
-        if rec is None or scheme is None or not rec.get("quantization"):
+        if rec is None or not rec.get("quantization"):
             return
         modes = _schemes(rec, scheme)
         offered = sorted({_expression(m) for m in rec["quantization"]})
@@ -146,7 +190,7 @@ class QuantizationNotSupported(CandidateRule):
         )
 
 
-class QuantizationMismatch(CandidateRule):
+class QuantizationMismatch(_SchemeRule):
     code = "KB204"
     name = "quantization-mismatch"
     severity = "error"
@@ -170,10 +214,9 @@ class QuantizationMismatch(CandidateRule):
         + "    quantization: bf16\n    tensors:\n      x: {dtype: bfloat16}\n"
     )
 
-    def check_candidate(self, doc: Document, ctx: Context, cand: Candidate) -> Iterator[Finding]:
+    def judge(self, doc: Document, ctx: Context, cand: Candidate, scheme: str) -> Iterator[Finding]:
         rec = ctx.operator(cand.operator)
-        scheme = cand.quantization
-        if rec is None or scheme is None:
+        if rec is None:
             return
         modes = _schemes(rec, scheme)
         if not modes:
