@@ -35,6 +35,10 @@ Record = dict[str, Any]
 TORCH = "plain-torch"
 #: facts every chain is held to through its records, asked by no tree node or by some
 RECORD_FACTS = ("product", "release", "parallel", "mode")
+#: facts the records decide for every chain: a question path asking one (the moe tree's
+#: ``--product``, every tree's ``--phase``) documents the question order, the chain's
+#: and its operators' records say where it runs
+DECIDED_BY_RECORDS = ("product", "phase", "parallel")
 #: support values of an operator's product lists that let it run (kb.scan.model.records)
 _USABLE = ("yes", "partial", "kernel")
 
@@ -241,10 +245,15 @@ def _scheme_fits(scheme: str, listed: list[str]) -> bool:
 
 
 def record_reasons(
-    chain: Record, facts: Mapping[str, str], get: Callable[[str], Record | None]
+    chain: Record,
+    facts: Mapping[str, str],
+    get: Callable[[str], Record | None],
+    paths: Iterable[Situation] = (),
 ) -> tuple[list[str], str, list[str]]:
     """Why the chain's records refuse the facts (empty: they allow them), the parallel mode
-    a refusal needs, and what the records say for the chain (its ``why``)."""
+    a refusal needs, and what the records say for the chain (its ``why``).  A scheme a
+    question path of the chain answers is that path's to decide (the tree names a bf16
+    FFN beside statically quantized linears)."""
     from kb.vocab import SCHEME_FLAG
     from kb.vocab.parallel import PARALLEL_BY_NAME, PARALLEL_OF_PREREQUISITE
 
@@ -260,7 +269,8 @@ def record_reasons(
             why.append(f"runs in {phase}")
     scheme = facts.get(SCHEME_FLAG)
     listed = list(chain.get("quantization") or [])
-    if scheme and not _scheme_fits(scheme, listed):
+    asked = any(k == SCHEME_FLAG for p in paths for _n, k, _v in p.answers)
+    if scheme and not asked and not _scheme_fits(scheme, listed):
         reasons.append(f"--{SCHEME_FLAG} {scheme}: the chain is written for {', '.join(listed)}")
     elif scheme and listed:
         why.append(f"written for {scheme}")
@@ -357,9 +367,11 @@ def practice_key(
 
 
 def _against(
-    sit: Situation, facts: Mapping[str, str], nodes: Mapping[str, Record]
+    sit: Situation, facts: Mapping[str, str], nodes: Mapping[str, Record], off: list[str]
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """Conflicts of a question path with the facts, the answers still open, those assumed."""
+    """Conflicts of a question path with the facts, the answers still open, those assumed;
+    ``off`` collects the answers the records decide that differ from the path's (the chain
+    still fits by its records, after the chains whose paths agree)."""
     from kb.advice.advise import AdviceError, match
 
     conflicts: list[str] = []
@@ -367,6 +379,10 @@ def _against(
     assumed: dict[str, str] = {}
     for node_id, key, value in sit.answers:
         node = nodes[node_id]
+        if key in DECIDED_BY_RECORDS:
+            if key in facts and (match(node, facts[key]) or {}).get("value") != value:
+                off.append(f"the question path names it for --{key} {value}")
+            continue
         if key in facts:
             try:
                 opt = match(node, facts[key])
@@ -409,7 +425,7 @@ def select(
         mine = [s for s in paths.get(name, []) if tree is None or s.tree == tree]
         if tree is not None and not mine:
             continue
-        reasons, needs, said = record_reasons(chain, given, get)
+        reasons, needs, said = record_reasons(chain, given, get, mine)
         best: tuple[Any, ...] | None = None
         chosen: tuple[Situation | None, list[str], dict[str, str], dict[str, str]] = (
             None,
@@ -417,14 +433,14 @@ def select(
             {},
             {},
         )
+        off: list[str] = []
         for path in mine:
-            conflicts, open_, assumed = _against(path, given, nodes_of[path.tree])
-            key = (len(conflicts), len(open_), path.rank, path.order)
+            aside: list[str] = []
+            conflicts, open_, assumed = _against(path, given, nodes_of[path.tree], aside)
+            key = (len(conflicts), len(aside), len(open_), path.rank, path.order)
             if best is None or key < best:
-                best, chosen = key, (path, conflicts, open_, assumed)
+                best, chosen, off = key, (path, conflicts, open_, assumed), aside
         sit, conflicts, open_, assumed = chosen
-        if any(c.startswith("--phase ") for c in conflicts):
-            reasons = [r for r in reasons if not r.startswith("phase ")]
         if conflicts or reasons:
             rejected.append(Misfit(name, conflicts + reasons, sit, needs, len(conflicts)))
             continue
@@ -448,7 +464,9 @@ def select(
             )
         if info["undocumented"]:
             why.append(f"undocumented operator(s): {', '.join(info['undocumented'])}")
+        why += [f"{o} (its records allow this one)" for o in off]
         order = (sit.rank, sit.order) if sit else (99, 0)
-        fitting.append(Fit(name, sit, why, open_, assumed, (len(open_), *rank, *order, name), info))
+        key = (bool(off), *rank, len(open_), *order, name)
+        fitting.append(Fit(name, sit, why, open_, assumed, key, info))
     fitting.sort(key=lambda f: f.key)
     return Selection(given, fitting, rejected)

@@ -39,10 +39,16 @@ def advise(
     ends the walk with every completion, ranked (``outcome: completions``).  ``strict``
     assumes nothing: a missing answer is a UsageError, as is an unusable one always.
     """
-    from kb.advice.advise import AdviceError, MissingAnswer, advice, walk
+    from kb.advice.advise import AdviceError, MissingAnswer, advice, flags, walk
     from kb.advice.partial import completions, needed, summary
+    from kb.advice.select import RECORD_FACTS, select
     from kb.api.errors import UsageError
 
+    # a fact every chain is held to through its records (--product on the attention
+    # tree): the selector reads it, the walk asks only the tree's own questions
+    asked = flags(tree)
+    extra = {k: v for k, v in answers.items() if k in RECORD_FACTS and k not in asked}
+    answers = {k: v for k, v in answers.items() if k not in extra}
     try:
         walked = walk(tree, answers, ask=ask, assume=not strict)
     except MissingAnswer as stop:
@@ -77,8 +83,11 @@ def advise(
         }
     except AdviceError as exc:
         raise UsageError(str(exc)) from None
+    facts = {**extra, **{s.key: s.value for s in walked.steps}}
+    chosen = select(catalog, facts, tree=tree["name"])
     return {
-        **advice(walked, catalog.get),
+        **advice(walked, catalog.get, chosen),
+        "facts": chosen.as_dict()["facts"],
         "complete": True,
         "needed": [],
         "completions": [],
