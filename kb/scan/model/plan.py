@@ -144,17 +144,26 @@ def expresses(ctx: Context, n: Need, op: str) -> bool:
 
 
 def best_chain(
-    ctx: Context, n: Need, phase: str, t: Target
+    ctx: Context, n: Need, phase: str, t: Target, facts: dict[str, str] | None = None
 ) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:
-    """The chain to plan (the deployment decides first: a chain whose operators need a
-    group the target lacks is never planned; then the products; then the chain nearest
-    the deployment asked for), the next ones built for that deployment, and the other
-    fitting chains, named with the deployment they need."""
-    ranked = sorted(
-        (key, c) for c in chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None
-    )
-    best = next((c for key, c in ranked if not key[0]), None)
-    rest = [c for _key, c in ranked if c is not best]
+    """The chain to plan, the next ones, and the chains held for another deployment.
+
+    The chains are chosen by :func:`kb.advice.select.select` - the selector ``kb advise``
+    answers with - from the module's situation ``facts``, in its order; of those, the
+    ones whose kept stages compute this module (:func:`_fits`) are planned.  A chain
+    the selector refuses only for a communication group the target lacks is named with
+    the deployment it needs."""
+    from kb.advice.select import select
+
+    chosen = select(ctx.catalog, facts or {"phase": phase}, module=n.category)
+    by_name = {c["name"]: c for c in chains(ctx)}
+    fitting = [
+        by_name[f.chain]
+        for f in chosen.fitting
+        if f.chain in by_name and _fits(ctx, by_name[f.chain], n, phase, t) is not None
+    ]
+    best = fitting[0] if fitting else None
+    rest = fitting[1:]
     needs = {
         c["name"]: max(
             (m for part in unasked(ctx, c, t) for m in part),
@@ -163,15 +172,25 @@ def best_chain(
         )
         for c in rest
     }
+    needs.update(
+        {
+            m.chain: m.parallel
+            for m in chosen.rejected
+            if m.parallel
+            and not m.conflicts
+            and all(r.startswith("needs ") for r in m.reasons)
+            and m.chain in by_name
+            and _fits(ctx, by_name[m.chain], n, phase, t) is not None
+        }
+    )
     held = [
         {
-            "chain": c["name"],
-            "parallel": needs[c["name"]],
-            "reason": f"needs "
-            f"{PARALLEL_BY_NAME[needs[c['name']]].label} (--parallel {needs[c['name']]})",
+            "chain": name,
+            "parallel": mode,
+            "reason": f"needs {PARALLEL_BY_NAME[mode].label} (--parallel {mode})",
         }
-        for c in rest
-        if needs[c["name"]]
+        for name, mode in needs.items()
+        if mode
     ]
     return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held
 
@@ -298,7 +317,9 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             refuse=n.refuse - quant,
             keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()),
         )
-    picks = {p: best_chain(ctx, n, p, t) for p in phases}
+    from kb.scan.model.situation import facts
+
+    picks = {p: best_chain(ctx, n, p, t, facts(m, t, p)) for p in phases}
     entries: list[dict[str, Any]] = []
     scheme_of = t.quantization or "bf16"
     kept = {
