@@ -436,6 +436,7 @@ def advice(
         )
         if fit is not None:
             entry["why"] = fit.why
+            entry["question"] = fit.situation.node if fit.situation else None
         if beside is not None:
             out["alternatives"].append({**entry, "instead_of": beside})
             continue

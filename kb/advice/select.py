@@ -35,6 +35,8 @@ Record = dict[str, Any]
 TORCH = "plain-torch"
 #: facts every chain is held to through its records, asked by no tree node or by some
 RECORD_FACTS = ("product", "release", "parallel", "mode")
+#: facts ``kb advise`` takes on every tree, asked there or not (the selector reads them)
+ADVISE_FACTS = (*RECORD_FACTS, "phase", "quant")
 #: facts the records decide for every chain: a question path asking one (the moe tree's
 #: ``--product``, every tree's ``--phase``) documents the question order, the chain's
 #: and its operators' records say where it runs
@@ -434,12 +436,16 @@ def select(
             {},
         )
         off: list[str] = []
+        agree = 0
         for path in mine:
             aside: list[str] = []
             conflicts, open_, assumed = _against(path, given, nodes_of[path.tree], aside)
-            key = (len(conflicts), len(aside), len(open_), path.rank, path.order)
+            hits = sum(
+                1 for _n, k, _v in path.answers if k in given and k not in DECIDED_BY_RECORDS
+            )
+            key = (len(conflicts), len(aside), -hits, len(open_), path.rank, path.order)
             if best is None or key < best:
-                best, chosen, off = key, (path, conflicts, open_, assumed), aside
+                best, chosen, off, agree = key, (path, conflicts, open_, assumed), aside, hits
         sit, conflicts, open_, assumed = chosen
         if conflicts or reasons:
             rejected.append(Misfit(name, conflicts + reasons, sit, needs, len(conflicts)))
@@ -466,7 +472,9 @@ def select(
             why.append(f"undocumented operator(s): {', '.join(info['undocumented'])}")
         why += [f"{o} (its records allow this one)" for o in off]
         order = (sit.rank, sit.order) if sit else (99, 0)
-        key = (bool(off), *rank, len(open_), *order, name)
+        # a path answering more of the facts is the closer match (another tree naming
+        # the chain for a question the facts do not reach says less); then practice
+        key = (bool(off), -agree, *rank, len(open_), *order, name)
         fitting.append(Fit(name, sit, why, open_, assumed, key, info))
     fitting.sort(key=lambda f: f.key)
     return Selection(given, fitting, rejected)

@@ -41,13 +41,13 @@ def advise(
     """
     from kb.advice.advise import AdviceError, MissingAnswer, advice, flags, walk
     from kb.advice.partial import completions, needed, summary
-    from kb.advice.select import RECORD_FACTS, select
+    from kb.advice.select import ADVISE_FACTS, select
     from kb.api.errors import UsageError
 
     # a fact every chain is held to through its records (--product on the attention
     # tree): the selector reads it, the walk asks only the tree's own questions
     asked = flags(tree)
-    extra = {k: v for k, v in answers.items() if k in RECORD_FACTS and k not in asked}
+    extra = {k: v for k, v in answers.items() if k in ADVISE_FACTS and k not in asked}
     answers = {k: v for k, v in answers.items() if k not in extra}
     try:
         walked = walk(tree, answers, ask=ask, assume=not strict)
@@ -83,7 +83,7 @@ def advise(
         }
     except AdviceError as exc:
         raise UsageError(str(exc)) from None
-    facts = {**extra, **{s.key: s.value for s in walked.steps}}
+    facts = {**extra, **answers, **{s.key: s.value for s in walked.steps}}
     chosen = select(catalog, facts, tree=tree["name"])
     return {
         **advice(walked, catalog.get, chosen),

@@ -71,42 +71,61 @@ def unasked(ctx: Context, chain: dict[str, Any], t: Target) -> tuple[list[str], 
     return [m for m in other if m in grouped], [m for m in other if m not in grouped]
 
 
-def _fits(
-    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target
-) -> tuple[Any, ...] | None:
-    """Rank key of a chain for one need and phase; None when it does not fit.  The
-    deployment comes first: a chain built for a mode the target does not ask for never
-    outranks one that runs as deployed, whatever the products say."""
+def unfit(
+    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target, decided: bool = False
+) -> str:
+    """Why the chain's kept stages do not compute this module in ``phase`` ("" when they
+    do).  ``decided``: a question path the module's facts answer whole names the chain
+    (the selector's), so the words of its name and title are not read for a variant."""
     if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
-        return None
+        return f"not a {n.category} chain for {phase}"
     if (
         t.product
         and chain.get("products")
         and product_support(t.product, chain["products"]) == "no"
     ):
-        return None
+        return f"not for {t.product}"
     quant = t.quantization or "bf16"
     if (
         chain.get("quantization")
         and quant not in chain["quantization"]
         and not (quant == "bf16" and "fp16" in chain["quantization"])
     ):
-        return None
+        return f"written for {', '.join(chain['quantization'])}"
     ops = [s.get("operator", TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
-    if any(o != TORCH and not expresses(ctx, n, o) for o in ops):
-        return None  # a stage operator cannot express the module (sinks on FA v1, another GELU)
+    cannot = [o for o in ops if o != TORCH and not expresses(ctx, n, o)]
+    if cannot:  # a stage operator cannot express the module (sinks on FA v1, another GELU)
+        return f"{', '.join(cannot)} cannot express this module"
     covered = frozenset().union(*(fuses(ctx, o) for o in ops))
+    if "dispatch" in covered:  # a dispatch routes each token to its experts' rank
+        covered |= {"expert_routing"}
+    if not n.steps <= covered:
+        return f"its operators do not compute {', '.join(sorted(n.steps - covered))}"
     words = _words(chain)
-    if not n.steps <= covered or any(w in words for w in n.refuse_words):
-        return None
+    said = [w for w in n.refuse_words if w in words]
+    if not decided and said:
+        return f"its name or title says {', '.join(said)}"
     if (
         n.category == "attention"
         and phase == "prefill"
         and n.bidirectional != sees_every_key(ctx, chain)
-    ):
-        return (
-            None  # a causal or full mask where the module has the other (one decode row sees all)
-        )
+    ):  # a causal or full mask where the module has the other (one decode row sees all)
+        return "its mask is " + ("causal" if n.bidirectional else "full")
+    return ""
+
+
+def _fits(
+    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target, decided: bool = False
+) -> tuple[Any, ...] | None:
+    """Rank key of a chain for one need and phase; None when it does not fit
+    (:func:`unfit`).  The deployment comes first: a chain built for a mode the target
+    does not ask for never outranks one that runs as deployed, whatever the products say."""
+    if unfit(ctx, chain, n, phase, t, decided):
+        return None
+    quant = t.quantization or "bf16"
+    ops = [s.get("operator", TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
+    covered = frozenset().union(*(fuses(ctx, o) for o in ops))
+    words = _words(chain)
     product_ok = not t.product or (
         chain.get("products") and product_support(t.product, chain["products"]) == "yes"
     )
@@ -145,8 +164,9 @@ def expresses(ctx: Context, n: Need, op: str) -> bool:
 
 def best_chain(
     ctx: Context, n: Need, phase: str, t: Target, facts: dict[str, str] | None = None
-) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:
-    """The chain to plan, the next ones, and the chains held for another deployment.
+) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]], list[str]]:
+    """The chain to plan, the next ones, the chains held for another deployment, and the
+    selector's earlier choices passed over because they do not compute the module.
 
     The chains are chosen by :func:`kb.advice.select.select` - the selector ``kb advise``
     answers with - from the module's situation ``facts``, in its order; of those, the
@@ -157,11 +177,16 @@ def best_chain(
 
     chosen = select(ctx.catalog, facts or {"phase": phase}, module=n.category)
     by_name = {c["name"]: c for c in chains(ctx)}
-    fitting = [
-        by_name[f.chain]
-        for f in chosen.fitting
-        if f.chain in by_name and _fits(ctx, by_name[f.chain], n, phase, t) is not None
-    ]
+    fitting: list[dict[str, Any]] = []
+    passed: list[str] = []  # the selector's earlier choices that do not compute this module
+    for f in chosen.fitting:
+        if f.chain not in by_name:
+            continue
+        why = unfit(ctx, by_name[f.chain], n, phase, t, f.situation is not None and not f.open)
+        if not why:
+            fitting.append(by_name[f.chain])
+        elif not fitting and f.chain not in passed:
+            passed.append(f"{f.chain} (what kb advise gives for these facts) is not planned: {why}")
     best = fitting[0] if fitting else None
     rest = fitting[1:]
     needs = {
@@ -192,7 +217,7 @@ def best_chain(
         for name, mode in needs.items()
         if mode
     ]
-    return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held
+    return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held, passed
 
 
 def _applies(stage: dict[str, Any], phase: str | None, scheme: str | None) -> bool:
@@ -319,17 +344,17 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         )
     from kb.scan.model.situation import facts
 
-    picks = {p: best_chain(ctx, n, p, t, facts(m, t, p)) for p in phases}
+    picks = {p: best_chain(ctx, n, p, t, facts(m, t, p, ctx)) for p in phases}
     entries: list[dict[str, Any]] = []
     scheme_of = t.quantization or "bf16"
     kept = {
         p: kept_stages(ctx, c, n, p, scheme_of) if c else []
-        for p, (c, _alt, _held) in picks.items()
+        for p, (c, _alt, _held, _passed) in picks.items()
     }
     # phases share an entry when they take the same chain and the same stages of it
     names = {
         p: ((c["name"], [id(s) for s in kept[p]]) if c else None)
-        for p, (c, _alt, _held) in picks.items()
+        for p, (c, _alt, _held, _passed) in picks.items()
     }
     groups: list[tuple[Any, list[str]]] = []
     for p in phases:
@@ -340,7 +365,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         else:
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
-        chain, alternatives, held_chains = picks[members[0]]
+        chain, alternatives, held_chains, passed_over = picks[members[0]]
         phase = (
             members[0]
             if len(members) == 1 and len(phases) > 1
@@ -451,6 +476,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             entry["alternatives"] = alternatives
         if n.notes:
             entry["notes"] = entry.get("notes", []) + n.notes
+        if passed_over:
+            entry["notes"] = entry.get("notes", []) + passed_over
         entries.append(entry)
     return entries
 

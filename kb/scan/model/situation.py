@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kb.lint.context import Context
 from kb.scan.model.entry import Module
 from kb.scan.model.needs import has_cache, router_facts
 from kb.scan.model.records import Target
@@ -20,6 +21,11 @@ from kb.vocab import SCHEME_FLAG
 #: the dense-FFN activation the trees name for an inventory activation
 _GATED = {"silu": "swiglu", "gelu": "geglu", "gelu_tanh": "geglu"}
 _PLAIN = {"gelu_tanh": "gelu-tanh", "gelu": "gelu-tanh", "quick_gelu": "fast-gelu"}
+
+
+def _said(value: Any) -> bool:
+    """A fact that holds: set, and not a no (``False``, ``0``, ``"no"``, ``"none"``)."""
+    return value not in (None, False, 0, "", "no", "none", "unknown")
 
 
 def _attention(m: Module, t: Target) -> dict[str, str]:
@@ -46,8 +52,8 @@ def _attention(m: Module, t: Target) -> dict[str, str]:
         return out
     out = {
         "arch": "mha" if m.kind == "attention.mha" else "gqa",
-        "sinks": "yes" if f.get("sinks") else "no",
-        "window": "yes" if f.get("sliding_window") or f.get("window") else "no",
+        "sinks": "yes" if _said(f.get("sinks")) else "no",
+        "window": "yes" if _said(f.get("sliding_window")) or _said(f.get("window")) else "no",
     }
     if f.get("cache") in ("paged", "contiguous"):
         out["cache"] = f["cache"]
@@ -56,9 +62,32 @@ def _attention(m: Module, t: Target) -> dict[str, str]:
     return out
 
 
-def facts(m: Module, t: Target, phase: str) -> dict[str, str]:
-    """The situation of one module in one phase, for the selector."""
+def _tree_answers(ctx: Context) -> dict[str, set[str]]:
+    """Every tree key with the values its options take (read once per context)."""
+    key = ("situation_answers",)
+    if key not in ctx.memo:
+        answers: dict[str, set[str]] = {}
+        for tree in ctx.catalog.records("tree"):
+            for node in tree["nodes"]:
+                answers.setdefault(node["key"], set()).update(o["value"] for o in node["options"])
+        ctx.memo[key] = answers
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def facts(m: Module, t: Target, phase: str, ctx: Context | None = None) -> dict[str, str]:
+    """The situation of one module in one phase, for the selector.  A module fact named
+    and valued as a tree answer (``history: "yes"``, ``prolog: "no"`` - from a reader or
+    ``--model-config``) is passed as it is; what the kind says comes first."""
     out: dict[str, str] = {"phase": phase, SCHEME_FLAG: t.quantization or "bf16"}
+    if ctx is not None:
+        answers = _tree_answers(ctx)
+        out.update(
+            {
+                k: v
+                for k, v in m.facts.items()
+                if isinstance(v, str) and v in answers.get(k, ()) and k not in out
+            }
+        )
     if t.product:
         out["product"] = t.product
     if t.torch_npu:
