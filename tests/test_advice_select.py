@@ -11,11 +11,13 @@ ranking by practice, on records written here.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from kb.advice.select import Selection, Situation, select, situations
+from kb.advice.select import Situation, select, situations
 from kb.api.advise import advise
 from kb.catalog.compiled import open_catalog
 from kb.scan.model.entry import Module
@@ -184,3 +186,190 @@ def test_the_parity_covers_most_chains_through_the_planner() -> None:
         if (d := declared(n))[0] is not None and fixture_module(CATALOG.get(n) or {}, *d)
     ]
     assert len(through) >= 35, len(through)
+
+
+# ------------------------------------------------------------------------ product as a fact
+
+
+def test_an_operator_that_does_not_list_the_product_rules_its_chain_out(capsys) -> None:
+    """Atlas 300I DUO (atlas-inference) decode on a paged cache: FA v2's record does not list
+    the product, so gqa-decode-paged is named as not fitting with that reason - by the
+    selector, by ``kb advise`` (JSON) and by the planner, never staged."""
+    from kb.cli import main
+
+    facts = {"arch": "gqa", "phase": "decode", "cache": "paged", "product": "atlas-inference"}
+    chosen = select(CATALOG, facts, tree="attention")
+    assert "gqa-decode-paged" not in chosen.chains
+    (miss,) = [m for m in chosen.rejected if m.chain == "gqa-decode-paged"]
+    assert any(
+        r.startswith("npu_fused_infer_attention_score_v2's record does not list atlas-inference")
+        for r in miss.reasons
+    ), miss.reasons
+    argv = ["advise", "attention", "--format", "json", "--no-input"]
+    argv += [x for k, v in facts.items() for x in (f"--{k}", v)]
+    main(argv)
+    result = json.loads(capsys.readouterr().out)
+    staged = {c["name"] for c in result["chains"] + result["alternatives"]}
+    assert "gqa-decode-paged" not in staged
+    named = {m["chain"]: m["reasons"] for m in result["not_fitting"]}
+    assert any("does not list atlas-inference" in r for r in named["gqa-decode-paged"])
+    plan_chain, _notes = planned(
+        _module("attention.gqa", {"cache": "paged", "causal": True}), {**facts, "quant": "bf16"}
+    )
+    assert plan_chain != "gqa-decode-paged"
+
+
+class _Records:
+    """A catalog of records written here (select reads ``get`` and ``records``)."""
+
+    def __init__(self, *records: dict[str, Any]) -> None:
+        self.by_name = {r["name"]: r for r in records}
+
+    def get(self, spelling: str) -> dict[str, Any] | None:
+        return self.by_name.get(spelling)
+
+    def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
+        return iter([r for r in self.by_name.values() if kind is None or r["kind"] == kind])
+
+
+def _op(
+    name: str, products: list[str], seen: int, status: str = "stable", releases: int = 3
+) -> dict[str, Any]:
+    return {
+        "kind": "operator",
+        "name": name,
+        "status": status,
+        "products": products,
+        "parameters": [{"name": "x", "type": "Tensor"}],
+        "seen_in": [{"repo": f"org/port{i}", "commit": "0" * 40} for i in range(seen)],
+        "versions": {"pytorch": [f"2.{i}" for i in range(1, releases + 1)]},
+    }
+
+
+def _chain(name: str, op: str, products: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "kind": "chain",
+        "name": name,
+        "module": "attention",
+        "phases": ["decode"],
+        "quantization": ["bf16"],
+        "products": products or [],
+        "stages": [{"stage": "core", "operator": op}],
+        "prerequisites": [],
+        "sources": [],
+    }
+
+
+_TREE = {
+    "kind": "tree",
+    "name": "core",
+    "root": "cache",
+    "nodes": [
+        {
+            "id": "cache",
+            "key": "cache",
+            "question": {"en": "Which cache?"},
+            "options": [
+                {
+                    "value": "paged",
+                    "label": "paged",
+                    "chain": "first-in-tree",
+                    "alternatives": [{"chain": "second-in-tree", "when": "another port"}],
+                },
+                {"value": "contiguous", "label": "contiguous", "chain": "other-branch"},
+            ],
+        }
+    ],
+}
+
+
+def test_a_chain_whose_operator_lacks_the_product_is_named_with_the_reason() -> None:
+    records = _Records(
+        _TREE,
+        _chain("first-in-tree", "op_a"),
+        _chain("second-in-tree", "op_b"),
+        _chain("other-branch", "op_a"),
+        _op("op_a", ["atlas-a2", "atlas-a3"], 2),
+        _op("op_b", ["atlas-a2", "atlas-inference"], 1),
+    )
+    chosen = select(records, {"cache": "paged", "phase": "decode", "product": "atlas-inference"})
+    assert chosen.chains == ["second-in-tree"]
+    reasons = {m.chain: m.reasons for m in chosen.rejected}
+    assert reasons["first-in-tree"] == [
+        "op_a's record does not list atlas-inference (it lists atlas-a2, atlas-a3)"
+    ]
+    assert "--cache paged: the chain is for --cache contiguous" in reasons["other-branch"]
+    # the product a family member names is the family's: A2 inference runs what lists A2
+    assert select(records, {"cache": "paged", "product": "atlas-a2-inference"}).chains == [
+        "first-in-tree",
+        "second-in-tree",
+    ]
+
+
+# ------------------------------------------------------------------------ ranking by practice
+
+
+def _ranked(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    records = _Records(
+        _TREE, _chain("first-in-tree", "op_a"), _chain("second-in-tree", "op_b"), a, b
+    )
+    return select(records, {"cache": "paged", "phase": "decode"}).chains
+
+
+def test_fitting_chains_rank_by_practice_before_the_trees_order() -> None:
+    # more code bases calling every operator first, whatever the tree lists first
+    assert _ranked(_op("op_a", [], 1), _op("op_b", [], 3)) == ["second-in-tree", "first-in-tree"]
+    # as many code bases: documented before undocumented
+    assert _ranked(_op("op_a", [], 2, "undocumented"), _op("op_b", [], 2)) == [
+        "second-in-tree",
+        "first-in-tree",
+    ]
+    # as many and both documented: the newer release
+    assert _ranked(_op("op_a", [], 2, releases=2), _op("op_b", [], 2, releases=5)) == [
+        "second-in-tree",
+        "first-in-tree",
+    ]
+    # nothing tells them apart: the tree's order
+    assert _ranked(_op("op_a", [], 2), _op("op_b", [], 2)) == ["first-in-tree", "second-in-tree"]
+
+
+def test_a_chain_ported_on_the_product_ranks_before_practice_elsewhere() -> None:
+    records = _Records(
+        _TREE,
+        _chain("first-in-tree", "op_a", ["atlas-a3"]),
+        _chain("second-in-tree", "op_b", ["atlas-a2"]),
+        _op("op_a", ["atlas-a2", "atlas-a3"], 1),
+        _op("op_b", ["atlas-a2", "atlas-a3"], 4),
+    )
+    facts = {"cache": "paged", "phase": "decode"}
+    assert select(records, {**facts, "product": "atlas-a2"}).chains[0] == "second-in-tree"
+    assert select(records, {**facts, "product": "atlas-a3"}).chains[0] == "first-in-tree"
+
+
+def test_advise_lists_the_same_ranking_the_selector_gives(capsys) -> None:
+    """On the real records: kb advise's chains and alternatives for one question are the
+    selector's fits there, in its order, each with why it fits."""
+    from kb.cli import main
+
+    main(
+        [
+            "advise",
+            "attention",
+            "--format",
+            "json",
+            "--no-input",
+            "--arch",
+            "gqa",
+            "--phase",
+            "decode",
+            "--cache",
+            "paged",
+        ]
+    )
+    result = json.loads(capsys.readouterr().out)
+    given = [c["name"] for c in result["chains"] + result["alternatives"]]
+    facts = {k.removeprefix("--"): v for k, v in result["answers"].items()}
+    assert given == [
+        f.chain for f in select(CATALOG, facts, tree="attention").at("gqa-decode-cache")[0]
+    ]
+    assert all(c["why"] for c in result["chains"] + result["alternatives"])
