@@ -75,8 +75,8 @@ def unfit(
     ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target, decided: bool = False
 ) -> str:
     """Why the chain's kept stages do not compute this module in ``phase`` ("" when they
-    do).  ``decided``: a question path the module's facts answer whole names the chain
-    (the selector's), so the words of its name and title are not read for a variant."""
+    do).  ``decided``: the selector fitted the chain on a question path the module's facts
+    answer whole, so the words of its name and title are not read for a variant."""
     if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
         return f"not a {n.category} chain for {phase}"
     if (
@@ -162,8 +162,26 @@ def expresses(ctx: Context, n: Need, op: str) -> bool:
     return needed <= params(ctx, op)
 
 
+def _blocked(ctx: Context, m: Module, n: Need, chain: dict[str, Any], phase: str, t: Target) -> str:
+    """Why some kept stage of the chain would not be proposed for the module ("" when
+    every one would be): no equivalence proof of its mapping, or a value it cannot take."""
+    out = []
+    for st in kept_stages(ctx, chain, n, phase, t.quantization or "bf16"):
+        made = stage(ctx, m, n, st, chain, t, phase)
+        if "held" in made:
+            out.append(f"{made['operator']}: {made['held']}")
+        elif made["mapping"] not in PROVEN:
+            out.append(f"{made['operator']}: no equivalence proof of {made['mapping']} yet")
+    return "; ".join(out)
+
+
 def best_chain(
-    ctx: Context, n: Need, phase: str, t: Target, facts: dict[str, str] | None = None
+    ctx: Context,
+    n: Need,
+    phase: str,
+    t: Target,
+    facts: dict[str, str] | None = None,
+    m: Module | None = None,
 ) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]], list[str]]:
     """The chain to plan, the next ones, the chains held for another deployment, and the
     selector's earlier choices passed over because they do not compute the module.
@@ -172,23 +190,42 @@ def best_chain(
     answers with - from the module's situation ``facts``, in its order; of those, the
     ones whose kept stages compute this module (:func:`_fits`) are planned.  A chain
     the selector refuses only for a communication group the target lacks is named with
-    the deployment it needs."""
+    the deployment it needs.  With the module ``m``, a chain some of whose kept stages
+    would not be proposed (issue 22: no equivalence proof) gives way to the next whose
+    stages all would; the passed-over choices are returned with the reason."""
     from kb.advice.select import select
 
     chosen = select(ctx.catalog, facts or {"phase": phase}, module=n.category)
     by_name = {c["name"]: c for c in chains(ctx)}
     fitting: list[dict[str, Any]] = []
-    passed: list[str] = []  # the selector's earlier choices that do not compute this module
+    reasons: dict[str, str] = {}  # the selector's choices that do not compute this module
     for f in chosen.fitting:
         if f.chain not in by_name:
             continue
         why = unfit(ctx, by_name[f.chain], n, phase, t, f.situation is not None and not f.open)
         if not why:
             fitting.append(by_name[f.chain])
-        elif not fitting and f.chain not in passed:
-            passed.append(f"{f.chain} (what kb advise gives for these facts) is not planned: {why}")
+        elif not fitting and kept_stages(ctx, by_name[f.chain], n, phase, t.quantization or "bf16"):
+            reasons.setdefault(f.chain, why)  # (a chain none of whose stages this module does
+            # is another module's: the router's selection holds the expert chains too)
     best = fitting[0] if fitting else None
-    rest = fitting[1:]
+    if m is not None:
+        for c in fitting:
+            why = _blocked(ctx, m, n, c, phase, t)
+            if not why:
+                best = c
+                break
+            reasons.setdefault(c["name"], "not every stage would be proposed (" + why + ")")
+        else:  # no chain whose every stage is proposed: the first, its stages held as before
+            reasons = {k: v for k, v in reasons.items() if best is None or k != best["name"]}
+    order = [f.chain for f in chosen.fitting]
+    upto = order.index(best["name"]) if best is not None else len(order)
+    passed = [
+        f"{name} (what kb advise gives for these facts) is not planned: {why}"
+        for name, why in reasons.items()
+        if order.index(name) < upto
+    ]
+    rest = [c for c in fitting if c is not best]
     needs = {
         c["name"]: max(
             (m for part in unasked(ctx, c, t) for m in part),
@@ -344,7 +381,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         )
     from kb.scan.model.situation import facts
 
-    picks = {p: best_chain(ctx, n, p, t, facts(m, t, p, ctx)) for p in phases}
+    picks = {p: best_chain(ctx, n, p, t, facts(m, t, p, ctx), m) for p in phases}
     entries: list[dict[str, Any]] = []
     scheme_of = t.quantization or "bf16"
     kept = {
@@ -365,7 +402,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         else:
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
-        chain, alternatives, held_chains, passed_over = picks[members[0]]
+        chain, alternatives, held_chains, _passed = picks[members[0]]
+        passed_over = list(dict.fromkeys(x for p in members for x in picks[p][3]))
         phase = (
             members[0]
             if len(members) == 1 and len(phases) > 1
