@@ -373,3 +373,13 @@ def test_advise_lists_the_same_ranking_the_selector_gives(capsys) -> None:
         f.chain for f in select(CATALOG, facts, tree="attention").at("gqa-decode-cache")[0]
     ]
     assert all(c["why"] for c in result["chains"] + result["alternatives"])
+
+
+def test_an_unknown_product_is_a_usage_error_not_a_silent_misfit(capsys) -> None:
+    from kb.cli import main
+
+    argv = ["advise", "attention", "--arch", "gqa", "--phase", "decode", "--cache", "paged"]
+    assert main([*argv, "--product", "atlas-z9", "--no-input"]) == 2
+    err = capsys.readouterr().err
+    assert "--product 'atlas-z9' is not a product" in err and "atlas-a3" in err
+    assert "Traceback" not in err

@@ -451,8 +451,10 @@ def advice(
     out["not_fitting"] = _not_fitting(walked, selection)
     if selection is not None and not walked.stop and not out["chains"] and walked.chains():
         out["outcome"] = "stop"
-        out["verdict"] = "no chain in the records fits: " + "; ".join(
-            f"{m['chain']}: {', '.join(m['reasons'])}" for m in out["not_fitting"]
+        out["verdict"] = (
+            "no chain in the records fits these facts: "
+            + ", ".join(m["chain"] for m in out["not_fitting"])
+            + " (each under not_fitting with the reasons)"
         )
     out["prerequisites"] = [{"id": k, "text": v} for k, v in prereqs.items()]
     out["operators"] = {n: operator_brief(get(n), n) for n in _unique(names)}

@@ -49,6 +49,7 @@ def advise(
     asked = flags(tree)
     extra = {k: v for k, v in answers.items() if k in ADVISE_FACTS and k not in asked}
     answers = {k: v for k, v in answers.items() if k not in extra}
+    _check_facts(extra)
     try:
         walked = walk(tree, answers, ask=ask, assume=not strict)
     except MissingAnswer as stop:
@@ -102,3 +103,23 @@ def advise_step(
     --format json``, answers keyed with or without the leading ``--``."""
     given = {k.removeprefix("--"): str(v) for k, v in answers.items()}
     return advise(catalog, tree_record(catalog, tree), given, strict=strict)
+
+
+def _check_facts(extra: Mapping[str, str]) -> None:
+    """A product or deployment no vocabulary knows is a usage error, never a silent misfit."""
+    from kb.api.errors import UsageError
+    from kb.vocab import PRODUCT_IDS, normalize
+    from kb.vocab.parallel import PARALLEL_ALIASES, PARALLEL_MODES
+
+    product = extra.get("product")
+    if product is not None and normalize("product", product) is None:
+        raise UsageError(
+            f"--product {product!r} is not a product; use one of: {', '.join(PRODUCT_IDS)}"
+        )
+    mode = extra.get("parallel")
+    if (
+        mode is not None
+        and mode.lower() not in PARALLEL_MODES
+        and mode.lower() not in PARALLEL_ALIASES
+    ):
+        raise UsageError(f"--parallel {mode!r}: use one of {', '.join(PARALLEL_MODES)}")
