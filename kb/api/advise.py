@@ -72,7 +72,20 @@ def advise(
             ],
             "path": [s.as_dict() for s in steps],
             "needed": [needed(stop)],
-            "completions": [summary(k, c) for k, c in enumerate(found, 1)],
+            "completions": [
+                summary(
+                    k,
+                    c,
+                    select(
+                        catalog,
+                        {**extra, **answers, **{s.key: s.value for s in c.walked.steps}},
+                        tree=tree["name"],
+                    ),
+                )
+                for k, c in enumerate(found, 1)
+            ],
+            "facts": {f"--{k}": v for k, v in {**extra, **answers}.items()},
+            "not_fitting": [],
             "completions_total": total,
             "verdict": "",
             "ignored": [],
