@@ -68,14 +68,17 @@ EP_DECODE = (
 
 def test_mla_indexer_decode_names_the_sparse_chain(capsys: pytest.CaptureFixture[str]) -> None:
     result = advise(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode")
-    assert [c["name"] for c in result["chains"]] == ["mla-indexer-sparse"]
-    ops = stage_ops(result)
+    # ranked by practice (issue 31): the split path (MindIE-LLM and the CANN recipes call
+    # its operators) comes first, the fused-prolog chain (the CANN recipes) after it
+    assert [c["name"] for c in result["chains"]] == ["mla-indexer-sparse-split"]
+    (fused,) = [c for c in result["alternatives"] if c["name"] == "mla-indexer-sparse"]
+    ops = [st["operator"] for st in fused["stages"]]
     for op in ("npu_mla_prolog_v3", "npu_lightning_indexer", "npu_sparse_flash_attention"):
-        assert op in ops and op in result["operators"]
+        assert op in ops
+    for op in ("npu_lightning_indexer", "npu_sparse_flash_attention"):
+        assert op in stage_ops(result) and op in result["operators"]
     assert "npu_scatter_nd_update_" in ops and "scatter_update_" not in ops
-    assert {"rope-precompute", "paged-kv-cache", "absorbed-weights"} <= {
-        p["id"] for p in result["prerequisites"]
-    }
+    assert {"paged-kv-cache", "absorbed-weights"} <= {p["id"] for p in result["prerequisites"]}
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
@@ -91,8 +94,10 @@ def test_indexer_cache_is_written_by_slot_in_both_phases(
 def test_text_prints_complete_call_lines_and_whole_constraints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    out = text(capsys, "attention", "--arch", "mla", "--indexer", "yes", "--phase", "decode")
-    assert "Chain mla-indexer-sparse" in out
+    # the C8 path: its one chain calls the fused prolog (the bf16 path ranks the split
+    # chain first, by practice)
+    out = text(capsys, "attention", "--arch", "mla", "--indexer", "yes-c8", "--phase", "decode")
+    assert "Chain mla-indexer-sparse-c8" in out
     flat = " ".join(out.split())
     # the call line: positional required arguments, then what the port sets, by keyword
     assert "torch_npu.npu_mla_prolog_v3(hidden_states.view(T, -1), q_a_proj.weight," in flat
@@ -209,7 +214,9 @@ def test_c8_uses_the_repository_cache_and_quantized_kernels(
 def test_gqa_decode_by_cache_uses_fa_v2(
     capsys: pytest.CaptureFixture[str], cache: str, chain: str
 ) -> None:
-    result = advise(capsys, *GQA, "--phase", "decode", "--cache", cache)
+    # on Atlas A3: the FA v1 chain's ports are A2 ones (gqa-paged-fa-v1 lists atlas-a2), so
+    # the FA v2 chain ported there ranks first (on A2 practice puts FA v1 first)
+    result = advise(capsys, *GQA, "--phase", "decode", "--cache", cache, "--product", "atlas-a3")
     assert [c["name"] for c in result["chains"]] == [chain]
     assert "npu_fused_infer_attention_score_v2" in stage_ops(result)
     assert "npu_fused_infer_attention_score" not in stage_ops(result)
@@ -222,7 +229,18 @@ def test_gqa_decode_by_cache_uses_fa_v2(
 def test_gqa_prefill_distinguishes_fresh_kv_from_chunked_prefill(
     capsys: pytest.CaptureFixture[str], history: str, chain: str, first: str
 ) -> None:
-    result = advise(capsys, *GQA, "--phase", "prefill", "--cache", "paged", "--history", history)
+    result = advise(
+        capsys,
+        *GQA,
+        "--phase",
+        "prefill",
+        "--cache",
+        "paged",
+        "--history",
+        history,
+        "--product",
+        "atlas-a3",
+    )  # on A3 (see above)
     assert [c["name"] for c in result["chains"]] == [chain]
     names = [st["stage"] for st in stages(result)]
     assert names.index(first) < names.index(
@@ -269,9 +287,16 @@ def test_softmax_gate_names_the_softmax_top_k(capsys: pytest.CaptureFixture[str]
         "--quant",
         "bf16",
     )
-    assert [c["name"] for c in result["chains"]] == ["moe-gate-softmax", "moe-tp-routing"]
+    # ranked by practice: npu_moe_gating_top_k in softmax mode is called in more code bases
+    # than npu_moe_gating_top_k_softmax, which stays the ranked alternative
+    assert [c["name"] for c in result["chains"]] == [
+        "moe-gate-softmax-gating-top-k",
+        "moe-tp-routing",
+    ]
     ops = stage_ops(result)
-    assert "npu_moe_gating_top_k_softmax" in ops and "npu_moe_gating_top_k" not in ops
+    assert "npu_moe_gating_top_k" in ops and "npu_moe_gating_top_k_softmax" not in ops
+    (dedicated,) = [c for c in result["alternatives"] if c["name"] == "moe-gate-softmax"]
+    assert "npu_moe_gating_top_k_softmax" in [st["operator"] for st in dedicated["stages"]]
     assert ops.index("npu_moe_init_routing_v2") < ops.index("npu_moe_finalize_routing")
 
 
@@ -329,7 +354,10 @@ def test_gpt_oss_glu_is_not_npu_swiglu(capsys: pytest.CaptureFixture[str]) -> No
     result = advise(
         capsys, "moe", "--moe", "yes", "--gate", "softmax", "--activation", "clamped-interleaved"
     )
-    assert [c["name"] for c in result["chains"]] == ["moe-gate-softmax", "moe-tp-routing-v1-glu"]
+    assert [c["name"] for c in result["chains"]] == [
+        "moe-gate-softmax-gating-top-k",
+        "moe-tp-routing-v1-glu",
+    ]
     ops = stage_ops(result)
     assert {"npu_moe_init_routing", "npu_moe_compute_expert_tokens"} <= set(ops)
     assert "npu_swiglu" not in ops

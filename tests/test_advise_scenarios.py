@@ -44,9 +44,12 @@ def run(capsys: pytest.CaptureFixture[str], scenario: dict[str, Any]) -> dict[st
     return result
 
 
-def offered(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every call the advice recommends: chain stages, and leaf operators as bare calls."""
-    calls = [st for chain in result["chains"] for st in chain["stages"]]
+def offered(result: dict[str, Any], ranked: bool = True) -> list[dict[str, Any]]:
+    """Every call the advice offers: chain stages (with ``ranked``, of the ranked
+    alternatives too - the selector puts the most practiced chain first and the other
+    ports' chains for the same facts after it), and leaf operators as bare calls."""
+    chains = result["chains"] + (result["alternatives"] if ranked else [])
+    calls = [st for chain in chains for st in chain["stages"]]
     staged = {st["operator"] for st in calls}
     calls += [
         {"operator": op, "args": {}, "passed": {}} for op in result["operators"] if op not in staged
@@ -89,7 +92,7 @@ def test_advice_matches_what_the_port_calls(
             f"{expected.get('args') or {}} / {expected.get('passed') or []}; the advice offers "
             f"{[(c['operator'], c.get('args')) for c in calls if c['operator'] == expected['op']]}"
         )
-    recommended = {c["operator"] for c in calls}
+    recommended = {c["operator"] for c in offered(result, ranked=False)}
     for op in scenario.get("absent") or []:
         assert op not in recommended, f"{scenario['id']}: {op} does not belong on this path"
 

@@ -296,7 +296,7 @@ GOOD = [
         },
         check=lambda d: (
             {e.get("chain") for e in d["plan"] if e["kind"] == "moe.experts"}
-            == {"moe-ep-prefill-alltoall"}
+            == {"moe-ep-alltoall-token-permute"}  # the selector's first (issue 31)
         ),
     ),
     Case(
@@ -323,7 +323,7 @@ GOOD = [
         check=lambda d: (
             d["complete"] is True
             and d["needed"] == []
-            and d["chains"][0]["name"] == "mla-indexer-sparse"
+            and d["chains"][0]["name"] == "mla-indexer-sparse-split"  # first by practice
         ),
     ),
     Case(

@@ -65,9 +65,10 @@ def test_without_a_config_the_undecided_facts_are_questions(capsys) -> None:
 def test_the_config_decides_activation_scoring_and_sizes(capsys) -> None:
     doc = _plan(capsys, "--model-config", str(CONFIG))
     assert _facts(doc, "ConfiguredFeedForward")["facts"]["activation"] == "gelu_tanh"
-    (ffn, _decode) = [e for e in doc["plan"] if e["module"] == "ConfiguredFeedForward"]
+    (ffn, *_) = [e for e in doc["plan"] if e["module"] == "ConfiguredFeedForward"]
     (stage,) = ffn["stages"]
     assert stage["operator"] == "npu_geglu" and stage["args"]["approximate"] == 1
+    assert stage["args"]["activate_left"] is True  # the gate is the first half
     assert "questions" not in stage and not any(
         p.startswith("config-") for p in ffn["prerequisites"]
     )

@@ -140,9 +140,11 @@ def test_mla_and_sigmoid_router_plan() -> None:
     attn = _module(report, "LatentAttention")
     assert attn.kind == "attention.mla" and attn.facts["rope"] == "interleave"
     plan = _entries(report, "LatentAttention")
-    assert plan["prefill"]["chain"] == "mla-absorb-prefill"
+    # the documented cache writer (v1) leads the absorbed prefill (issue 31 item 3)
+    assert plan["prefill"]["chain"] == "mla-absorb-prefill-cache-v1"
     assert plan["decode"]["chain"].startswith("mla-absorb-decode")
-    assert "npu_kv_rmsnorm_rope_cache_v2" in _ops(plan["decode"])  # the latent cache is kept
+    # the latent cache is kept, by the documented writer first (issue 31 item 3)
+    assert "npu_kv_rmsnorm_rope_cache" in _ops(plan["decode"])
     assert "npu_interleave_rope" in _ops(plan["prefill"])  # the latent's rope part (D 64)
     assert "absorbed-weights" in plan["decode"]["prerequisites"]
     router = _module(report, "GroupedSigmoidRouter")
@@ -253,11 +255,12 @@ def test_on_atlas_a3_every_moe_stage_planned_runs_there(parallel: str | None) ->
 
 def test_parallel_ep_plans_the_expert_parallel_chain_and_tp_keeps_its_group() -> None:
     ep = _entries(_scan("modeling_moe_softmax.py", parallel="ep"), "SoftExperts")["both"]
-    # the CANN recipes' double routing, as kb advise says
-    assert ep["chain"] == "moe-ep-prefill-alltoall"
+    # as kb advise says (one selector, issue 31): the token-permute all-to-all, whose
+    # operators more code bases call, then the CANN recipes' double routing
+    assert ep["chain"] == "moe-ep-alltoall-token-permute"
     assert "ep-groups" in ep["prerequisites"]
     assert (
-        "moe-ep-alltoall-token-permute" in ep["alternatives"]
+        "moe-ep-prefill-alltoall" in ep["alternatives"]
         and "moe-tp-routing" not in ep["alternatives"]
     )
     assert [(h["chain"], h["reason"]) for h in ep["not_proposed"] if "chain" in h] == [
@@ -481,7 +484,7 @@ def test_emitted_expert_parallel_plan_is_kb_check_clean(tmp_path: Path, capsys) 
     )
     capsys.readouterr()
     draft = yaml.safe_load(out.read_text())
-    assert "moe-ep-prefill-alltoall" in {c.get("chain") for c in draft["candidates"]}
+    assert "moe-ep-alltoall-token-permute" in {c.get("chain") for c in draft["candidates"]}
     errors = [f for f in check_text(out.read_text(), str(out)) if f.severity == "error"]
     assert errors == []
 
@@ -534,7 +537,7 @@ def test_parallel_from_the_projects_tool_kb_table(tmp_path: Path, capsys) -> Non
         for e in report.plan
         if e["module"] == "SoftExperts"
     }
-    assert chains == {(tmp_path.name, "moe-ep-prefill-alltoall"), ("tp", "moe-tp-routing")}
+    assert chains == {(tmp_path.name, "moe-ep-alltoall-token-permute"), ("tp", "moe-tp-routing")}
     (tmp_path / "pyproject.toml").write_text('[tool.kb]\nparallel = "sp"\n')
     assert main(["scan", str(tmp_path / "m.py")]) == 2
     assert "parallel 'sp' is not one of none, tp, ep" in capsys.readouterr().err

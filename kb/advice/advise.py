@@ -17,9 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb.vocab import CAPTURED_GRAPH_MODES, DTYPE_SHORT, INFERENCE_PHASES, SCHEME_FLAG
+
+if TYPE_CHECKING:
+    from kb.advice.select import Selection
 
 Record = dict[str, Any]
 #: Vocabularies whose aliases an answer may use (``--product A2``, ``--phase incremental``).
@@ -355,20 +358,47 @@ def _chain_entry(
     }
 
 
-def _ranked(walked: Walk) -> list[tuple[str, int, str, str | None]]:
-    """(chain, rank, what decides, the chain it stands beside) in path order: each
-    option's own chain at rank 1, its alternatives after it."""
+def _ranked(walked: Walk, selection: Selection | None) -> list[tuple[str, int, str, str | None]]:
+    """(chain, rank, what decides, the chain it stands beside) in path order.  With a
+    selection (:func:`kb.advice.select.select`) each question that names chains takes
+    the chains the selector fits there, best first, the others after it; without one,
+    the tree's own order (the option's chain, then its alternatives)."""
     out: list[tuple[str, int, str, str | None]] = []
     if walked.stop:
         return out
     for s in walked.steps:
+        if not (s.chain or s.alternatives):
+            continue
+        if selection is not None:
+            fits, _misfits = selection.at(s.node)
+            if fits:
+                first = fits[0].chain
+                out += [
+                    (f.chain, k, f.situation.when if f.situation else "", None if k == 1 else first)
+                    for k, f in enumerate(fits, 1)
+                ]
+            continue
         if s.chain:
             out.append((s.chain, 1, s.when, None))
             out += [(c, k, when, s.chain) for k, (c, when) in enumerate(s.alternatives, 2)]
     return out
 
 
-def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
+def _not_fitting(walked: Walk, selection: Selection | None) -> list[dict[str, Any]]:
+    """The chains the path's questions name that the records refuse, with the reasons."""
+    if selection is None or walked.stop:
+        return []
+    out: list[dict[str, Any]] = []
+    for s in walked.steps:
+        for m in selection.at(s.node)[1]:
+            if not m.conflicts and all(e["chain"] != m.chain for e in out):
+                out.append(m.as_dict())
+    return out
+
+
+def advice(
+    walked: Walk, get: Callable[[str], Record | None], selection: Selection | None = None
+) -> dict[str, Any]:
     """The JSON-ready advice for a walk; ``get`` looks records up by name.
 
     ``chains`` are the path's own chains (rank 1); ``alternatives`` the other chains
@@ -396,7 +426,7 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
     names: list[str] = []
     prereqs: dict[str, str] = {}
     done: set[str] = set()
-    for chain_name, rank, when, beside in _ranked(walked):
+    for chain_name, rank, when, beside in _ranked(walked, selection):
         if chain_name in done:
             continue
         done.add(chain_name)
@@ -407,6 +437,14 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
             else _chain_entry(chain, walked, get)
         )
         entry.update({"rank": rank, "when": when})
+        fit = (
+            next((f for f in selection.fitting if f.chain == chain_name), None)
+            if selection
+            else None
+        )
+        if fit is not None:
+            entry["why"] = fit.why
+            entry["question"] = fit.situation.node if fit.situation else None
         if beside is not None:
             out["alternatives"].append({**entry, "instead_of": beside})
             continue
@@ -418,6 +456,14 @@ def advice(walked: Walk, get: Callable[[str], Record | None]) -> dict[str, Any]:
         stages: list[Record] = entry["stages"]
         names += [st["operator"] for st in stages if st["operator"] != "plain-torch"]
     names += walked.operators()
+    out["not_fitting"] = _not_fitting(walked, selection)
+    if selection is not None and not walked.stop and not out["chains"] and walked.chains():
+        out["outcome"] = "stop"
+        out["verdict"] = (
+            "no chain in the records fits these facts: "
+            + ", ".join(m["chain"] for m in out["not_fitting"])
+            + " (each under not_fitting with the reasons)"
+        )
     out["prerequisites"] = [{"id": k, "text": v} for k, v in prereqs.items()]
     out["operators"] = {n: operator_brief(get(n), n) for n in _unique(names)}
     out["notes"] = [

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb.advice.advise import MissingAnswer, Record, Walk, walk
+
+if TYPE_CHECKING:
+    from kb.advice.select import Selection
 
 #: Completions returned at most; a tree with more says how many were left off.
 LIMIT = 60
@@ -64,19 +67,24 @@ def completions(tree: Record, answers: Mapping[str, str]) -> tuple[list[Completi
     return found[:LIMIT], total
 
 
-def summary(rank: int, done: Completion) -> dict[str, Any]:
-    """A completion for the advice document: what it adds, assumes, and reaches."""
+def summary(rank: int, done: Completion, selection: Selection | None = None) -> dict[str, Any]:
+    """A completion for the advice document: what it adds, assumes, and reaches (with a
+    selection, each question's chains are the selector's fits there, best first)."""
     walked = done.walked
     last = walked.steps[-1] if walked.steps else None
-    reached = (
-        []
-        if walked.stop
-        else [
-            {"name": s.chain, "alternatives": [c for c, _ in s.alternatives]}
-            for s in walked.steps
-            if s.chain
-        ]
-    )
+    reached: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    for s in [] if walked.stop else walked.steps:
+        if selection is None:
+            if s.chain:
+                reached.append({"name": s.chain, "alternatives": [c for c, _ in s.alternatives]})
+            continue
+        if not (s.chain or s.alternatives):
+            continue
+        fits, misfits = selection.at(s.node)
+        if fits:
+            reached.append({"name": fits[0].chain, "alternatives": [f.chain for f in fits[1:]]})
+        refused += [m.as_dict() for m in misfits if not m.conflicts]
     return {
         "rank": rank,
         "adds": {f"--{k}": v for k, v in done.added},
@@ -85,8 +93,9 @@ def summary(rank: int, done: Completion) -> dict[str, Any]:
         "labels": [
             f"--{s.key} {s.value}: {s.label}" for s in walked.steps if s.key in dict(done.added)
         ],
-        "outcome": "stop" if walked.stop else "advice",
+        "outcome": "stop" if walked.stop or (refused and not reached) else "advice",
         "verdict": last.note if walked.stop and last else "",
         "chains": reached,
+        "not_fitting": refused,
         "operators": walked.operators(),
     }

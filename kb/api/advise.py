@@ -39,10 +39,17 @@ def advise(
     ends the walk with every completion, ranked (``outcome: completions``).  ``strict``
     assumes nothing: a missing answer is a UsageError, as is an unusable one always.
     """
-    from kb.advice.advise import AdviceError, MissingAnswer, advice, walk
+    from kb.advice.advise import AdviceError, MissingAnswer, advice, flags, walk
     from kb.advice.partial import completions, needed, summary
+    from kb.advice.select import ADVISE_FACTS, select
     from kb.api.errors import UsageError
 
+    # a fact every chain is held to through its records (--product on the attention
+    # tree): the selector reads it, the walk asks only the tree's own questions
+    asked = flags(tree)
+    extra = {k: v for k, v in answers.items() if k in ADVISE_FACTS and k not in asked}
+    answers = {k: v for k, v in answers.items() if k not in extra}
+    _check_facts(extra)
     try:
         walked = walk(tree, answers, ask=ask, assume=not strict)
     except MissingAnswer as stop:
@@ -65,7 +72,20 @@ def advise(
             ],
             "path": [s.as_dict() for s in steps],
             "needed": [needed(stop)],
-            "completions": [summary(k, c) for k, c in enumerate(found, 1)],
+            "completions": [
+                summary(
+                    k,
+                    c,
+                    select(
+                        catalog,
+                        {**extra, **answers, **{s.key: s.value for s in c.walked.steps}},
+                        tree=tree["name"],
+                    ),
+                )
+                for k, c in enumerate(found, 1)
+            ],
+            "facts": {f"--{k}": v for k, v in {**extra, **answers}.items()},
+            "not_fitting": [],
             "completions_total": total,
             "verdict": "",
             "ignored": [],
@@ -77,8 +97,11 @@ def advise(
         }
     except AdviceError as exc:
         raise UsageError(str(exc)) from None
+    facts = {**extra, **answers, **{s.key: s.value for s in walked.steps}}
+    chosen = select(catalog, facts, tree=tree["name"])
     return {
-        **advice(walked, catalog.get),
+        **advice(walked, catalog.get, chosen),
+        "facts": chosen.as_dict()["facts"],
         "complete": True,
         "needed": [],
         "completions": [],
@@ -93,3 +116,23 @@ def advise_step(
     --format json``, answers keyed with or without the leading ``--``."""
     given = {k.removeprefix("--"): str(v) for k, v in answers.items()}
     return advise(catalog, tree_record(catalog, tree), given, strict=strict)
+
+
+def _check_facts(extra: Mapping[str, str]) -> None:
+    """A product or deployment no vocabulary knows is a usage error, never a silent misfit."""
+    from kb.api.errors import UsageError
+    from kb.vocab import PRODUCT_IDS, normalize
+    from kb.vocab.parallel import PARALLEL_ALIASES, PARALLEL_MODES
+
+    product = extra.get("product")
+    if product is not None and normalize("product", product) is None:
+        raise UsageError(
+            f"--product {product!r} is not a product; use one of: {', '.join(PRODUCT_IDS)}"
+        )
+    mode = extra.get("parallel")
+    if (
+        mode is not None
+        and mode.lower() not in PARALLEL_MODES
+        and mode.lower() not in PARALLEL_ALIASES
+    ):
+        raise UsageError(f"--parallel {mode!r}: use one of {', '.join(PARALLEL_MODES)}")

@@ -21,7 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Walk a decision tree (the trees are listed below) with "
         "one --FLAG VALUE per question, e.g. 'kb advise attention --arch mla --indexer yes "
         "--phase decode'. Prints the reference chain(s) with their stages, each operator's "
-        "products, key dtypes/formats and first constraints, and the prerequisites. Run "
+        "products, key dtypes/formats and first constraints, and the prerequisites. Every tree "
+        "also takes --product, --release, --parallel, --mode (and --phase, --quant where it "
+        "does not ask them): the chains are chosen by kb.advice.select, which holds each "
+        "chain to its operators' records and ranks the fitting ones by practice; chains the "
+        "records refuse are listed with the reason. Run "
         "'kb advise TREE --help' for the flags of one tree, 'kb tree TREE' to see it whole.",
         usage="kb advise TREE [--format text|json] [--no-input] [--strict]\n"
         "                 [--FLAG VALUE ...]",

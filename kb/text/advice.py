@@ -203,7 +203,7 @@ def render(adv: dict[str, Any]) -> str:
     if adv["outcome"] == "stop":
         out += ["", "Verdict: no chain applies on this path."]
         out += _wrap(adv["verdict"], "  ")
-        return "\n".join(out) + "\n"
+        return "\n".join(out + _not_fitting(adv)) + "\n"
     for chain in adv["chains"]:
         out += _chain(chain, adv, "Chain")
     if adv.get("alternatives"):
@@ -220,6 +220,17 @@ def render(adv: dict[str, Any]) -> str:
         out += ["", "Notes"]
         for n in adv["notes"]:
             out += _wrap("- " + n, "  ", 2)
+    out += _not_fitting(adv)
     if adv["ignored"]:
         out += ["", *_wrap("Not asked on this path (ignored): " + ", ".join(adv["ignored"]), "", 4)]
     return "\n".join(out) + "\n"
+
+
+def _not_fitting(adv: dict[str, Any]) -> list[str]:
+    """The chains this path's questions name that the records refuse, with the reasons."""
+    if not adv.get("not_fitting"):
+        return []
+    out = ["", "Not fitting (the records refuse them for these facts)"]
+    for m in adv["not_fitting"]:
+        out += _wrap(f"- {m['chain']}: {'; '.join(m['reasons'])}", "  ", 2)
+    return out

@@ -71,42 +71,61 @@ def unasked(ctx: Context, chain: dict[str, Any], t: Target) -> tuple[list[str], 
     return [m for m in other if m in grouped], [m for m in other if m not in grouped]
 
 
-def _fits(
-    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target
-) -> tuple[Any, ...] | None:
-    """Rank key of a chain for one need and phase; None when it does not fit.  The
-    deployment comes first: a chain built for a mode the target does not ask for never
-    outranks one that runs as deployed, whatever the products say."""
+def unfit(
+    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target, decided: bool = False
+) -> str:
+    """Why the chain's kept stages do not compute this module in ``phase`` ("" when they
+    do).  ``decided``: the selector fitted the chain on a question path the module's facts
+    answer whole, so the words of its name and title are not read for a variant."""
     if chain.get("module") != n.category or phase not in (chain.get("phases") or []):
-        return None
+        return f"not a {n.category} chain for {phase}"
     if (
         t.product
         and chain.get("products")
         and product_support(t.product, chain["products"]) == "no"
     ):
-        return None
+        return f"not for {t.product}"
     quant = t.quantization or "bf16"
     if (
         chain.get("quantization")
         and quant not in chain["quantization"]
         and not (quant == "bf16" and "fp16" in chain["quantization"])
     ):
-        return None
+        return f"written for {', '.join(chain['quantization'])}"
     ops = [s.get("operator", TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
-    if any(o != TORCH and not expresses(ctx, n, o) for o in ops):
-        return None  # a stage operator cannot express the module (sinks on FA v1, another GELU)
+    cannot = [o for o in ops if o != TORCH and not expresses(ctx, n, o)]
+    if cannot:  # a stage operator cannot express the module (sinks on FA v1, another GELU)
+        return f"{', '.join(cannot)} cannot express this module"
     covered = frozenset().union(*(fuses(ctx, o) for o in ops))
+    if "dispatch" in covered:  # a dispatch routes each token to its experts' rank
+        covered |= {"expert_routing"}
+    if not n.steps <= covered:
+        return f"its operators do not compute {', '.join(sorted(n.steps - covered))}"
     words = _words(chain)
-    if not n.steps <= covered or any(w in words for w in n.refuse_words):
-        return None
+    said = [w for w in n.refuse_words if w in words]
+    if not decided and said:
+        return f"its name or title says {', '.join(said)}"
     if (
         n.category == "attention"
         and phase == "prefill"
         and n.bidirectional != sees_every_key(ctx, chain)
-    ):
-        return (
-            None  # a causal or full mask where the module has the other (one decode row sees all)
-        )
+    ):  # a causal or full mask where the module has the other (one decode row sees all)
+        return "its mask is " + ("causal" if n.bidirectional else "full")
+    return ""
+
+
+def _fits(
+    ctx: Context, chain: dict[str, Any], n: Need, phase: str, t: Target, decided: bool = False
+) -> tuple[Any, ...] | None:
+    """Rank key of a chain for one need and phase; None when it does not fit
+    (:func:`unfit`).  The deployment comes first: a chain built for a mode the target
+    does not ask for never outranks one that runs as deployed, whatever the products say."""
+    if unfit(ctx, chain, n, phase, t, decided):
+        return None
+    quant = t.quantization or "bf16"
+    ops = [s.get("operator", TORCH) for s in kept_stages(ctx, chain, n, phase, quant)]
+    covered = frozenset().union(*(fuses(ctx, o) for o in ops))
+    words = _words(chain)
     product_ok = not t.product or (
         chain.get("products") and product_support(t.product, chain["products"]) == "yes"
     )
@@ -143,18 +162,70 @@ def expresses(ctx: Context, n: Need, op: str) -> bool:
     return needed <= params(ctx, op)
 
 
+def _blocked(ctx: Context, m: Module, n: Need, chain: dict[str, Any], phase: str, t: Target) -> str:
+    """Why some kept stage of the chain would not be proposed for the module ("" when
+    every one would be): no equivalence proof of its mapping, or a value it cannot take."""
+    out = []
+    for st in kept_stages(ctx, chain, n, phase, t.quantization or "bf16"):
+        made = stage(ctx, m, n, st, chain, t, phase)
+        if "held" in made:
+            out.append(f"{made['operator']}: {made['held']}")
+        elif made["mapping"] not in PROVEN:
+            out.append(f"{made['operator']}: no equivalence proof of {made['mapping']} yet")
+    return "; ".join(out)
+
+
 def best_chain(
-    ctx: Context, n: Need, phase: str, t: Target
-) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]]]:
-    """The chain to plan (the deployment decides first: a chain whose operators need a
-    group the target lacks is never planned; then the products; then the chain nearest
-    the deployment asked for), the next ones built for that deployment, and the other
-    fitting chains, named with the deployment they need."""
-    ranked = sorted(
-        (key, c) for c in chains(ctx) if (key := _fits(ctx, c, n, phase, t)) is not None
-    )
-    best = next((c for key, c in ranked if not key[0]), None)
-    rest = [c for _key, c in ranked if c is not best]
+    ctx: Context,
+    n: Need,
+    phase: str,
+    t: Target,
+    facts: dict[str, str] | None = None,
+    m: Module | None = None,
+) -> tuple[dict[str, Any] | None, list[str], list[dict[str, str]], list[str]]:
+    """The chain to plan, the next ones, the chains held for another deployment, and the
+    selector's earlier choices passed over because they do not compute the module.
+
+    The chains are chosen by :func:`kb.advice.select.select` - the selector ``kb advise``
+    answers with - from the module's situation ``facts``, in its order; of those, the
+    ones whose kept stages compute this module (:func:`_fits`) are planned.  A chain
+    the selector refuses only for a communication group the target lacks is named with
+    the deployment it needs.  With the module ``m``, a chain some of whose kept stages
+    would not be proposed (issue 22: no equivalence proof) gives way to the next whose
+    stages all would; the passed-over choices are returned with the reason."""
+    from kb.advice.select import select
+
+    chosen = select(ctx.catalog, facts or {"phase": phase}, module=n.category)
+    by_name = {c["name"]: c for c in chains(ctx)}
+    fitting: list[dict[str, Any]] = []
+    reasons: dict[str, str] = {}  # the selector's choices that do not compute this module
+    for f in chosen.fitting:
+        if f.chain not in by_name:
+            continue
+        why = unfit(ctx, by_name[f.chain], n, phase, t, f.situation is not None and not f.open)
+        if not why:
+            fitting.append(by_name[f.chain])
+        elif not fitting and kept_stages(ctx, by_name[f.chain], n, phase, t.quantization or "bf16"):
+            reasons.setdefault(f.chain, why)  # (a chain none of whose stages this module does
+            # is another module's: the router's selection holds the expert chains too)
+    best = fitting[0] if fitting else None
+    if m is not None:
+        for c in fitting:
+            why = _blocked(ctx, m, n, c, phase, t)
+            if not why:
+                best = c
+                break
+            reasons.setdefault(c["name"], "not every stage would be proposed (" + why + ")")
+        else:  # no chain whose every stage is proposed: the first, its stages held as before
+            reasons = {k: v for k, v in reasons.items() if best is None or k != best["name"]}
+    order = [f.chain for f in chosen.fitting]
+    upto = order.index(best["name"]) if best is not None else len(order)
+    passed = [
+        f"{name} (what kb advise gives for these facts) is not planned: {why}"
+        for name, why in reasons.items()
+        if order.index(name) < upto
+    ]
+    rest = [c for c in fitting if c is not best]
     needs = {
         c["name"]: max(
             (m for part in unasked(ctx, c, t) for m in part),
@@ -163,17 +234,27 @@ def best_chain(
         )
         for c in rest
     }
+    needs.update(
+        {
+            m.chain: m.parallel
+            for m in chosen.rejected
+            if m.parallel
+            and not m.conflicts
+            and all(r.startswith("needs ") for r in m.reasons)
+            and m.chain in by_name
+            and _fits(ctx, by_name[m.chain], n, phase, t) is not None
+        }
+    )
     held = [
         {
-            "chain": c["name"],
-            "parallel": needs[c["name"]],
-            "reason": f"needs "
-            f"{PARALLEL_BY_NAME[needs[c['name']]].label} (--parallel {needs[c['name']]})",
+            "chain": name,
+            "parallel": mode,
+            "reason": f"needs {PARALLEL_BY_NAME[mode].label} (--parallel {mode})",
         }
-        for c in rest
-        if needs[c["name"]]
+        for name, mode in needs.items()
+        if mode
     ]
-    return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held
+    return best, [c["name"] for c in rest if not needs[c["name"]]][:3], held, passed
 
 
 def _applies(stage: dict[str, Any], phase: str | None, scheme: str | None) -> bool:
@@ -298,17 +379,19 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             refuse=n.refuse - quant,
             keep=n.keep | (quant if n.category in ("ffn", "moe") else frozenset()),
         )
-    picks = {p: best_chain(ctx, n, p, t) for p in phases}
+    from kb.scan.model.situation import facts
+
+    picks = {p: best_chain(ctx, n, p, t, facts(m, t, p, ctx), m) for p in phases}
     entries: list[dict[str, Any]] = []
     scheme_of = t.quantization or "bf16"
     kept = {
         p: kept_stages(ctx, c, n, p, scheme_of) if c else []
-        for p, (c, _alt, _held) in picks.items()
+        for p, (c, _alt, _held, _passed) in picks.items()
     }
     # phases share an entry when they take the same chain and the same stages of it
     names = {
         p: ((c["name"], [id(s) for s in kept[p]]) if c else None)
-        for p, (c, _alt, _held) in picks.items()
+        for p, (c, _alt, _held, _passed) in picks.items()
     }
     groups: list[tuple[Any, list[str]]] = []
     for p in phases:
@@ -319,7 +402,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         else:
             groups.append((names[p] or "", [p]))
     for _name, members in groups:
-        chain, alternatives, held_chains = picks[members[0]]
+        chain, alternatives, held_chains, _passed = picks[members[0]]
+        passed_over = list(dict.fromkeys(x for p in members for x in picks[p][3]))
         phase = (
             members[0]
             if len(members) == 1 and len(phases) > 1
@@ -430,6 +514,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             entry["alternatives"] = alternatives
         if n.notes:
             entry["notes"] = entry.get("notes", []) + n.notes
+        if passed_over:
+            entry["notes"] = entry.get("notes", []) + passed_over
         entries.append(entry)
     return entries
 

@@ -69,7 +69,8 @@ def row_for(
 ) -> Mapping | None:
     """The row a stage calling ``op`` stands for: among the module's rows listing the
     operator (else sharing a step with it), the one whose chain prerequisite the chain has,
-    then the one whose id names the stage's layout, then the first."""
+    then the one whose id names the stage's layout, then the one covering most of what the
+    operator fuses, then the first."""
     listed = [r for r in rows if op in r.operators]
     pool = listed or [r for r in rows if r.pattern is not None and set(r.pattern.steps) & fuses]
     if not pool:
@@ -84,6 +85,8 @@ def row_for(
             ),
             not (layout and r.id.endswith("_" + layout.lower())),
             not (set(r.pattern.steps) <= fuses if r.pattern else False),
+            # of rows the operator computes wholly, the one that says most of what it fuses
+            -len(set(r.pattern.steps) & fuses) if r.pattern else 0,
         )
     )
     return pool[0]
