@@ -1,0 +1,84 @@
+"""Second round on original inference code (issue 29): failure classes seen on model files
+nobody here tuned on, each pinned on a fixture written in our own words
+(tests/fixtures/modelplan/research_*.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.api.scan import scanner
+from kb.scan.engine import ScanOptions
+
+PLAN = Path(__file__).resolve().parent / "fixtures" / "modelplan"
+
+
+def _scan(name: str) -> Any:
+    options = ScanOptions(product="atlas-a3", use_config=False)
+    return scanner(options=options).scan([str(PLAN / name)])
+
+
+def _modules(report: Any, name: str) -> dict[str, dict[str, Any]]:
+    return {m.kind: dict(m.facts) for m in report.inventory if m.name == name}
+
+
+def _stages(report: Any, name: str, kind: str) -> list[dict[str, Any]]:
+    return [
+        s for e in report.plan if e["module"] == name and e["kind"] == kind for s in e["stages"]
+    ]
+
+
+@pytest.fixture(scope="module")
+def library_blocks() -> Any:
+    return _scan("research_library_blocks.py")
+
+
+def test_a_library_attention_built_in_place_runs_the_processor_it_is_handed(
+    library_blocks: Any,
+) -> None:
+    """diffusers' Attention(..., processor=Own()) is read through the processor in reach:
+    bidirectional, q/k LayerNorm from the qk_norm spelling, no decode phase."""
+    facts = _modules(library_blocks, "FrameBlock")["attention.bidirectional"]
+    assert facts["causal"] is False and facts["qk_norm"] == "layer"
+    assert "cache" not in facts
+    phases = {e["phase"] for e in library_blocks.plan if e["module"] == "FrameBlock"}
+    assert phases == {"prefill"}
+    ops = [s["operator"] for s in _stages(library_blocks, "FrameBlock", "attention.bidirectional")]
+    assert ops and all("attention" in op for op in ops)
+
+
+def test_a_library_feed_forward_computes_the_activation_its_spelling_names(
+    library_blocks: Any,
+) -> None:
+    facts = _modules(library_blocks, "FrameBlock")["mlp.plain"]
+    assert (facts["activation"], facts["glu"]) == ("gelu_tanh", "none")
+    (stage,) = _stages(library_blocks, "FrameBlock", "mlp.plain")
+    assert stage["operator"] == "npu_gelu" and stage["args"] == {"approximate": "tanh"}
+
+
+def test_a_library_geglu_activates_the_second_half(library_blocks: Any) -> None:
+    facts = _modules(library_blocks, "GatedHead")["mlp.glu"]
+    assert (facts["activation"], facts["glu"]) == ("gelu", "second")
+    (stage,) = _stages(library_blocks, "GatedHead", "mlp.glu")
+    assert stage["operator"] == "npu_geglu"
+    assert stage["args"] == {"approximate": 0, "activate_left": False}
+
+
+@pytest.mark.parametrize(
+    ("spelling", "activation", "glu"),
+    [("gelu", "gelu", "none"), ("geglu", "gelu", "second"), ("swiglu", "silu", "second")],
+)
+def test_each_feed_forward_spelling_reads_as_the_library_builds_it(
+    tmp_path: Path, spelling: str, activation: str, glu: str
+) -> None:
+    text = (PLAN / "research_library_blocks.py").read_text(encoding="utf-8")
+    changed = text.replace('ff_kind="gelu-approximate"', f'ff_kind="{spelling}"')
+    assert changed != text
+    (tmp_path / "m.py").write_text(changed, encoding="utf-8")
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan(
+        [str(tmp_path / "m.py")]
+    )
+    mlp = next(f for k, f in _modules(report, "FrameBlock").items() if k.startswith("mlp."))
+    assert (mlp["activation"], mlp["glu"]) == (activation, glu)
