@@ -82,3 +82,14 @@ def test_each_feed_forward_spelling_reads_as_the_library_builds_it(
     )
     mlp = next(f for k, f in _modules(report, "FrameBlock").items() if k.startswith("mlp."))
     assert (mlp["activation"], mlp["glu"]) == (activation, glu)
+
+
+def test_a_rotation_some_instances_skip_stays_the_classes() -> None:
+    """A class whose self-attention instances rotate and cross-attention instances do not
+    keeps its RoPE (the fused stage replaces the code where it runs)."""
+    report = _scan("research_shared_attention.py")
+    (found,) = [m for m in report.inventory if m.name == "SharedAttention"]
+    assert found.facts["rope"] == "half" and found.facts["causal"] is False
+    stages = [s for e in report.plan if e["module"] == "SharedAttention" for s in e["stages"]]
+    assert any(s["mapping"] == "rope_half" for s in stages), stages
+    assert all(e["phase"] == "prefill" for e in report.plan if e["module"] == "SharedAttention")
