@@ -93,3 +93,14 @@ def test_a_rotation_some_instances_skip_stays_the_classes() -> None:
     stages = [s for e in report.plan if e["module"] == "SharedAttention" for s in e["stages"]]
     assert any(s["mapping"] == "rope_half" for s in stages), stages
     assert all(e["phase"] == "prefill" for e in report.plan if e["module"] == "SharedAttention")
+
+
+def test_the_library_adaptive_norms_modulate_a_layer_norm(library_blocks: Any) -> None:
+    """diffusers' AdaLayerNormZero (rows handed back to the block) and
+    AdaLayerNormContinuous (scale before shift) are read as the modulation they compute."""
+    for owner in ("ZeroBlock", "FrameModel"):
+        facts = _modules(library_blocks, owner)["norm.adaln"]
+        assert facts["norm"] == "layer" and facts["modulation"].startswith("norm(x) * (1 + scale)")
+        assert facts["norm_weight"] == "none", (owner, facts)
+        ops = [s["operator"] for s in _stages(library_blocks, owner, "norm.adaln")]
+        assert ops, owner

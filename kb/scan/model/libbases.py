@@ -152,7 +152,7 @@ class LibraryBases(Externals):
         if kind == "diffusers_attention":
             self._diffusers_attention_init(inst, args, kwargs, at)
 
-    def _spelling(self, inst: Inst, name: str, position: int, default: str) -> Any:
+    def _spelling(self, inst: Inst, name: str, position: int, default: Any) -> Any:
         return inst.kwargs.get(name, inst.kwargs.get(f"arg{position}", Const(default)))
 
     def _diffusers_feed_forward(self, inst: Inst, x: Node, frame: Frame, at: Any) -> Any:
@@ -193,6 +193,52 @@ class LibraryBases(Externals):
         spelling = self._spelling(inst, "activation", 3, "silu")
         return self.call(self.activation_leaf(spelling, at), [proj], {}, frame, at)
 
+    def _diffusers_adaln(
+        self, inst: Inst, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
+    ) -> Any:
+        """diffusers' adaptive norms: the conditioning through SiLU and a projection, split
+        into shift/scale/gate rows, and the norm (LayerNorm without affine, or the RMSNorm
+        AdaLayerNormContinuous may name) scaled by one plus scale, shifted. Zero returns
+        (x, gate_msa, shift_mlp, scale_mlp, gate_mlp), ZeroSingle (x, gate), Continuous x."""
+        x = args[0] if args else kwargs.get("x", UNKNOWN)
+        given = [kwargs.get("emb"), kwargs.get("conditioning_embedding"), *args[1:]]
+        given += [kwargs.get("timestep")]
+        cond = next((c for c in given if isinstance(c, Node)), None)
+        if not isinstance(x, Node) or cond is None:
+            return UNKNOWN
+        name = inst.name
+        rows = {"AdaLayerNormZero": 6, "AdaLayerNormZeroSingle": 3}.get(name, 2)
+        act = self.call_ext("torch.nn.functional.silu", [cond], {}, frame, at)
+        emb = self.node("linear", (act,), {"module": inst}, frame, at)
+        parts = self.call_ext("torch.chunk", [emb, Const(rows)], {"dim": Const(1)}, frame, at)
+        row = [self.item(parts, i, frame, at) for i in range(rows)]
+        if name == "AdaLayerNormContinuous":
+            scale, shift = row
+            spelled = self._spelling(inst, "norm_type", 5, "layer_norm")
+            rms = isinstance(spelled, Const) and spelled.value == "rms_norm"
+        else:
+            shift, scale = row[0], row[1]
+            rms = False
+        norm = self.leaf(
+            "RMSNorm" if rms else "LayerNorm",
+            "rms_norm" if rms else "layer_norm",
+            [],
+            {"elementwise_affine": self._spelling(inst, "elementwise_affine", 2, True)}
+            if name == "AdaLayerNormContinuous"
+            else {"elementwise_affine": Const(False)},
+            at,
+        )
+        normed = self.call(norm, [x], {}, frame, at)
+        widened = self.node("add", (Const(1), scale), None, frame, at)
+        out = self.node(
+            "add", (self.node("mul", (normed, widened), None, frame, at), shift), None, frame, at
+        )
+        if name == "AdaLayerNormZero":
+            return Seq((out, row[2], row[3], row[4], row[5]))
+        if name == "AdaLayerNormZeroSingle":
+            return Seq((out, row[2]))
+        return out
+
     def _diffusers_attention_init(
         self, inst: Inst, args: list[Any], kwargs: dict[str, Any], at: Any
     ) -> None:
@@ -231,6 +277,8 @@ class LibraryBases(Externals):
             if kind == "diffusers_act":
                 return self._diffusers_activation(inst, inst.name, x, frame, at)
             return self._diffusers_feed_forward(inst, x, frame, at)
+        if kind == "diffusers_adaln":
+            return self._diffusers_adaln(inst, args, kwargs, frame, at)
         if kind != "diffusers_attention":
             return None
         names = ("hidden_states", "encoder_hidden_states", "attention_mask")

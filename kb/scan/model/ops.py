@@ -320,9 +320,14 @@ LIBRARY_MODULES: dict[str, str] = {
     "diffusers.models.activations.ApproximateGELU": "diffusers_act",
     "diffusers.models.activations.SwiGLU": "diffusers_act",
     "diffusers.models.activations.LinearActivation": "diffusers_act",
+    "diffusers.models.normalization.AdaLayerNormZero": "diffusers_adaln",
+    "diffusers.models.normalization.AdaLayerNormZeroSingle": "diffusers_adaln",
+    "diffusers.models.normalization.AdaLayerNormContinuous": "diffusers_adaln",
 }
 #: the ops of LIBRARY_MODULES whose forward kb.scan.model.libbases writes out
-LIBRARY_CONVENTIONS = frozenset({"diffusers_attention", "diffusers_ff", "diffusers_act"})
+LIBRARY_CONVENTIONS = frozenset(
+    {"diffusers_attention", "diffusers_ff", "diffusers_act", "diffusers_adaln"}
+)
 
 #: external classes that hold other modules
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
