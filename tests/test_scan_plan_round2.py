@@ -104,3 +104,16 @@ def test_the_library_adaptive_norms_modulate_a_layer_norm(library_blocks: Any) -
         assert facts["norm_weight"] == "none", (owner, facts)
         ops = [s["operator"] for s in _stages(library_blocks, owner, "norm.adaln")]
         assert ops, owner
+
+
+def test_layers_appended_in_a_constructor_called_from_a_loop_are_all_run() -> None:
+    """A list a module fills with append in its own constructor holds distinct layers even
+    when its owner is built in a loop: the activation, dropout and output projection all
+    run, and the activation is the one the model asks for (tanh), not the default's."""
+    report = _scan("research_appended_layers.py")
+    facts = _modules(report, "StackedMlp")["mlp.plain"]
+    assert facts["activation"] == "gelu_tanh", facts
+    stages = _stages(report, "StackedMlp", "mlp.plain")
+    assert stages
+    for stage in stages:
+        assert stage["operator"] == "npu_gelu" and stage["args"] == {"approximate": "tanh"}
