@@ -46,7 +46,8 @@ def test_a_library_attention_built_in_place_runs_the_processor_it_is_handed(
     phases = {e["phase"] for e in library_blocks.plan if e["module"] == "FrameBlock"}
     assert phases == {"prefill"}
     ops = [s["operator"] for s in _stages(library_blocks, "FrameBlock", "attention.bidirectional")]
-    assert ops and all("attention" in op for op in ops)
+    assert any("attention" in op for op in ops), ops
+    assert not any("cache" in op or "scatter" in op for op in ops), ops
 
 
 def test_a_library_feed_forward_computes_the_activation_its_spelling_names(
@@ -117,3 +118,29 @@ def test_layers_appended_in_a_constructor_called_from_a_loop_are_all_run() -> No
     assert stages
     for stage in stages:
         assert stage["operator"] == "npu_gelu" and stage["args"] == {"approximate": "tanh"}
+
+
+@pytest.mark.parametrize(
+    ("call", "pairs"),
+    [
+        ("apply_rotary_emb(query, rotary)", "interleave"),
+        ("apply_rotary_emb(query, rotary, use_real_unbind_dim=-2)", "half"),
+        ("apply_rotary_emb(query, rotary, use_real=False)", "interleave"),
+    ],
+)
+def test_the_library_rotation_pairs_what_its_arguments_say(
+    tmp_path: Path, call: str, pairs: str
+) -> None:
+    """diffusers' apply_rotary_emb: real cos/sin unbound on the last axis rotate neighbours,
+    on the second-last the halves; complex frequencies rotate neighbours."""
+    text = (PLAN / "research_library_blocks.py").read_text(encoding="utf-8")
+    changed = text.replace("apply_rotary_emb(query, rotary)", call).replace(
+        "apply_rotary_emb(key, rotary)", call.replace("query", "key")
+    )
+    (tmp_path / "m.py").write_text(changed, encoding="utf-8")
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan(
+        [str(tmp_path / "m.py")]
+    )
+    assert _modules(report, "FrameBlock")["attention.bidirectional"]["rope"] == pairs
+    mappings = [s["mapping"] for s in _stages(report, "FrameBlock", "attention.bidirectional")]
+    assert f"rope_{pairs}" in mappings, mappings

@@ -98,6 +98,8 @@ class LibraryBases(Externals):
             return self.node(
                 "rope_kernel", (x,), {"layout": layout, "fn": Const(dotted)}, frame, at
             )
+        if dotted.startswith("diffusers") and dotted.endswith(".apply_rotary_emb"):
+            return self._diffusers_rotary(args, kwargs, dotted, frame, at)
         if not (dotted.startswith("xformers") and dotted.endswith(".rope_padded")):
             return None
         names = ("xq", "xk", "xv", "cache_k", "cache_v", "attn_bias")
@@ -121,6 +123,25 @@ class LibraryBases(Externals):
                     if value is held:
                         frame.env[name] = written
         return rq
+
+    def _diffusers_rotary(
+        self, args: list[Any], kwargs: dict[str, Any], dotted: str, frame: Frame, at: Any
+    ) -> Any:
+        """diffusers' ``apply_rotary_emb(x, freqs_cis, use_real=True,
+        use_real_unbind_dim=-1)``: real cos/sin unbound on the last axis rotate neighbouring
+        pairs, on the second-last axis the two halves; complex frequencies multiply
+        neighbouring pairs."""
+        x = args[0] if args else kwargs.get("x")
+        if not isinstance(x, Node):
+            return None
+        real = kwargs.get("use_real", args[2] if len(args) > 2 else Const(True))
+        axis = kwargs.get("use_real_unbind_dim", args[3] if len(args) > 3 else Const(-1))
+        if not isinstance(real, Const) or (real.value and not isinstance(axis, Const)):
+            return None  # decided at run time: the pairing is not known
+        pairs = "half" if real.value and axis.value == -2 else "interleave"
+        return self.node(
+            "rope_kernel", (x,), {"layout": Const(pairs), "fn": Const(dotted)}, frame, at
+        )
 
     def call_bound(self, b: Bound, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """A constructor or helper method of a library base, else the other bound calls."""
