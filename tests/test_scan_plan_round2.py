@@ -144,3 +144,35 @@ def test_the_library_rotation_pairs_what_its_arguments_say(
     assert _modules(report, "FrameBlock")["attention.bidirectional"]["rope"] == pairs
     mappings = [s["mapping"] for s in _stages(report, "FrameBlock", "attention.bidirectional")]
     assert f"rope_{pairs}" in mappings, mappings
+
+
+def test_blocks_built_from_the_config_spread_as_keywords_read_the_checkpoint() -> None:
+    """``Block(**config.to_dict())``: the checkpoint's nested options reach the block, so
+    the kernel the checkpoint names (written out) is read, not the code's default."""
+    options = ScanOptions(
+        product="atlas-a3",
+        use_config=False,
+        model_config=str(PLAN / "research_biased_decoder.json"),
+    )
+    report = scanner(options=options).scan([str(PLAN / "research_biased_decoder.py")])
+    (found,) = [m for m in report.inventory if m.name == "BiasedAttention"]
+    assert found.facts["form"] == "written", found.facts
+    assert found.facts["causal"] is True and found.facts["mask"] is True
+
+
+def test_a_triangle_filled_under_an_added_bias_is_causal(tmp_path: Path) -> None:
+    """Scores with a position bias added and then the upper triangle filled: the bias is
+    not the only mask the causality is read from."""
+    text = (PLAN / "research_biased_decoder.py").read_text(encoding="utf-8")
+    plain = text.replace('"kernel": "fused"', '"kernel": "plain"')
+    assert plain != text
+    (tmp_path / "m.py").write_text(plain, encoding="utf-8")
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan(
+        [str(tmp_path / "m.py")]
+    )
+    (found,) = [m for m in report.inventory if m.name == "BiasedAttention"]
+    assert found.facts["form"] == "written" and found.facts["causal"] is True, found.facts
+    for entry in report.plan:
+        if entry["module"] == "BiasedAttention":
+            for stage in entry["stages"]:
+                assert not stage["mapping"].startswith("attention_noncausal"), stage

@@ -22,7 +22,7 @@ from typing import Any
 
 from kb.scan.model.externals import Externals
 from kb.scan.model.frames import Bound, Frame
-from kb.scan.model.graph import UNKNOWN, ClassRef, Const, Inst, Node, Seq
+from kb.scan.model.graph import UNKNOWN, ClassRef, Const, DictVal, Func, Inst, Node, Seq
 from kb.scan.model.ops import LIBRARY_CONVENTIONS, leaf_op
 
 #: external base classes (dotted, as imported) -> the convention they follow
@@ -124,6 +124,17 @@ class LibraryBases(Externals):
                         frame.env[name] = written
         return rq
 
+    def _config_dict(self, inst: Inst) -> DictVal:
+        """transformers' ``PretrainedConfig.to_dict()``: the configuration's attributes (the
+        checkpoint's values where it gives them) as a dict, e.g. for ``Block(**cfg.to_dict())``."""
+        from kb.scan.model.modelconfig import value_of
+
+        items = {k: v for k, v in inst.attrs.items() if not isinstance(v, (Bound, Func))}
+        if inst.cls is not None:  # the model's own configuration: the checkpoint's keys too
+            for key, data in self.model_config.items():
+                items.setdefault(str(key), value_of(data))
+        return DictVal(items)
+
     def _diffusers_rotary(
         self, args: list[Any], kwargs: dict[str, Any], dotted: str, frame: Frame, at: Any
     ) -> Any:
@@ -156,6 +167,8 @@ class LibraryBases(Externals):
         if isinstance(inst, Inst) and name.startswith(_INIT):
             self._diffusers_attention_init(inst, args, kwargs, None)
             return Const(None)
+        if isinstance(inst, Inst) and inst.config and name == "to_dict":
+            return self._config_dict(inst)
         if isinstance(inst, Inst) and name in _HELPERS and self._convention(inst):
             return args[0] if args else UNKNOWN
         return super().call_bound(b, args, kwargs)
