@@ -26,7 +26,6 @@ NOT_YET: frozenset[str] = frozenset(
         "add_rms_norm_quant",
         "attention_gqa_bnsd",
         "attention_gqa_bsh",
-        "attention_gqa_bsnd",
         "attention_gqa_ntd_tnd",
         "attention_gqa_tnd_ntd",
         "attention_mla_bsh",

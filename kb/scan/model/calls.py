@@ -512,6 +512,8 @@ class Calls(LibraryBases):
             value = self.config_value(name)
             if value is not UNKNOWN:
                 return value
+            if name == "to_dict" and (inst.cls is None or not self.lookup_class(inst.cls, name)):
+                return Bound(inst, name)  # the library's: every hyper-parameter as a dict
         if inst.cls is not None:
             found = self.lookup_class(inst.cls, name)
             if found is not None:

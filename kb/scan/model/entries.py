@@ -190,6 +190,16 @@ def agreed(
                 proven[key] = f"{os.path.basename(fact.file)}:{fact.line}" + (
                     f" ({fact.why})" if fact.why else ""
                 )
+        elif key in _WHERE_RUN and len(distinct) == 1:
+            # a rotation or q/k norm some instances run and others skip (a self-attention
+            # with RoPE beside a cross-attention without, one class): the fused stage
+            # replaces the code where it runs, so the class keeps it, saying where
+            fact = seen[0]
+            values[key] = fact.value
+            where = f"{os.path.basename(fact.file)}:{fact.line} " if fact.line else ""
+            proven[key] = (
+                f"{where}(in {len(seen)} of {len(found_facts)} instances; the others skip it)"
+            )
         elif key == "causal":
             values[key] = "caller"
             unknown.append("causal: instances differ (the caller's mask or flag decides)")
@@ -215,6 +225,8 @@ def agreed(
 #: facts that hold only when every instance shows them (a rotation or a q/k norm seen in
 #: one instance of a class and not another is not the class's)
 _EVERY = frozenset({"causal", "rope", "qk_norm"})
+#: of those, the facts a fused stage keeps where the code runs them (not a mask's choice)
+_WHERE_RUN = frozenset({"rope", "qk_norm"})
 
 
 def class_lines(node: ast.ClassDef) -> tuple[int, int]:

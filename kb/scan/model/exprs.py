@@ -209,8 +209,12 @@ class Expressions(Calls):
                 if func.name != "extend"
                 else (args[0].items if args and isinstance(args[0], Seq) else ())
             )
+            # appended in a loop of this function (not of a caller building several of
+            # this module): one element standing for many
             grown = Seq(
-                func.value.items + added, func.value.kind, func.value.repeated or frame.loop > 0
+                func.value.items + added,
+                func.value.kind,
+                func.value.repeated or frame.loop > frame.entry_loop,
             )
             self.assign(node.func.value, grown, frame, node)  # type: ignore[attr-defined]
         if isinstance(func, TensorMethod) and func.name.endswith("_") and isinstance(result, Node):
@@ -365,6 +369,7 @@ class Expressions(Calls):
         inner = Frame(
             dict(frame.env), frame.file, frame.owner, frame.loop + 1, closure=frame.closure
         )
+        inner.entry_loop = frame.entry_loop  # the comprehension is a loop of this function
         if len(node.generators) == 1 and not node.generators[0].ifs:
             gen = node.generators[0]
             source = self.ev(gen.iter, inner)

@@ -24,6 +24,7 @@ from kb.scan.model.ops import (
     ACTIVATION_OPS,
     CONTAINERS,
     CREATION,
+    LIBRARY_CONVENTIONS,
     activation_kind,
     canonical,
     leaf_op,
@@ -107,6 +108,16 @@ class Externals:
     def item(self, value: Any, i: int, frame: Frame, at: Any) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def library_init(
+        self, inst: Inst, kind: str, args: list[Any], kwargs: dict[str, Any], at: Any
+    ) -> None:  # pragma: no cover - the library conventions (kb.scan.model.libbases)
+        raise NotImplementedError
+
+    def library_forward(
+        self, inst: Inst, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
+    ) -> Any:  # pragma: no cover - the library conventions (kb.scan.model.libbases)
+        raise NotImplementedError
+
     def call_leaf(
         self, inst: Inst, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
     ) -> Any:
@@ -124,6 +135,8 @@ class Externals:
             return UNKNOWN
         if op in ("mlp", "vit_attention", "mha"):
             return self.library_module(inst, op, x, args, kwargs, frame, at)
+        if op in LIBRARY_CONVENTIONS:
+            return self.library_forward(inst, args, kwargs, frame, at)
         kw: dict[str, Any] = {"module": inst, **inst.kwargs}
         return self.node(op, (x, *args[1:]), kw, frame, at)
 
@@ -172,6 +185,10 @@ class Externals:
         if op in ("linear", "layer_norm", "rms_norm", "group_norm", "embedding", "conv"):
             for i, v in enumerate(args[:2]):
                 kept.setdefault(f"arg{i}", v)
+        if op in LIBRARY_CONVENTIONS:  # a spelling may come by position (FeedForward's 5th)
+            for i, v in enumerate(args[:6]):
+                if isinstance(v, (Const, Sym)):
+                    kept.setdefault(f"arg{i}", v)
         inst = Inst(name, leaf=op, kwargs=kept, line=getattr(at, "lineno", 0))
         self.instances.append(inst)
         return inst
@@ -261,7 +278,10 @@ class Externals:
         if last[:1].isupper():  # an external class: a module leaf, else an opaque object
             op = leaf_op(dotted)
             if op is not None:
-                return self.leaf(last, op, args, kwargs, at)
+                inst = self.leaf(last, op, args, kwargs, at)
+                if op in LIBRARY_CONVENTIONS:
+                    self.library_init(inst, op, args, kwargs, at)
+                return inst
             if has_tensors(args) or has_tensors(kwargs.values()):
                 return self.opaque(dotted, args, kwargs, frame, at)
             return self.leaf(last, "opaque", args, kwargs, at)

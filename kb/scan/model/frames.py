@@ -13,7 +13,7 @@ from kb.scan.model.graph import ClassRef, Inst, Node, Seq
 class Frame:
     """One running function: its names, file, the instance owning what it computes."""
 
-    __slots__ = ("closure", "env", "file", "loop", "owner", "returns")
+    __slots__ = ("closure", "entry_loop", "env", "file", "loop", "owner", "returns")
 
     def __init__(
         self,
@@ -27,6 +27,7 @@ class Frame:
         self.file = file
         self.owner = owner
         self.loop = loop
+        self.entry_loop = loop  # the loops of its callers; loop - entry_loop are its own
         self.returns: list[Any] = []
         self.closure = closure
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from kb.scan.model.externals import Externals
 from kb.scan.model.frames import Bound, Frame
-from kb.scan.model.graph import UNKNOWN, ClassRef, Const, Inst, Node, Seq
-from kb.scan.model.ops import leaf_op
+from kb.scan.model.graph import UNKNOWN, ClassRef, Const, DictVal, Func, Inst, Node, Seq
+from kb.scan.model.ops import LIBRARY_CONVENTIONS, leaf_op
 
 #: external base classes (dotted, as imported) -> the convention they follow
 LIBRARY_BASES: dict[str, str] = {
@@ -35,6 +35,15 @@ _ABSENT_PARTS = ("spatial_norm", "group_norm", "norm_cross", "norm_added_q", "no
 #: helper methods processors call on it, by what they hand back
 _HELPERS = ("prepare_attention_mask", "head_to_batch_dim", "batch_to_head_dim")
 _INIT = "__library_init__"
+#: diffusers' FeedForward ``activation_fn`` -> (its activation module, GELU's approximation)
+_FF_BLOCKS: dict[str, tuple[str, str]] = {
+    "gelu": ("GELU", "none"),
+    "gelu-approximate": ("GELU", "tanh"),
+    "geglu": ("GEGLU", ""),
+    "geglu-approximate": ("ApproximateGELU", ""),
+    "swiglu": ("SwiGLU", ""),
+    "linear-silu": ("LinearActivation", ""),
+}
 _LEAF = "__leaf_forward__"
 
 
@@ -61,6 +70,8 @@ class LibraryBases(Externals):
         for item in self.walk_mro(inst.cls):
             if isinstance(item, str):
                 op = leaf_op(item)
+                if op in LIBRARY_CONVENTIONS:
+                    continue  # a convention's base, read by library_forward
                 if op is not None and not op.startswith(("opaque", "same", "sequential")):
                     return Bound(inst, f"{_LEAF}:{op}")
         return None
@@ -87,6 +98,8 @@ class LibraryBases(Externals):
             return self.node(
                 "rope_kernel", (x,), {"layout": layout, "fn": Const(dotted)}, frame, at
             )
+        if dotted.startswith("diffusers") and dotted.endswith(".apply_rotary_emb"):
+            return self._diffusers_rotary(args, kwargs, dotted, frame, at)
         if not (dotted.startswith("xformers") and dotted.endswith(".rope_padded")):
             return None
         names = ("xq", "xk", "xv", "cache_k", "cache_v", "attn_bias")
@@ -111,6 +124,36 @@ class LibraryBases(Externals):
                         frame.env[name] = written
         return rq
 
+    def _config_dict(self, inst: Inst) -> DictVal:
+        """transformers' ``PretrainedConfig.to_dict()``: the configuration's attributes (the
+        checkpoint's values where it gives them) as a dict, e.g. for ``Block(**cfg.to_dict())``."""
+        from kb.scan.model.modelconfig import value_of
+
+        items = {k: v for k, v in inst.attrs.items() if not isinstance(v, (Bound, Func))}
+        if inst.cls is not None:  # the model's own configuration: the checkpoint's keys too
+            for key, data in self.model_config.items():
+                items.setdefault(str(key), value_of(data))
+        return DictVal(items)
+
+    def _diffusers_rotary(
+        self, args: list[Any], kwargs: dict[str, Any], dotted: str, frame: Frame, at: Any
+    ) -> Any:
+        """diffusers' ``apply_rotary_emb(x, freqs_cis, use_real=True,
+        use_real_unbind_dim=-1)``: real cos/sin unbound on the last axis rotate neighbouring
+        pairs, on the second-last axis the two halves; complex frequencies multiply
+        neighbouring pairs."""
+        x = args[0] if args else kwargs.get("x")
+        if not isinstance(x, Node):
+            return None
+        real = kwargs.get("use_real", args[2] if len(args) > 2 else Const(True))
+        axis = kwargs.get("use_real_unbind_dim", args[3] if len(args) > 3 else Const(-1))
+        if not isinstance(real, Const) or (real.value and not isinstance(axis, Const)):
+            return None  # decided at run time: the pairing is not known
+        pairs = "half" if real.value and axis.value == -2 else "interleave"
+        return self.node(
+            "rope_kernel", (x,), {"layout": Const(pairs), "fn": Const(dotted)}, frame, at
+        )
+
     def call_bound(self, b: Bound, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """A constructor or helper method of a library base, else the other bound calls."""
         inst, name = b.value, b.name
@@ -124,9 +167,111 @@ class LibraryBases(Externals):
         if isinstance(inst, Inst) and name.startswith(_INIT):
             self._diffusers_attention_init(inst, args, kwargs, None)
             return Const(None)
-        if isinstance(inst, Inst) and name in _HELPERS and self.library_base(inst.cls):
+        if isinstance(inst, Inst) and inst.config and name == "to_dict":
+            return self._config_dict(inst)
+        if isinstance(inst, Inst) and name in _HELPERS and self._convention(inst):
             return args[0] if args else UNKNOWN
         return super().call_bound(b, args, kwargs)
+
+    def _convention(self, inst: Inst) -> str | None:
+        """The library convention an instance follows: built in place, or by derivation."""
+        if inst.leaf in LIBRARY_CONVENTIONS:
+            return inst.leaf
+        return self.library_base(inst.cls)
+
+    def library_init(
+        self, inst: Inst, kind: str, args: list[Any], kwargs: dict[str, Any], at: Any
+    ) -> None:
+        """A library module built in place: the parts its constructor makes."""
+        if kind == "diffusers_attention":
+            self._diffusers_attention_init(inst, args, kwargs, at)
+
+    def _spelling(self, inst: Inst, name: str, position: int, default: Any) -> Any:
+        return inst.kwargs.get(name, inst.kwargs.get(f"arg{position}", Const(default)))
+
+    def _diffusers_feed_forward(self, inst: Inst, x: Node, frame: Frame, at: Any) -> Any:
+        """diffusers' FeedForward: the activation block ``activation_fn`` names (a projection
+        and its activation), dropout, then the output projection."""
+        spelling = self._spelling(inst, "activation_fn", 4, "geglu")
+        value = spelling.value if isinstance(spelling, Const) else None
+        block = _FF_BLOCKS.get(value) if isinstance(value, str) else None
+        if block is None:  # not a spelling the library knows, or decided at run time
+            h = self.node("linear", (x,), {"module": inst}, frame, at)
+            h = self.call(self.activation_leaf(spelling, at), [h], {}, frame, at)
+        else:
+            h = self._diffusers_activation(inst, block[0], x, frame, at, block[1])
+        return self.node("linear", (h,), {"module": inst}, frame, at)
+
+    def _diffusers_activation(
+        self, inst: Inst, cls: str, x: Node, frame: Frame, at: Any, approximate: str = ""
+    ) -> Any:
+        """diffusers' activation modules, each a projection then its activation: GELU (erf
+        or tanh), GEGLU and SwiGLU (the second half of the projection activated and
+        multiplying the first), ApproximateGELU (x * sigmoid(1.702 x)), LinearActivation."""
+        proj = self.node("linear", (x,), {"module": inst}, frame, at)
+        if cls == "GELU":
+            spelled = approximate or self._spelling(inst, "approximate", 2, "none").value
+            kw = {"approximate": Const(spelled)} if spelled == "tanh" else {}
+            return self.call_ext("torch.nn.functional.gelu", [proj], kw, frame, at)
+        if cls in ("GEGLU", "SwiGLU"):
+            halves = self.call_ext("torch.chunk", [proj, Const(2)], {"dim": Const(-1)}, frame, at)
+            first, gate = (self.item(halves, i, frame, at) for i in (0, 1))
+            fn = "torch.nn.functional.gelu" if cls == "GEGLU" else "torch.nn.functional.silu"
+            return self.node(
+                "mul", (first, self.call_ext(fn, [gate], {}, frame, at)), None, frame, at
+            )
+        if cls == "ApproximateGELU":
+            scaled = self.node("mul", (proj, Const(1.702)), None, frame, at)
+            gate = self.call_ext("torch.sigmoid", [scaled], {}, frame, at)
+            return self.node("mul", (proj, gate), None, frame, at)
+        spelling = self._spelling(inst, "activation", 3, "silu")
+        return self.call(self.activation_leaf(spelling, at), [proj], {}, frame, at)
+
+    def _diffusers_adaln(
+        self, inst: Inst, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
+    ) -> Any:
+        """diffusers' adaptive norms: the conditioning through SiLU and a projection, split
+        into shift/scale/gate rows, and the norm (LayerNorm without affine, or the RMSNorm
+        AdaLayerNormContinuous may name) scaled by one plus scale, shifted. Zero returns
+        (x, gate_msa, shift_mlp, scale_mlp, gate_mlp), ZeroSingle (x, gate), Continuous x."""
+        x = args[0] if args else kwargs.get("x", UNKNOWN)
+        given = [kwargs.get("emb"), kwargs.get("conditioning_embedding"), *args[1:]]
+        given += [kwargs.get("timestep")]
+        cond = next((c for c in given if isinstance(c, Node)), None)
+        if not isinstance(x, Node) or cond is None:
+            return UNKNOWN
+        name = inst.name
+        rows = {"AdaLayerNormZero": 6, "AdaLayerNormZeroSingle": 3}.get(name, 2)
+        act = self.call_ext("torch.nn.functional.silu", [cond], {}, frame, at)
+        emb = self.node("linear", (act,), {"module": inst}, frame, at)
+        parts = self.call_ext("torch.chunk", [emb, Const(rows)], {"dim": Const(1)}, frame, at)
+        row = [self.item(parts, i, frame, at) for i in range(rows)]
+        if name == "AdaLayerNormContinuous":
+            scale, shift = row
+            spelled = self._spelling(inst, "norm_type", 5, "layer_norm")
+            rms = isinstance(spelled, Const) and spelled.value == "rms_norm"
+        else:
+            shift, scale = row[0], row[1]
+            rms = False
+        norm = self.leaf(
+            "RMSNorm" if rms else "LayerNorm",
+            "rms_norm" if rms else "layer_norm",
+            [],
+            {"elementwise_affine": self._spelling(inst, "elementwise_affine", 2, True)}
+            if name == "AdaLayerNormContinuous"
+            else {"elementwise_affine": Const(False)},
+            at,
+        )
+        normed = self.call(norm, [x], {}, frame, at)
+        widened = self.node("add", (Const(1), scale), None, frame, at)
+        out = self.node(
+            "add", (self.node("mul", (normed, widened), None, frame, at), shift), None, frame, at
+        )
+        if name == "AdaLayerNormZero":
+            return Seq((out, row[2], row[3], row[4], row[5]))
+        if name == "AdaLayerNormZeroSingle":
+            return Seq((out, row[2]))
+        return out
 
     def _diffusers_attention_init(
         self, inst: Inst, args: list[Any], kwargs: dict[str, Any], at: Any
@@ -156,9 +301,19 @@ class LibraryBases(Externals):
     def library_forward(
         self, inst: Inst, args: list[Any], kwargs: dict[str, Any], frame: Frame, at: Any
     ) -> Any:
-        """The forward of an instance whose class has none in reach but a library base
-        (None: no such base)."""
-        if self.library_base(inst.cls) != "diffusers_attention":
+        """The forward of an instance whose class has none in reach but a library base, or
+        of a library module built in place (None: neither)."""
+        kind = self._convention(inst)
+        if kind in ("diffusers_ff", "diffusers_act"):
+            x = args[0] if args else kwargs.get("hidden_states", UNKNOWN)
+            if not isinstance(x, Node):
+                return UNKNOWN
+            if kind == "diffusers_act":
+                return self._diffusers_activation(inst, inst.name, x, frame, at)
+            return self._diffusers_feed_forward(inst, x, frame, at)
+        if kind == "diffusers_adaln":
+            return self._diffusers_adaln(inst, args, kwargs, frame, at)
+        if kind != "diffusers_attention":
             return None
         names = ("hidden_states", "encoder_hidden_states", "attention_mask")
         given = dict(zip(names, args, strict=False))

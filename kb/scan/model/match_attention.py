@@ -51,6 +51,9 @@ class Core:
     sinks: Fact | None = None
     window: Fact | None = None
     nodes: list[Node] = field(default_factory=list)
+    #: every mask or bias applied to the scores (a bias added, then a causal and a padding
+    #: mask filled in); ``mask`` is the innermost, kept for what reads one
+    masks: list[Any] = field(default_factory=list)
 
 
 #: a match whose q and k paths the reader could not follow: it says nothing of how they are
@@ -121,6 +124,7 @@ def _written(graph: Graph, soft: Node) -> Core | None:
     """softmax(q kᵀ * scale + mask) v, read back from the softmax."""
     x: Any = soft.args[0] if soft.args else None
     mask: Any = None
+    masks: list[Any] = []
     sinks: Fact | None = None
     nodes = [soft]
     for _ in range(10):
@@ -134,10 +138,12 @@ def _written(graph: Graph, soft: Node) -> Core | None:
             if scores is None:
                 return None
             mask = next((a for a in parts if a is not scores), mask)
+            masks.append(mask)
             nodes.append(x)
             x = scores
         elif x.op == "masked_fill":
             mask = x.args[1] if len(x.args) > 1 else mask
+            masks.append(mask)
             x = x.args[0]
         elif x.op in ("maximum", "clamp"):  # scores clamped to the dtype's range
             scored = [a for a in x.args if isinstance(a, Node) and _has_product(a)]
@@ -188,7 +194,7 @@ def _written(graph: Graph, soft: Node) -> Core | None:
     if v is None:
         return None
     nodes.append(x)
-    return Core("written", soft, q, k, v, mask, None, sinks, nodes=nodes)
+    return Core("written", soft, q, k, v, mask, None, sinks, nodes=nodes, masks=masks)
 
 
 def _has_product(n: Node, depth: int = 6) -> bool:
@@ -332,7 +338,8 @@ def causality(core: Core, cache: Fact | None, owner: Inst | None, cross: bool) -
     flag = core.flag
     if isinstance(flag, Const) and flag.value is True:
         return Fact.at(True, core.node, f"{core.form} is told causal")
-    for n in ancestors(core.mask, 80) if core.mask is not None else []:
+    seen = [m for m in (core.masks or [core.mask]) if m is not None]
+    for n in (a for m in seen for a in ancestors(m, 80)):
         if n.op in ("triu", "tril"):
             return Fact.at(True, n, f"a triangular mask ({n.op})")
         if n.op == "call" and "causal" in str(n.kw.get("callee", Const("")).value).lower():

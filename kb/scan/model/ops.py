@@ -311,7 +311,23 @@ LIBRARY_MODULES: dict[str, str] = {
     "timm.layers.Mlp": "mlp",
     "timm.layers.mlp.Mlp": "mlp",
     "timm.models.layers.mlp.Mlp": "mlp",
+    # diffusers' building blocks built in place (kb.scan.model.libbases reads their forward)
+    "diffusers.models.attention_processor.Attention": "diffusers_attention",
+    "diffusers.models.attention.Attention": "diffusers_attention",
+    "diffusers.models.attention.FeedForward": "diffusers_ff",
+    "diffusers.models.activations.GELU": "diffusers_act",
+    "diffusers.models.activations.GEGLU": "diffusers_act",
+    "diffusers.models.activations.ApproximateGELU": "diffusers_act",
+    "diffusers.models.activations.SwiGLU": "diffusers_act",
+    "diffusers.models.activations.LinearActivation": "diffusers_act",
+    "diffusers.models.normalization.AdaLayerNormZero": "diffusers_adaln",
+    "diffusers.models.normalization.AdaLayerNormZeroSingle": "diffusers_adaln",
+    "diffusers.models.normalization.AdaLayerNormContinuous": "diffusers_adaln",
 }
+#: the ops of LIBRARY_MODULES whose forward kb.scan.model.libbases writes out
+LIBRARY_CONVENTIONS = frozenset(
+    {"diffusers_attention", "diffusers_ff", "diffusers_act", "diffusers_adaln"}
+)
 
 #: external classes that hold other modules
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
