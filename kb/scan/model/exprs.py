@@ -310,7 +310,8 @@ class Expressions(Calls):
                 return UNKNOWN
             return Const(same if isinstance(op, ast.Is) else not same)
         if isinstance(left, Node) or isinstance(right, Node):
-            return self.node("eq", (left, right), None, frame, at)
+            # which comparison: an ordering of positions is a triangle (a causal mask)
+            return self.node("eq", (left, right), {"cmp": Const(type(op).__name__)}, frame, at)
         if isinstance(left, Const) and isinstance(right, Const) and type(op) in _COMPARE:
             try:
                 return Const(bool(_COMPARE[type(op)](left.value, right.value)))

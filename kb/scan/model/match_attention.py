@@ -342,6 +342,8 @@ def causality(core: Core, cache: Fact | None, owner: Inst | None, cross: bool) -
     for n in (a for m in seen for a in ancestors(m, 80)):
         if n.op in ("triu", "tril"):
             return Fact.at(True, n, f"a triangular mask ({n.op})")
+        if _ordered_positions(n):
+            return Fact.at(True, n, "a triangular mask (key positions compared with queries')")
         if n.op == "call" and "causal" in str(n.kw.get("callee", Const("")).value).lower():
             return Fact.at(True, n, "a causal mask is built for it")
     if isinstance(flag, (Sym, Alt)):
@@ -379,6 +381,45 @@ def _inputs(projections: list[Node]) -> set[int]:
         if isinstance(x, Node):
             out.add(x.id)
     return out
+
+
+def _ordered_positions(n: Node) -> bool:
+    """``k_pos > q_pos`` (or ``<``, ``>=``, ``<=``) on two position tensors: a triangle."""
+    cmp = n.kw.get("cmp")
+    if n.op != "eq" or not (isinstance(cmp, Const) and cmp.value in ("Lt", "LtE", "Gt", "GtE")):
+        return False
+    sides = [a for a in n.args if isinstance(a, Node)]
+    return len(sides) == 2 and all(_from_positions(a) for a in sides)
+
+
+def position_bias(term: Any) -> Node | None:
+    """What makes a term added to the scores a position bias rather than a mask: a
+    learned relative-position table (an embedding lookup), or a product of token positions
+    (``arange``, ``cumsum``) that no comparison turned into a mask with another factor
+    (ALiBi: per-head slopes times distances).  None for a mask."""
+    for n in ancestors(term, limit=300):
+        if n.op == "embedding":
+            return n
+        if n.op == "mul" and _positions_times_factor(n):
+            return n
+    return None
+
+
+def _positions_times_factor(n: Node) -> bool:
+    """Positions times a tensor or a real number (slopes may be built from an arange over
+    the heads too: two such factors are still no mask)."""
+    factors = [
+        a
+        for a in n.args
+        if isinstance(a, Node) or (isinstance(a, Const) and isinstance(a.value, float))
+    ]
+    return len(factors) >= 2 and any(isinstance(a, Node) and _from_positions(a) for a in factors)
+
+
+def _from_positions(value: Node) -> bool:
+    """Computed from token positions by arithmetic alone (no comparison on the way)."""
+    chain = ancestors(value, limit=60, stop=frozenset({"eq"}))
+    return not any(x.op == "eq" for x in chain) and any(x.op in ("arange", "cumsum") for x in chain)
 
 
 def _handed_in(mask: Any) -> bool:
@@ -427,6 +468,14 @@ def attention_matches(graph: Graph, norms: list[Norm]) -> list[Match]:
             facts["window"] = core.window
         if core.mask is not None:
             facts["mask"] = Fact.at(True, core.node, "a mask or bias is added to the scores")
+            bias = next(filter(None, map(position_bias, [*core.masks, core.mask])), None)
+            if bias is not None:
+                facts["position_bias"] = Fact.at(
+                    True,
+                    bias,
+                    "a position bias is added to the scores (slopes times distances, or a "
+                    "relative-position table)",
+                )
         nodes = list(core.nodes) + q_proj[:1] + k_proj[:1]
         q_in, k_in = _inputs(q_proj), _inputs(k_proj)
         cross = bool(q_in) and bool(k_in) and not (q_in & k_in)

@@ -366,6 +366,22 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
     the code leaves to the configuration (one of a few values, ``Module.options``) is
     planned for the value the code names first, and every stage asks which it is."""
     m, undecided = assume_first_option(m)
+    if m.kind.startswith("attention.") and m.facts.get("position_bias"):
+        # the chains' attention calls add a mask, not this bias: planning one would drop it
+        return [
+            {
+                "module": m.name,
+                "kind": m.kind,
+                "phase": "both",
+                "file": m.file,
+                "lines": [m.line, m.end_line],
+                "none": "the scores get an added position bias (ALiBi or a relative-position "
+                "table), which no chain's attention call passes; keep torch, or pass the bias "
+                "yourself as pse_shift (npu_fused_infer_attention_score) or pse "
+                "(npu_fusion_attention) and verify",
+                "stages": [],
+            }
+        ]
     n = need(m)
     if n is None:
         return []
