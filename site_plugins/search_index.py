@@ -135,7 +135,7 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
                     doc.get("prior", 1.0),
                     doc.get("dtypes", ""),
                     doc.get("steps", ""),
-                    doc.get("summary_en", ""),
+                    snippet(doc.get("summary_en", "")),
                     [
                         raw if raw == stem else [raw, stem]
                         for raw, stem in names._name_parts(doc["name"])
@@ -244,3 +244,21 @@ def other_pages(search_index: dict[str, Any], record_urls: set[str]) -> list[lis
         words = " ".join(dict.fromkeys(textanalysis.tokens(title)))
         out.append([location, title, words])
     return out
+
+
+#: The longest summary a search result shows under its title (the page has the rest):
+#: the shipped search data stays small however many records there are.
+SNIPPET_CHARS = 110
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """A result's text: the summary's first sentence when it fits, else its words up to
+    ``limit`` characters and an ellipsis."""
+    text = " ".join(text.split())
+    end = text.find(". ")
+    if 0 < end < limit:
+        return text[: end + 1]
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip(" ,;:-") + "…"

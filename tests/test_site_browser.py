@@ -206,7 +206,9 @@ RESULTS_OF_TYPED = """() => {
   const toggle = document.getElementById("__search");
   const input = document.querySelector("input.md-search__input");
   if (!input) return false;
-  if (toggle && !toggle.checked) { input.blur(); input.focus(); }
+  // a content swap's late events can close the box after the click that opened it, and
+  // Material only reopens it on a focus change it has not seen: open it as its label does
+  if (toggle && !toggle.checked) { toggle.click(); input.focus(); }
   window.__kbPolls = (window.__kbPolls || 0) + 1;
   if (window.__kbPolls % 12 === 0 && input.value) {
     const value = input.value;

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kb.vocab import INFERENCE_PHASES
+
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
 
 
@@ -89,7 +91,7 @@ def _mark(entries: list[dict[str, Any]], doc: dict[str, Any]) -> None:
             found = [
                 (ph, dt, s)
                 for ph, dt, s in results.get((str(entry.get("module")), mapping), [])
-                if phase not in ("prefill", "decode") or ph == phase
+                if phase not in INFERENCE_PHASES or ph == phase
             ]
             measured = [(ph, dt, s) for ph, dt, s in found if not s.get("rejected")]
             if not measured:

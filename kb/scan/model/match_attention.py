@@ -392,14 +392,63 @@ def _ordered_positions(n: Node) -> bool:
     return len(sides) == 2 and all(_from_positions(a) for a in sides)
 
 
+#: what a position bias is computed with: shapes moved, positions and slopes combined
+#: arithmetically.  A walk back from the scores' added term follows only these, so a mask
+#: built by a function the reader does not see into (given the embeddings for their dtype
+#: and shape) never reaches the positional encodings behind those embeddings.
+_ARITHMETIC = frozenset(
+    {
+        "same",
+        "contiguous",
+        "view",
+        "unflatten",
+        "flatten",
+        "transpose",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "repeat",
+        "repeat_interleave",
+        "getitem",
+        "phi",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "neg",
+        "pow",
+        "exp",
+        "cumsum",
+        "arange",
+        "full",
+    }
+)
+
+
+def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
+    out: list[Node] = []
+    todo = [value] if isinstance(value, Node) else []
+    seen = {id(v) for v in todo}
+    while todo and len(out) < limit:
+        here = todo.pop(0)
+        out.append(here)
+        if here.op not in _ARITHMETIC:
+            continue
+        for o in here.operands():
+            if id(o) not in seen:
+                seen.add(id(o))
+                todo.append(o)
+    return out
+
+
 def position_bias(term: Any) -> Node | None:
     """What makes a term added to the scores a position bias rather than a mask: a
-    learned relative-position table (an embedding lookup), or a product of token positions
-    (``arange``, ``cumsum``) that no comparison turned into a mask with another factor
-    (ALiBi: per-head slopes times distances).  None for a mask."""
-    for n in ancestors(term, limit=300):
-        if n.op == "embedding":
-            return n
+    product of token positions (``arange``, ``cumsum``) that no comparison turned into a
+    mask with another factor (ALiBi: per-head slopes times distances), reached through
+    arithmetic alone.  None for a mask.  (A learned relative-position table is not told
+    apart yet.)"""
+    for n in _arithmetic_ancestors(term, 300):
         if n.op == "mul" and _positions_times_factor(n):
             return n
     return None
@@ -418,8 +467,8 @@ def _positions_times_factor(n: Node) -> bool:
 
 def _from_positions(value: Node) -> bool:
     """Computed from token positions by arithmetic alone (no comparison on the way)."""
-    chain = ancestors(value, limit=60, stop=frozenset({"eq"}))
-    return not any(x.op == "eq" for x in chain) and any(x.op in ("arange", "cumsum") for x in chain)
+    chain = _arithmetic_ancestors(value, 60)
+    return any(x.op in ("arange", "cumsum") for x in chain)
 
 
 def _handed_in(mask: Any) -> bool:
@@ -473,8 +522,8 @@ def attention_matches(graph: Graph, norms: list[Norm]) -> list[Match]:
                 facts["position_bias"] = Fact.at(
                     True,
                     bias,
-                    "a position bias is added to the scores (slopes times distances, or a "
-                    "relative-position table)",
+                    "a position bias is added to the scores (per-head slopes times "
+                    "distances, ALiBi)",
                 )
         nodes = list(core.nodes) + q_proj[:1] + k_proj[:1]
         q_in, k_in = _inputs(q_proj), _inputs(k_proj)

@@ -186,14 +186,14 @@ def best_chain(
     """The chain to plan, the next ones, the chains held for another deployment, and the
     selector's earlier choices passed over because they do not compute the module.
 
-    The chains are chosen by :func:`kb.advice.select.select` - the selector ``kb advise``
+    The chains are chosen by :func:`kb.catalog.select.select` (``kb.advice.select``) - the selector ``kb advise``
     answers with - from the module's situation ``facts``, in its order; of those, the
     ones whose kept stages compute this module (:func:`_fits`) are planned.  A chain
     the selector refuses only for a communication group the target lacks is named with
     the deployment it needs.  With the module ``m``, a chain some of whose kept stages
     would not be proposed (issue 22: no equivalence proof) gives way to the next whose
     stages all would; the passed-over choices are returned with the reason."""
-    from kb.advice.select import select
+    from kb.catalog.select import select
 
     chosen = select(ctx.catalog, facts or {"phase": phase}, module=n.category)
     by_name = {c["name"]: c for c in chains(ctx)}
@@ -375,8 +375,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                 "phase": "both",
                 "file": m.file,
                 "lines": [m.line, m.end_line],
-                "none": "the scores get an added position bias (ALiBi or a relative-position "
-                "table), which no chain's attention call passes; keep torch, or pass the bias "
+                "none": "the scores get an added position bias (ALiBi: per-head slopes times "
+                "distances), which no chain's attention call passes; keep torch, or pass the bias "
                 "yourself as pse_shift (npu_fused_infer_attention_score) or pse "
                 "(npu_fusion_attention) and verify",
                 "stages": [],
