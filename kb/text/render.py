@@ -9,7 +9,6 @@ from typing import Any
 from kb.api.recordview import release_span, text_in
 from kb.catalog.kernelfacts import kernel_only_products
 from kb.catalog.wording import TEXT, when_words
-from kb.check.conditions import range_text
 from kb.emulate.names import in_words
 from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
@@ -22,6 +21,8 @@ def wrap(text: str, indent: str = "  ", width: int = WIDTH, hang: str = "") -> l
     text = " ".join(str(text).split())
     if not text:
         return []
+    if len(indent) + len(text) <= width:  # one line: what textwrap would give, without it
+        return [indent + text]
     return textwrap.wrap(
         text,
         width=width,
@@ -103,7 +104,11 @@ def rule_line(r: dict[str, Any]) -> str:
         effects.append("forbids " + ", ".join(r["forbid"]))
     for key, word in (("dtypes", "dtype in"), ("formats", "format in"), ("values", "in")):
         effects += [f"{t} {word} {d}" for t, d in (r.get(key) or {}).items()]
-    effects += [f"{a} in {range_text(g)}" for a, g in (r.get("ranges") or {}).items()]
+    if r.get("ranges"):
+        # the candidate-list reader (and YAML behind it) loads only for a rule with ranges
+        from kb.check.conditions import range_text
+
+        effects += [f"{a} in {range_text(g)}" for a, g in r["ranges"].items()]
     if r.get("products"):
         effects.append("only on " + ", ".join(r["products"]))
     return f"when {when}: {'; '.join(effects)}"
