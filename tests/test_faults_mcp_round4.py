@@ -488,3 +488,27 @@ def test_scan_plan_parallel_and_prefetch_tp_answer_as_the_cli(server: Any, tmp_p
     assert sized["structuredContent"] == cli(
         "prefetch-size", "--hidden", "6144", "--intermediate", "12288", "--gate-up", "--tp", "2"
     )
+
+
+def test_scan_returns_the_port_diff_read_inside_the_root(server: Any, tmp_path: Path) -> None:
+    """Issue 33: the scan tool returns what ``kb port --diff`` shows (stages, notes, diff),
+    reading inside the server's root and writing nothing; a model outside the root is
+    refused as any path is."""
+    pytest.importorskip("libcst")
+    data = tmp_path / "root"
+    data.mkdir()
+    for name in ("dense_llm.py", "dense_llm.json"):
+        (data / name).write_bytes((REPO / "tests" / "data" / "port" / name).read_bytes())
+    one = server("--root", str(data), KB_CACHE_DIR=str(tmp_path / "cache"))
+    got = one.answer(
+        1,
+        "scan",
+        {"path": "dense_llm.py", "plan": True, "port_diff": True, "model_config": "dense_llm.json"},
+        timeout=180,
+    )["structuredContent"]
+    (ported,) = got["port"]["files"]
+    assert "+import torch_npu" in ported["diff"]
+    assert {s["mapping"] for s in ported["stages"].values()} >= {"rms_norm", "swiglu"}
+    assert sorted(p.name for p in data.iterdir()) == ["dense_llm.json", "dense_llm.py"]
+    refused = one.answer(2, "scan", {"path": "../outside.py", "port_diff": True})
+    assert refused.get("isError") is True

@@ -16,6 +16,7 @@ def port(
     parallel: str | None = None,
     model_config: str | None = None,
     write: bool = True,
+    within: str | None = None,
 ) -> dict[str, Any]:
     """Write the fused port of ``path`` into ``out``; the document lists each rewritten
     file's stages, derived weights, notes and unified diff."""
@@ -27,7 +28,7 @@ def port(
         product=product, quantization=quantization, parallel=parallel, model_config=model_config
     )
     try:
-        files = _port(path, out, options, write=write)
+        files = _port(path, out, options, write=write, within=within)
     except (PortError, ScanError) as exc:
         raise UsageError(str(exc)) from None
     doc = document(files)

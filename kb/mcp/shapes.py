@@ -99,6 +99,8 @@ class ScanResult(TypedDict):
     # per module and phase: chain, stages with args and mapping, prerequisites
     plan: list[dict[str, Any]]
     not_followed: list[Skipped]  # files the model reader meant to follow and did not read
+    # with port_diff: each rewritten file's stages, notes and unified diff (kb port --diff)
+    port: NotRequired[dict[str, Any]]
 
 
 class RulesResult(TypedDict):

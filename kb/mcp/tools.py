@@ -249,6 +249,13 @@ def scan(
         bool, Field(description="false: ignore [tool.kb] settings (the CLI's --no-config)")
     ] = True,
     fusion: Annotated[bool, Field(description="also report fusion opportunities (KB6xx)")] = True,
+    port_diff: Annotated[
+        bool,
+        Field(
+            description="also return the port kb port would write for the path (each "
+            "rewritten file's stages, notes and unified diff; nothing is written)"
+        ),
+    ] = False,
 ) -> ScanResult:
     """Lint Python model code without running it: every torch_npu call judged against the
     records (operator, keywords, binding, values, product, release) and unfused PyTorch
@@ -279,7 +286,7 @@ def scan(
             else None
         ),
     }
-    return scanned(  # type: ignore[return-value]
+    result = scanned(
         _catalog,
         path=path,
         text=text,
@@ -292,6 +299,11 @@ def scan(
         root=confine.root() if path is not None else None,
         **supported(scanned, extra, {"use_config": True, "plan": False}),
     )
+    if port_diff:
+        from kb.mcp.portdiff import port_diff as diffs
+
+        result["port"] = diffs(path, product, quant, parallel, extra["model_config"])
+    return result  # type: ignore[return-value]
 
 
 def supported(

@@ -50,12 +50,15 @@ class FilePort:
         }
 
 
-def plan_of(paths: list[str], options: Any) -> tuple[list[dict[str, Any]], list[Any]]:
-    """(plan entries, inventory) of ``kb scan --plan`` on ``paths``."""
+def plan_of(
+    paths: list[str], options: Any, within: str | None = None
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """(plan entries, inventory) of ``kb scan --plan`` on ``paths``; ``within`` keeps the
+    reader's imports and configs inside that folder (the MCP server's root)."""
     from kb.rules import RULES
     from kb.scan.engine import Scanner
 
-    report = Scanner(None, options, rules=RULES).scan(paths)
+    report = Scanner(None, options, rules=RULES).scan(paths, within=within)
     return list(report.plan), list(report.inventory)
 
 
@@ -157,7 +160,9 @@ def port_text(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tu
     return module.with_changes(body=body).code, result
 
 
-def port(path: str, out: str, options: Any, *, write: bool = True) -> list[FilePort]:
+def port(
+    path: str, out: str, options: Any, *, write: bool = True, within: str | None = None
+) -> list[FilePort]:
     """Port ``path`` (a file or a folder) into ``out``; the files rewritten, in order."""
     src = Path(path)
     if not src.exists():
@@ -174,7 +179,7 @@ def port(path: str, out: str, options: Any, *, write: bool = True) -> list[FileP
             f"{out}: the port would be written over or into what it ports ({path}); "
             "give -o a path outside it"
         )
-    plan, inventory = plan_of([str(src)], options)
+    plan, inventory = plan_of([str(src)], options, within)
     # the plan names a file as the scan displays it (relative to the working directory
     # when it lies below it): key by the resolved path
     per_file = {str(Path(k).resolve()): v for k, v in stages_and_notes(plan, inventory).items()}
