@@ -28,6 +28,7 @@ from kb.scan.model.dataflow import (
 from kb.scan.model.graph import UNKNOWN, Alt, Const, Inst, Node, Seq, Sym
 from kb.scan.model.match_dense import Fact, Match, Norm
 from kb.scan.model.match_rope import rope_of
+from kb.scan.model.ops import SHAPE_OPS
 
 _PRODUCTS = frozenset({"matmul", "einsum"})
 _PROJECTIONS = frozenset({"linear", "matmul", "einsum", "conv"})
@@ -396,34 +397,8 @@ def _ordered_positions(n: Node) -> bool:
 #: arithmetically.  A walk back from the scores' added term follows only these, so a mask
 #: built by a function the reader does not see into (given the embeddings for their dtype
 #: and shape) never reaches the positional encodings behind those embeddings.
-_ARITHMETIC = frozenset(
-    {
-        "same",
-        "contiguous",
-        "view",
-        "unflatten",
-        "flatten",
-        "transpose",
-        "permute",
-        "unsqueeze",
-        "squeeze",
-        "expand",
-        "repeat",
-        "repeat_interleave",
-        "getitem",
-        "phi",
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "neg",
-        "pow",
-        "exp",
-        "cumsum",
-        "arange",
-        "full",
-    }
-)
+_COMBINING = ("getitem", "phi", "add", "sub", "mul", "div", "neg", "pow", "exp", "cumsum")
+_ARITHMETIC = SHAPE_OPS | frozenset(_COMBINING) | {"arange", "full"}
 
 
 def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
