@@ -1,0 +1,62 @@
+"""The argument forms the first references refused: rotate matrices, antiquant weights and
+KV caches, int8 communication, dynamic routing quantization, packed int4, MX scale_alg 2.
+
+Each test builds the upstream formula by hand (from the page or kernel document the
+record cites) and shows the reference computes it, and that the plausible wrong reading
+(a matrix applied from the left, the offset added after the scale, …) does not.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="the [reference] extra is not installed")
+ml_dtypes = pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
+
+from kb.reference import ReferenceInputError, run  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def randn(*shape: int, scale: float = 1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def close(a, b, tol: float = 1e-5) -> bool:
+    return bool(
+        np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=tol, rtol=tol)
+    )
+
+
+# ------------------------------------------------------------------ rotary_mul rotate
+def _pair_swap(d: int):
+    m = np.zeros((d, d), np.float32)
+    i = np.arange(0, d, 2)
+    m[i, i + 1] = 1.0
+    m[i + 1, i] = -1.0
+    return m
+
+
+def test_a_rotate_matrix_is_applied_from_the_right() -> None:
+    x, cos, sin = randn(1, 2, 3, 8), randn(1, 1, 3, 8), randn(1, 1, 3, 8)
+    m = _pair_swap(8)
+    got = run("npu_rotary_mul", x, cos, sin, rotary_mode="interleave", rotate=m)
+    assert close(got, run("npu_rotary_mul", x, cos, sin, rotary_mode="interleave"))
+    assert close(got, x * cos + (x @ m) * sin)
+    assert not close(got, x * cos + (x @ m.T) * sin, 1e-2)
+
+
+def test_a_block_diagonal_rotate_rotates_chunks_apart() -> None:
+    x, cos, sin = randn(2, 3, 1, 12), randn(1, 3, 1, 12), randn(1, 3, 1, 12)
+    m = np.zeros((12, 12), np.float32)
+    m[:8, :8] = _pair_swap(8)
+    m[8:, 8:] = _pair_swap(4)
+    got = run("npu_rotary_mul", x, cos, sin, rotate=m)
+    pairs = np.stack([-x[..., 1::2], x[..., 0::2]], -1).reshape(x.shape)
+    assert close(got, x * cos + pairs * sin)
+
+
+def test_a_rotate_matrix_of_the_wrong_size_is_refused() -> None:
+    x, cos, sin = randn(1, 2, 3, 8), randn(1, 1, 3, 8), randn(1, 1, 3, 8)
+    with pytest.raises(ReferenceInputError, match=r"rotate must be \[D, D\] = \[8, 8\]"):
+        run("npu_rotary_mul", x, cos, sin, rotate=np.eye(4, dtype=np.float32))
