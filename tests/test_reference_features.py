@@ -60,3 +60,38 @@ def test_a_rotate_matrix_of_the_wrong_size_is_refused() -> None:
     x, cos, sin = randn(1, 2, 3, 8), randn(1, 1, 3, 8), randn(1, 1, 3, 8)
     with pytest.raises(ReferenceInputError, match=r"rotate must be \[D, D\] = \[8, 8\]"):
         run("npu_rotary_mul", x, cos, sin, rotate=np.eye(4, dtype=np.float32))
+
+
+# ------------------------------------------------------------------ npu_quantize quint4x2
+def test_quint4x2_rounds_to_int4_and_packs_eight_per_int32() -> None:
+    x = np.array([[0.4, 1.6, -2.5, 7.9, -9.0, 3.0, -0.6, 5.5, 1, 2, 3, 4, 5, 6, 7, -8]], np.float32)
+    scales = np.ones(16, np.float32)
+    got = run("npu_quantize", x, scales, None, "quint4x2", axis=-1, div_mode=False)
+    assert got.dtype == np.int32 and got.shape == (1, 2)
+    ints = np.clip(np.rint(x), -8, 7).astype(np.int64)  # [0, 2, -2, 7, -8, 3, -1, 6 | ...]
+    words = [sum(int(v & 0xF) << (4 * j) for j, v in enumerate(ints[0, i : i + 8])) for i in (0, 8)]
+    assert got.view(np.uint32).tolist() == [words]
+
+
+def test_quint4x2_multiplies_along_the_last_axis_whatever_axis_above_minus_2() -> None:
+    x = randn(2, 3, 8, scale=4)
+    scales = np.linspace(0.5, 1.5, 8).astype(np.float32)
+    per_last = run("npu_quantize", x, scales, None, "quint4x2", axis=-1, div_mode=False)
+    assert np.array_equal(
+        run("npu_quantize", x, scales, None, "quint4x2", axis=1, div_mode=False), per_last
+    )
+
+
+def test_quint4x2_refuses_the_divide_path_and_an_odd_last_dim() -> None:
+    with pytest.raises(ReferenceInputError, match="needs div_mode=False"):
+        run("npu_quantize", randn(2, 8), np.ones(8, np.float32), None, "quint4x2", axis=-1)
+    with pytest.raises(ReferenceInputError, match="multiple of 8"):
+        run(
+            "npu_quantize",
+            randn(2, 12),
+            np.ones(12, np.float32),
+            None,
+            "quint4x2",
+            axis=-1,
+            div_mode=False,
+        )
