@@ -33,7 +33,6 @@ NOT_YET = {
     "npu_grouped_matmul[2]": "antiquant (W8A16) weights",
     "npu_incre_flash_attention[1]": "antiquant (int8 KV cache) scales",
     "npu_moe_distribute_combine_v2[0]": "comm_quant_mode=2 (int8 communication)",
-    "npu_moe_init_routing_v2[1]": "quant_mode=1 (dynamic int8 routing)",
 }
 
 

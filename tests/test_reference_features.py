@@ -95,3 +95,42 @@ def test_quint4x2_refuses_the_divide_path_and_an_odd_last_dim() -> None:
             axis=-1,
             div_mode=False,
         )
+
+
+# ------------------------------------------------------------------ init_routing_v2 quant_mode
+def test_init_routing_v2_dynamic_int8_quantizes_each_sorted_row() -> None:
+    x, ids = randn(4, 16), np.array([[2, 0], [1, 2], [0, 1], [2, 2]], np.int32)
+    plain, rows, _, _ = run("npu_moe_init_routing_v2", x, ids, expert_num=3)
+    q, rows_q, _, scale = run("npu_moe_init_routing_v2", x, ids, expert_num=3, quant_mode=1)
+    assert np.array_equal(rows, rows_q) and q.dtype == np.int8 and scale.shape == (8,)
+    want = (np.abs(plain).max(-1) / np.float32(127)).astype(np.float32)
+    assert np.array_equal(scale, want)
+    assert np.array_equal(q, np.rint(plain / want[:, None]).astype(np.int8))
+
+
+def test_init_routing_v2_dynamic_smooth_scale_follows_each_rows_expert() -> None:
+    x, ids = randn(3, 8), np.array([[0, 1], [1, 0], [1, 1]], np.int32)
+    smooth = np.stack([np.full(8, 2.0), np.linspace(0.5, 4, 8)]).astype(np.float32)
+    plain, *_ = run("npu_moe_init_routing_v2", x, ids, expert_num=2)
+    q, _, _, scale = run(
+        "npu_moe_init_routing_v2", x, ids, scale=smooth, expert_num=2, quant_mode=1
+    )
+    experts = np.sort(ids.reshape(-1), kind="stable")
+    y = plain * smooth[experts]
+    assert np.array_equal(scale, (np.abs(y).max(-1) / np.float32(127)).astype(np.float32))
+    assert np.array_equal(q, np.rint(y / scale[:, None]).astype(np.int8))
+    # the page's one-line formula (x / scale, the smooth factor left out) is not what it computes
+    assert not np.array_equal(q, np.clip(np.rint(plain / scale[:, None]), -128, 127))
+
+
+def test_init_routing_v2_static_int8_and_its_missing_offset() -> None:
+    x, ids = randn(2, 8, scale=10), np.array([[0], [1]], np.int32)
+    one = np.array([0.5], np.float32)
+    q, _, _, scale = run(
+        "npu_moe_init_routing_v2", x, ids, scale=one, offset=one, expert_num=2, quant_mode=0
+    )
+    assert scale is None
+    h = x.astype(np.float16) * np.float16(0.5) + np.float16(0.5)
+    assert np.array_equal(q, np.clip(np.rint(h), -128, 127).astype(np.int8))
+    with pytest.raises(ReferenceInputError, match="needs scale and offset"):
+        run("npu_moe_init_routing_v2", x, ids, scale=one, expert_num=2, quant_mode=0)

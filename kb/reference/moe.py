@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import cast, dtype_named, f32
+from kb.reference.lowp import cast, dtype_named, f32, name_of
 from kb.reference.quant_dyn import unpack_scale
 
 Args = dict[str, Any]
@@ -105,11 +105,13 @@ def gating_top_k(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 
 def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     x, expert_idx = a["x"], np.asarray(a["expert_idx"])
-    if a["drop_pad_mode"] != 0 or a["quant_mode"] != -1:
+    if a["drop_pad_mode"] != 0 or a["quant_mode"] not in (-1, 0, 1):
         raise NotModelled(
-            "npu_moe_init_routing_v2: the reference models drop_pad_mode=0 "
-            "(dropless) with quant_mode=-1 (no quantization)"
+            "npu_moe_init_routing_v2: the reference models drop_pad_mode=0 (dropless) with "
+            "quant_mode -1 (none), 0 (static int8) or 1 (dynamic int8)"
         )
+    if a["quant_mode"] != -1 and name_of(np.asarray(x)) == "int8":
+        raise NotModelled("npu_moe_init_routing_v2: an int8 x with quant_mode 0/1 is not modelled")
     if x.ndim != 2 or expert_idx.ndim != 2 or expert_idx.shape[0] != x.shape[0]:
         raise ReferenceInputError("npu_moe_init_routing_v2: x is [N, H] and expert_idx [N, K]")
     k = expert_idx.shape[1]
@@ -153,8 +155,44 @@ def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
             if pairs:
                 counts_out[: len(pairs)] = pairs
     scale = a["scale"]
+    if a["quant_mode"] == 0:
+        return _static_int8(expanded_x, scale, a["offset"]), expanded_row_idx, counts_out, None
+    if a["quant_mode"] == 1:
+        smooth = None
+        if scale is not None:
+            smooth = f32(scale)
+            if smooth.ndim != 2 or smooth.shape[0] not in (1, end - start):
+                raise ReferenceInputError(
+                    f"npu_moe_init_routing_v2: a dynamic-quant scale is [1, H] or "
+                    f"[expert_end - expert_start, H], not {smooth.shape}"
+                )
+            if smooth.shape[0] != 1:
+                smooth = smooth[keys[order[:active]] - start]
+        q, row_scale = _dynamic_int8(expanded_x, smooth)
+        return q, expanded_row_idx, counts_out, row_scale
     expanded_scale = None if scale is None else np.asarray(scale)[order[:active] // k]
     return expanded_x, expanded_row_idx, counts_out, expanded_scale
+
+
+def _static_int8(rows: np.ndarray, scale: Any, offset: Any) -> np.ndarray:
+    """quant_mode 0: round(x * scale + offset) to int8, in float16 as the page's code does."""
+    if scale is None or offset is None:
+        raise ReferenceInputError(
+            "npu_moe_init_routing_v2: quant_mode=0 needs scale and offset, each of shape (1,)"
+        )
+    h = np.float16
+    y = rows.astype(np.float32).astype(h) * np.asarray(scale).astype(h).reshape(-1)[0]
+    y = y + np.asarray(offset).astype(h).reshape(-1)[0]
+    return np.clip(np.rint(y), -128, 127).astype(np.int8)
+
+
+def _dynamic_int8(rows: np.ndarray, smooth: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """quant_mode 1: per row, scale = max|x * smooth| / 127 and q = round(x * smooth / scale)."""
+    y = f32(rows) if smooth is None else f32(rows) * smooth
+    scale = (np.max(np.abs(y), axis=-1) / np.float32(127)).astype(np.float32)
+    safe = np.where(scale == 0, np.float32(1), scale)  # an all-zero row: q = 0
+    q = np.clip(np.rint(y / safe[:, None]), -128, 127).astype(np.int8)
+    return q, scale
 
 
 def group_sizes(group_list: Any, kind: int, groups: int) -> list[int]:
