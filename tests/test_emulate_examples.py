@@ -28,7 +28,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
 
 #: example -> what it needs that no reference computes yet
 NOT_YET = {
-    "npu_dynamic_mx_quant[1]": "scale_alg=2 with dst_type_max",
     "npu_fused_infer_attention_score[3]": "per-channel KV antiquant scales",
     "npu_grouped_matmul[2]": "antiquant (W8A16) weights",
     "npu_incre_flash_attention[1]": "antiquant (int8 KV cache) scales",

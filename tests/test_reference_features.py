@@ -8,6 +8,8 @@ record cites) and shows the reference computes it, and that the plausible wrong 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 np = pytest.importorskip("numpy", reason="the [reference] extra is not installed")
@@ -134,3 +136,62 @@ def test_init_routing_v2_static_int8_and_its_missing_offset() -> None:
     assert np.array_equal(q, np.clip(np.rint(h), -128, 127).astype(np.int8))
     with pytest.raises(ReferenceInputError, match="needs scale and offset"):
         run("npu_moe_init_routing_v2", x, ids, scale=one, expert_num=2, quant_mode=0)
+
+
+# ------------------------------------------------------------------ dynamic_mx_quant scale_alg 2
+def _mx_exponent(amax: float, **kw) -> int:
+    """The biased E8M0 exponent npu_dynamic_mx_quant gives one FP4 block whose max is amax."""
+    block = np.zeros((1, 32), np.float32)
+    block[0, 0] = amax
+    _y, scale = run("npu_dynamic_mx_quant", block, **kw)
+    return int(scale[0, 0, 0])
+
+
+@pytest.mark.parametrize(
+    ("amax", "type_max", "up"),
+    [
+        (1.5 * 8, 6.0, 0),  # mantissa fraction exactly 0.5: 12 / 2^1 = 6 fits
+        (1.5625 * 8, 6.0, 1),  # above 0.5: 12.5 / 2 would pass 6, so the exponent rises
+        (1.5625 * 8, 0.0, 1),  # 0.0 means the type's own maximum, 6
+        (1.5625 * 8, 7.0, 0),  # 7.0 tolerates up to 1.75
+        (1.8125 * 8, 7.0, 1),
+    ],
+)
+def test_scale_alg_2_raises_the_exponent_past_the_mantissa_threshold(
+    amax: float, type_max: float, up: int
+) -> None:
+    base = _mx_exponent(amax)  # scale_alg 0: floor(log2 amax) - 2 = 1, biased 128
+    assert base == 128
+    assert _mx_exponent(amax, scale_alg=2, dst_type_max=type_max) == base + up
+
+
+def test_scale_alg_2_with_another_maximum_rounds_amax_over_it_up() -> None:
+    # 10 / 10 = 1.0 exactly: exponent 0 (biased 127); 10.5 / 10 has a mantissa: 128
+    assert _mx_exponent(10.0, scale_alg=2, dst_type_max=10.0) == 127
+    assert _mx_exponent(10.5, scale_alg=2, dst_type_max=10.0) == 128
+
+
+def test_scale_alg_2_values_are_divided_by_the_raised_scale() -> None:
+    x = randn(2, 64, scale=3)
+    _y0, s0 = run("npu_dynamic_mx_quant", x, scale_alg=0)
+    y2, s2 = run("npu_dynamic_mx_quant", x, scale_alg=2, dst_type_max=6.0)
+    assert y2.dtype == np.uint8 and y2.shape == (2, 32) and s2.shape == s0.shape
+    assert (s2.astype(int) - s0.astype(int)).min() >= 0  # never below the OCP exponent
+    codes = np.stack([y2 & 0xF, y2 >> 4], -1).reshape(2, 64).astype(np.uint8)
+    values = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    exps = s2.reshape(2, -1).astype(np.int64)
+    scale = np.exp2(np.repeat(exps, 32, axis=-1) - 127.0)
+    assert np.all(np.abs(values * scale - x) <= scale * 1.0 + 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"dst_type": "float8_e4m3fn", "scale_alg": 2}, "scale_alg 2 is for float4_e2m1fn_x2"),
+        ({"block_size": 64, "scale_alg": 2}, "block_size 32"),
+        ({"scale_alg": 2, "dst_type_max": 5.0}, "dst_type_max is 0.0 or in [6.0, 12.0]"),
+    ],
+)
+def test_scale_alg_2_refuses_what_the_kernel_refuses(kw: dict, fragment: str) -> None:
+    with pytest.raises(ReferenceInputError, match=re.escape(fragment)):
+        run("npu_dynamic_mx_quant", randn(2, 64), **kw)
