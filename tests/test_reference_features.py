@@ -195,3 +195,71 @@ def test_scale_alg_2_values_are_divided_by_the_raised_scale() -> None:
 def test_scale_alg_2_refuses_what_the_kernel_refuses(kw: dict, fragment: str) -> None:
     with pytest.raises(ReferenceInputError, match=re.escape(fragment)):
         run("npu_dynamic_mx_quant", randn(2, 64), **kw)
+
+
+# ------------------------------------------------------------------ grouped_matmul antiquant
+def test_grouped_matmul_antiquant_adds_the_offset_before_the_scale() -> None:
+    x = randn(5, 16).astype(np.float16)
+    w = RNG.integers(-128, 127, (2, 16, 8)).astype(np.int8)
+    scale = (RNG.random((2, 8)) * 0.1).astype(np.float16)
+    offset = RNG.standard_normal((2, 8)).astype(np.float16)
+    got = run(
+        "npu_grouped_matmul",
+        [x],
+        [w],
+        antiquant_scale=[scale],
+        antiquant_offset=[offset],
+        group_list=np.array([2, 5]),
+        group_list_type=0,
+        group_type=0,
+        split_item=3,
+    )[0]
+    xf = x.astype(np.float32)
+    want = np.concatenate(
+        [
+            xf[r] @ ((w[g] + offset[g].astype(np.float32)) * scale[g].astype(np.float32))
+            for g, r in enumerate((slice(0, 2), slice(2, 5)))
+        ]
+    )
+    assert got.dtype == np.float16 and close(got, want.astype(np.float16), 1e-3)
+    wrong = np.concatenate(
+        [
+            xf[r] @ (w[g] * scale[g].astype(np.float32) + offset[g].astype(np.float32))
+            for g, r in enumerate((slice(0, 2), slice(2, 5)))
+        ]
+    )
+    assert not close(got, wrong, 1e-2)
+
+
+def test_grouped_matmul_antiquant_per_group_on_packed_int4() -> None:
+    from kb.reference.lowp import pack_int4
+
+    x, ints = randn(3, 8), RNG.integers(-8, 8, (8, 16))
+    scale = (RNG.random((2, 16)) + 0.5).astype(np.float32)  # two K groups of 4 rows
+    got = run(
+        "npu_grouped_matmul",
+        [x.astype(np.float16)],
+        [pack_int4(ints)],
+        antiquant_scale=[scale.astype(np.float16)],
+    )[0]
+    rows = np.repeat(scale.astype(np.float16).astype(np.float32), 4, axis=0)
+    want = x.astype(np.float16).astype(np.float32) @ (ints * rows)
+    assert got.shape == (3, 16) and close(got, want.astype(np.float16), 1e-3)
+
+
+def test_grouped_matmul_antiquant_refuses_int8_x_and_a_bad_scale() -> None:
+    w = RNG.integers(-128, 127, (16, 8)).astype(np.int8)
+    with pytest.raises(ReferenceInputError, match="not int8"):
+        run(
+            "npu_grouped_matmul",
+            [np.ones((2, 16), np.int8)],
+            [w],
+            antiquant_scale=[np.ones(8, np.float16)],
+        )
+    with pytest.raises(ReferenceInputError, match=r"is \[n\] or \[G, n\] with n = 8"):
+        run(
+            "npu_grouped_matmul",
+            [np.ones((2, 16), np.float16)],
+            [w],
+            antiquant_scale=[np.ones(4, np.float16)],
+        )
