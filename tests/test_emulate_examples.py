@@ -28,8 +28,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
 
 #: example -> what it needs that no reference computes yet
 NOT_YET = {
-    "npu_fused_infer_attention_score[3]": "per-channel KV antiquant scales",
-    "npu_incre_flash_attention[1]": "antiquant (int8 KV cache) scales",
     "npu_moe_distribute_combine_v2[0]": "comm_quant_mode=2 (int8 communication)",
 }
 

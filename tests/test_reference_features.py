@@ -15,7 +15,7 @@ import pytest
 np = pytest.importorskip("numpy", reason="the [reference] extra is not installed")
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="the [reference] extra is not installed")
 
-from kb.reference import ReferenceInputError, run  # noqa: E402
+from kb.reference import NotModelled, ReferenceInputError, run  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
@@ -262,4 +262,119 @@ def test_grouped_matmul_antiquant_refuses_int8_x_and_a_bad_scale() -> None:
             [np.ones((2, 16), np.float16)],
             [w],
             antiquant_scale=[np.ones(4, np.float16)],
+        )
+
+
+# ------------------------------------------------------------------ IFA / FIA int8 KV antiquant
+def _int8(*shape: int):
+    return RNG.integers(-127, 128, shape).astype(np.int8)
+
+
+def _attend(q, k, v, scale: float):
+    """softmax(scale q kᵀ) v in float64 over [B, N, Sq, D] query and [B, Nkv, S, D] key/value."""
+    rep = q.shape[1] // k.shape[1]
+    k, v = (
+        np.repeat(k, rep, axis=1).astype(np.float64),
+        np.repeat(v, rep, axis=1).astype(np.float64),
+    )
+    score = scale * q.astype(np.float64) @ np.swapaxes(k, -1, -2)
+    p = np.exp(score - score.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def _bsh(t, n: int):
+    return t.reshape(t.shape[0], t.shape[1], n, -1).transpose(0, 2, 1, 3)
+
+
+def test_ifa_reads_an_int8_cache_as_kv_plus_offset_times_scale() -> None:
+    b, n, s, d = 2, 4, 16, 8
+    q = randn(b, 1, n * d).astype(np.float16)
+    k8, v8 = _int8(b, s, n * d), _int8(b, s, n * d)
+    scale = (RNG.random((2, n * d)) * 0.02).astype(np.float16)
+    offset = RNG.integers(-3, 4, (2, n * d)).astype(np.float16)
+    kw = {"num_heads": n, "input_layout": "BSH", "scale_value": d**-0.5}
+    got = run(
+        "npu_incre_flash_attention", q, k8, v8, antiquant_scale=scale, antiquant_offset=offset, **kw
+    )
+    sf, of = scale.astype(np.float32), offset.astype(np.float32)
+    k, v = (k8 + of[0]) * sf[0], (v8 + of[1]) * sf[1]
+    want = _attend(_bsh(q, n), _bsh(k, n), _bsh(v, n), d**-0.5)
+    assert close(_bsh(got, n), want, 2e-3)
+    wrong_k, wrong_v = k8 * sf[0] + of[0], v8 * sf[1] + of[1]  # the offset after the scale
+    assert not close(
+        _bsh(got, n), _attend(_bsh(q, n), _bsh(wrong_k, n), _bsh(wrong_v, n), d**-0.5), 1e-2
+    )
+
+
+def test_ifa_int8_cache_without_scales_is_refused() -> None:
+    q, k8 = randn(1, 1, 16).astype(np.float16), _int8(1, 4, 16)
+    with pytest.raises(ReferenceInputError, match="needs antiquant_scale"):
+        run("npu_incre_flash_attention", q, k8, k8, num_heads=2)
+
+
+def test_fia_split_scales_per_channel_key_and_per_token_value() -> None:
+    b, n, nkv, s, d = 2, 4, 2, 8, 16
+    q = randn(b, n, 1, d).astype(np.float16)
+    k8, v8 = _int8(b, nkv, s, d), _int8(b, nkv, s, d)
+    k_s = (RNG.random((1, nkv, 1, d)) * 0.02).astype(np.float16)
+    v_s = (RNG.random((1, b, s)) * 0.02).astype(np.float32)  # per token: float32 (1, B, S)
+    kw = {"num_heads": n, "num_key_value_heads": nkv, "input_layout": "BNSD", "scale": d**-0.5}
+    got, _ = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k8,
+        v8,
+        key_antiquant_scale=k_s,
+        value_antiquant_scale=v_s,
+        key_antiquant_mode=0,
+        value_antiquant_mode=1,
+        **kw,
+    )
+    k = k8 * k_s.astype(np.float32)[0]
+    v = v8 * v_s[0][:, None, :, None]
+    assert close(got, _attend(q, k, v, d**-0.5), 2e-3)
+
+
+def test_fia_split_scales_win_over_the_combined_ones() -> None:
+    b, n, s, d = 1, 2, 8, 16
+    q, k8 = randn(b, s, n, d).astype(np.float16)[:, :1], _int8(b, s, n, d)
+    ones = np.ones((1, n, d), np.float16)
+    kw = {"num_heads": n, "input_layout": "BSND"}
+    split, _ = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k8,
+        k8,
+        key_antiquant_scale=ones * 0.01,
+        value_antiquant_scale=ones * 0.01,
+        **kw,
+    )
+    both, _ = run(
+        "npu_fused_infer_attention_score",
+        q,
+        k8,
+        k8,
+        key_antiquant_scale=ones * 0.01,
+        value_antiquant_scale=ones * 0.01,
+        antiquant_scale=np.full((2, n, d), 5, np.float16),
+        **kw,
+    )
+    assert np.array_equal(split, both)
+
+
+def test_fia_antiquant_modes_past_per_token_are_named() -> None:
+    q, k8 = randn(1, 2, 1, 16).astype(np.float16), _int8(1, 2, 8, 16)
+    head = np.ones(2, np.float16)
+    with pytest.raises(NotModelled, match="antiquant mode 2"):
+        run(
+            "npu_fused_infer_attention_score",
+            q,
+            k8,
+            k8,
+            num_heads=2,
+            input_layout="BNSD",
+            key_antiquant_scale=head,
+            value_antiquant_scale=head,
+            key_antiquant_mode=2,
+            value_antiquant_mode=2,
         )
