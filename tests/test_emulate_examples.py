@@ -27,9 +27,7 @@ from tests.emulate_support import ExampleRun, every_example
 pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
 
 #: example -> what it needs that no reference computes yet
-NOT_YET = {
-    "npu_moe_distribute_combine_v2[0]": "comm_quant_mode=2 (int8 communication)",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _examples() -> list[str]:

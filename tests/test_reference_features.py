@@ -378,3 +378,63 @@ def test_fia_antiquant_modes_past_per_token_are_named() -> None:
             key_antiquant_mode=2,
             value_antiquant_mode=2,
         )
+
+
+# ------------------------------------------------------------------ combine_v2 int8 communication
+BF16 = ml_dtypes.bfloat16
+
+
+def _combine(y, ids, weights, **kw):
+    common = {
+        "group_ep": "ep",
+        "ep_world_size": 1,
+        "ep_rank_id": 0,
+        "moe_expert_num": 4,
+        "shared_expert_num": 0,
+    }
+    x = np.zeros((ids.shape[0], y.shape[1]), y.dtype)
+    _ex, _s, assist, _c, recv, _t, _e = run("npu_moe_distribute_dispatch_v2", x, ids, **common)
+    return run("npu_moe_distribute_combine_v2", y, ids, assist, recv, weights, **common, **kw)
+
+
+def _group_int8(v, size: int):
+    """v quantized and read back per group of size values: q = rint(v / (max|v| / 127))."""
+    g = v.reshape(*v.shape[:-1], -1, size).astype(np.float64)
+    scale = np.abs(g).max(-1, keepdims=True) / 127
+    return (np.rint(g / scale) * scale).reshape(v.shape)
+
+
+def test_combine_int8_rows_are_quantized_per_8_values_before_the_sum() -> None:
+    ids = np.array([[0, 1], [2, 3], [1, 0]], np.int32)
+    weights = RNG.random((3, 2)).astype(np.float32)
+    y = randn(6, 16).astype(BF16)
+    plain = _combine(y, ids, weights)
+    got = _combine(y, ids, weights, comm_quant_mode=2)
+    assert got.dtype == BF16 and not np.array_equal(got, plain)
+    assert close(got, plain, 2e-2)
+    # the rows dispatch laid out by expert: 0, 0, 1, 1, 2, 3 (tokens 0, 2, 0, 2, 1, 1)
+    rows = _group_int8(y.astype(np.float32), 8)
+    order = [(0, 0), (2, 1), (0, 1), (2, 0), (1, 0), (1, 1)]
+    want = np.zeros((3, 16))
+    for r, (t, s) in enumerate(order):
+        want[t] += weights[t, s] * rows[r]
+    assert close(got, want, 1e-2)
+
+
+def test_combine_int8_hierarchy_quantizes_the_token_sums() -> None:
+    ids = np.array([[0, 1], [2, 3]], np.int32)
+    weights = RNG.random((2, 2)).astype(np.float32)
+    y = randn(4, 32).astype(BF16)
+    plain = _combine(y, ids, weights).astype(np.float32)
+    got = _combine(y, ids, weights, comm_quant_mode=2, comm_alg="hierarchy")
+    assert close(got, _group_int8(plain, 8), 1e-2)
+    half = _combine(y.astype(np.float16), ids, weights, comm_quant_mode=2, comm_alg="hierarchy")
+    assert half.dtype == np.float16 and close(half, _group_int8(plain, 16), 2e-2)
+
+
+def test_combine_int8_refuses_fullmesh_and_an_odd_hidden_size() -> None:
+    ids, weights = np.array([[0, 1]], np.int32), np.ones((1, 2), np.float32)
+    with pytest.raises(ReferenceInputError, match="not 'fullmesh'"):
+        _combine(randn(2, 16).astype(BF16), ids, weights, comm_quant_mode=2, comm_alg="fullmesh")
+    with pytest.raises(ReferenceInputError, match="multiple of 8"):
+        _combine(randn(2, 12).astype(BF16), ids, weights, comm_quant_mode=2)
