@@ -339,26 +339,15 @@ def test_fia_split_scales_win_over_the_combined_ones() -> None:
     b, n, s, d = 1, 2, 8, 16
     q, k8 = randn(b, s, n, d).astype(np.float16)[:, :1], _int8(b, s, n, d)
     ones = np.ones((1, n, d), np.float16)
-    kw = {"num_heads": n, "input_layout": "BSND"}
-    split, _ = run(
-        "npu_fused_infer_attention_score",
-        q,
-        k8,
-        k8,
-        key_antiquant_scale=ones * 0.01,
-        value_antiquant_scale=ones * 0.01,
-        **kw,
-    )
-    both, _ = run(
-        "npu_fused_infer_attention_score",
-        q,
-        k8,
-        k8,
-        key_antiquant_scale=ones * 0.01,
-        value_antiquant_scale=ones * 0.01,
-        antiquant_scale=np.full((2, n, d), 5, np.float16),
-        **kw,
-    )
+    kw = {
+        "num_heads": n,
+        "input_layout": "BSND",
+        "key_antiquant_scale": ones * 0.01,
+        "value_antiquant_scale": ones * 0.01,
+    }
+    split, _ = run("npu_fused_infer_attention_score", q, k8, k8, **kw)
+    combined = np.full((2, n, d), 5, np.float16)
+    both, _ = run("npu_fused_infer_attention_score", q, k8, k8, antiquant_scale=combined, **kw)
     assert np.array_equal(split, both)
 
 
