@@ -27,16 +27,7 @@ from tests.emulate_support import ExampleRun, every_example
 pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
 
 #: example -> what it needs that no reference computes yet
-NOT_YET = {
-    "npu_dynamic_mx_quant[1]": "scale_alg=2 with dst_type_max",
-    "npu_fused_infer_attention_score[3]": "per-channel KV antiquant scales",
-    "npu_grouped_matmul[2]": "antiquant (W8A16) weights",
-    "npu_incre_flash_attention[1]": "antiquant (int8 KV cache) scales",
-    "npu_moe_distribute_combine_v2[0]": "comm_quant_mode=2 (int8 communication)",
-    "npu_moe_init_routing_v2[1]": "quant_mode=1 (dynamic int8 routing)",
-    "npu_quantize[1]": "quint4x2 packing",
-    "npu_rotary_mul[1]": "the rotate matrix form",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _examples() -> list[str]:

@@ -273,8 +273,8 @@ def test_dynamic_block_quant_scales_each_128_column_block() -> None:
 
 
 def test_unmodelled_mx_forms_are_named() -> None:
-    with pytest.raises(NotModelled, match="scale_alg 2"):
-        run("npu_dynamic_mx_quant", randn(1, 32, dtype=np.float16), scale_alg=2)
+    with pytest.raises(NotModelled, match="dst_type=297"):  # float4_e1m2: no numpy type
+        run("npu_dynamic_mx_quant", randn(1, 32, dtype=np.float16), dst_type=297)
 
 
 # ------------------------------------------------------------------ plain activations

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
+from kb.reference.kv_antiquant import dequantize_kv
 from kb.reference.lowp import cast, f32
 from kb.reference.masks import sees
 
@@ -346,12 +347,6 @@ def fused_infer_attention_score(a: Args) -> tuple[np.ndarray, np.ndarray]:
             "dequant_scale2",
             "quant_scale2",
             "quant_offset2",
-            "antiquant_scale",
-            "antiquant_offset",
-            "key_antiquant_scale",
-            "key_antiquant_offset",
-            "value_antiquant_scale",
-            "value_antiquant_offset",
             "query_padding_size",
             "kv_padding_size",
             "key_shared_prefix",
@@ -363,6 +358,13 @@ def fused_infer_attention_score(a: Args) -> tuple[np.ndarray, np.ndarray]:
     )
     n = int(a["num_heads"])
     nkv = _kv_heads(a, n, "num_key_value_heads")
+    a = dequantize_kv(
+        a,
+        layout=a["input_layout"],
+        nkv=nkv,
+        op="npu_fused_infer_attention_score",
+        split=True,
+    )
     a, layout, out_ntd = _mla_inputs(a, n, nkv, "npu_fused_infer_attention_score")
     out, lse, _ = run_attention(
         a,

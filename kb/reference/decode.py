@@ -10,6 +10,7 @@ import numpy as np
 
 from kb.reference.attention import INT_MAX, attend, run_attention, unmodelled
 from kb.reference.errors import NotModelled, ReferenceInputError
+from kb.reference.kv_antiquant import dequantize_kv
 from kb.reference.lowp import cast, f32
 
 Args = dict[str, Any]
@@ -17,14 +18,13 @@ Args = dict[str, Any]
 
 def incre_flash_attention(a: Args) -> np.ndarray:
     """softmax(scale_value * q kᵀ + mask) v with one query row per batch; actual_seq_lengths
-    are the key/value lengths; a (B, KV_S) mask applies each batch's own row."""
+    are the key/value lengths; a (B, KV_S) mask applies each batch's own row; an int8 cache
+    is read through antiquant_scale/antiquant_offset (kb.reference.kv_antiquant)."""
     unmodelled(
         a,
         [
             "padding_mask",
             "pse_shift",
-            "antiquant_scale",
-            "antiquant_offset",
             "dequant_scale1",
             "quant_scale1",
             "dequant_scale2",
@@ -34,12 +34,11 @@ def incre_flash_attention(a: Args) -> np.ndarray:
         ],
         "npu_incre_flash_attention",
     )
-    if a["key"].dtype == np.int8:
-        raise NotModelled(
-            "npu_incre_flash_attention: int8 keys/values (antiquant) are not modelled"
-        )
     n = int(a["num_heads"])
     nkv = int(a["num_key_value_heads"]) or n
+    a = dequantize_kv(
+        a, layout=a["input_layout"], nkv=nkv, op="npu_incre_flash_attention", split=False
+    )
     table = a["block_table"]
     if table is not None:
         bs = int(a["block_size"])

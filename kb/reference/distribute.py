@@ -104,8 +104,13 @@ def combine_v2(a: Args) -> np.ndarray:
     ep_send_counts (the row count is its last prefix sum); float32, rounded once."""
     op = "npu_moe_distribute_combine_v2"
     _one_rank(a, op)
-    if int(a["comm_quant_mode"]) != 0:
-        raise NotModelled(f"{op}: comm_quant_mode (int8 communication) is not modelled")
+    quant, alg = int(a["comm_quant_mode"]), str(a["comm_alg"] or "")
+    if quant not in (0, 2):
+        raise NotModelled(f"{op}: comm_quant_mode 0 (none) and 2 (int8) are modelled")
+    if quant == 2 and alg == "fullmesh":
+        raise ReferenceInputError(
+            f"{op}: comm_quant_mode=2 needs comm_alg 'hierarchy' (or '' on A3), not 'fullmesh'"
+        )
     expand_x, ids = a["expand_x"], np.asarray(a["expert_ids"])
     scales = f32(a["expert_scales"])
     if ids.ndim != 2 or scales.shape != ids.shape or expand_x.ndim != 2:
@@ -121,7 +126,11 @@ def combine_v2(a: Args) -> np.ndarray:
             f"{op}: ep_send_counts and assist_info_for_combine come from the paired dispatch"
         )
     out = np.zeros((bs, expand_x.shape[1]), np.float32)
-    rows = f32(expand_x)
+    hierarchy = quant == 2 and alg == "hierarchy"
+    if hierarchy and a["shared_expert_x"] is not None:
+        raise NotModelled(f"{op}: shared_expert_x with int8 hierarchy combine is not modelled")
+    # int8 communication without hierarchy: each row crosses the wire quantized (per 8 values)
+    rows = f32(int8_rows(expand_x) if quant == 2 and not hierarchy else expand_x)
     for i in range(used):
         _rank, t, s = (int(v) for v in assist[i * ASSIST_FIELDS : (i + 1) * ASSIST_FIELDS])
         if not (0 <= t < bs and 0 <= s < ids.shape[1]):
@@ -129,6 +138,56 @@ def combine_v2(a: Args) -> np.ndarray:
                 f"{op}: assist_info_for_combine names token {t}, slot {s} outside expert_ids"
             )
         out[t] += scales[t, s] * rows[i]
+    if hierarchy:  # the per-token sum crosses the wire quantized
+        return int8_sums(out, expand_x.dtype)
     if a["shared_expert_x"] is not None:
         out += f32(a["shared_expert_x"]).reshape(bs, -1)
     return cast(out, expand_x.dtype)
+
+
+#: int8 communication: values per scale, and the scale's factor 1 / 127 as each kernel holds it
+ROW_GROUP, INV_127 = 8, np.float32(1.0 / 127)
+
+
+def _groups(x: np.ndarray, size: int) -> np.ndarray:
+    if x.shape[-1] % size:
+        raise ReferenceInputError(
+            f"npu_moe_distribute_combine_v2: int8 communication scales every {size} values, "
+            f"so H ({x.shape[-1]}) must be a multiple of {size}"
+        )
+    return x.reshape(*x.shape[:-1], -1, size)
+
+
+def _safe_div(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """x / scale per group, a group whose scale is 0 (all zeros) giving 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(scale[..., None] > 0, x / scale[..., None], 0).astype(x.dtype)
+
+
+def int8_rows(expand_x: np.ndarray) -> np.ndarray:
+    """comm_quant_mode=2 without hierarchy, per expanded row and group of 8 (float32): scale =
+    max|x| * (1 / 127), q = int8(rint(float16(rint(x / scale)))); the receiver reads
+    q * scale, the scale rounded to x's dtype, and rounds the product to x's dtype."""
+    g = _groups(f32(expand_x), ROW_GROUP)
+    scale = (np.abs(g).max(-1) * INV_127).astype(np.float32)
+    q = np.rint(_safe_div(g, scale).astype(np.float16)).astype(np.int8)
+    sent = cast(scale, expand_x.dtype).astype(np.float32)
+    deq = q.astype(np.float32) * sent[..., None]
+    return cast(deq.reshape(expand_x.shape), expand_x.dtype)
+
+
+def int8_sums(total: np.ndarray, dtype: Any) -> np.ndarray:
+    """comm_quant_mode=2 with comm_alg="hierarchy", on the per-token float32 sum: bfloat16
+    quantizes groups of 8 in float32 (scale max|s| * (1 / 127), q = int8(rint(bfloat16(s /
+    scale)))) and reads back bfloat16(q * bfloat16(scale)); float16 first rounds s to float16
+    and works in float16 on groups of 16."""
+    if np.dtype(dtype) == np.float16:
+        s16 = _groups(total.astype(np.float16), 16)
+        scale = np.abs(s16).max(-1) * np.float16(1.0 / 127)
+        q = np.rint(_safe_div(s16, scale)).astype(np.int8)
+        return (q.astype(np.float16) * scale[..., None]).reshape(total.shape)
+    g = _groups(total, ROW_GROUP)
+    scale = (np.abs(g).max(-1) * INV_127).astype(np.float32)
+    q = np.rint(cast(_safe_div(g, scale), dtype).astype(np.float32)).astype(np.int8)
+    sent = cast(scale, dtype).astype(np.float32)
+    return cast((q.astype(np.float32) * sent[..., None]).reshape(total.shape), dtype)

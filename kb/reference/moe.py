@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import cast, dtype_named, f32
+from kb.reference.lowp import cast, dtype_named, f32, name_of, unpack_int4
 from kb.reference.quant_dyn import unpack_scale
 
 Args = dict[str, Any]
@@ -105,11 +105,13 @@ def gating_top_k(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 
 def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     x, expert_idx = a["x"], np.asarray(a["expert_idx"])
-    if a["drop_pad_mode"] != 0 or a["quant_mode"] != -1:
+    if a["drop_pad_mode"] != 0 or a["quant_mode"] not in (-1, 0, 1):
         raise NotModelled(
-            "npu_moe_init_routing_v2: the reference models drop_pad_mode=0 "
-            "(dropless) with quant_mode=-1 (no quantization)"
+            "npu_moe_init_routing_v2: the reference models drop_pad_mode=0 (dropless) with "
+            "quant_mode -1 (none), 0 (static int8) or 1 (dynamic int8)"
         )
+    if a["quant_mode"] != -1 and name_of(np.asarray(x)) == "int8":
+        raise NotModelled("npu_moe_init_routing_v2: an int8 x with quant_mode 0/1 is not modelled")
     if x.ndim != 2 or expert_idx.ndim != 2 or expert_idx.shape[0] != x.shape[0]:
         raise ReferenceInputError("npu_moe_init_routing_v2: x is [N, H] and expert_idx [N, K]")
     k = expert_idx.shape[1]
@@ -153,8 +155,44 @@ def init_routing_v2(a: Args) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
             if pairs:
                 counts_out[: len(pairs)] = pairs
     scale = a["scale"]
+    if a["quant_mode"] == 0:
+        return _static_int8(expanded_x, scale, a["offset"]), expanded_row_idx, counts_out, None
+    if a["quant_mode"] == 1:
+        smooth = None
+        if scale is not None:
+            smooth = f32(scale)
+            if smooth.ndim != 2 or smooth.shape[0] not in (1, end - start):
+                raise ReferenceInputError(
+                    f"npu_moe_init_routing_v2: a dynamic-quant scale is [1, H] or "
+                    f"[expert_end - expert_start, H], not {smooth.shape}"
+                )
+            if smooth.shape[0] != 1:
+                smooth = smooth[keys[order[:active]] - start]
+        q, row_scale = _dynamic_int8(expanded_x, smooth)
+        return q, expanded_row_idx, counts_out, row_scale
     expanded_scale = None if scale is None else np.asarray(scale)[order[:active] // k]
     return expanded_x, expanded_row_idx, counts_out, expanded_scale
+
+
+def _static_int8(rows: np.ndarray, scale: Any, offset: Any) -> np.ndarray:
+    """quant_mode 0: round(x * scale + offset) to int8, in float16 as the page's code does."""
+    if scale is None or offset is None:
+        raise ReferenceInputError(
+            "npu_moe_init_routing_v2: quant_mode=0 needs scale and offset, each of shape (1,)"
+        )
+    h = np.float16
+    y = rows.astype(np.float32).astype(h) * np.asarray(scale).astype(h).reshape(-1)[0]
+    y = y + np.asarray(offset).astype(h).reshape(-1)[0]
+    return np.clip(np.rint(y), -128, 127).astype(np.int8)
+
+
+def _dynamic_int8(rows: np.ndarray, smooth: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """quant_mode 1: per row, scale = max|x * smooth| / 127 and q = round(x * smooth / scale)."""
+    y = f32(rows) if smooth is None else f32(rows) * smooth
+    scale = (np.max(np.abs(y), axis=-1) / np.float32(127)).astype(np.float32)
+    safe = np.where(scale == 0, np.float32(1), scale)  # an all-zero row: q = 0
+    q = np.clip(np.rint(y / safe[:, None]), -128, 127).astype(np.int8)
+    return q, scale
 
 
 def group_sizes(group_list: Any, kind: int, groups: int) -> list[int]:
@@ -274,18 +312,83 @@ def _one_matmul(
             else dtype_named(a["output_dtype"], "output_dtype")
         )
         return cast(acc, target)
-    out = f32(x) @ f32(w)
+    wf = f32(w)
+    if a["antiquant_scale"] is not None:  # the page's formula 4 (weight-only quantization)
+        wf = _antiquant(x, w, g, groups, a)
+        n = wf.shape[-1]
+    out = f32(x) @ wf
     if bias_t is not None:
         out = out + _columns(bias_t, n, "bias")
     return cast(out, x.dtype)
 
 
+def _antiquant_part(tensors: Any, g: int, groups: int, what: str) -> np.ndarray | None:
+    """Group g's antiquant tensor: one per weight tensor, or (a stacked [g, k, n] weight, see
+    grouped_matmul) the slice g of one stacked tensor."""
+    items = [] if tensors is None else list(tensors)
+    if not items:
+        return None
+    if len(items) != groups:
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: {what} holds {len(items)} tensors for {groups} weights"
+        )
+    return np.asarray(items[g])
+
+
+def _antiquant(x: np.ndarray, w: np.ndarray, g: int, groups: int, a: Args) -> np.ndarray:
+    """Group g's weight dequantized in float32: (w + antiquant_offset) * antiquant_scale, the
+    scale (and offset) per output column ([n]) or per K group and column ([G, n]); an int32
+    weight holds eight int4 along n, the first in the lowest bits."""
+    packed = w.dtype == np.int32
+    if packed:
+        w = unpack_int4(w)
+    elif w.dtype != np.int8:
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: antiquant takes an int8 or int4 (int32-packed) weight, not {w.dtype}"
+        )
+    k, n = w.shape[-2], w.shape[-1]
+    scale = f32(_antiquant_part(a["antiquant_scale"], g, groups, "antiquant_scale"))
+    offset_t = _antiquant_part(a["antiquant_offset"], g, groups, "antiquant_offset")
+    offset = None if offset_t is None else f32(offset_t)
+    if (
+        scale.shape[-1] != n
+        or scale.ndim > 2
+        or (offset is not None and offset.shape != scale.shape)
+    ):
+        raise ReferenceInputError(
+            f"npu_grouped_matmul: antiquant_scale {scale.shape} is [n] or [G, n] with n = {n}, "
+            "and antiquant_offset has its shape"
+        )
+    if scale.ndim == 2:  # per group of K rows
+        if k % scale.shape[0]:
+            raise ReferenceInputError(
+                f"npu_grouped_matmul: {scale.shape[0]} antiquant groups do not divide k = {k}"
+            )
+        if scale.shape[0] > 1 and not packed:
+            raise ReferenceInputError(
+                "npu_grouped_matmul: an int8 weight antiquantizes per channel"
+            )
+        rows = np.arange(k) // (k // scale.shape[0])
+        scale = scale[rows]
+        offset = None if offset is None else offset[rows]
+    wf = f32(w) if offset is None else f32(w) + offset
+    return (wf * scale).astype(np.float32)
+
+
 def grouped_matmul(a: Args) -> list[np.ndarray]:
     xs, ws = list(a["x"]), list(a["weight"])
-    if a["act_type"] not in (0, None) or a["antiquant_scale"] is not None:
-        raise NotModelled("npu_grouped_matmul: activations and antiquant are not modelled")
+    if a["act_type"] not in (0, None):
+        raise NotModelled("npu_grouped_matmul: activations (act_type) are not modelled")
+    if a["antiquant_scale"] is not None and any(np.asarray(x).dtype == np.int8 for x in xs):
+        raise ReferenceInputError(
+            "npu_grouped_matmul: antiquant (weight-only) takes float16/bfloat16 x, not int8"
+        )
     if len(ws) == 1 and ws[0].ndim == 3:
         ws = list(ws[0])
+        # one stacked weight: its antiquant tensors stack the groups on their first axis
+        for key in ("antiquant_scale", "antiquant_offset"):
+            if a[key] is not None and len(a[key]) == 1:
+                a = {**a, key: list(np.asarray(a[key][0]))}
     split = a["split_item"] or 0
     if a["group_list"] is None or a["group_type"] in (None, -1):
         if len(xs) != len(ws):

@@ -89,6 +89,28 @@ def _scale_ceil(amax: np.ndarray, top: float) -> np.ndarray:
     return np.clip(exp + up, 0, 254).astype(np.int64)
 
 
+#: scale_alg 2 with dst_type_max 0.0 / 6.0 / 7.0: the exponent of max|block| goes up by one when
+#: its float32 mantissa field exceeds this (a fraction above 0.5 or above 0.75)
+ALG2_MANTISSA_ABOVE = {0.0: 1 << 22, 6.0: 1 << 22, 7.0: 3 << 21}
+
+
+def _scale_fp4_range(amax: np.ndarray, type_max: float) -> np.ndarray:
+    """scale_alg 2 (FP4 E2M1): with dst_type_max 0, 6 or 7, floor(log2 amax) - emax, one
+    higher when the mantissa of amax passes the mode's threshold; with another dst_type_max,
+    the exponent of amax * (1 / dst_type_max) raised by one when its mantissa is not zero
+    (normal ratios only); in [0, 254]."""
+    if type_max in ALG2_MANTISSA_ABOVE:
+        bits = f32(amax).view(np.uint32).astype(np.int64)
+        exp, mant = (bits >> 23) & 0xFF, bits & 0x7FFFFF
+        raw = exp - ELEMENTS[FP4][0] + (mant > ALG2_MANTISSA_ABOVE[type_max])
+        return np.clip(np.where(exp < ELEMENTS[FP4][0], 0, raw), 0, 254).astype(np.int64)
+    ratio = (f32(amax) * np.float32(1.0 / type_max)).astype(np.float32)
+    bits = ratio.view(np.uint32).astype(np.int64)
+    exp, mant = (bits >> 23) & 0xFF, bits & 0x7FFFFF
+    up = (exp > 0) & (exp < 254) & (mant > 0)
+    return np.clip(exp + up, 0, 254).astype(np.int64)
+
+
 def _pack_fp4(values: np.ndarray) -> np.ndarray:
     codes = values.astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 0x0F
     if codes.shape[-1] % 2:
@@ -113,8 +135,13 @@ def dynamic_mx_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     size, alg, name = int(a["block_size"]), int(a["scale_alg"]), _element(a["dst_type"])
     if size % 32:
         raise ReferenceInputError("npu_dynamic_mx_quant: block_size is a multiple of 32")
-    if alg == 2 or float(a["dst_type_max"]) != 0.0:
-        raise NotModelled("npu_dynamic_mx_quant: scale_alg 2 and dst_type_max are not modelled")
+    type_max = float(a["dst_type_max"])
+    if alg == 2 and (name != FP4 or size != 32):
+        raise ReferenceInputError(
+            "npu_dynamic_mx_quant: scale_alg 2 is for float4_e2m1fn_x2 with block_size 32"
+        )
+    if type_max != 0.0 and not 6.0 <= type_max <= 12.0:
+        raise ReferenceInputError("npu_dynamic_mx_quant: dst_type_max is 0.0 or in [6.0, 12.0]")
     if alg == 1 and name == FP4:
         raise ReferenceInputError("npu_dynamic_mx_quant: scale_alg 1 is for FP8 outputs only")
     if name != FP4 and a["round_mode"] != "rint":
@@ -124,6 +151,8 @@ def dynamic_mx_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
     if alg == 1:
         amax = np.maximum(amax, np.float32(a["max_low_bound"]))
         exps = _scale_ceil(amax, ELEMENTS[name][3])
+    elif alg == 2:  # dst_type_max only counts here
+        exps = _scale_fp4_range(amax, type_max)
     else:
         exps = _scale_ocp(amax, name)
     scaled = blocks / np.exp2(exps - E8M0_BIAS).astype(np.float32)[..., None]

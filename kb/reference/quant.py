@@ -10,7 +10,16 @@ import numpy as np
 from kb.catalog.binding import dtype_value
 from kb.reference.activation import sigmoid
 from kb.reference.errors import NotModelled, ReferenceInputError
-from kb.reference.lowp import NUMPY, cast, dtype_named, f32, max_of, unpack_int4
+from kb.reference.lowp import (
+    NUMPY,
+    axis_index,
+    cast,
+    dtype_named,
+    f32,
+    max_of,
+    pack_int4,
+    unpack_int4,
+)
 from kb.reference.quant_dyn import unpack_scale
 
 Args = dict[str, Any]
@@ -57,14 +66,25 @@ def dynamic_quant(a: Args) -> tuple[np.ndarray, np.ndarray]:
 def quantize(a: Args) -> np.ndarray:
     x, scales, zp = f32(a["self"]), f32(a["scales"]), a["zero_points"]
     canon = dtype_value({"takes": "dtype"}, a["dtype"])
-    # torch's quantized qint8/quint8 store int8/uint8
+    packed = canon == "quint4x2"
+    if packed and a["div_mode"]:
+        raise ReferenceInputError(
+            "npu_quantize: dtype=torch.quint4x2 needs div_mode=False (the divide path takes "
+            "int8, uint8, int32 and the fp8 types)"
+        )
+    # torch's quantized qint8/quint8 store int8/uint8; quint4x2 stores int4, eight per int32
     stored = (
-        canon[1:]
+        "int4"
+        if packed
+        else canon[1:]
         if (isinstance(canon, str) and canon.startswith("qu")) or canon == "qint8"
         else canon
     )
     target = dtype_named(stored, "dtype")
-    axis = a["axis"] % x.ndim
+    axis = a["axis"]
+    if not a["div_mode"]:  # the multiply path: -2, or the last axis for anything above -2
+        axis = axis if axis < -1 else -1
+    axis = axis_index(x, axis, "npu_quantize: axis")
     if scales.ndim == 1:
         shape = [1] * x.ndim
         shape[axis] = scales.shape[0]
@@ -75,6 +95,13 @@ def quantize(a: Args) -> np.ndarray:
     y = x / scales if a["div_mode"] else x * scales
     if zp_arr is not None:
         y = y + zp_arr
+    if packed:
+        if x.ndim == 0 or x.shape[-1] % 8:
+            raise ReferenceInputError(
+                f"npu_quantize: quint4x2 packs eight per int32, so the last dim of self "
+                f"({x.shape[-1] if x.ndim else 0}) must be a multiple of 8"
+            )
+        return pack_int4(cast(y, target))
     return cast(y, target)
 
 

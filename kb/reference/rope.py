@@ -1,7 +1,8 @@
 """Rotary position embedding: ``x * cos + rotate(x) * sin`` in its two rotation forms.
 
 ``half`` rotates the two halves of the last axis (``[-x2, x1]``); ``interleave``
-rotates each adjacent pair (``[-x1, x0, -x3, x2, …]``).  cos and sin broadcast against x.
+rotates each adjacent pair (``[-x1, x0, -x3, x2, …]``); npu_rotary_mul's ``rotate``
+matrix replaces both with ``x @ rotate``.  cos and sin broadcast against x.
 """
 
 from __future__ import annotations
@@ -29,9 +30,25 @@ def rotate(x: np.ndarray, mode: str) -> np.ndarray:
     raise NotModelled(f"rotary_mode {mode!r} is not modelled (half, interleave)")
 
 
-def _apply(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, mode: str, what: str) -> np.ndarray:
+def by_matrix(x: np.ndarray, matrix: np.ndarray, what: str) -> np.ndarray:
+    """``x @ matrix`` over the last axis in float32: the partner a ``[D, D]`` rotate gives."""
+    d = x.shape[-1]
+    if matrix.shape != (d, d):
+        raise ReferenceInputError(f"{what}: rotate must be [D, D] = [{d}, {d}], not {matrix.shape}")
+    return np.matmul(f32(x), f32(matrix))
+
+
+def _apply(
+    x: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    mode: str,
+    what: str,
+    matrix: np.ndarray | None = None,
+) -> np.ndarray:
+    partner = rotate(f32(x), mode) if matrix is None else by_matrix(x, matrix, what)
     try:
-        out = f32(x) * f32(cos) + rotate(f32(x), mode) * f32(sin)
+        out = f32(x) * f32(cos) + partner * f32(sin)
     except ValueError as exc:  # numpy's broadcast complaint
         raise ReferenceInputError(
             f"{what}: cos/sin {cos.shape} do not broadcast to {x.shape}"
@@ -44,11 +61,9 @@ def _apply(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, mode: str, what: str
 
 
 def rotary_mul(a: Args) -> np.ndarray:
-    if a["rotate"] is not None:
-        raise NotModelled(
-            "npu_rotary_mul: the rotate matrix form is not modelled; pass rotate=None"
-        )
-    return _apply(a["self"], a["r1"], a["r2"], a["rotary_mode"], "npu_rotary_mul")
+    # a rotate matrix replaces the built-in pairing; rotary_mode still picks the
+    # cos/sin layouts the kernel accepts, so it is kept and checked as given
+    return _apply(a["self"], a["r1"], a["r2"], a["rotary_mode"], "npu_rotary_mul", a["rotate"])
 
 
 def apply_rotary_pos_emb(a: Args) -> tuple[np.ndarray, np.ndarray]:
