@@ -14,9 +14,9 @@ import errno
 import importlib
 import os
 import sys
-import textwrap
 
 from kb.api.errors import FOUND, OK, UNUSABLE, NotFound, UsageError
+from kb.text.wrapping import wrap_words
 
 __all__ = ["EXIT_STATUS", "FOUND", "OK", "UNUSABLE", "UsageError", "build_parser", "main"]
 
@@ -67,7 +67,7 @@ def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
     for verb_parser in sub.choices.values():
         # the shared contract after a verb's own epilog, keeping its layout (examples)
         raw = verb_parser.formatter_class is not argparse.HelpFormatter
-        status = textwrap.fill(EXIT_STATUS, 78) if raw else EXIT_STATUS
+        status = "\n".join(wrap_words(EXIT_STATUS, 78)) if raw else EXIT_STATUS
         if verb_parser.epilog and "Exit status:" in verb_parser.epilog:
             continue  # the verb states its own (scan, mcp): one paragraph, not two
         verb_parser.epilog = ("\n\n" if raw else " ").join(

@@ -98,13 +98,13 @@ def run(args: argparse.Namespace) -> int:
         if lines > LONG_OUTPUT_LINES:  # on stderr: a pipe still gets the record alone
             parts = [k for k in HINT_SECTIONS if rec.get(k)]
             sys.stdout.flush()
-            import textwrap
+            from kb.text.wrapping import wrap_words
 
             hint = (
                 f"kb show: {lines} lines; --brief prints a summary card, --section NAME "
                 f"one part ({', '.join(parts)} …)"
             )
-            print(textwrap.fill(hint, 80, subsequent_indent="  "), file=sys.stderr)
+            print("\n".join(wrap_words(hint, 80, rest="  ")), file=sys.stderr)
     return 0
 
 
