@@ -26,8 +26,9 @@ PROBE = (
 )
 
 #: Modules no cold show or search needs: validation (pydantic, YAML), whoosh's engine,
-#: the stdlib's introspection behind dataclasses, textwrap, threads, and the vocabulary
-#: tables a record view does not read (kb.vocab loads each table on first use).
+#: the stdlib's introspection behind dataclasses, textwrap, threads, shutil (argparse's
+#: help formatter asks it for the terminal size), and the vocabulary tables a record view
+#: or a query without a dtype does not read (kb.vocab loads each table on first use).
 NEVER = (
     "pydantic",
     "yaml",
@@ -38,6 +39,7 @@ NEVER = (
     "inspect",
     "textwrap",
     "threading",
+    "shutil",
     "kb.vocab.spellings",
     "kb.vocab.dtypes",
 )
@@ -63,6 +65,15 @@ def _modules(argv: list[str]) -> set[str]:
 )
 def test_cold_show_loads_no_validation_engine_or_introspection(argv: list[str]) -> None:
     loaded = _modules(argv)
+    assert not [m for m in NEVER if m in loaded or any(x.startswith(m + ".") for x in loaded)]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["npu_rms_norm", "torch_npu.npu_mla_prolog_v3", "paged attention decode", "权重预取"],
+)
+def test_cold_search_loads_no_validation_engine_or_introspection(query: str) -> None:
+    loaded = _modules(["search", query])
     assert not [m for m in NEVER if m in loaded or any(x.startswith(m + ".") for x in loaded)]
 
 

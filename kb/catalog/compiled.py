@@ -85,12 +85,13 @@ def code_inputs(package: Path = PACKAGE_DIR) -> list[tuple[str, str]]:
 
 def _tree(package: Path, sub: str, suffix: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(package / sub):
+    cut = len(os.path.join(package, ""))  # the walk's paths all start with the package's
+    for dirpath, dirnames, filenames in os.walk(os.path.join(package, sub)):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for name in filenames:
             if name.endswith(suffix) and not name.startswith("."):
                 path = os.path.join(dirpath, name)
-                out.append((f"<code>/{os.path.relpath(path, package)}", path))
+                out.append((f"<code>/{path[cut:]}", path))
     return out
 
 
