@@ -26,9 +26,10 @@ PROBE = (
 )
 
 #: Modules no cold show or search needs: validation (pydantic, YAML), whoosh's engine,
-#: the stdlib's introspection behind dataclasses, textwrap, threads, shutil (argparse's
-#: help formatter asks it for the terminal size), and the vocabulary tables a record view
-#: or a query without a dtype does not read (kb.vocab loads each table on first use).
+#: the stdlib's introspection behind dataclasses, textwrap, threads, argparse (a plain
+#: show or search line is read by kb.cli.fast) with the locale and shutil it loads, and
+#: the vocabulary tables a record view or a query without a dtype does not read (kb.vocab
+#: loads each table on first use).
 NEVER = (
     "pydantic",
     "yaml",
@@ -40,6 +41,8 @@ NEVER = (
     "textwrap",
     "threading",
     "shutil",
+    "argparse",
+    "locale",
     "kb.vocab.spellings",
     "kb.vocab.dtypes",
 )

@@ -288,7 +288,7 @@ class Catalog:
         """
         rows = self._rows("SELECT name FROM names WHERE spelling = ?", (spelling,))
         if not rows:
-            from kb.vocab import bare_operator  # only a miss pays for the vocabulary
+            from kb.vocab.call_paths import bare_operator  # only a miss pays for it
 
             stripped = bare_operator(spelling.strip())
             rows = self._rows(

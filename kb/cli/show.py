@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 #: A record longer than this ends with a hint towards --brief and --section.
 LONG_OUTPUT_LINES = 80
@@ -12,6 +15,8 @@ HINT_SECTIONS = ("parameters", "constraints", "examples", "versions", "stages", 
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    import argparse
+
     p = sub.add_parser(
         "show",
         help="show one operator, chain, tree or playbook",
