@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import operator_yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = (
@@ -108,3 +110,25 @@ def test_every_vocabulary_name_loads_from_the_module_defining_it() -> None:
     assert out.stdout.split() == ["True", "float16"]
     with pytest.raises(AttributeError):
         _ = vocab.NO_SUCH_TABLE
+
+
+def test_the_freshness_check_sees_added_removed_and_edited_records(record_tree) -> None:  # type: ignore[no-untyped-def]
+    """What the cheaper freshness key (one hash over every file's stat line) must keep
+    seeing: a record added, one removed, one edited in place, and a search after each
+    answers from the new records, never the old cache or index."""
+    from kb.api.search import search
+    from kb.catalog.compiled import open_catalog
+
+    root = record_tree({"operators/npu_test_op.yaml": operator_yaml()})
+    assert open_catalog().names() == ["npu_test_op"]
+    record_tree({"operators/npu_other_op.yaml": operator_yaml("npu_other_op", "zebra")})
+    catalog = open_catalog()
+    assert catalog.names() == ["npu_other_op", "npu_test_op"]
+    assert [h["name"] for h in search(catalog, "zebra")["results"]] == ["npu_other_op"]
+    (root / "operators/npu_test_op.yaml").unlink()
+    assert open_catalog().names() == ["npu_other_op"]
+    record_tree({"operators/npu_other_op.yaml": operator_yaml("npu_other_op", "yak")})
+    catalog = open_catalog()
+    assert catalog.get("npu_other_op")["keywords"]["en"] == ["yak"]  # type: ignore[index]
+    assert [h["name"] for h in search(catalog, "yak")["results"]] == ["npu_other_op"]
+    assert search(catalog, "zebra")["results"] == []

@@ -97,20 +97,17 @@ def _tree(package: Path, sub: str, suffix: str) -> list[tuple[str, str]]:
 
 def stat_key(root: Path, inputs: list[tuple[str, str]]) -> str:
     """Cheap identity of the inputs: names, sizes, mtimes, inodes and ctimes."""
-    h = blake2b(digest_size=16)
-    h.update(f"{FORMAT_VERSION}\0{root}\n".encode("utf-8", "surrogateescape"))
+    lines = [f"{FORMAT_VERSION}\0{root}\n"]
+    stat = os.stat
     for rel, path in inputs:
         try:
-            st = os.stat(path)
+            st = stat(path)
         except OSError:
-            h.update(f"{rel}\0missing\n".encode("utf-8", "surrogateescape"))
+            lines.append(f"{rel}\0missing\n")
             continue
-        h.update(
-            f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode(
-                "utf-8", "surrogateescape"
-            )
-        )
-    return h.hexdigest()
+        lines.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n")
+    # one update of the whole text: the digest sequential updates gave, at a lower cost
+    return blake2b("".join(lines).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
 def fingerprint(root: Path) -> str:
