@@ -320,6 +320,10 @@ class Catalog:
         a record's content compares, without loading and re-serialising the body."""
         return {str(n): str(d) for n, d in self._rows("SELECT name, digest FROM records")}
 
+    def count(self) -> int:
+        """How many records (what ``len(names())`` says, without reading and sorting them)."""
+        return int(self._rows("SELECT count(*) FROM records")[0][0])
+
     def names(self, kind: str | None = None) -> list[str]:
         if kind:
             return [

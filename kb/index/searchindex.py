@@ -51,7 +51,7 @@ def index_dir(catalog: Catalog) -> Path:
 
 
 def _stamp(catalog: Catalog) -> dict[str, Any]:
-    return {"content": catalog.content, "docs": len(catalog.names()), "root": str(catalog.root)}
+    return {"content": catalog.content, "docs": catalog.count(), "root": str(catalog.root)}
 
 
 def _crc(path: Path) -> str:
