@@ -138,3 +138,17 @@ def test_the_everyday_lines_skip_argparse(argv: list[str]) -> None:
 )
 def test_everything_else_goes_to_argparse(argv: list[str]) -> None:
     assert fast.parse(argv) is None
+
+
+def test_a_formatter_factory_is_called_as_argparse_calls_it() -> None:
+    """The parser gives its help width to argparse's formatter classes only: a factory
+    of the caller's (the site formats the CLI reference at a fixed width) gets ``prog``."""
+    parser = build_parser(("show",))
+    cls = parser.formatter_class
+
+    def fixed(prog: str) -> argparse.HelpFormatter:
+        return cls(prog, width=50)  # type: ignore[call-arg]
+
+    parser.formatter_class = fixed  # type: ignore[assignment]
+    text = parser.format_help()
+    assert text.startswith("usage: kb") and max(len(line) for line in text.splitlines()) <= 50

@@ -32,7 +32,10 @@ class Parser(argparse.ArgumentParser):
     size, with shutil's archive modules (a millisecond of every cold verb)."""
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return self.formatter_class(prog=self.prog, width=help_columns() - 2)  # type: ignore[call-arg]
+        make = self.formatter_class
+        if isinstance(make, type) and issubclass(make, argparse.HelpFormatter):
+            return make(prog=self.prog, width=help_columns() - 2)
+        return make(prog=self.prog)  # a factory of the caller's (the site's fixed width)
 
 
 def build(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
