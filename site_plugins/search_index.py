@@ -30,7 +30,7 @@ from kb.index.searchindex import open_index, open_terms
 from kb.index.termtable import TermTable
 from kb.vocab import CALL_PREFIXES, normalize
 from kb.vocab.dtypes import DTYPE_CODES
-from kb.vocab.normalize import ALIAS_TABLES, CANONICAL
+from kb.vocab.spellings import ALIAS_TABLES, CANONICAL
 from site_plugins import md
 from site_plugins.common import KIND_DIRS, SiteData
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kb.vocab import product_support
+from kb.vocab.products import product_support
 
 
 def kernel_products(record: Mapping[str, Any]) -> list[str]:

@@ -7,13 +7,12 @@ Used by the importer, the drift report and the record tests: a record's structur
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _ALIAS = re.compile(r"\((\w+)(!?)\)")
 
 
-@dataclass(frozen=True)
-class SchemaArg:
+class SchemaArg(NamedTuple):
     name: str
     type: str  # alias annotation removed: "Tensor(a!)" → "Tensor"
     default: str | None
@@ -25,8 +24,7 @@ class SchemaArg:
         return self.default is None
 
 
-@dataclass(frozen=True)
-class Schema:
+class Schema(NamedTuple):
     name: str  # without overload: "npu_mla_prolog_v3"
     overload: str  # "Tensor" in "__ior__.Tensor", else ""
     args: tuple[SchemaArg, ...]

@@ -11,7 +11,6 @@ a tensor clause with both ``dtype_in`` and ``format_in`` names both, everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 #: The clause kinds a notation has a phrase for.  A phrase is a format string over
@@ -33,18 +32,25 @@ PHRASES = (
 AND = " and "
 
 
-@dataclass(frozen=True)
 class Notation:
-    """How one medium writes a condition."""
+    """How one medium writes a condition.  (A plain class, not a dataclass: ``kb show``
+    renders rules, and importing dataclasses costs it ``inspect`` and ``ast``.)"""
 
-    name: Callable[[object], str]
-    value: Callable[[object], str]
-    values: Callable[[Sequence[object]], str]
-    phrases: Mapping[str, str]
+    __slots__ = ("name", "phrases", "value", "values")
 
-    def __post_init__(self) -> None:
-        if set(self.phrases) != set(PHRASES):
+    def __init__(
+        self,
+        name: Callable[[object], str],
+        value: Callable[[object], str],
+        values: Callable[[Sequence[object]], str],
+        phrases: Mapping[str, str],
+    ) -> None:
+        if set(phrases) != set(PHRASES):
             raise ValueError(f"a notation has a phrase for each of {', '.join(PHRASES)}")
+        self.name = name
+        self.value = value
+        self.values = values
+        self.phrases = phrases
 
 
 def condition_words(cond: Mapping[str, Any], notation: Notation) -> str:

@@ -2,21 +2,23 @@
 
 Each verb module defines ``add_parser(subparsers)`` and the function it sets as
 ``func``; this file only wires them.  Imports stay lazy so ``kb show`` pays only for
-what it uses.
+what it uses: a plain ``kb show`` or ``kb search`` is read by :mod:`kb.cli.fast`
+without argparse, everything else by the parser :mod:`kb.cli.parser` builds.
 """
 
 from __future__ import annotations
 
-import argparse
 import builtins
 import contextlib
 import errno
-import importlib
 import os
 import sys
-import textwrap
+from typing import TYPE_CHECKING
 
 from kb.api.errors import FOUND, OK, UNUSABLE, NotFound, UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["EXIT_STATUS", "FOUND", "OK", "UNUSABLE", "UsageError", "build_parser", "main"]
 
@@ -50,30 +52,10 @@ EXIT_STATUS = (
 
 
 def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kb",
-        description="Knowledge base of torch_npu fused operators: search, show, check.",
-        epilog="Run 'kb VERB --help' for the options of one verb.",
-    )
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for verb in verbs:
-        try:
-            module = importlib.import_module(f"kb.cli.{verb}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"kb.cli.{verb}":
-                continue  # verb not built in this version
-            raise
-        module.add_parser(sub)
-    for verb_parser in sub.choices.values():
-        # the shared contract after a verb's own epilog, keeping its layout (examples)
-        raw = verb_parser.formatter_class is not argparse.HelpFormatter
-        status = textwrap.fill(EXIT_STATUS, 78) if raw else EXIT_STATUS
-        if verb_parser.epilog and "Exit status:" in verb_parser.epilog:
-            continue  # the verb states its own (scan, mcp): one paragraph, not two
-        verb_parser.epilog = ("\n\n" if raw else " ").join(
-            x for x in (verb_parser.epilog, status) if x
-        )
-    return parser
+    """The argparse parser of ``verbs`` (:mod:`kb.cli.parser`)."""
+    from kb.cli.parser import build
+
+    return build(verbs)
 
 
 def _only_verb(argv: list[str]) -> tuple[str, ...]:
@@ -167,11 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     verb = "kb"
     _no_encoding_errors()
     try:
-        parser = build_parser(_only_verb(argv))
-        args = parser.parse_args(argv)
-        if not getattr(args, "func", None):
-            parser.print_help()
-            return UNUSABLE
+        from kb.cli.fast import parse
+
+        args = parse(argv)
+        if args is None:  # anything but the plain forms: argparse, with its help and errors
+            parser = build_parser(_only_verb(argv))
+            args = parser.parse_args(argv)
+            if not getattr(args, "func", None):
+                parser.print_help()
+                return UNUSABLE
         verb = f"kb {args.verb}"
         try:
             _check_text(args)

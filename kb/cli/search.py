@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+
     p = sub.add_parser(
         "search",
         help="search operators, chains, trees and playbooks",

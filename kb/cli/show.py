@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 #: A record longer than this ends with a hint towards --brief and --section.
 LONG_OUTPUT_LINES = 80
@@ -12,6 +15,8 @@ HINT_SECTIONS = ("parameters", "constraints", "examples", "versions", "stages", 
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    import argparse
+
     p = sub.add_parser(
         "show",
         help="show one operator, chain, tree or playbook",
@@ -98,13 +103,13 @@ def run(args: argparse.Namespace) -> int:
         if lines > LONG_OUTPUT_LINES:  # on stderr: a pipe still gets the record alone
             parts = [k for k in HINT_SECTIONS if rec.get(k)]
             sys.stdout.flush()
-            import textwrap
+            from kb.text.wrapping import wrap_words
 
             hint = (
                 f"kb show: {lines} lines; --brief prints a summary card, --section NAME "
                 f"one part ({', '.join(parts)} …)"
             )
-            print(textwrap.fill(hint, 80, subsequent_indent="  "), file=sys.stderr)
+            print("\n".join(wrap_words(hint, 80, rest="  ")), file=sys.stderr)
     return 0
 
 

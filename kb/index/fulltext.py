@@ -73,10 +73,13 @@ _DTYPE_WORD = re.compile(r"[a-z]*\d[a-z0-9]*", re.IGNORECASE)
 
 def asked_dtypes(text: str) -> set[str]:
     """Canonical dtypes and quantization schemes the query names."""
+    words = _DTYPE_WORD.findall(text)
+    if not words:  # most queries: no word with a digit, no need for the alias tables
+        return set()
     from kb.vocab import normalize
 
     asked: set[str] = set()
-    for word in _DTYPE_WORD.findall(text):
+    for word in words:
         for vocab in ("dtype", "quantization"):
             canon = normalize(vocab, word)
             if canon:

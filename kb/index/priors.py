@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from kb.catalog.compiled import Catalog
-from kb.vocab import OFFICIAL_STATUSES, STATUS_PRIOR
+from kb.vocab.statuses import OFFICIAL_STATUSES, STATUS_PRIOR
 
 #: How much to trust a record as the answer before looking at the query: the
 #: recommended, documented operator should lead its deprecated, superseded, private or

@@ -35,7 +35,7 @@ from kb.core.paths import cache_dir
 from kb.index import termtable
 from kb.index.termtable import TermTable
 
-INDEX_VERSION = "14"
+INDEX_VERSION = "15"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 #: The stored fields of every document, by document number, for the ranking to read.
@@ -51,7 +51,7 @@ def index_dir(catalog: Catalog) -> Path:
 
 
 def _stamp(catalog: Catalog) -> dict[str, Any]:
-    return {"content": catalog.content, "docs": len(catalog.names()), "root": str(catalog.root)}
+    return {"content": catalog.content, "docs": catalog.count(), "root": str(catalog.root)}
 
 
 def _crc(path: Path) -> str:

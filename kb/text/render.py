@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -12,25 +11,14 @@ from kb.catalog.wording import TEXT, when_words
 from kb.emulate.names import in_words
 from kb.text.binding import discrepancy_texts
 from kb.text.width import terminal_width
+from kb.text.wrapping import wrap_words
 
 WIDTH = terminal_width()  # min(terminal width, 80), read once per process
 
 
 def wrap(text: str, indent: str = "  ", width: int = WIDTH, hang: str = "") -> list[str]:
     """Wrap to ``width``; continuation lines get ``hang`` extra indent (for list items)."""
-    text = " ".join(str(text).split())
-    if not text:
-        return []
-    if len(indent) + len(text) <= width:  # one line: what textwrap would give, without it
-        return [indent + text]
-    return textwrap.wrap(
-        text,
-        width=width,
-        initial_indent=indent,
-        subsequent_indent=indent + hang,
-        break_long_words=True,
-        break_on_hyphens=False,
-    )
+    return wrap_words(str(text), width, indent, indent + hang)
 
 
 def field(label: str, value: Any, indent: str = "  ") -> list[str]:
@@ -38,15 +26,7 @@ def field(label: str, value: Any, indent: str = "  ") -> list[str]:
         return []
     if isinstance(value, (list, tuple)):
         value = ", ".join(str(v) for v in value)
-    head = f"{indent}{label}: "
-    lines = textwrap.wrap(
-        " ".join(str(value).split()),
-        width=WIDTH,
-        initial_indent=head,
-        subsequent_indent=indent + "    ",
-        break_on_hyphens=False,
-    )
-    return lines
+    return wrap_words(str(value), WIDTH, f"{indent}{label}: ", indent + "    ")
 
 
 def section(title: str) -> list[str]:
@@ -155,6 +135,8 @@ def _pack(phrases: list[str], first: str, rest: str, tail: str = "") -> list[str
     lines = [first]
     for piece in pieces:
         if len(rest) + len(piece) > WIDTH:
+            import textwrap  # a phrase longer than a line: rare
+
             words = textwrap.wrap(piece, width=WIDTH - len(rest), break_on_hyphens=False)
         else:
             words = [piece]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kb.vocab.normalize import normalize_scheme
 from kb.vocab.schemes import COMPUTE_DTYPES, SCHEMES
+from kb.vocab.spellings import normalize_scheme
 
 
 def scheme_roles(expr: str) -> dict[str, tuple[str, ...]] | None:
