@@ -16,13 +16,14 @@ import html
 import posixpath
 import re
 
+from kb.vocab.taxonomy import KINDS
 from site_plugins import diagrams, md
 from site_plugins.build_cache import digest
 from site_plugins.common import Record, SiteData, record_path
 from site_plugins.operators import operator_markdown
 
 #: Kinds whose page Markdown ships beside the HTML (operators in their compact form).
-MARKDOWN_KINDS = ("operator", "chain", "tree", "playbook")
+MARKDOWN_KINDS = KINDS
 
 #: Chips whose value is an identifier (dtype, format, scheme, phase) read as code.
 _CODE_CHIP = re.compile(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kb.vocab.taxonomy import KINDS
+
 if TYPE_CHECKING:
     from kb.catalog.compiled import Catalog
 
-KINDS = ("operator", "chain", "tree", "playbook")
+__all__ = ["KINDS", "list_records"]
 
 
 def list_records(

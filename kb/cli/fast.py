@@ -16,6 +16,8 @@ import importlib
 from types import SimpleNamespace
 from typing import Any
 
+from kb.vocab.taxonomy import KINDS
+
 #: An option that takes no value (``store_true``).
 FLAG = "flag"
 #: An option whose value is any text not starting with ``-``.
@@ -43,13 +45,27 @@ VERBS: dict[str, tuple[str, bool, dict[str, tuple[str, Any, Any]], frozenset[str
         True,
         {
             "--limit": ("limit", INT, 10),
-            "--kind": ("kind", ("operator", "chain", "tree", "playbook"), None),
+            "--kind": ("kind", KINDS, None),
             "--torch-npu": ("torch_npu", TEXT, None),
             "--format": ("format", ("text", "json"), "text"),
         },
         frozenset(),
     ),
 }
+
+
+def argparse_kwargs(verb: str, option: str) -> dict[str, Any]:
+    """What ``add_argument`` takes for ``option`` of ``verb``: its kind, default and
+    choices come from :data:`VERBS`, so the two readers share one definition."""
+    dest, kind, default = VERBS[verb][2][option]
+    if kind == FLAG:
+        return {"dest": dest, "action": "store_true"}
+    kwargs: dict[str, Any] = {"dest": dest, "default": default}
+    if kind == INT:
+        kwargs["type"] = int
+    elif kind != TEXT:
+        kwargs["choices"] = kind
+    return kwargs
 
 
 def parse(argv: list[str]) -> Any:

@@ -6,6 +6,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from kb.cli.fast import argparse_kwargs
+
 if TYPE_CHECKING:
     import argparse
 
@@ -20,18 +22,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "Chinese ('权重预取'). Results are best first.",
     )
     p.add_argument("query", nargs="+", help="words to search for")
-    p.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
     p.add_argument(
-        "--kind",
-        choices=("operator", "chain", "tree", "playbook"),
-        help="only records of this kind",
+        "--limit",
+        **argparse_kwargs("search", "--limit"),
+        help="at most this many results (default %(default)s)",
+    )
+    p.add_argument(
+        "--kind", **argparse_kwargs("search", "--kind"), help="only records of this kind"
     )
     p.add_argument(
         "--torch-npu",
+        **argparse_kwargs("search", "--torch-npu"),
         metavar="VERSION",
         help="only operators shipped in this torch_npu release, e.g. 2.5.1",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", **argparse_kwargs("search", "--format"))
     p.set_defaults(func=run)
 
 

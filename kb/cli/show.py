@@ -6,6 +6,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from kb.cli.fast import argparse_kwargs
+
 if TYPE_CHECKING:
     import argparse
 
@@ -36,24 +38,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("name", help="record name or call path")
     p.add_argument(
         "--format",
-        choices=("text", "json"),
-        default="text",
+        **argparse_kwargs("show", "--format"),
         help="text for people (default), json for tools",
     )
     p.add_argument(
         "--lang",
-        choices=("en", "zh"),
-        default="en",
+        **argparse_kwargs("show", "--lang"),
         help="language of summaries and descriptions (default: en)",
     )
     what = p.add_mutually_exclusive_group()
     what.add_argument(
         "--brief",
-        action="store_true",
+        **argparse_kwargs("show", "--brief"),
         help="a summary card: call, products, torch_npu releases, schemes",
     )
     what.add_argument(
         "--section",
+        **argparse_kwargs("show", "--section"),
         metavar="NAME",
         help="only this part, by record field: parameters, constraints, "
         "versions, examples, stages, nodes ... (an unknown NAME lists them)",

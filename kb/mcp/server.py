@@ -41,9 +41,10 @@ from kb.mcp.calls import by_name, records_invalid
 from kb.mcp.prompts import PROMPTS
 from kb.mcp.state import CURRENT, Snapshot, Warm, prepare, state
 from kb.mcp.tools import CALLER_ERRORS, TOOLS, ToolSpec
+from kb.vocab.taxonomy import KINDS
 
 #: URI scheme of the records: kb://operator/NAME, kb://chain/NAME, ...
-RESOURCE_KINDS = ("operator", "chain", "tree", "playbook")
+RESOURCE_KINDS = KINDS
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )

@@ -34,8 +34,8 @@ from kb.mcp.shapes import (
     SearchResult,
 )
 from kb.vocab import GRAPH_MODES
+from kb.vocab.taxonomy import Kind
 
-Kind = Literal["operator", "chain", "tree", "playbook"]
 Lang = Literal["en", "zh"]
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 Kind = Literal["operator", "chain", "tree", "playbook"]
+#: The record kinds in the order lists and menus show them.
+KINDS: tuple[Kind, ...] = get_args(Kind)
 
 Category = Literal[
     "attention",
