@@ -72,10 +72,13 @@ TOO_WIDE = """() => {
   return out;
 }"""
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+    ),
+    pytest.mark.heavy,  # builds both sites and drives Chromium: started first
+]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
