@@ -21,9 +21,6 @@ from kb.cli import main
 from kb.core.paths import records_dir
 from tests.conftest import operator_yaml
 
-# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
-pytestmark = pytest.mark.heavy
-
 SOURCE = """\
 sources:
   - model: Test-Model

@@ -28,9 +28,6 @@ import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
-pytestmark = pytest.mark.heavy
-
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DRAFT = EXAMPLES / "deepseek-v3-a2-draft.yaml"

@@ -19,9 +19,6 @@ from kb.api.check import check_paths
 from kb.api.scan import ScanOptions, scan_paths
 from kb.catalog.compiled import open_catalog
 
-# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
-pytestmark = pytest.mark.heavy
-
 HERE = Path(__file__).parent
 PRACTICE = sorted((HERE / "fixtures" / "practice").glob("*.yaml"))
 CORPUS = HERE.parent.parent / "shared" / "corpus" / "vllm-ascend"

@@ -15,9 +15,6 @@ from kb.cli import main
 from kb.core.paths import PACKAGE_DIR, records_dir
 from kb.text.render import record_text
 
-# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
-pytestmark = pytest.mark.heavy
-
 
 @pytest.fixture(scope="module")
 def catalog():

@@ -18,9 +18,6 @@ import pytest
 
 from kb.scan import pool
 
-# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
-pytestmark = pytest.mark.heavy
-
 REPO = Path(__file__).resolve().parent.parent
 LINUX = sys.platform.startswith("linux")
 
