@@ -15,7 +15,7 @@ import pytest
 from site_builds import fixture_site, real_site  # noqa: F401
 
 # Never touch the user's ~/.cache/kb from tests; one cache for the whole session, and
-# under pytest-xdist (scripts/test.sh runs `-n 2`) one per worker, inside the given one,
+# under pytest-xdist (scripts/test.sh runs `-n auto`) one per worker, inside the given one,
 # so no test sees another worker's builds appear or vanish in its cache.
 os.environ.setdefault("KB_CACHE_DIR", tempfile.mkdtemp(prefix="kb-test-cache-"))
 if os.environ.get("PYTEST_XDIST_WORKER"):
