@@ -13,4 +13,6 @@ fi
 .venv/bin/ruff format --check kb site_plugins tools scripts tests
 .venv/bin/mypy
 .venv/bin/kb validate
-.venv/bin/python -m pytest "$@"
+# one worker per core, each test file whole on one worker (its module fixtures built once);
+# KB_TEST_WORKERS=0 runs in this process
+.venv/bin/python -m pytest -n "${KB_TEST_WORKERS:-auto}" --dist loadfile "$@"

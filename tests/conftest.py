@@ -14,8 +14,14 @@ import pytest
 # Site builds are session fixtures (one build of each site per test run).
 from site_builds import fixture_site, real_site  # noqa: F401
 
-# Never touch the user's ~/.cache/kb from tests; one cache for the whole session.
+# Never touch the user's ~/.cache/kb from tests; one cache for the whole session, and
+# under pytest-xdist (scripts/test.sh runs `-n auto`) one per worker, inside the given one,
+# so no test sees another worker's builds appear or vanish in its cache.
 os.environ.setdefault("KB_CACHE_DIR", tempfile.mkdtemp(prefix="kb-test-cache-"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["KB_CACHE_DIR"] = os.path.join(
+        os.environ["KB_CACHE_DIR"], f"xdist-{os.environ['PYTEST_XDIST_WORKER']}"
+    )
 os.environ.pop("KB_RECORDS_DIR", None)
 
 MINIMAL_OPERATOR = """\
@@ -82,3 +88,10 @@ def emulation() -> Iterator[Any]:
         yield em
     finally:
         uninstall()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``heavy`` run first (otherwise in their usual order): with
+    pytest-xdist's ``--dist loadfile`` the long files start at once and the short ones fill
+    in behind them, instead of one long file running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)

@@ -4,18 +4,24 @@ A strict build of the real records takes seconds; building it once per test sess
 (not once per module) keeps CI fast.  Build time is measured by scripts/benchmark.py,
 never by a timed test.  The fixture site is built in a child process with a private,
 empty TMPDIR and cache dir, so the tests can see what a build writes outside the site
-(nothing into TMPDIR).
+(nothing into TMPDIR).  Under pytest-xdist each site is still built once per run: the
+first worker that needs it builds it under a file lock in the run's shared temp dir, and
+the others wait for it and read the same files.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -53,6 +59,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+Built = TypeVar("Built")
+
+
+def once_per_run(
+    factory: pytest.TempPathFactory, name: str, kind: type[Built], make: Callable[[Path], Built]
+) -> Built:
+    """``make(dir)`` once per test run, in a fresh ``dir``: once per session without xdist,
+    once for all workers with it (``kind``'s fields are paths and ints)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return make(factory.mktemp(name))
+    from filelock import FileLock
+
+    shared = factory.getbasetemp().parent  # pytest-N/, above every worker's popen-gwK/
+    done = shared / f"{name}.json"
+    with FileLock(str(shared / f"{name}.lock")):
+        if done.exists():
+            saved = json.loads(done.read_text(encoding="utf-8"))
+            return kind(**{k: Path(v) if isinstance(v, str) else v for k, v in saved.items()})
+        built = make(factory.mktemp(name))
+        fields = dataclasses.asdict(built)  # type: ignore[call-overload]
+        text = json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in fields.items()})
+        done.write_text(text, encoding="utf-8")
+        return built
+
+
 @dataclass
 class RealSite:
     path: Path
@@ -67,9 +99,8 @@ class FixtureSite:
     port: int
 
 
-@pytest.fixture(scope="session")
-def real_site(tmp_path_factory: pytest.TempPathFactory) -> RealSite:
-    site = tmp_path_factory.mktemp("real") / "site"
+def build_real_site(tmp: Path) -> RealSite:
+    site = tmp / "site"
     port = free_port()
     saved = os.environ.get("KB_SITE_URL")
     os.environ["KB_SITE_URL"] = f"http://127.0.0.1:{port}/"
@@ -84,8 +115,11 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> RealSite:
 
 
 @pytest.fixture(scope="session")
-def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> FixtureSite:
-    tmp = tmp_path_factory.mktemp("fixture")
+def real_site(tmp_path_factory: pytest.TempPathFactory) -> RealSite:
+    return once_per_run(tmp_path_factory, "real", RealSite, build_real_site)
+
+
+def build_fixture_site(tmp: Path) -> FixtureSite:
     site, tmpdir, cache = tmp / "site", tmp / "tmpdir", tmp / "cache"
     tmpdir.mkdir()
     port = free_port()
@@ -97,3 +131,8 @@ def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> FixtureSite:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
     assert proc.returncode == 0, proc.stderr
     return FixtureSite(site, tmpdir, cache, port)
+
+
+@pytest.fixture(scope="session")
+def fixture_site(tmp_path_factory: pytest.TempPathFactory) -> FixtureSite:
+    return once_per_run(tmp_path_factory, "fixture", FixtureSite, build_fixture_site)

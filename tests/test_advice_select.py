@@ -23,6 +23,9 @@ from kb.catalog.compiled import open_catalog
 from kb.scan.model.entry import Module
 from kb.scan.model.records import Target
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 CATALOG = open_catalog()
 PATHS, _NODES = situations(CATALOG)
 CHAINS = CATALOG.names("chain")

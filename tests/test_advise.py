@@ -12,6 +12,9 @@ import pytest
 from kb.catalog.compiled import open_catalog
 from kb.cli import main
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 
 def advise(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     assert main(["advise", *argv, "--format", "json"]) == 0, capsys.readouterr().err

@@ -17,6 +17,9 @@ from kb.api.advise import advise_step
 from kb.catalog.compiled import open_catalog
 from kb.cli import main
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
     code = main(["advise", *argv, "--format", "json", "--no-input"])

@@ -21,6 +21,9 @@ import yaml
 from kb.core.paths import PACKAGE_DIR
 from tools.upstream.citations import Citation, citations, local_only, resolve, resolve_local
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 TREES = os.environ.get("KB_UPSTREAM_TREES")
 
 

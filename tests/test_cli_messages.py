@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kb.cli import main
+
+SITE_RECORDS = Path(__file__).resolve().parent / "fixtures" / "site_records"
 
 
 def test_a_shape_with_an_empty_dimension_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,9 +28,12 @@ def test_scanning_nothing_says_why_without_a_summary(
 
 
 def test_counts_agree_with_their_nouns(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate"]) == 0
+    """One chain, playbook and tree, four operators: singular and plural in one summary
+    (the site's fixture records; the shipped store's validation is tested elsewhere)."""
+    assert main(["validate", "--records", str(SITE_RECORDS)]) == 0
     summary = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "1 playbooks" not in summary and "1 playbook" in summary
+    assert "1 chain," in summary and "4 operators," in summary, summary
+    assert "1 playbook," in summary and "1 tree;" in summary, summary
 
 
 def test_an_empty_allowed_value_is_shown_as_quotes() -> None:

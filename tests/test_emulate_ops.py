@@ -22,7 +22,10 @@ from kb.emulate import emulated_names
 from tests.emulate_support import Captured, every_example, torch
 
 OPERATORS = reference.available()
-pytestmark = pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::kb.emulate.EmulatorWarning"),
+    pytest.mark.heavy,  # a minute or more of CPU: started first
+]
 _VIEWS = {
     torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
     torch.float8_e4m3fn: (torch.uint8, ml_dtypes.float8_e4m3fn),

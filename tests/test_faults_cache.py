@@ -19,6 +19,9 @@ import pytest
 from tests.conftest import operator_yaml
 from tests.fault_helpers import REPO, env_for, kb, one_operator
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 
 def _records_db(tmp: Path) -> Path:
     (db,) = (tmp / "cache").glob("records-*.sqlite")

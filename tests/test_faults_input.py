@@ -13,6 +13,9 @@ import pytest
 
 from tests.fault_helpers import HEAD, POINT, REPO, kb, shell
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 H = "7" * 5000  # more digits than Python converts by default
 BIG = "1" + "0" * 400  # overflows a float
 

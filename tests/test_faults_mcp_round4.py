@@ -37,6 +37,9 @@ from tests.conftest import operator_yaml
 from tests.test_faults_mcp import RawServer
 from tests.test_faults_mcp import _env as fault_env
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 REPO = Path(__file__).resolve().parent.parent

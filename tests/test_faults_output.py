@@ -19,6 +19,9 @@ import pytest
 
 from tests.fault_helpers import HEAD, env_for, kb
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 FORGED = "evil\n::warning file=x,line=1::FORGED"
 ESCAPE = "esc\x1b[31mred\x9b2J"
 PY_CALL = "import torch_npu\ntorch_npu.npu_rms_norm(x, 1e-6, bogus=1)\n"

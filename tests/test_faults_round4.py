@@ -29,6 +29,9 @@ import pytest
 
 from tests.fault_helpers import CHECK_RECORDS, CODE, kb
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 MODEL = (
     "import torch_npu\n\n\ndef f(x, g):\n    return torch_npu.npu_rms_norm(x, g, epsilon=1e-6)\n"
 )

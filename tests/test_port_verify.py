@@ -14,6 +14,9 @@ from kb.api.errors import UsageError
 from kb.api.port import port, verify
 from kb.cli import main
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 DATA = Path(__file__).parent / "data" / "port"
 MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked")
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 _EXIT = re.compile(r"\(exit (\d(?: or \d)*)\)")
 

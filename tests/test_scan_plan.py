@@ -19,6 +19,9 @@ from kb.api.scan import document, scanner
 from kb.cli import main
 from kb.scan.engine import ScanOptions
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 PLAN = Path(__file__).resolve().parent / "fixtures" / "modelplan"
 
 

@@ -35,6 +35,9 @@ from kb.vocab import (
     scheme_members,
 )
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 #: What a scheme mix-up shows up as: an unknown scheme, no such mode, a mode the
 #: arguments or dtypes contradict, or a record rule the mode's settings break.
 SCHEME_CODES = {"KB005", "KB203", "KB204", "KB109", "KB307"}

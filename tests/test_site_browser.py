@@ -72,10 +72,13 @@ TOO_WIDE = """() => {
   return out;
 }"""
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+    ),
+    pytest.mark.heavy,  # builds both sites and drives Chromium: started first
+]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -83,10 +86,17 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Server(http.server.ThreadingHTTPServer):
+    #: Chromium opens several connections per page; on a loaded machine the default
+    #: backlog of 5 overflows, the kernel drops the SYNs and the browser's retries back
+    #: off past a page load's patience.
+    request_queue_size = 128
+
+
 @contextmanager
 def serve(directory: Path, port: int) -> Iterator[str]:
     handler = functools.partial(QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = Server(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -175,8 +185,8 @@ def screenshot_on_failure(p: Page) -> Iterator[None]:
 
 def open_search(p: Page, base: str, query: str) -> None:
     """Search from ``base`` (loaded first), or from the current page when it is empty."""
-    if base:
-        p.page.goto(base)
+    if base:  # the search box works once the theme's script ran, before images and fonts
+        p.page.goto(base, wait_until="domcontentloaded")
     p.page.locator("label.md-search__icon, .md-search__input").first.click()
     box = p.page.locator("input.md-search__input")
     box.fill(query)

@@ -16,6 +16,9 @@ from kb.core.paths import PACKAGE_DIR
 from kb.rules import RULES
 from site_plugins import build_cache, rules
 
+# a minute or more of CPU: started first (see the heavy marker in pyproject.toml)
+pytestmark = pytest.mark.heavy
+
 EDITED = "npu_rms_norm"
 
 
