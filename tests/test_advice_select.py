@@ -84,6 +84,8 @@ def fixture_module(
             "attention.mla", {**extra, "indexer": indexer, "rope": "interleave", "cache": "slot"}
         )
     if module == "attention" and arch == "linear":
+        if facts.get("variant", "gated-delta-rule") != "gated-delta-rule":
+            return None  # the inventory names no per-channel-decay (KDA) variant yet
         return _module("attention.linear", {**extra, "variant": "gated-delta-rule"})
     if module == "attention" and arch == "encoder":
         kind = {"vision": "attention.vision", "dit": "attention.dit"}.get(
