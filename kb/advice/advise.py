@@ -299,6 +299,26 @@ def _chain_entry(
     }
 
 
+def _compose(chains: list[Record]) -> None:
+    """Path chains that both write a step (the same stage name - the routing chain's
+    expert matmuls and activation beside the expert chain the activation question chose):
+    the narrower chain (fewer stages) keeps it, the broader one leaves it out and says
+    which chain runs it, so the advice never stages a step twice."""
+    sized = sorted((e for e in chains if e.get("stages")), key=lambda e: len(e["stages"]))
+    owner: dict[str, str] = {}
+    for entry in sized:
+        kept = []
+        for st in entry["stages"]:
+            done_by = owner.get(st["stage"])
+            if done_by is None or done_by == entry["name"]:
+                kept.append(st)
+            else:
+                entry.setdefault("composed", []).append({"stage": st["stage"], "done_by": done_by})
+        entry["stages"] = kept
+        for st in kept:
+            owner.setdefault(st["stage"], entry["name"])
+
+
 def _ranked(walked: Walk, selection: Selection | None) -> list[tuple[str, int, str, str | None]]:
     """(chain, rank, what decides, the chain it stands beside) in path order.  With a
     selection (:func:`kb.advice.select.select`) each question that names chains takes
@@ -394,8 +414,11 @@ def advice(
             continue
         for p in chain.get("prerequisites") or []:
             prereqs.setdefault(p["id"], p["text"])
-        stages: list[Record] = entry["stages"]
-        names += [st["operator"] for st in stages if st["operator"] != "plain-torch"]
+    _compose(out["chains"])
+    for entry in out["chains"]:
+        names += [
+            st["operator"] for st in entry.get("stages") or [] if st["operator"] != "plain-torch"
+        ]
     names += walked.operators()
     out["not_fitting"] = _not_fitting(walked, selection)
     if selection is not None and not walked.stop and not out["chains"] and walked.chains():

@@ -89,6 +89,10 @@ def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
         out += _wrap(st["call"], "          ", 4)
         if st.get("notes"):
             out += _wrap(st["notes"], "          ")
+    for c in chain.get("composed") or []:
+        out += _wrap(
+            f"{c['stage']}: run by {c['done_by']} on this path, not repeated here", "    ", 4
+        )
     if chain["differences"]:
         out += _wrap("prefill vs decode: " + chain["differences"], "  ")
     if chain["models"]:
