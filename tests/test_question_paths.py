@@ -8,6 +8,7 @@ question order to hold chains to.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,3 +80,68 @@ def test_every_shipped_chain_is_on_a_question_path() -> None:
     """residual-norm and rope-precompute were on none (the layer-boundary tree names them)."""
     problems = [str(p) for p in load_store(records_dir()).problems]
     assert not [p for p in problems if "question path" in p], problems
+
+
+# ------------------------------------------------------------ questions that change nothing
+
+SAME = """\
+kind: tree
+name: same-tree
+title: {en: Same tree, zh: 测试树}
+summary: {en: Two answers to one chain., zh: 测试用决策树。}
+root: count
+nodes:
+  - id: count
+    key: count
+    question: {en: How many?, zh: 多少？}
+    options:
+      - value: few
+        label: Few
+        chain: test-chain
+        goto: kind
+      - value: many
+        label: Many
+        chain: test-chain
+        goto: kind
+        note: Many is fine too.
+  - id: kind
+    key: kind
+    question: {en: Which kind?, zh: 哪一种？}
+    options:
+      - value: a
+        label: A
+        operators: [npu_test_op]
+      - value: b
+        label: B
+        note: nothing fused here
+"""
+
+
+def test_a_question_whose_answers_lead_to_the_same_chains_is_not_asked(
+    record_tree: Callable[..., Path], capsys
+) -> None:
+    record_tree(
+        {
+            "operators/npu_test_op.yaml": operator_yaml(),
+            "chains/test-chain.yaml": chain_yaml(),
+            "trees/same-tree.yaml": SAME,
+        }
+    )
+    assert main(["advise", "same-tree", "--kind", "a", "--no-input", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "advice" and out["skipped"] == ["--count"]
+    assert "--count" not in out["answers"]
+    assert [c["name"] for c in out["chains"]] == ["test-chain"]
+    assert any(n.startswith("--count many: Many is fine") for n in out["notes"]), out["notes"]
+    # the next question changes the outcome (operators vs a verdict): still asked
+    assert main(["advise", "same-tree", "--no-input", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["needed"][0]["flag"] == "--kind"
+
+
+def test_the_expert_count_is_not_asked_once_every_count_gets_the_fused_gate(capsys) -> None:
+    argv = ["advise", "moe", "--moe", "yes", "--gate", "sigmoid", "--activation", "swiglu"]
+    argv += ["--parallel", "tp", "--phase", "prefill", "--quant", "bf16", "--no-input"]
+    assert main([*argv, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["skipped"] == ["--routed-experts"]
+    assert "moe-gate-sigmoid" in [c["name"] for c in out["chains"]]
