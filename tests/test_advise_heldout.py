@@ -9,14 +9,13 @@ file says so.  Every cited line, where the port's mirror is present, names the o
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.test_advise_unseen_ports import matches, offered, run
+from tests.test_advise_unseen_ports import _line, matches, offered, run
 
 
 def fits(call: dict[str, Any], expected: dict[str, Any]) -> bool:
@@ -91,19 +90,6 @@ def test_advice_offers_what_the_port_calls(
     meets(capsys, scenario)
 
 
-def _line(repo: str, commit: str, path: str, line: int) -> str | None:
-    mirror = MIRRORS.get(repo)
-    if mirror is None or not mirror.is_dir():
-        return None
-    shown = subprocess.run(
-        ["git", f"--git-dir={mirror}", "show", f"{commit}:{path}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return shown.stdout.splitlines()[line - 1] if shown.returncode == 0 else None
-
-
 def test_cited_call_sites_name_the_operator() -> None:
     checked = 0
     for s in SCENARIOS:
@@ -111,7 +97,7 @@ def test_cited_call_sites_name_the_operator() -> None:
         if s.get("cited"):
             sites.append((s["cited"], s["cited"]["text"]))
         for e, needle in sites:
-            text = _line(e["repo"], e["commit"], e["path"], e["line"])
+            text = _line(e["repo"], e["commit"], e["path"], e["line"], MIRRORS)
             if text is None:
                 continue
             assert needle in text, (s["id"], e["path"], e["line"], text)
