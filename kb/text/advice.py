@@ -199,6 +199,11 @@ def render(adv: dict[str, Any]) -> str:
     """Advice as text for a terminal."""
     out = _command(adv)
     for step in adv["path"]:
+        if step.get("skipped"):
+            out += _wrap(
+                f"{step['flag']} not asked: every answer leads to the same chains", "  ", 4
+            )
+            continue
         mark = " (assumed)" if step.get("assumed") else ""
         out += _wrap(f"{step['flag']} {step['answer']}{mark}: {step['label']}", "  ", 4)
     out += _assumed(adv)
