@@ -111,13 +111,17 @@ def test_advice_offers_what_the_port_calls(
         assert op not in recommended, f"{scenario['id']}: {op} does not belong on this path"
 
 
-def _line(repo: str, commit: str, path: str, line: int) -> str | None:
+def _line(
+    repo: str, commit: str, path: str, line: int, mirrors: dict[str, Path] | None = None
+) -> str | None:
+    """The cited line, from the shared corpus or a fetched mirror (``mirrors``, default
+    this set's); None when neither holds the file."""
     if repo in CORPUS and _SHARED is not None:
         folder, at = CORPUS[repo]
         file = _SHARED / folder / path
         if at == commit and file.is_file():
             return file.read_text(encoding="utf-8").splitlines()[line - 1]
-    mirror = MIRRORS.get(repo)
+    mirror = (MIRRORS if mirrors is None else mirrors).get(repo)
     if mirror is None or not mirror.is_dir():
         return None
     shown = subprocess.run(

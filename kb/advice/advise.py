@@ -57,6 +57,7 @@ class Step:
     assumed: bool = False
     when: str = ""
     alternatives: tuple[tuple[str, str], ...] = ()  # (chain, what decides for it)
+    skipped: bool = False  # not asked: every answer leads to the same chains
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +70,7 @@ class Step:
             "chain": self.chain,
             "operators": list(self.operators),
             "assumed": self.assumed,
+            "skipped": self.skipped,
             "alternatives": [c for c, _ in self.alternatives],
         }
 
@@ -163,10 +165,15 @@ def walk(
         seen.add(node_id)
         node = nodes[node_id]
         key = node["key"]
-        assumed = False
+        assumed = skipped = False
+        notes: list[str] = []
+        same = None if key in answers else indifferent(node, nodes)
         if key in answers:
             answer = answers[key]
             used.add(key)
+        elif same is not None:
+            answer, skipped = same["value"], True
+            notes = [f"--{key} {o['value']}: {o['note']}" for o in node["options"] if o.get("note")]
         elif ask is not None:
             answer = ask(node, result.steps)
         elif assume and node.get("assume") is not None:
@@ -192,18 +199,50 @@ def walk(
                 question=node["question"]["en"],
                 value=opt["value"],
                 label=opt["label"],
-                note=opt.get("note", ""),
+                note=" ".join(notes) if skipped else opt.get("note", ""),
                 chain=opt.get("chain"),
                 operators=tuple(opt.get("operators") or ()),
                 stop=opt.get("stop"),
                 assumed=assumed,
                 when=opt.get("when", ""),
                 alternatives=tuple((a["chain"], a["when"]) for a in opt.get("alternatives") or ()),
+                skipped=skipped,
             )
         )
         node_id = opt.get("goto")
     result.ignored = [k for k in answers if k not in used]
     return result
+
+
+def _outcome(opt: Record, nodes: Mapping[str, Record], seen: frozenset[str]) -> frozenset[str]:
+    """Every chain, operator and verdict an option can lead to (its own and, through its
+    ``goto``, every later option's)."""
+    out = {f"chain:{opt['chain']}"} if opt.get("chain") else set()
+    out |= {f"chain:{a['chain']}" for a in opt.get("alternatives") or ()}
+    out |= {f"op:{o}" for o in opt.get("operators") or ()}
+    target = opt.get("goto")
+    if target and target in nodes and target not in seen:
+        for later in nodes[target]["options"]:
+            out |= _outcome(later, nodes, seen | {target})
+    elif (not opt.get("chain") and not opt.get("operators")) or opt.get("stop"):
+        out.add(f"stop:{opt['value']}")  # a verdict is its own outcome
+    return frozenset(out)
+
+
+def indifferent(node: Record, nodes: Mapping[str, Record]) -> Record | None:
+    """The option to take without asking when every answer leads to the same chains,
+    operators and verdicts (and the same next question); None when the answer matters."""
+    from kb.catalog.select import ADVISE_FACTS
+
+    options = node["options"]
+    first = options[0]
+    if node["key"] in ADVISE_FACTS:
+        return None  # phase, scheme, product ...: the records and the stages read them
+    if any(o.get("goto") != first.get("goto") for o in options):
+        return None
+    here = frozenset({node["id"]})
+    outcomes = {_outcome(o, nodes, here) for o in options}
+    return first if len(outcomes) == 1 else None
 
 
 # --------------------------------------------------------------------------- advice
@@ -299,6 +338,26 @@ def _chain_entry(
     }
 
 
+def _compose(chains: list[Record]) -> None:
+    """Path chains that both write a step (the same stage name - the routing chain's
+    expert matmuls and activation beside the expert chain the activation question chose):
+    the narrower chain (fewer stages) keeps it, the broader one leaves it out and says
+    which chain runs it, so the advice never stages a step twice."""
+    sized = sorted((e for e in chains if e.get("stages")), key=lambda e: len(e["stages"]))
+    owner: dict[str, str] = {}
+    for entry in sized:
+        kept = []
+        for st in entry["stages"]:
+            done_by = owner.get(st["stage"])
+            if done_by is None or done_by == entry["name"]:
+                kept.append(st)
+            else:
+                entry.setdefault("composed", []).append({"stage": st["stage"], "done_by": done_by})
+        entry["stages"] = kept
+        for st in kept:
+            owner.setdefault(st["stage"], entry["name"])
+
+
 def _ranked(walked: Walk, selection: Selection | None) -> list[tuple[str, int, str, str | None]]:
     """(chain, rank, what decides, the chain it stands beside) in path order.  With a
     selection (:func:`kb.advice.select.select`) each question that names chains takes
@@ -349,10 +408,11 @@ def advice(
     """
     out: dict[str, Any] = {
         "tree": walked.tree,
-        "answers": {f"--{s.key}": s.value for s in walked.steps},
+        "answers": {f"--{s.key}": s.value for s in walked.steps if not s.skipped},
         "assumed": [
             {"flag": f"--{s.key}", "answer": s.value, "label": s.label} for s in walked.assumed
         ],
+        "skipped": [f"--{s.key}" for s in walked.steps if s.skipped],
         "path": [s.as_dict() for s in walked.steps],
         "outcome": "stop" if walked.stop else "advice",
         "verdict": walked.steps[-1].note if walked.stop and walked.steps else "",
@@ -394,8 +454,11 @@ def advice(
             continue
         for p in chain.get("prerequisites") or []:
             prereqs.setdefault(p["id"], p["text"])
-        stages: list[Record] = entry["stages"]
-        names += [st["operator"] for st in stages if st["operator"] != "plain-torch"]
+    _compose(out["chains"])
+    for entry in out["chains"]:
+        names += [
+            st["operator"] for st in entry.get("stages") or [] if st["operator"] != "plain-torch"
+        ]
     names += walked.operators()
     out["not_fitting"] = _not_fitting(walked, selection)
     if selection is not None and not walked.stop and not out["chains"] and walked.chains():

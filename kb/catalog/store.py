@@ -160,6 +160,50 @@ def _check_references(result: StoreResult) -> None:
                         need(loaded, base + ("operators", k), op, ("operator",))
 
 
+def _reachable_chains(tree: DecisionTree) -> set[str]:
+    """The chains an option names (its own or an alternative) on a node the root reaches."""
+    nodes = {n.id: n for n in tree.nodes}
+    named: set[str] = set()
+    todo, seen = [tree.root], set()
+    while todo:
+        node = nodes.get(todo.pop())
+        if node is None or node.id in seen:
+            continue
+        seen.add(node.id)
+        for opt in node.options:
+            named.update([opt.chain] if opt.chain else [])
+            named.update(a.chain for a in opt.alternatives)
+            if opt.goto:
+                todo.append(opt.goto)
+    return named
+
+
+def _check_question_paths(result: StoreResult) -> None:
+    """With decision trees in the store, every chain is named on some question path: the
+    selector fits a chain only where a path leads to it, so a chain no tree reaches is
+    advice nobody can be given.  (A store without trees - a records-only fixture - has no
+    question order to hold chains to.)"""
+    trees = [ld.record for ld in result.records.values() if isinstance(ld.record, DecisionTree)]
+    if not trees:
+        return
+    reached: set[str] = set()
+    for tree in trees:
+        reached |= _reachable_chains(tree)
+    for name, loaded in result.records.items():
+        if isinstance(loaded.record, ReferenceChain) and name not in reached:
+            line, col = loaded.located.where(("name",))
+            result.problems.append(
+                Problem(
+                    loaded.file,
+                    line,
+                    col,
+                    "name",
+                    f"chain {name!r} is on no question path: no option reached from a tree's "
+                    "root names it (as its chain or an alternative); name it in a tree",
+                )
+            )
+
+
 def _check_signature(loaded: Loaded) -> list[Problem]:
     """The structured parameters must say what the schema string says."""
     from kb.catalog.signature import SchemaError, parse_schema
@@ -290,6 +334,7 @@ def load_store(root: Path) -> StoreResult:
                 continue
             result.names[spelling] = name
     _check_references(result)
+    _check_question_paths(result)
     _check_consistency(result)
     result.problems.sort(key=lambda p: (p.file, p.line, p.column))
     return result

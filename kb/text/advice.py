@@ -89,6 +89,10 @@ def _chain(chain: dict[str, Any], adv: dict[str, Any], head: str) -> list[str]:
         out += _wrap(st["call"], "          ", 4)
         if st.get("notes"):
             out += _wrap(st["notes"], "          ")
+    for c in chain.get("composed") or []:
+        out += _wrap(
+            f"{c['stage']}: run by {c['done_by']} on this path, not repeated here", "    ", 4
+        )
     if chain["differences"]:
         out += _wrap("prefill vs decode: " + chain["differences"], "  ")
     if chain["models"]:
@@ -195,6 +199,11 @@ def render(adv: dict[str, Any]) -> str:
     """Advice as text for a terminal."""
     out = _command(adv)
     for step in adv["path"]:
+        if step.get("skipped"):
+            out += _wrap(
+                f"{step['flag']} not asked: every answer leads to the same chains", "  ", 4
+            )
+            continue
         mark = " (assumed)" if step.get("assumed") else ""
         out += _wrap(f"{step['flag']} {step['answer']}{mark}: {step['label']}", "  ", 4)
     out += _assumed(adv)

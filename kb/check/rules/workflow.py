@@ -22,6 +22,51 @@ def _suggest(name: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(hits)}?)" if hits else ""
 
 
+def target_facts(doc: Document, cand: Candidate) -> dict[str, str]:
+    """The selector's situation facts of a candidate: the list's target (product,
+    torch_npu release, scheme, graph mode, parallel sizes) and the candidate's phase."""
+    t = doc.target
+    sizes = t.parallel or {}
+    parallel = next((m for m in ("ep", "tp") if (sizes.get(m) or 1) > 1), None)
+    mode = t.graph_modes.get(cand.phase or "") or t.graph_mode
+    facts = {
+        "product": t.product,
+        "release": t.torch_npu,
+        "quant": cand.quantization or t.quantization,
+        "mode": mode,
+        "parallel": parallel,
+        "phase": cand.phase if cand.phase in ("prefill", "decode") else None,
+    }
+    return {k: v for k, v in facts.items() if v}
+
+
+def chains_staging(ctx: Context, doc: Document, cand: Candidate, operator: str) -> list[str]:
+    """Chains that stage ``operator`` and fit the candidate's target, best first - chosen
+    by the one selector (:func:`kb.catalog.select.select`) ``kb advise`` and the planner use."""
+    from kb.catalog.select import select
+
+    key = ("chains-staging", operator, tuple(sorted(target_facts(doc, cand).items())))
+    if key not in ctx.memo:
+        chosen = select(ctx.catalog, target_facts(doc, cand))
+        ctx.memo[key] = [
+            f.chain
+            for f in chosen.fitting
+            if any(
+                (ctx.operator(st.get("operator")) or {}).get("name") == operator
+                for st in (ctx.chain(f.chain) or {}).get("stages") or []
+            )
+        ]
+    out: list[str] = ctx.memo[key]
+    return out
+
+
+def _fitting_hint(ctx: Context, doc: Document, cand: Candidate, operator: str | None) -> str:
+    if not operator:
+        return ""
+    names = [c for c in chains_staging(ctx, doc, cand, operator) if c != cand.chain][:3]
+    return f"; chains that stage {operator} and fit the target: {', '.join(names)}" if names else ""
+
+
 class WorkflowRule(CandidateRule):
     """Rules about the plan itself (status, evidence, chains): candidate lists only."""
 
@@ -110,6 +155,8 @@ class UnknownChain(WorkflowRule):
             msg = f"{cand.chain!r} is a {rec.get('kind')}, not a chain"
         else:
             msg = f"unknown chain {cand.chain!r}{_suggest(cand.chain, ctx.names('chain'))}"
+        op = ctx.operator(cand.operator)
+        msg += _fitting_hint(ctx, doc, cand, op["name"] if op else None)
         yield self.on(doc, cand, ("chain",), msg + "; see 'kb search' for reference chains")
 
 
@@ -157,7 +204,8 @@ class OperatorOutsideChain(WorkflowRule):
                 cand,
                 ("operator",),
                 f"{rec['name']} is not a stage of chain {chain['name']} (its operators: "
-                f"{listed}); fix the chain or the operator",
+                f"{listed}); fix the chain or the operator"
+                + _fitting_hint(ctx, doc, cand, rec["name"]),
             )
             return
         wanted = cand.phases()
