@@ -41,6 +41,7 @@ from kb.scan.model.graph import (
     Sym,
     merge,
 )
+from kb.scan.model.installed import installed_classes
 from kb.scan.model.libbases import LibraryBases
 
 #: base classes that make a class an nn.Module without a forward of its own in reach
@@ -331,6 +332,19 @@ class Calls(LibraryBases):
                     out.append(ast.unparse(base))
         return self._mro[key]
 
+    def installed(self, inst: Inst, name: str, frame: Frame, at: Any) -> Inst | None:
+        """The module a ``None`` slot holds once the model installs it (kb.scan.model.installed)."""
+        assert inst.cls is not None
+        parsed = self.reach.parsed(inst.cls.file)
+        for cname in installed_classes(parsed, name) if parsed is not None else ():
+            ref = self.ev(ast.Name(cname, ast.Load()), Frame({}, inst.cls.file, None, 0))
+            if isinstance(ref, ClassRef) and ref.node is not inst.cls.node and self.is_module(ref):
+                inst.attrs[name] = UNKNOWN  # no second try while it is being built
+                made = self.instantiate(ref, [], {}, frame, at)
+                inst.attrs[name] = made
+                return made
+        return None
+
     def lookup_class(
         self, cls: ClassRef, name: str, after: ClassRef | None = None
     ) -> tuple[ClassRef, ast.AST] | None:
@@ -491,7 +505,10 @@ class Calls(LibraryBases):
 
     def inst_attr(self, inst: Inst, name: str, frame: Frame, at: Any) -> Any:
         if name in inst.attrs:
-            return inst.attrs[name]
+            held = inst.attrs[name]
+            if isinstance(held, Const) and held.value is None and inst.cls is not None:
+                return self.installed(inst, name, frame, at) or held
+            return held
         if name == "training":
             return Const(False)
         if training_only(name):

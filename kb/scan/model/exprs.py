@@ -299,7 +299,7 @@ class Expressions(Calls):
             if known is False:
                 return Const(False)
             if known is None:
-                result = UNKNOWN
+                result = one if len(node.ops) == 1 and isinstance(one, Alt) else UNKNOWN
             left = right
         return result
 
@@ -307,6 +307,10 @@ class Expressions(Calls):
         if isinstance(op, (ast.Is, ast.IsNot)):
             same = _is(left, right)
             if same is None:
+                # either, decided by the test as written: ``is_causal=mask is None`` keeps
+                # that the flag is true whenever nothing is handed in
+                if _none(right) and isinstance(at, ast.expr):
+                    return Alt((Const(True), Const(False)), decider(at))
                 return UNKNOWN
             return Const(same if isinstance(op, ast.Is) else not same)
         if isinstance(left, Node) or isinstance(right, Node):
@@ -444,6 +448,10 @@ def _slice_range(index: Any, count: int | None) -> range | None:
             return None
         lower, upper = lower % count if lower < 0 else lower, upper % count if upper < 0 else upper
     return range(lower, min(upper, lower + 16))
+
+
+def _none(value: Any) -> bool:
+    return isinstance(value, Const) and value.value is None
 
 
 def _is(left: Any, right: Any) -> bool | None:
