@@ -113,3 +113,71 @@ def test_scores_from_a_keyword_batched_multiply_add_viewed_back_are_attention() 
     facts = _facts(report, "FoldedAttention", "attention")
     assert facts["form"] == "written" and facts["position_bias"] is True
     assert facts["causal"] is True
+
+
+def test_a_linear_subclass_with_its_own_forward_projects_with_its_parameters() -> None:
+    """``class Dense(nn.Linear)`` computing ``x @ self.weight.T (+ self.bias)``: q and k are
+    projections (their rotation is read), and a biased projection still feeds the MLP."""
+    report = _scan("research_linear_subclass.py")
+    assert _facts(report, "RotatedAttention", "attention")["rope"] == "half"
+    mlp = _facts(report, "PlainMLP", "mlp")
+    assert (mlp["activation"], mlp["glu"]) == ("gelu", "none")
+
+
+def test_a_cache_joined_only_from_the_second_call_and_a_bias_with_padding_filled_in() -> None:
+    """The past comes in as an empty tuple first (the reader sees nothing in it), later as
+    the keys handed back: still a cache.  A linear bias with a padding mask filled into it
+    is still a position bias: no attention call that drops it."""
+    report = _scan("research_second_call_cache.py")
+    facts = _facts(report, "TupleCacheAttention", "attention")
+    assert facts["cache"] == "cat" and facts["position_bias"] is True
+    (entry,) = [e for e in report.plan if e["module"] == "TupleCacheAttention"]
+    assert entry["stages"] == [] and "pse" in entry["none"]
+
+
+SITE = Path(__file__).resolve().parent / "fixtures" / "sitepkg"
+
+
+@pytest.fixture
+def library_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The stand-in library importable (as if installed), the subclassing model elsewhere."""
+    from kb.scan.model import sitepackages
+
+    monkeypatch.syspath_prepend(str(SITE))
+    monkeypatch.setattr(sitepackages, "_FOUND", {})
+    model = tmp_path / "repo" / "model.py"
+    model.parent.mkdir()
+    model.write_text((PLAN / "research_library_subclass.py").read_text())
+    return model
+
+
+def test_a_subclass_of_an_installed_library_model_plans_the_inherited_compute(
+    library_on_path: Path,
+) -> None:
+    """``class PatchDecoder(PlainDecoder)`` with the decoder in an installed package: its
+    attention (rotated, grouped, causal), SwiGLU and norms are read from the package."""
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan(
+        [str(library_on_path)]
+    )
+    mixer = _facts(report, "Mixer", "attention")
+    assert (mixer["rope"], mixer["gqa"], mixer["causal"]) == ("half", True, True)
+    assert _facts(report, "Gated", "mlp")["activation"] == "silu"
+    mappings = {s["mapping"] for e in report.plan for s in e["stages"]}
+    assert {"rope_half", "swiglu", "rms_norm"} <= mappings
+
+
+def test_an_installed_library_outside_the_confined_root_is_not_read(
+    library_on_path: Path,
+) -> None:
+    """Under the server's root confinement the installed package (outside the root) is not
+    read: the subclass's own code is all the plan sees, and the scan still answers."""
+    from kb.core.paths import confine_reads
+
+    confine_reads(str(library_on_path.parent.resolve()))
+    try:
+        report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan(
+            [str(library_on_path)]
+        )
+    finally:
+        confine_reads(None)
+    assert not [m for m in report.inventory if m.name in ("Mixer", "Gated")]

@@ -42,7 +42,7 @@ from kb.scan.model.graph import (
     merge,
 )
 from kb.scan.model.installed import installed_classes
-from kb.scan.model.libbases import LibraryBases
+from kb.scan.model.libbases import LIBRARY_BASES, LibraryBases
 
 #: base classes that make a class an nn.Module without a forward of its own in reach
 _MODULE_BASES = ("Module", "ModelMixin", "PreTrainedModel", "PreTrainedModelMixin", "Model")
@@ -327,10 +327,23 @@ class Calls(LibraryBases):
                 if isinstance(value, ClassRef):
                     out.append(value)
                 elif isinstance(value, Ext):
-                    out.append(value.dotted)
+                    out.append(self.installed_base(value.dotted) or value.dotted)
                 elif isinstance(base, (ast.Name, ast.Attribute)):
                     out.append(ast.unparse(base))
         return self._mro[key]
+
+    def installed_base(self, dotted: str) -> ClassRef | None:
+        """A base class read from an installed package's source (kb.scan.model.sitepackages);
+        None for a base read by its documented behaviour or not found."""
+        module, _, name = dotted.rpartition(".")
+        if not module or dotted in LIBRARY_BASES:
+            return None
+        file = self.reach.installed_module(module)
+        found = self.reach.lookup(file, name) if file is not None else None
+        node = getattr(found, "node", None)
+        if isinstance(node, ast.ClassDef) and found is not None and hasattr(found, "file"):
+            return ClassRef(node, found.file)
+        return None
 
     def installed(self, inst: Inst, name: str, frame: Frame, at: Any) -> Inst | None:
         """The module a ``None`` slot holds once the model installs it (kb.scan.model.installed)."""
@@ -547,6 +560,12 @@ class Calls(LibraryBases):
                 if inst.config and isinstance(value, Const):
                     return Const(value.value, f"{defining.node.name} default")
                 return value
+        if name in ("weight", "bias") and inst.module and self.leaf_forward_of(inst) is not None:
+            # a subclass of an nn layer (``class Proj(nn.Linear)`` with its own forward):
+            # the layer's parameters, made by the library's constructor the reader skips
+            made = self.node("param", (), {"name": Const(f"{inst.name}.{name}")}, frame, at)
+            inst.attrs[name] = made
+            return made
         return Sym(f"{'config' if inst.config else inst.name}.{name}")
 
     def class_value(self, cls: ClassRef, name: str, node: ast.AST) -> Any:

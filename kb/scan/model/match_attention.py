@@ -266,6 +266,10 @@ def cache_of(value: Any, graph: Graph) -> Fact | None:
             new = [i for i in items if isinstance(i, Node) and _projected(i)]
             if past and new:
                 return Fact.at("cat", n, "past keys handed in are concatenated with the new ones")
+            if new and len(items) == 2 and any(i is UNKNOWN for i in items):
+                # the past is what an earlier call handed back (an empty tuple on the first
+                # call, so the reader sees nothing in it): joined in front of the new keys
+                return Fact.at("cat", n, "keys of an earlier call are joined with the new ones")
         if (
             n.op == "method"
             and isinstance(n.kw.get("name"), Const)
@@ -424,9 +428,13 @@ def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
     while todo and len(out) < limit:
         here = todo.pop(0)
         out.append(here)
-        if here.op not in _ARITHMETIC:
+        if here.op == "masked_fill" and here.args and isinstance(here.args[0], Node):
+            following: list[Node] = [here.args[0]]  # a padding mask filled into the bias
+        elif here.op in _ARITHMETIC:
+            following = list(here.operands())
+        else:
             continue
-        for o in here.operands():
+        for o in following:
             if id(o) not in seen:
                 seen.add(id(o))
                 todo.append(o)
