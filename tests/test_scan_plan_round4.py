@@ -181,3 +181,16 @@ def test_an_installed_library_outside_the_confined_root_is_not_read(
     finally:
         confine_reads(None)
     assert not [m for m in report.inventory if m.name in ("Mixer", "Gated")]
+
+
+def test_an_expert_list_mixing_mlps_and_identities_is_planned_with_the_identities_said() -> None:
+    """``ModuleList([MLP..] + [Identity..])`` indexed by the loop: the experts are read (their
+    SwiGLU, a grouped matmul), and the plan says the identity experts stay out of it."""
+    report = _scan("research_identity_experts.py")
+    facts = _facts(report, "MixedExperts", "moe.experts")
+    assert (facts["activation"], facts["glu"], facts["identity_experts"]) == ("silu", "first", True)
+    (entry,) = [
+        e for e in report.plan if e["module"] == "MixedExperts" and e["kind"] == "moe.experts"
+    ]
+    assert any(s["operator"] == "npu_grouped_matmul" for s in entry["stages"])
+    assert any("identities" in note for note in entry.get("notes", []))

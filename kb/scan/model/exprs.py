@@ -135,7 +135,9 @@ class Expressions(Calls):
             if isinstance(key, Const) and isinstance(key.value, int):
                 return self.item(base, key.value, frame, at)
             if isinstance(base, Seq) and base.items and isinstance(key, (Sym, Node)):
-                return base.items[0] if base.repeated or len(base.items) == 1 else UNKNOWN
+                if base.repeated or len(base.items) == 1:
+                    return base.items[0]
+                return _one_per_class(base.items, decider(index_node))
             return UNKNOWN
         if isinstance(base, DictVal):
             if isinstance(key, Const):
@@ -448,6 +450,15 @@ def _slice_range(index: Any, count: int | None) -> range | None:
             return None
         lower, upper = lower % count if lower < 0 else lower, upper % count if upper < 0 else upper
     return range(lower, min(upper, lower + 16))
+
+
+def _one_per_class(items: tuple[Any, ...], why: str) -> Any:
+    """``experts[i]`` with ``i`` unknown over a list of modules of a few classes (routed
+    MLPs and identity experts in one list): any of them, one instance per class."""
+    if not all(isinstance(i, Inst) for i in items):
+        return UNKNOWN
+    kinds = list({id(i.cls.node) if i.cls is not None else i.name: i for i in items}.values())
+    return merge(kinds, why) if len(kinds) <= 4 else UNKNOWN
 
 
 def _none(value: Any) -> bool:

@@ -283,6 +283,11 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
             if "clamped_glu" in inner[0].facts:
                 facts["clamped_glu"] = inner[0].facts["clamped_glu"]
+        passed = next((n for n in body if _passes_through(n)), None)
+        if passed is not None:
+            facts["identity_experts"] = Fact.at(
+                True, passed, "some experts of the list return their input (zero-compute experts)"
+            )
         biased = next((n for n in body if _adds_bias(n)), None)
         if biased is not None:
             facts["expert_bias"] = Fact.at(True, biased, "an expert's projection adds a bias")
@@ -401,3 +406,22 @@ def _indexed_by_loop(body: list[Node]) -> bool:
 def _is_expert_out(n: Node) -> bool:
     index = n.kw.get("index") or ()
     return any(isinstance(i, Node) for i in index)
+
+
+def _passes_through(n: Node) -> bool:
+    """An undecided expert call whose alternatives are a computed output and the expert's
+    input itself (an identity expert in the same list as the MLPs)."""
+    if n.op != "phi":
+        return False
+    options = list(n.operands())
+    for plain in options:
+        given = source(plain)
+        for other in options:
+            if other is plain:
+                continue
+            before = ancestors(other, 60)
+            if any(a is given for a in before) and any(
+                a.op in ("linear", "matmul") and a.loop >= n.loop for a in before
+            ):
+                return True  # the same input, once computed on and once handed back
+    return False
