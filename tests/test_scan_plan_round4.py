@@ -194,3 +194,40 @@ def test_an_expert_list_mixing_mlps_and_identities_is_planned_with_the_identitie
     ]
     assert any(s["operator"] == "npu_grouped_matmul" for s in entry["stages"])
     assert any("identities" in note for note in entry.get("notes", []))
+
+
+_UNSET_K = """
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Settings:
+    width: int = 256
+    experts: int = 8
+    per_token: int = 0
+
+
+class Router(nn.Module):
+    def __init__(self, config: Settings):
+        super().__init__()
+        self.k = config.per_token
+        self.gate = nn.Linear(config.width, config.experts, bias=False)
+
+    def forward(self, x):
+        weights, chosen = torch.topk(self.gate(x), self.k)
+        return weights.softmax(dim=-1), chosen
+"""
+
+
+def test_a_top_k_left_at_zero_by_the_code_is_unknown_not_zero(tmp_path: Path) -> None:
+    """``per_token: int = 0`` in the code's config: no stage is written with k=0 (kb check
+    rejects it); k stays a question for the checkpoint's configuration."""
+    path = tmp_path / "model.py"
+    path.write_text(_UNSET_K)
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan([str(path)])
+    assert _facts(report, "Router", "moe.router")["topk"] == "unknown"
+    args = [s.get("args", {}) for e in report.plan for s in e["stages"]]
+    assert args and all(a.get("k") != 0 for a in args)

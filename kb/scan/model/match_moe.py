@@ -96,6 +96,12 @@ def routers(graph: Graph) -> list[Match]:
         x = t.args[0] if t.args else None
         k = fact_value(kwarg(t, "k", 1)) if t.op == "topk" else 1
         facts: dict[str, Fact] = {"topk": Fact.at(k, t)}
+        if k == 0:  # a configuration default left unset (no expert is chosen by 0)
+            facts["topk"] = Fact.at(
+                "unknown",
+                t,
+                "k is 0 in the code's defaults: the checkpoint's configuration sets it",
+            )
         nodes = [t]
         raw, x = x, source(x, _PEEL | {"phi"})
         if (
