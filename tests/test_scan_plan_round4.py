@@ -231,3 +231,12 @@ def test_a_top_k_left_at_zero_by_the_code_is_unknown_not_zero(tmp_path: Path) ->
     assert _facts(report, "Router", "moe.router")["topk"] == "unknown"
     args = [s.get("args", {}) for e in report.plan for s in e["stages"]]
     assert args and all(a.get("k") != 0 for a in args)
+
+
+def test_layers_handed_in_through_functools_partial_are_built() -> None:
+    """``partial(nn.LayerNorm, eps=...)`` and ``partial(Feed, ratio=2)`` handed to a block:
+    its norm is a LayerNorm (so the adaptive modulation around it is read), its MLP runs."""
+    report = _scan("research_partial_layers.py")
+    ada = _facts(report, "ModulatedBlock", "norm.adaln")
+    assert ada["norm"] == "layer"
+    assert _facts(report, "Feed", "mlp")["activation"] == "gelu_tanh"

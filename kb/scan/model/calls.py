@@ -170,6 +170,9 @@ class Calls(LibraryBases):
         if isinstance(func, Ext):
             return self.call_ext(func.dotted, args, kwargs, frame, at)
         if isinstance(func, Bound):
+            if func.name == "partial" and isinstance(func.value, Seq):  # kb.scan.model.pybuiltins
+                target, pre, kw = func.value.items
+                return self.call(target, [*pre.items, *args], {**kw.items, **kwargs}, frame, at)
             return self.call_bound(func, args, kwargs)
         if isinstance(func, Alt):
             return merge(
