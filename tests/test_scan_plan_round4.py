@@ -240,3 +240,52 @@ def test_layers_handed_in_through_functools_partial_are_built() -> None:
     ada = _facts(report, "ModulatedBlock", "norm.adaln")
     assert ada["norm"] == "layer"
     assert _facts(report, "Feed", "mlp")["activation"] == "gelu_tanh"
+
+
+_OWN_SLOT = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Turn(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2, dim=-1)
+        return torch.cat((-b, a), dim=-1)
+
+
+class Mixer(nn.Module):
+    def __init__(self, width, heads, turn=None):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.turn = turn
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        if self.turn is not None:
+            q, k = self.turn(q), self.turn(k)
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c)
+
+
+class Stack(nn.Module):
+    def __init__(self, width=256, heads=4, kind="absolute"):
+        super().__init__()
+        self.turn: Turn | None = None
+        if kind == "rotary":
+            self.turn = Turn()
+        self.mixer = Mixer(width, heads, turn=self.turn)
+
+    def forward(self, x):
+        return self.mixer(x)
+"""
+
+
+def test_a_slot_the_class_fills_itself_is_read_as_it_runs(tmp_path: Path) -> None:
+    """``self.turn = Turn()`` under a configuration test the defaults leave false is the
+    class's own choice: no rotation is read into it (nor into another class's ``turn``)."""
+    path = tmp_path / "model.py"
+    path.write_text(_OWN_SLOT)
+    report = scanner(options=ScanOptions(product="atlas-a3", use_config=False)).scan([str(path)])
+    assert "rope" not in _facts(report, "Mixer", "attention")

@@ -352,7 +352,9 @@ class Calls(LibraryBases):
         """The module a ``None`` slot holds once the model installs it (kb.scan.model.installed)."""
         assert inst.cls is not None
         parsed = self.reach.parsed(inst.cls.file)
-        for cname in installed_classes(parsed, name) if parsed is not None else ():
+        for cname in (
+            installed_classes(parsed, inst.cls.node.name, name) if parsed is not None else ()
+        ):
             ref = self.ev(ast.Name(cname, ast.Load()), Frame({}, inst.cls.file, None, 0))
             if isinstance(ref, ClassRef) and ref.node is not inst.cls.node and self.is_module(ref):
                 inst.attrs[name] = UNKNOWN  # no second try while it is being built

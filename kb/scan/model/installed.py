@@ -25,25 +25,48 @@ def _names(annotation: ast.expr) -> list[str]:
     return out
 
 
-def _index(tree: ast.Module) -> dict[str, list[str]]:
-    """attribute name -> class names that may be installed into it, over one file."""
-    out: dict[str, list[str]] = {}
+def _from_outside(target: ast.expr) -> bool:
+    """``layer.cache = ...`` (not the class's own ``self.cache = ...``)."""
+    return isinstance(target, ast.Attribute) and not (
+        isinstance(target.value, ast.Name) and target.value.id == "self"
+    )
+
+
+def _index(
+    tree: ast.Module,
+) -> tuple[dict[str, list[str]], set[str], dict[tuple[str, str], list[str]]]:
+    """Over one file: (attribute -> classes built into it from outside its class, attributes
+    assigned from outside at all, (class, attribute) -> classes its annotation names)."""
+    built: dict[str, list[str]] = {}
+    outside: set[str] = set()
+    annotated: dict[tuple[str, str], list[str]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute):
-            out.setdefault(node.target.attr, []).extend(_names(node.annotation))
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            called = simple_name(node.value.func)
+        if isinstance(node, ast.Assign):
+            called = simple_name(node.value.func) if isinstance(node.value, ast.Call) else ""
             for target in node.targets:
-                if isinstance(target, ast.Attribute) and called:
-                    out.setdefault(target.attr, []).append(called)
-    return out
+                if _from_outside(target):
+                    assert isinstance(target, ast.Attribute)
+                    outside.add(target.attr)
+                    if called:
+                        built.setdefault(target.attr, []).append(called)
+        elif isinstance(node, ast.ClassDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Attribute):
+                    key = (node.name, inner.target.attr)
+                    annotated.setdefault(key, []).extend(_names(inner.annotation))
+    return built, outside, annotated
 
 
-def installed_classes(parsed: Parsed, name: str) -> list[str]:
-    """Names of what may be installed into attribute ``name`` in this file, in order of
-    appearance (resolve each: only a class of the scanned code counts)."""
+def installed_classes(parsed: Parsed, owner: str, name: str) -> list[str]:
+    """Names of what may be installed into attribute ``name`` of class ``owner`` in this
+    file, in order (resolve each: only a module class of the scanned code counts).  Only
+    code outside the class installs: the class's own assignments are read as they run."""
     index = parsed.memo.get("installed")
-    if not isinstance(index, dict):
+    if not isinstance(index, tuple):
         index = _index(parsed.tree)
         parsed.memo["installed"] = index
-    return list(dict.fromkeys(index.get(name, [])))
+    built, outside, annotated = index
+    found = list(built.get(name, []))
+    if name in outside:
+        found += annotated.get((owner, name), [])
+    return list(dict.fromkeys(found))
