@@ -336,17 +336,10 @@ class Calls(LibraryBases):
         return self._mro[key]
 
     def installed_base(self, dotted: str) -> ClassRef | None:
-        """A base class read from an installed package's source (kb.scan.model.sitepackages);
-        None for a base read by its documented behaviour or not found."""
-        module, _, name = dotted.rpartition(".")
-        if not module or dotted in LIBRARY_BASES:
-            return None
-        file = self.reach.installed_module(module)
-        found = self.reach.lookup(file, name) if file is not None else None
-        node = getattr(found, "node", None)
-        if isinstance(node, ast.ClassDef) and found is not None and hasattr(found, "file"):
-            return ClassRef(node, found.file)
-        return None
+        """A base class read from an installed package (kb.scan.model.sitepackages); None
+        for a base read by its documented behaviour (LIBRARY_BASES) or not found."""
+        found = None if dotted in LIBRARY_BASES else self.reach.installed_class(dotted)
+        return ClassRef(*found) if found is not None else None
 
     def installed(self, inst: Inst, name: str, frame: Frame, at: Any) -> Inst | None:
         """The module a ``None`` slot holds once the model installs it (kb.scan.model.installed)."""

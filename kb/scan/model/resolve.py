@@ -310,6 +310,15 @@ class Reach:
         base = package_parent(parts[0]) if parts and self.follow else None
         return _module_at(base, parts) if base is not None else None
 
+    def installed_class(self, dotted: str) -> tuple[ast.ClassDef, str] | None:
+        """(the class, its file) for ``package.module.Class`` in an installed package."""
+        module, _, name = dotted.rpartition(".")
+        file = self.installed_module(module) if module else None
+        found = self.lookup(file, name) if file is not None else None
+        if isinstance(found, Def) and isinstance(found.node, ast.ClassDef):
+            return found.node, found.file
+        return None
+
     # -- names -----------------------------------------------------------------------------
     def lookup(self, file: str, name: str, hops: int = 0, *, stars: bool = True) -> Found | None:
         """What the top-level name ``name`` of ``file`` denotes (None: not bound there);
