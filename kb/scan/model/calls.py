@@ -41,7 +41,8 @@ from kb.scan.model.graph import (
     Sym,
     merge,
 )
-from kb.scan.model.libbases import LibraryBases
+from kb.scan.model.installed import installed_classes
+from kb.scan.model.libbases import LIBRARY_BASES, LibraryBases
 
 #: base classes that make a class an nn.Module without a forward of its own in reach
 _MODULE_BASES = ("Module", "ModelMixin", "PreTrainedModel", "PreTrainedModelMixin", "Model")
@@ -169,6 +170,9 @@ class Calls(LibraryBases):
         if isinstance(func, Ext):
             return self.call_ext(func.dotted, args, kwargs, frame, at)
         if isinstance(func, Bound):
+            if func.name == "partial" and isinstance(func.value, Seq):  # kb.scan.model.pybuiltins
+                target, pre, kw = func.value.items
+                return self.call(target, [*pre.items, *args], {**kw.items, **kwargs}, frame, at)
             return self.call_bound(func, args, kwargs)
         if isinstance(func, Alt):
             return merge(
@@ -326,10 +330,31 @@ class Calls(LibraryBases):
                 if isinstance(value, ClassRef):
                     out.append(value)
                 elif isinstance(value, Ext):
-                    out.append(value.dotted)
+                    out.append(self.installed_base(value.dotted) or value.dotted)
                 elif isinstance(base, (ast.Name, ast.Attribute)):
                     out.append(ast.unparse(base))
         return self._mro[key]
+
+    def installed_base(self, dotted: str) -> ClassRef | None:
+        """A base class read from an installed package (kb.scan.model.sitepackages); None
+        for a base read by its documented behaviour (LIBRARY_BASES) or not found."""
+        found = None if dotted in LIBRARY_BASES else self.reach.installed_class(dotted)
+        return ClassRef(*found) if found is not None else None
+
+    def installed(self, inst: Inst, name: str, frame: Frame, at: Any) -> Inst | None:
+        """The module a ``None`` slot holds once the model installs it (kb.scan.model.installed)."""
+        assert inst.cls is not None
+        parsed = self.reach.parsed(inst.cls.file)
+        for cname in (
+            installed_classes(parsed, inst.cls.node.name, name) if parsed is not None else ()
+        ):
+            ref = self.ev(ast.Name(cname, ast.Load()), Frame({}, inst.cls.file, None, 0))
+            if isinstance(ref, ClassRef) and ref.node is not inst.cls.node and self.is_module(ref):
+                inst.attrs[name] = UNKNOWN  # no second try while it is being built
+                made = self.instantiate(ref, [], {}, frame, at)
+                inst.attrs[name] = made
+                return made
+        return None
 
     def lookup_class(
         self, cls: ClassRef, name: str, after: ClassRef | None = None
@@ -491,7 +516,10 @@ class Calls(LibraryBases):
 
     def inst_attr(self, inst: Inst, name: str, frame: Frame, at: Any) -> Any:
         if name in inst.attrs:
-            return inst.attrs[name]
+            held = inst.attrs[name]
+            if isinstance(held, Const) and held.value is None and inst.cls is not None:
+                return self.installed(inst, name, frame, at) or held
+            return held
         if name == "training":
             return Const(False)
         if training_only(name):
@@ -530,6 +558,12 @@ class Calls(LibraryBases):
                 if inst.config and isinstance(value, Const):
                     return Const(value.value, f"{defining.node.name} default")
                 return value
+        if name in ("weight", "bias") and inst.module and self.leaf_forward_of(inst) is not None:
+            # a subclass of an nn layer (``class Proj(nn.Linear)`` with its own forward):
+            # the layer's parameters, made by the library's constructor the reader skips
+            made = self.node("param", (), {"name": Const(f"{inst.name}.{name}")}, frame, at)
+            inst.attrs[name] = made
+            return made
         return Sym(f"{'config' if inst.config else inst.name}.{name}")
 
     def class_value(self, cls: ClassRef, name: str, node: ast.AST) -> Any:

@@ -131,8 +131,8 @@ def _written(graph: Graph, soft: Node) -> Core | None:
     for _ in range(10):
         if not isinstance(x, Node):
             return None
-        if x.op in ("same", "contiguous") or (x.op == "phi" and x.args):
-            x = x.args[0]
+        if x.op in ("same", "contiguous", "view", "reshape") or (x.op == "phi" and x.args):
+            x = x.args[0]  # scores laid out again ([b*h, q, k] viewed as [b, h, q, k])
         elif x.op == "add":
             parts = [a for a in x.args if isinstance(a, (Node, Alt))]
             scores = next((a for a in parts if isinstance(a, Node) and _has_product(a)), None)
@@ -172,6 +172,8 @@ def _written(graph: Graph, soft: Node) -> Core | None:
     if not (isinstance(x, Node) and x.op in _PRODUCTS):
         return None
     operands = [a for a in x.args if isinstance(a, Node)]
+    # ``bias.baddbmm(batch1=q, batch2=kᵀ)``: the products by keyword
+    operands += [x.kw[b] for b in ("batch1", "batch2") if isinstance(x.kw.get(b), Node)]
     if x.op == "matmul" and len(operands) == 3:  # baddbmm(mask, q, kᵀ)
         mask, operands = operands[0], operands[1:]
     if len(operands) != 2 or any(is_weight(a) for a in operands):
@@ -264,6 +266,10 @@ def cache_of(value: Any, graph: Graph) -> Fact | None:
             new = [i for i in items if isinstance(i, Node) and _projected(i)]
             if past and new:
                 return Fact.at("cat", n, "past keys handed in are concatenated with the new ones")
+            if new and len(items) == 2 and any(i is UNKNOWN for i in items):
+                # the past is what an earlier call handed back (an empty tuple on the first
+                # call, so the reader sees nothing in it): joined in front of the new keys
+                return Fact.at("cat", n, "keys of an earlier call are joined with the new ones")
         if (
             n.op == "method"
             and isinstance(n.kw.get("name"), Const)
@@ -347,6 +353,8 @@ def causality(core: Core, cache: Fact | None, owner: Inst | None, cross: bool) -
             return Fact.at(True, n, "a triangular mask (key positions compared with queries')")
         if n.op == "call" and "causal" in str(n.kw.get("callee", Const("")).value).lower():
             return Fact.at(True, n, "a causal mask is built for it")
+    if _causal_unless_masked(flag):
+        return Fact.at(True, core.node, f"{core.form} is told causal whenever {flag.why}")
     if isinstance(flag, (Sym, Alt)):
         return Fact.at("caller", core.node, "the causal flag is the caller's argument")
     if cache is not None and not cross:
@@ -371,6 +379,18 @@ def causality(core: Core, cache: Fact | None, owner: Inst | None, cross: bool) -
         False,
         core.node,
         "no causal flag, triangular mask or growing cache: every query sees every key",
+    )
+
+
+def _causal_unless_masked(flag: Any) -> bool:
+    """``is_causal=mask is None`` (or ``True if mask is None else False``): the kernel runs
+    causal on its own, and a mask handed in (a decode step's, over the cached keys) replaces
+    the triangle it would build."""
+    return (
+        isinstance(flag, Alt)
+        and flag.why.endswith(" is None")
+        and "mask" in flag.why.lower()
+        and any(isinstance(o, Const) and o.value is True for o in flag.options)
     )
 
 
@@ -408,9 +428,13 @@ def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
     while todo and len(out) < limit:
         here = todo.pop(0)
         out.append(here)
-        if here.op not in _ARITHMETIC:
+        if here.op == "masked_fill" and here.args and isinstance(here.args[0], Node):
+            following: list[Node] = [here.args[0]]  # a padding mask filled into the bias
+        elif here.op in _ARITHMETIC:
+            following = list(here.operands())
+        else:
             continue
-        for o in here.operands():
+        for o in following:
             if id(o) not in seen:
                 seen.add(id(o))
                 todo.append(o)
@@ -420,13 +444,35 @@ def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
 def position_bias(term: Any) -> Node | None:
     """What makes a term added to the scores a position bias rather than a mask: a
     product of token positions (``arange``, ``cumsum``) that no comparison turned into a
-    mask with another factor (ALiBi: per-head slopes times distances), reached through
-    arithmetic alone.  None for a mask.  (A learned relative-position table is not told
-    apart yet.)"""
+    mask with another factor (ALiBi: per-head slopes times distances), or a learned table
+    looked up at relative positions (T5's buckets), reached through arithmetic alone.
+    None for a mask."""
     for n in _arithmetic_ancestors(term, 300):
         if n.op == "mul" and _positions_times_factor(n):
             return n
+        if _position_table(n):
+            return n
     return None
+
+
+def _position_table(n: Node) -> bool:
+    """A learned table looked up at relative positions: an embedding (or a parameter
+    indexed) at an index computed from token positions, through any ops (T5's buckets
+    take a log, a min and a comparison on the way; Swin's index is a buffer built from
+    coordinates)."""
+    if n.op == "embedding" and n.args and isinstance(n.args[0], Node):
+        index: Any = n.args[0]
+    elif n.op == "getitem" and len(n.args) >= 1 and is_weight(n.args[0]):
+        index = n.kw.get("index")
+    else:
+        return False
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(
+        a.op in ("arange", "cumsum")
+        for p in parts
+        if isinstance(p, Node)
+        for a in ancestors(p, 120)
+    )
 
 
 def _positions_times_factor(n: Node) -> bool:
@@ -497,8 +543,8 @@ def attention_matches(graph: Graph, norms: list[Norm]) -> list[Match]:
                 facts["position_bias"] = Fact.at(
                     True,
                     bias,
-                    "a position bias is added to the scores (per-head slopes times "
-                    "distances, ALiBi)",
+                    "a position bias is added to the scores (ALiBi's per-head slopes "
+                    "times distances, or a learned relative-position table)",
                 )
         nodes = list(core.nodes) + q_proj[:1] + k_proj[:1]
         q_in, k_in = _inputs(q_proj), _inputs(k_proj)

@@ -273,7 +273,7 @@ def feed_forwards(graph: Graph, acts: dict[int, Activation]) -> list[Match]:
     for act in acts.values():
         if act.kind == "sigmoid" or act.x is None or act.out.id in chosen:
             continue
-        x_src = source(act.x)
+        x_src = _unbiased(source(act.x))
         if not isinstance(x_src, Node):
             continue
         down = graph.downstream(act.out)
@@ -349,6 +349,14 @@ def _glu(graph: Graph, act: Activation, gate: Node, other: Node | None) -> Match
     if clamped_gate or clamped_up:
         facts["clamped_glu"] = Fact.at(True, gate, "gate and up clamped (or up shifted by 1)")
     return Match("mlp", nodes, facts)
+
+
+def _unbiased(x: Any) -> Any:
+    """A projection written ``x @ w.T + b``: the product (the bias is part of it)."""
+    if isinstance(x, Node) and x.op == "add" and len(x.args) == 2 and any(map(is_weight, x.args)):
+        rest = [a for a in x.args if isinstance(a, Node) and not is_weight(a)]
+        return source(rest[0]) if len(rest) == 1 else x
+    return x
 
 
 def _into_projection(graph: Graph, n: Node) -> bool:

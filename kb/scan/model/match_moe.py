@@ -96,6 +96,12 @@ def routers(graph: Graph) -> list[Match]:
         x = t.args[0] if t.args else None
         k = fact_value(kwarg(t, "k", 1)) if t.op == "topk" else 1
         facts: dict[str, Fact] = {"topk": Fact.at(k, t)}
+        if k == 0:  # a configuration default left unset (no expert is chosen by 0)
+            facts["topk"] = Fact.at(
+                "unknown",
+                t,
+                "k is 0 in the code's defaults: the checkpoint's configuration sets it",
+            )
         nodes = [t]
         raw, x = x, source(x, _PEEL | {"phi"})
         if (
@@ -283,6 +289,11 @@ def experts(graph: Graph, mlps: list[Match]) -> list[Match]:
             facts["glu"] = inner[0].facts.get("glu", Fact("none"))
             if "clamped_glu" in inner[0].facts:
                 facts["clamped_glu"] = inner[0].facts["clamped_glu"]
+        passed = next((n for n in body if _passes_through(n)), None)
+        if passed is not None:
+            facts["identity_experts"] = Fact.at(
+                True, passed, "some experts of the list return their input (zero-compute experts)"
+            )
         biased = next((n for n in body if _adds_bias(n)), None)
         if biased is not None:
             facts["expert_bias"] = Fact.at(True, biased, "an expert's projection adds a bias")
@@ -401,3 +412,22 @@ def _indexed_by_loop(body: list[Node]) -> bool:
 def _is_expert_out(n: Node) -> bool:
     index = n.kw.get("index") or ()
     return any(isinstance(i, Node) for i in index)
+
+
+def _passes_through(n: Node) -> bool:
+    """An undecided expert call whose alternatives are a computed output and the expert's
+    input itself (an identity expert in the same list as the MLPs)."""
+    if n.op != "phi":
+        return False
+    options = list(n.operands())
+    for plain in options:
+        given = source(plain)
+        for other in options:
+            if other is plain:
+                continue
+            before = ancestors(other, 60)
+            if any(a is given for a in before) and any(
+                a.op in ("linear", "matmul") and a.loop >= n.loop for a in before
+            ):
+                return True  # the same input, once computed on and once handed back
+    return False

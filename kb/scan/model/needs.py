@@ -266,12 +266,18 @@ def _need(m: Module) -> Need | None:
         moe_steps = frozenset(
             {"grouped_matmul", "expert_routing", "swiglu" if act == "silu" else "gelu"}
         )
+        identity = [
+            "some experts are identities (zero-compute experts): the grouped matmul covers the "
+            "computing experts only; tokens routed to an identity expert skip it and are added "
+            "back, weighted, at finalize (keep those ids out of the routing's expert count)"
+        ]
         return Need(
             "moe",
             moe_steps,
             ("routing", "tp"),
             frozenset(),
             moe_steps | {"finalize_routing", "token_permute"},
+            notes=identity if f.get("identity_experts") else [],
         )
     if m.kind == "mlp.glu":
         act = f.get("activation")

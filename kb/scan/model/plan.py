@@ -375,8 +375,9 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                 "phase": "both",
                 "file": m.file,
                 "lines": [m.line, m.end_line],
-                "none": "the scores get an added position bias (ALiBi: per-head slopes times "
-                "distances), which no chain's attention call passes; keep torch, or pass the bias "
+                "none": "the scores get an added position bias (ALiBi slopes times distances, or "
+                "a learned relative-position table), which no chain's attention call passes; keep "
+                "torch, or pass the bias "
                 "yourself as pse_shift (npu_fused_infer_attention_score) or pse "
                 "(npu_fusion_attention) and verify",
                 "stages": [],

@@ -154,8 +154,8 @@ def _b_partial(c: Any, args: list[Any], kwargs: dict[str, Any], frame: Frame, at
         return Func(
             f.node, f.file, f.bound, f.closure, f.owner_cls, (tuple(args[1:]), dict(kwargs))
         )
-    if args and isinstance(args[0], Ext):
-        return Bound(args[0], "partial")
+    if args and isinstance(args[0], (Ext, ClassRef)):  # a class with arguments fixed
+        return Bound(Seq((args[0], Seq(tuple(args[1:])), DictVal(dict(kwargs)))), "partial")
     return UNKNOWN
 
 

@@ -302,6 +302,23 @@ class Reach:
                 return found
         return None
 
+    def installed_module(self, dotted: str) -> str | None:
+        """The file of module ``dotted`` in an installed package (kb.scan.model.sitepackages)."""
+        from kb.scan.model.sitepackages import package_parent
+
+        parts = [p for p in dotted.split(".") if p]
+        base = package_parent(parts[0]) if parts and self.follow else None
+        return _module_at(base, parts) if base is not None else None
+
+    def installed_class(self, dotted: str) -> tuple[ast.ClassDef, str] | None:
+        """(the class, its file) for ``package.module.Class`` in an installed package."""
+        module, _, name = dotted.rpartition(".")
+        file = self.installed_module(module) if module else None
+        found = self.lookup(file, name) if file is not None else None
+        if isinstance(found, Def) and isinstance(found.node, ast.ClassDef):
+            return found.node, found.file
+        return None
+
     # -- names -----------------------------------------------------------------------------
     def lookup(self, file: str, name: str, hops: int = 0, *, stars: bool = True) -> Found | None:
         """What the top-level name ``name`` of ``file`` denotes (None: not bound there);
@@ -311,7 +328,7 @@ class Reach:
             return None
         node = parsed.names.get(name)
         if node is None:
-            for star in parsed.stars if stars else ():
+            for star in _by_affinity(parsed.stars, name) if stars else ():
                 target = self.module_file(star.module or "", file, star.level)
                 if target is not None and target != file:
                     found = self.lookup(target, name, hops + 1)
@@ -366,6 +383,19 @@ class Reach:
             else _module_at(os.path.dirname(ref.file), [name])
         )
         return ModuleRef(f"{ref.dotted}.{name}", sub) if sub is not None else None
+
+
+def _by_affinity(stars: list[ast.ImportFrom], name: str) -> list[ast.ImportFrom]:
+    """Star imports, those whose module names a part of ``name`` first (``Phi3Model``:
+    ``from .phi3 import *`` before the other few hundred of a lazy package's index), the
+    longest such part first; the others in source order."""
+    low = name.lower()
+
+    def score(star: ast.ImportFrom) -> int:
+        last = (star.module or "").rsplit(".", 1)[-1].lower()
+        return -max((len(t) for t in last.split("_") if len(t) > 1 and t in low), default=0)
+
+    return sorted(stars, key=score)
 
 
 def _module_at(base: str, parts: list[str]) -> str | None:
