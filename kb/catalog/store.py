@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kb.catalog.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
+from kb.catalog.parsed import ParsedFiles
 from kb.catalog.recordfiles import MAX_RECORD_BYTES, Problem, discover
 from kb.core import yamlpos
 from kb.core.paths import NotRegularFile, is_utf8, read_regular_file
@@ -77,10 +78,17 @@ def _describe(err: dict[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
+def validate_file(
+    path: Path, rel: str, parsed: ParsedFiles | None = None
+) -> tuple[Loaded | None, list[Problem]]:
+    """One record file, parsed (or its parse restored from ``parsed``) and validated."""
     try:
         raw = read_regular_file(path, MAX_RECORD_BYTES + 1, confined=False)  # kb's own files
-        located = yamlpos.load_bytes(raw, max_bytes=MAX_RECORD_BYTES)
+        located = parsed.located(raw) if parsed is not None else None
+        if located is None:
+            located = yamlpos.load_bytes(raw, max_bytes=MAX_RECORD_BYTES)
+            if parsed is not None:
+                parsed.keep(raw, located)
     except yamlpos.YamlError as exc:
         return None, [Problem(rel, exc.line, exc.column, "", exc.message)]
     except NotRegularFile as exc:
@@ -259,27 +267,12 @@ def load_store(root: Path) -> StoreResult:
         result.problems.append(Problem(str(root), 1, 1, "", message))
         return result
     files, result.problems = discover(root)
-    for path in files:
-        rel = str(path.relative_to(root))
-        loaded, problems = validate_file(path, rel)
-        result.problems += problems
-        if loaded is None:
-            continue
-        name = loaded.record.name  # type: ignore[attr-defined]
-        if name in result.records:
-            line, col = loaded.located.where(("name",))
-            other = result.records[name].file
-            result.problems.append(
-                Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
-            )
-            continue
-        expected_stem = name
-        if path.stem != expected_stem:
-            line, col = loaded.located.where(("name",))
-            msg = f"file name should be {expected_stem}{path.suffix} (one record per file, named by it)"
-            result.problems.append(Problem(rel, line, col, "name", msg))
-        result.records[name] = loaded
-        result.problems += _check_signature(loaded)
+    parsed = ParsedFiles(root)
+    try:
+        for path in files:
+            _load_file(root, path, result, parsed)
+    finally:
+        parsed.close()
     for name, loaded in result.records.items():
         for spelling in spellings(loaded.record):
             owner = result.names.get(spelling)
@@ -293,3 +286,26 @@ def load_store(root: Path) -> StoreResult:
     _check_consistency(result)
     result.problems.sort(key=lambda p: (p.file, p.line, p.column))
     return result
+
+
+def _load_file(root: Path, path: Path, result: StoreResult, parsed: ParsedFiles) -> None:
+    rel = str(path.relative_to(root))
+    loaded, problems = validate_file(path, rel, parsed)
+    result.problems += problems
+    if loaded is None:
+        return
+    name = loaded.record.name  # type: ignore[attr-defined]
+    if name in result.records:
+        line, col = loaded.located.where(("name",))
+        other = result.records[name].file
+        result.problems.append(
+            Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
+        )
+        return
+    expected_stem = name
+    if path.stem != expected_stem:
+        line, col = loaded.located.where(("name",))
+        msg = f"file name should be {expected_stem}{path.suffix} (one record per file, named by it)"
+        result.problems.append(Problem(rel, line, col, "name", msg))
+    result.records[name] = loaded
+    result.problems += _check_signature(loaded)
