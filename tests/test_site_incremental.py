@@ -147,3 +147,21 @@ def test_a_page_depends_on_what_it_asked_of_every_record_not_on_all_of_them() ->
     assert made == ["npu_a"]  # npu_c changed, and npu_a's page did not ask about it
     assert page([op("npu_a"), op("npu_b"), op("npu_c", supersedes=["npu_a"])]) == "npu_c"
     assert made == ["npu_a", "npu_a"]
+
+
+def test_every_derived_answer_at_once_equals_each_asked_alone() -> None:
+    """A build checks a stored page's derived reads from one pass per question; each
+    answer must be what the page itself got asking for one name (shipped records)."""
+    from kb.catalog.compiled import open_catalog
+    from site_plugins.common import SiteData
+    from site_plugins.reads import DERIVED, _every_answer
+
+    data = SiteData.from_records(open_catalog().records())
+    buckets = data.buckets()
+    names = set().union(*(dict.keys(b) for b in buckets.values()))
+    for question, (_, answer) in DERIVED.items():
+        every = _every_answer(buckets, question)
+        assert every is not None, question
+        asked = {n: answer(buckets, n) for n in names}
+        assert {n: every.get(n, []) for n in names} == asked, question
+        assert any(asked.values()), question  # the records exercise this question

@@ -398,6 +398,20 @@ def open_catalog(
     return Catalog(*opened, root=root)
 
 
+def is_current(root: Path | None = None) -> bool:
+    """Does the compiled cache of ``root`` hold the records as they are now?  By stat
+    data alone (no hashing): a tree touched but unchanged answers False, which costs a
+    caller that then opens the catalog nothing but a content check."""
+    root = (root or records_dir()).resolve()
+    inputs, broken = _inputs(root)
+    opened = None if broken else _open_ro(db_path(root))
+    if opened is None:
+        return False
+    con, meta = opened
+    con.close()
+    return meta.get("format") == FORMAT_VERSION and meta.get("stat") == stat_key(root, inputs)
+
+
 def _fresh(
     target: Path, inputs: list[tuple[str, str]], skey: str
 ) -> tuple[sqlite3.Connection, dict[str, str]] | None:
