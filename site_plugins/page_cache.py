@@ -156,17 +156,26 @@ class PageCache:
 
     # -- storage --------------------------------------------------------------------
 
-    def _open(self) -> None:
+    def _open(self, *, again: bool = True) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(self.path, timeout=10)
+        except (OSError, sqlite3.Error):
+            return
+        try:
             con.execute(
                 "CREATE TABLE IF NOT EXISTS pages "
                 "(key TEXT PRIMARY KEY, payload TEXT NOT NULL, digest TEXT NOT NULL, used REAL)"
             )
             self._con = con
-        except (OSError, sqlite3.Error):
-            self._con = None
+        except sqlite3.OperationalError:  # busy, read-only: this build renders everything
+            con.close()
+        except sqlite3.DatabaseError:  # not a database (any more): start a new store
+            con.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+                if again:
+                    self._open(again=False)
 
     def _load(self, key: str) -> dict[str, Any] | None:
         if key in self.prerendered:

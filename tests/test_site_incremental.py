@@ -165,3 +165,67 @@ def test_every_derived_answer_at_once_equals_each_asked_alone() -> None:
         asked = {n: answer(buckets, n) for n in names}
         assert {n: every.get(n, []) for n in names} == asked, question
         assert any(asked.values()), question  # the records exercise this question
+
+
+@pytest.fixture
+def warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """(mkdocs.yml, records, cache) after one build of the fixture records."""
+    monkeypatch.delenv("KB_SITE_URL", raising=False)
+    monkeypatch.delenv("KB_RECORDS_DIR", raising=False)
+    records = tmp_path / "records"
+    shutil.copytree(FIXTURES, records)
+    config = fixture_config(tmp_path / "cfg")
+    cache = tmp_path / "cache"
+    _build(config, records, tmp_path / "first", cache, monkeypatch)
+    return config, records, cache
+
+
+def test_a_shared_input_change_renders_every_page_as_a_fresh_build_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: tuple[Path, Path, Path]
+) -> None:
+    """A new page (a navigation entry on every page) and another theme colour (in every
+    page's template output): no stored page output is served, the result is a fresh
+    build's."""
+    config, records, cache = warm
+    first = _files(tmp_path / "first")
+    (config.parent / "docs" / "extra.md").write_text("# Extra guide\n\nMore.\n", "utf-8")
+    text = config.read_text(encoding="utf-8")
+    assert "primary: indigo" in text
+    config.write_text(text.replace("primary: indigo", "primary: teal"), encoding="utf-8")
+    _build(config, records, tmp_path / "warm", cache, monkeypatch)
+    _build(config, records, tmp_path / "fresh", tmp_path / "fresh-cache", monkeypatch)
+    again, fresh = _files(tmp_path / "warm"), _files(tmp_path / "fresh")
+    assert again == fresh
+    html = [n for n in first if n.endswith(".html")]
+    assert html and all(fresh[n] != first[n] for n in html)
+    assert b"Extra guide" in fresh["cli/index.html"]  # a guide lists the other guides
+
+
+def test_a_damaged_page_entry_is_rendered_again_never_served(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    warm: tuple[Path, Path, Path],
+    renders: list[str],
+) -> None:
+    import sqlite3
+
+    config, records, cache = warm
+    first = _files(tmp_path / "first")
+    (store,) = cache.glob("site-pages-*.sqlite")
+    con = sqlite3.connect(store)
+    with con:  # every payload altered, its digest kept: bit rot
+        con.execute("UPDATE pages SET payload = replace(payload, 'Fixture', 'Fixturf')")
+    con.close()
+    _build(config, records, tmp_path / "rotted", cache, monkeypatch)
+    assert _files(tmp_path / "rotted") == first
+    assert renders  # rendered again, not restored
+
+    store.write_bytes(b"this is not a database" * 64)
+    renders.clear()
+    _build(config, records, tmp_path / "garbage", cache, monkeypatch)
+    assert _files(tmp_path / "garbage") == first
+    assert renders
+    renders.clear()
+    _build(config, records, tmp_path / "healed", cache, monkeypatch)
+    assert _files(tmp_path / "healed") == first
+    assert renders == []  # the store was replaced, and serves again
