@@ -156,26 +156,14 @@ class PageCache:
 
     # -- storage --------------------------------------------------------------------
 
-    def _open(self, *, again: bool = True) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(self.path, timeout=10)
-        except (OSError, sqlite3.Error):
-            return
-        try:
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS pages "
-                "(key TEXT PRIMARY KEY, payload TEXT NOT NULL, digest TEXT NOT NULL, used REAL)"
-            )
-            self._con = con
-        except sqlite3.OperationalError:  # busy, read-only: this build renders everything
-            con.close()
-        except sqlite3.DatabaseError:  # not a database (any more): start a new store
-            con.close()
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-                if again:
-                    self._open(again=False)
+    def _open(self) -> None:
+        from kb.core.cache import open_store
+
+        schema = (
+            "CREATE TABLE IF NOT EXISTS pages "
+            "(key TEXT PRIMARY KEY, payload TEXT NOT NULL, digest TEXT NOT NULL, used REAL);"
+        )
+        self._con = open_store(self.path, schema, timeout=10)
 
     def _load(self, key: str) -> dict[str, Any] | None:
         if key in self.prerendered:

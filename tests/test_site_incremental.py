@@ -71,17 +71,27 @@ def _build(config: Path, records: Path, site: Path, cache: Path, mp: pytest.Monk
     assert main([*argv, "--site-dir", str(site)]) == 0
 
 
-def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renders: list[str], compiles: list[str]
-) -> None:
+@pytest.fixture
+def warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """(mkdocs.yml, records, cache) after one build of the fixture records."""
     monkeypatch.delenv("KB_SITE_URL", raising=False)
     monkeypatch.delenv("KB_RECORDS_DIR", raising=False)
     records = tmp_path / "records"
     shutil.copytree(FIXTURES, records)
     config = fixture_config(tmp_path / "cfg")
     cache = tmp_path / "cache"
-
     _build(config, records, tmp_path / "first", cache, monkeypatch)
+    return config, records, cache
+
+
+def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    renders: list[str],
+    compiles: list[str],
+    warm: tuple[Path, Path, Path],
+) -> None:
+    config, records, cache = warm  # built after the counters were set up
     first = _files(tmp_path / "first")
     pages = sum(1 for name in first if name.endswith(".html"))
 
@@ -165,19 +175,6 @@ def test_every_derived_answer_at_once_equals_each_asked_alone() -> None:
         asked = {n: answer(buckets, n) for n in names}
         assert {n: every.get(n, []) for n in names} == asked, question
         assert any(asked.values()), question  # the records exercise this question
-
-
-@pytest.fixture
-def warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
-    """(mkdocs.yml, records, cache) after one build of the fixture records."""
-    monkeypatch.delenv("KB_SITE_URL", raising=False)
-    monkeypatch.delenv("KB_RECORDS_DIR", raising=False)
-    records = tmp_path / "records"
-    shutil.copytree(FIXTURES, records)
-    config = fixture_config(tmp_path / "cfg")
-    cache = tmp_path / "cache"
-    _build(config, records, tmp_path / "first", cache, monkeypatch)
-    return config, records, cache
 
 
 def test_a_shared_input_change_renders_every_page_as_a_fresh_build_does(

@@ -69,23 +69,11 @@ class ParsedFiles:
             self.base = parser_key().encode()
             self._open()
 
-    def _open(self, *, again: bool = True) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(self.path, timeout=2)
-        except (OSError, sqlite3.Error):
-            return
-        try:
-            con.execute("CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, payload TEXT)")
-            self._con = con
-        except sqlite3.OperationalError:  # busy, read-only: parse this time
-            con.close()
-        except sqlite3.DatabaseError:  # not a database (any more): start a new one
-            con.close()
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-                if again:
-                    self._open(again=False)
+    def _open(self) -> None:
+        from kb.core.cache import open_store
+
+        schema = "CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, payload TEXT);"
+        self._con = open_store(self.path, schema, timeout=2)
 
     def key(self, raw: bytes) -> str:
         return _digest(self.base, raw)
