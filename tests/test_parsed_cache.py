@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,3 +128,51 @@ def test_data_json_would_change_is_not_stored(record_tree, parses) -> None:
     parses.clear()
     load_store(root)
     assert len(parses) == 1
+
+
+@pytest.fixture
+def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The operators the per-record consistency checks ran on."""
+    from kb.catalog import consistency
+
+    seen: list[str] = []
+    real = consistency.check_operator
+
+    def counting(rec: Any, report: Any) -> None:
+        seen.append(rec.name)
+        real(rec, report)
+
+    monkeypatch.setattr(consistency, "check_operator", counting)
+    return seen
+
+
+def test_a_record_that_passed_its_checks_is_checked_again_only_when_it_or_they_change(
+    record_tree, checked, monkeypatch
+) -> None:
+    root = _tree(record_tree)
+    load_store(root)
+    assert sorted(checked) == ["npu_a_op", "npu_b_op"]
+    checked.clear()
+    assert load_store(root).ok
+    assert checked == []
+    path = root / "operators/npu_b_op.yaml"
+    path.write_text(path.read_text().replace("second", "changed"), encoding="utf-8")
+    load_store(root)
+    assert checked == ["npu_b_op"]
+    checked.clear()
+    monkeypatch.setattr(parsed_mod, "checks_key", lambda: b"other checks")
+    load_store(root)
+    assert sorted(checked) == ["npu_a_op", "npu_b_op"]
+
+
+def test_a_record_that_fails_its_checks_is_checked_and_reported_every_time(
+    record_tree, checked
+) -> None:
+    text = operator_yaml("npu_a_op").replace("status: stable", "status: deprecated")
+    text += "replacement_note: Use torch.\n"  # deprecated, but upstream does not say so
+    root = record_tree({"operators/npu_a_op.yaml": text})
+    first = [str(p) for p in load_store(root).problems]
+    assert any("upstream.deprecation is empty" in p for p in first), first
+    again = [str(p) for p in load_store(root).problems]
+    assert again == first
+    assert checked == ["npu_a_op", "npu_a_op"]

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kb.core.paths import PACKAGE_DIR, cache_dir, is_utf8, records_dir
+from kb.catalog.codekey import code_inputs
+from kb.core.paths import cache_dir, is_utf8, records_dir
 
 try:  # the builtin module avoids importing OpenSSL through hashlib (a few ms per call)
     from _blake2 import blake2b
@@ -31,12 +32,6 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
     from hashlib import blake2b
 
 FORMAT_VERSION = "5"
-#: The layers whose code decides what a valid record is: the catalog and everything it
-#: may import (the architecture test keeps catalog from importing anything above these),
-#: plus the package data they read.  Every file in them keys the cache, so a new module
-#: cannot be forgotten the way a hand-kept list of files was.
-CODE_LAYERS = ("core", "vocab", "catalog")
-DATA_DIR = "data"
 MEMORY = ":memory:"
 
 
@@ -72,26 +67,6 @@ def _inputs(root: Path) -> tuple[list[tuple[str, str]], bool]:
     named = [(p[cut:], p) for p in files]
     named += code_inputs()
     return named, bool(problems)
-
-
-def code_inputs(package: Path = PACKAGE_DIR) -> list[tuple[str, str]]:
-    """(``<code>/relative name``, path) of the code and data files records are validated by."""
-    out: list[tuple[str, str]] = []
-    for layer in CODE_LAYERS:
-        out += _tree(package, layer, ".py")
-    out += _tree(package, DATA_DIR, "")
-    return sorted(out)
-
-
-def _tree(package: Path, sub: str, suffix: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(package / sub):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in filenames:
-            if name.endswith(suffix) and not name.startswith("."):
-                path = os.path.join(dirpath, name)
-                out.append((f"<code>/{os.path.relpath(path, package)}", path))
-    return out
 
 
 def stat_key(root: Path, inputs: list[tuple[str, str]]) -> str:

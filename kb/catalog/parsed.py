@@ -55,6 +55,18 @@ def parser_key(package: Path = PACKAGE_DIR) -> str:
     return _digest(*parts)
 
 
+def checks_key(package: Path = PACKAGE_DIR) -> bytes:
+    """The code that decides whether a parsed record passes its own checks: every file
+    of the layers the catalog may import, and their data (what keys the compiled
+    catalog too)."""
+    from kb.catalog.codekey import code_inputs
+
+    parts = [VERSION.encode()]
+    for rel, path in code_inputs(package):
+        parts += [rel.encode("utf-8", "surrogateescape"), Path(path).read_bytes()]
+    return _digest(*parts).encode()
+
+
 class ParsedFiles:
     """One load's view of the stored parses: what it found, what it parsed anew."""
 
@@ -64,6 +76,9 @@ class ParsedFiles:
         self.base = b""
         self.used: set[str] = set()
         self.new: dict[str, str] = {}
+        self.checker = b""  # the checking code's key (checks_key), set by the caller
+        self.checks: set[str] = set()
+        self.new_checks: set[str] = set()
         self._con: sqlite3.Connection | None = None
         with contextlib.suppress(OSError):
             self.base = parser_key().encode()
@@ -72,7 +87,10 @@ class ParsedFiles:
     def _open(self) -> None:
         from kb.core.cache import open_store
 
-        schema = "CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, payload TEXT);"
+        schema = (
+            "CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, payload TEXT);"
+            "CREATE TABLE IF NOT EXISTS checked (key TEXT PRIMARY KEY);"
+        )
         self._con = open_store(self.path, schema, timeout=2)
 
     def key(self, raw: bytes) -> str:
@@ -102,6 +120,35 @@ class ParsedFiles:
         found = [(tuple(a), tuple(b)) for a, b in spans]
         return yamlpos.Located(data=data, hash_spans=found, text=text)  # type: ignore[arg-type]
 
+    def start_checks(self) -> None:
+        """Key the records' own checks by the code that runs them (none: unkeyed)."""
+        with contextlib.suppress(OSError):
+            self.checker = checks_key()
+
+    def passed(self, key: str) -> bool:
+        """Did the record whose checks are keyed ``key`` pass them before?"""
+        if self._con is None or not self.base or not key:
+            return False
+        self.checks.add(key)
+        try:
+            row = self._con.execute("SELECT 1 FROM checked WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error:
+            self._con = None
+            return False
+        return row is not None
+
+    def passes(self, key: str) -> None:
+        """Note that the record whose checks are keyed ``key`` passed them."""
+        if key and self.base:
+            self.checks.add(key)
+            self.new_checks.add(key)
+
+    def check_key(self, raw_key: str) -> str:
+        """The key of a record's own checks: its bytes' key and the code that checks."""
+        if not raw_key or not self.checker:
+            return ""
+        return _digest(b"checked", raw_key.encode(), self.checker)
+
     def keep(self, raw: bytes, located: yamlpos.Located) -> None:
         """Store a fresh parse whose data JSON gives back exactly."""
         if self._con is None or not self.base:
@@ -122,6 +169,15 @@ class ParsedFiles:
         if con is None:
             return
         try:
+            if self.new_checks:
+                with con:
+                    rows = [(k,) for k in sorted(self.new_checks)]
+                    con.executemany("INSERT OR IGNORE INTO checked VALUES (?)", rows)
+                    con.execute("CREATE TEMP TABLE seen (key TEXT PRIMARY KEY)")
+                    con.executemany(
+                        "INSERT OR IGNORE INTO seen VALUES (?)", [(k,) for k in self.checks]
+                    )
+                    con.execute("DELETE FROM checked WHERE key NOT IN (SELECT key FROM seen)")
             if self.new:
                 with con:
                     con.executemany("INSERT OR REPLACE INTO parsed VALUES (?, ?)", self.new.items())

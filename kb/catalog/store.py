@@ -29,6 +29,8 @@ class Loaded:
     record: BaseModel
     file: str
     located: yamlpos.Located
+    #: The key of its own checks (kb.catalog.parsed), "" when not known.
+    checks: str = ""
 
 
 @dataclass
@@ -114,7 +116,8 @@ def validate_file(
             line, col = located.where(loc, key=is_key)
             problems.append(Problem(rel, line, col, _format_field(loc), _describe(dict(err))))
         return None, problems
-    return Loaded(record, rel, located), []
+    checks = parsed.check_key(parsed.key(raw)) if parsed is not None else ""
+    return Loaded(record, rel, located, checks), []
 
 
 def _check_references(result: StoreResult) -> None:
@@ -222,8 +225,9 @@ def _check_signature(loaded: Loaded) -> list[Problem]:
     return problems
 
 
-def _check_consistency(result: StoreResult) -> None:
-    """Cross-field checks of operator records (:mod:`kb.catalog.consistency`)."""
+def _check_consistency(result: StoreResult, parsed: ParsedFiles | None = None) -> None:
+    """Cross-field checks of operator records (:mod:`kb.catalog.consistency`).  A record
+    whose bytes passed its own checks with the same code is not checked again."""
     from kb.catalog.consistency import Report, check_lineage, check_operator
 
     def report_for(name: str) -> Report:
@@ -237,7 +241,13 @@ def _check_consistency(result: StoreResult) -> None:
 
     ops = {n: ld.record for n, ld in result.records.items() if isinstance(ld.record, Operator)}
     for name, rec in ops.items():
+        key = result.records[name].checks
+        if parsed is not None and parsed.passed(key):
+            continue
+        before = len(result.problems)
         check_operator(rec, report_for(name))
+        if parsed is not None and len(result.problems) == before:
+            parsed.passes(key)
     check_lineage(ops, report_for)
 
 
@@ -269,10 +279,17 @@ def load_store(root: Path) -> StoreResult:
     files, result.problems = discover(root)
     parsed = ParsedFiles(root)
     try:
-        for path in files:
-            _load_file(root, path, result, parsed)
+        _load_checked(root, files, result, parsed)
     finally:
         parsed.close()
+    result.problems.sort(key=lambda p: (p.file, p.line, p.column))
+    return result
+
+
+def _load_checked(root: Path, files: list[Path], result: StoreResult, parsed: ParsedFiles) -> None:
+    parsed.start_checks()
+    for path in files:
+        _load_file(root, path, result, parsed)
     for name, loaded in result.records.items():
         for spelling in spellings(loaded.record):
             owner = result.names.get(spelling)
@@ -283,9 +300,7 @@ def load_store(root: Path) -> StoreResult:
                 continue
             result.names[spelling] = name
     _check_references(result)
-    _check_consistency(result)
-    result.problems.sort(key=lambda p: (p.file, p.line, p.column))
-    return result
+    _check_consistency(result, parsed)
 
 
 def _load_file(root: Path, path: Path, result: StoreResult, parsed: ParsedFiles) -> None:
