@@ -185,6 +185,15 @@ class ReadDigests:
     def __init__(self, catalog: Any) -> None:
         self.catalog = catalog
         self._done: dict[Read, str] = {}
+        self._bodies: dict[str, list[dict[str, Any]]] = {}
+        self._row_digests: dict[str, str] | None = None
+
+    def _records(self, kind: str) -> list[dict[str, Any]]:
+        """Every body of ``kind`` ("": all), read from the catalog once per build (the
+        examples ask for a few dozen different field sets of the same records)."""
+        if kind not in self._bodies:
+            self._bodies[kind] = list(self.catalog.records(kind or None))
+        return self._bodies[kind]
 
     def __call__(self, read: Read) -> str:
         if read not in self._done:
@@ -194,13 +203,15 @@ class ReadDigests:
             elif what == "names":
                 value = self.catalog.names(arg or None)
             elif what == "records":  # every body of a kind: their row digests say as much
-                digests = self.catalog.digests()
+                if self._row_digests is None:
+                    self._row_digests = self.catalog.digests()
+                digests = self._row_digests
                 value = [[n, digests.get(n)] for n in self.catalog.names(arg or None)]
             elif what == "fields":
                 kind, names = json.loads(arg)
                 value = [
                     [rec.get("name"), {n: rec[n] for n in names if n in rec}]
-                    for rec in self.catalog.records(kind or None)
+                    for rec in self._records(kind)
                 ]
             else:
                 value = self.catalog.content

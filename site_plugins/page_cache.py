@@ -157,16 +157,13 @@ class PageCache:
     # -- storage --------------------------------------------------------------------
 
     def _open(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(self.path, timeout=10)
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS pages "
-                "(key TEXT PRIMARY KEY, payload TEXT NOT NULL, digest TEXT NOT NULL, used REAL)"
-            )
-            self._con = con
-        except (OSError, sqlite3.Error):
-            self._con = None
+        from kb.core.cache import open_store
+
+        schema = (
+            "CREATE TABLE IF NOT EXISTS pages "
+            "(key TEXT PRIMARY KEY, payload TEXT NOT NULL, digest TEXT NOT NULL, used REAL);"
+        )
+        self._con = open_store(self.path, schema, timeout=10)
 
     def _load(self, key: str) -> dict[str, Any] | None:
         if key in self.prerendered:

@@ -14,6 +14,7 @@ methods above.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -109,6 +110,39 @@ DERIVED: dict[str, tuple[str, Callable[[dict[str, dict[str, Any]], str], list[st
 }
 
 
+def _every_answer(
+    buckets: dict[str, dict[str, Any]], question: str
+) -> dict[object, list[str]] | None:
+    """``question``'s answer for every argument it can have, in one pass over the records
+    (what :data:`DERIVED`'s functions give one argument at a time, in the same order);
+    None for a question asked one argument at a time."""
+    found: dict[object, dict[str, None]] = {}
+
+    def note(arg: object, name: str) -> None:
+        # an unhashable value is not a name (malformed record): no question asks for it
+        with contextlib.suppress(TypeError):
+            found.setdefault(arg, {})[name] = None
+
+    if question == "chains_using":
+        for name, chain in sorted(dict.items(buckets["chain"])):
+            for stage in chain.get("stages", []):
+                note(stage.get("operator"), name)
+    elif question == "trees_naming":
+        for name, tree in sorted(dict.items(buckets["tree"])):
+            for node in tree.get("nodes", []):
+                for option in node.get("options", []):
+                    note(option.get("chain"), name)
+                    for operator in option.get("operators", []):
+                        note(operator, name)
+    elif question == "successors":
+        for name, op in sorted(dict.items(buckets["operator"])):
+            for old in op.get("supersedes", []):
+                note(old, name)
+    else:
+        return None
+    return {arg: list(names) for arg, names in found.items()}
+
+
 def derived(data: Any, question: str, arg: str) -> list[str]:
     """The names ``question`` answers for ``arg``, noted as one read of ``data``."""
     if data.reads.current is not None:
@@ -142,6 +176,7 @@ class Generation:
         self._load = load
         self._keep = keep
         self._digests: dict[Read, str] = {}
+        self._answers: dict[str, dict[object, list[str]] | None] = {}
         self.made: list[str] = []  # pages generated afresh in this build
 
     def digest_of(self, read: Read) -> str:
@@ -150,7 +185,10 @@ class Generation:
             bucket = self.buckets.get(kind, {})
             if what == "derived":  # (derived, question, argument)
                 home, answer = DERIVED[kind]
-                names = answer(self.buckets, name)
+                if kind not in self._answers:  # the buckets do not change during a build
+                    self._answers[kind] = _every_answer(self.buckets, kind)
+                every = self._answers[kind]
+                names = every.get(name, []) if every is not None else answer(self.buckets, name)
                 value: object = [[n, self._record(self.buckets[home], n)] for n in names]
             elif what == "record":
                 value = self._record(bucket, name)
@@ -173,7 +211,7 @@ class Generation:
             return False
         try:
             return all(self.digest_of((str(w), str(k), str(n))) == d for w, k, n, d in reads)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, KeyError):
             return False
 
     def page(self, path: str, make: Callable[[], str]) -> str:

@@ -73,7 +73,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         self.nav: Navigation | None = None
 
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
-        from kb.catalog.compiled import StoreInvalid, open_catalog
+        from kb.catalog.compiled import StoreInvalid, is_current, open_catalog
         from kb.core.paths import records_dir
 
         if self.config.records:
@@ -81,15 +81,22 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             self.root = (base_dir / self.config.records).resolve()
         else:
             self.root = records_dir()
+        # records that changed need a new search index: start it now, beside the
+        # compile it waits for (it opens the catalog this process compiles)
+        early = None if is_current(self.root) else _spawn_index(self.root)
         try:
             catalog = open_catalog(self.root)
         except StoreInvalid as exc:
+            _stop(early)
             shown = "\n".join(f"  {p}" for p in exc.problems[:20])
             raise PluginError(
                 f"the records under {self.root} do not validate ({len(exc.problems)} "
                 f"problem(s)); run 'kb validate':\n{shown}"
             ) from None
-        self.indexing = _index_beside(catalog)
+        if early is not None and catalog.in_memory:
+            _stop(early)
+            early = None
+        self.indexing = early if early is not None else _index_beside(catalog)
         records = list(catalog.records())
         self.digests = catalog.digests()
         rules = load_rules()
@@ -366,7 +373,12 @@ def _index_beside(catalog: Any) -> subprocess.Popen[bytes] | None:
     if table is not None:
         table.close()
         return None
-    env = {**os.environ, "KB_RECORDS_DIR": str(catalog.root)}
+    return _spawn_index(catalog.root)
+
+
+def _spawn_index(root: Path) -> subprocess.Popen[bytes] | None:
+    """``kb index`` of ``root`` in a process of its own (None when it cannot start)."""
+    env = {**os.environ, "KB_RECORDS_DIR": str(root)}
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "kb", "index"],
@@ -377,6 +389,13 @@ def _index_beside(catalog: Any) -> subprocess.Popen[bytes] | None:
         )
     except OSError:
         return None
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """End an index build that is no longer wanted (the records did not compile)."""
+    if proc is not None:
+        proc.terminate()
+        proc.wait()
 
 
 _LOC = re.compile(r"<loc>([^<]*)</loc>")

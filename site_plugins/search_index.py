@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
-from kb.catalog.compiled import Catalog
+from kb.catalog.compiled import Catalog, root_key
 from kb.index import fulltext, names, priors, steps, textanalysis
 from kb.index.documents import TEXT_FIELDS, document
 from kb.index.searchindex import open_index, open_terms
@@ -31,7 +32,7 @@ from kb.index.termtable import TermTable
 from kb.vocab import CALL_PREFIXES, normalize
 from kb.vocab.dtypes import DTYPE_CODES
 from kb.vocab.spellings import ALIAS_TABLES, CANONICAL
-from site_plugins import md
+from site_plugins import build_cache, md
 from site_plugins.common import KIND_DIRS, SiteData
 
 #: Shards of the term table.  A query fetches one per word, stem and phrase (about ten
@@ -47,7 +48,7 @@ _PARTS = re.compile(r"[_.\-]+")
 
 def shard_of(text: str) -> int:
     """The shard of a term or word: the sum of its code points (the worker does the same)."""
-    return sum(ord(ch) for ch in text) % SHARDS
+    return sum(map(ord, text)) % SHARDS
 
 
 def _constants() -> dict[str, Any]:
@@ -100,10 +101,8 @@ def _scheme_words() -> dict[str, list[str]]:
 def _stems(catalog: Catalog) -> dict[str, str]:
     """Each record word whose stem differs from it (the worker cannot run Porter)."""
     words: set[str] = set()
-    for rec in catalog.records():
-        for text in document(rec).values():
-            for match in _WORD.finditer(text if isinstance(text, str) else ""):
-                words.update(p for p in _PARTS.split(match.group(0).lower()) if p)
+    for found in _record_words(catalog).values():
+        words.update(found)
     for step in steps._step_words():
         words.update(step[0].split("_"))
     out = {}
@@ -112,6 +111,39 @@ def _stems(catalog: Catalog) -> dict[str, str]:
         if stem != word:
             out[word] = stem
     return out
+
+
+def _record_words(catalog: Catalog) -> dict[str, list[str]]:
+    """Each record's words (by its row digest), split from what the index reads of it.
+
+    Kept in the cache beside the pages: a one-record edit splits one record's text, not
+    all of them.  Keyed by the code (what a word is) and each record's content digest;
+    the store's own digest catches a damaged file, which is then split again."""
+    name = f"words-{root_key(Path(catalog.root))}"
+    stored = build_cache.load(name)
+    code = build_cache.code_version()
+    known = stored.get("words") if stored.get("code") == code else None
+    if not isinstance(known, dict):
+        known = {}
+    out: dict[str, list[str]] = {}
+    digests = catalog.digests()
+    for rec_name, rec_digest in sorted(digests.items()):
+        words = known.get(rec_digest)
+        if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
+            rec = catalog.get(rec_name)
+            words = sorted(_words(rec)) if rec is not None else []
+        out[rec_digest] = words
+    if out != known:
+        build_cache.store(name, {"code": code, "words": out})
+    return out
+
+
+def _words(rec: dict[str, Any]) -> set[str]:
+    words: set[str] = set()
+    for text in document(rec).values():
+        for match in _WORD.finditer(text if isinstance(text, str) else ""):
+            words.update(p for p in _PARTS.split(match.group(0).lower()) if p)
+    return words
 
 
 def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str, str]:

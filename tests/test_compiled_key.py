@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb.catalog.compiled import CODE_LAYERS, code_inputs
+from kb.catalog.codekey import CODE_LAYERS, code_inputs
 from tests.test_architecture import GRAPH, MODULES, ROOT
 
 

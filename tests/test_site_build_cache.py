@@ -159,3 +159,37 @@ def test_a_record_read_whole_counts_every_field(tree: Path) -> None:
     assert (kind, names) == ("operator", ["fuses"])
     dict(first)  # copying reads every field
     assert ("records", "operator") in log.reads
+
+
+def test_search_stems_follow_an_edit_as_a_fresh_build_sees_it(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Record words are split once per record content: after an edit the stems hold
+    the edited record's new word and are what a build with an empty cache makes; a
+    damaged store is split again, not trusted."""
+    from site_plugins import search_index
+
+    search_index._stems(open_catalog(tree))
+    path = tree / "operators" / "norm" / f"{EDITED}.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert "hand-written" in text
+    path.write_text(text.replace("hand-written", "reconfigurations", 1), "utf-8")
+    edited = open_catalog(tree)
+    split: list[str] = []
+    real = search_index._words
+
+    def counted(rec: dict[str, Any]) -> set[str]:
+        split.append(rec["name"])
+        return real(rec)
+
+    monkeypatch.setattr(search_index, "_words", counted)
+    warm = search_index._stems(edited)
+    assert split == [EDITED]
+    assert warm["reconfigurations"] != "reconfigurations"
+    for stored in (tmp_path / "cache").glob("site-*-words-*.json"):
+        stored.write_text(stored.read_text().replace('"norm"', '"nrom"'), "utf-8")
+    split.clear()
+    assert search_index._stems(edited) == warm
+    assert len(split) > 1  # the damaged store was split again
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cold"))
+    assert search_index._stems(open_catalog(tree)) == warm

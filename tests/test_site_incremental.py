@@ -71,17 +71,27 @@ def _build(config: Path, records: Path, site: Path, cache: Path, mp: pytest.Monk
     assert main([*argv, "--site-dir", str(site)]) == 0
 
 
-def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renders: list[str], compiles: list[str]
-) -> None:
+@pytest.fixture
+def warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """(mkdocs.yml, records, cache) after one build of the fixture records."""
     monkeypatch.delenv("KB_SITE_URL", raising=False)
     monkeypatch.delenv("KB_RECORDS_DIR", raising=False)
     records = tmp_path / "records"
     shutil.copytree(FIXTURES, records)
     config = fixture_config(tmp_path / "cfg")
     cache = tmp_path / "cache"
-
     _build(config, records, tmp_path / "first", cache, monkeypatch)
+    return config, records, cache
+
+
+def test_a_one_word_edit_rebuilds_what_shows_it_and_nothing_stale(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    renders: list[str],
+    compiles: list[str],
+    warm: tuple[Path, Path, Path],
+) -> None:
+    config, records, cache = warm  # built after the counters were set up
     first = _files(tmp_path / "first")
     pages = sum(1 for name in first if name.endswith(".html"))
 
@@ -147,3 +157,72 @@ def test_a_page_depends_on_what_it_asked_of_every_record_not_on_all_of_them() ->
     assert made == ["npu_a"]  # npu_c changed, and npu_a's page did not ask about it
     assert page([op("npu_a"), op("npu_b"), op("npu_c", supersedes=["npu_a"])]) == "npu_c"
     assert made == ["npu_a", "npu_a"]
+
+
+def test_every_derived_answer_at_once_equals_each_asked_alone() -> None:
+    """A build checks a stored page's derived reads from one pass per question; each
+    answer must be what the page itself got asking for one name (shipped records)."""
+    from kb.catalog.compiled import open_catalog
+    from site_plugins.common import SiteData
+    from site_plugins.reads import DERIVED, _every_answer
+
+    data = SiteData.from_records(open_catalog().records())
+    buckets = data.buckets()
+    names = set().union(*(dict.keys(b) for b in buckets.values()))
+    for question, (_, answer) in DERIVED.items():
+        every = _every_answer(buckets, question)
+        assert every is not None, question
+        asked = {n: answer(buckets, n) for n in names}
+        assert {n: every.get(n, []) for n in names} == asked, question
+        assert any(asked.values()), question  # the records exercise this question
+
+
+def test_a_shared_input_change_renders_every_page_as_a_fresh_build_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: tuple[Path, Path, Path]
+) -> None:
+    """A new page (a navigation entry on every page) and another theme colour (in every
+    page's template output): no stored page output is served, the result is a fresh
+    build's."""
+    config, records, cache = warm
+    first = _files(tmp_path / "first")
+    (config.parent / "docs" / "extra.md").write_text("# Extra guide\n\nMore.\n", "utf-8")
+    text = config.read_text(encoding="utf-8")
+    assert "primary: indigo" in text
+    config.write_text(text.replace("primary: indigo", "primary: teal"), encoding="utf-8")
+    _build(config, records, tmp_path / "warm", cache, monkeypatch)
+    _build(config, records, tmp_path / "fresh", tmp_path / "fresh-cache", monkeypatch)
+    again, fresh = _files(tmp_path / "warm"), _files(tmp_path / "fresh")
+    assert again == fresh
+    html = [n for n in first if n.endswith(".html")]
+    assert html and all(fresh[n] != first[n] for n in html)
+    assert b"Extra guide" in fresh["cli/index.html"]  # a guide lists the other guides
+
+
+def test_a_damaged_page_entry_is_rendered_again_never_served(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    warm: tuple[Path, Path, Path],
+    renders: list[str],
+) -> None:
+    import sqlite3
+
+    config, records, cache = warm
+    first = _files(tmp_path / "first")
+    (store,) = cache.glob("site-pages-*.sqlite")
+    con = sqlite3.connect(store)
+    with con:  # every payload altered, its digest kept: bit rot
+        con.execute("UPDATE pages SET payload = replace(payload, 'Fixture', 'Fixturf')")
+    con.close()
+    _build(config, records, tmp_path / "rotted", cache, monkeypatch)
+    assert _files(tmp_path / "rotted") == first
+    assert renders  # rendered again, not restored
+
+    store.write_bytes(b"this is not a database" * 64)
+    renders.clear()
+    _build(config, records, tmp_path / "garbage", cache, monkeypatch)
+    assert _files(tmp_path / "garbage") == first
+    assert renders
+    renders.clear()
+    _build(config, records, tmp_path / "healed", cache, monkeypatch)
+    assert _files(tmp_path / "healed") == first
+    assert renders == []  # the store was replaced, and serves again

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kb.core.paths import PACKAGE_DIR, cache_dir, is_utf8, records_dir
+from kb.catalog.codekey import code_inputs
+from kb.core.paths import cache_dir, is_utf8, records_dir
 
 try:  # the builtin module avoids importing OpenSSL through hashlib (a few ms per call)
     from _blake2 import blake2b
@@ -31,12 +32,6 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
     from hashlib import blake2b
 
 FORMAT_VERSION = "5"
-#: The layers whose code decides what a valid record is: the catalog and everything it
-#: may import (the architecture test keeps catalog from importing anything above these),
-#: plus the package data they read.  Every file in them keys the cache, so a new module
-#: cannot be forgotten the way a hand-kept list of files was.
-CODE_LAYERS = ("core", "vocab", "catalog")
-DATA_DIR = "data"
 MEMORY = ":memory:"
 
 
@@ -72,27 +67,6 @@ def _inputs(root: Path) -> tuple[list[tuple[str, str]], bool]:
     named = [(p[cut:], p) for p in files]
     named += code_inputs()
     return named, bool(problems)
-
-
-def code_inputs(package: Path = PACKAGE_DIR) -> list[tuple[str, str]]:
-    """(``<code>/relative name``, path) of the code and data files records are validated by."""
-    out: list[tuple[str, str]] = []
-    for layer in CODE_LAYERS:
-        out += _tree(package, layer, ".py")
-    out += _tree(package, DATA_DIR, "")
-    return sorted(out)
-
-
-def _tree(package: Path, sub: str, suffix: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    cut = len(os.path.join(package, ""))  # the walk's paths all start with the package's
-    for dirpath, dirnames, filenames in os.walk(os.path.join(package, sub)):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in filenames:
-            if name.endswith(suffix) and not name.startswith("."):
-                path = os.path.join(dirpath, name)
-                out.append((f"<code>/{path[cut:]}", path))
-    return out
 
 
 def stat_key(root: Path, inputs: list[tuple[str, str]]) -> str:
@@ -398,6 +372,20 @@ def open_catalog(
     if opened is None:
         return _in_memory(root, meta)
     return Catalog(*opened, root=root)
+
+
+def is_current(root: Path | None = None) -> bool:
+    """Does the compiled cache of ``root`` hold the records as they are now?  By stat
+    data alone (no hashing): a tree touched but unchanged answers False, which costs a
+    caller that then opens the catalog nothing but a content check."""
+    root = (root or records_dir()).resolve()
+    inputs, broken = _inputs(root)
+    opened = None if broken else _open_ro(db_path(root))
+    if opened is None:
+        return False
+    con, meta = opened
+    con.close()
+    return meta.get("format") == FORMAT_VERSION and meta.get("stat") == stat_key(root, inputs)
 
 
 def _fresh(

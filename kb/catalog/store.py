@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kb.catalog.models import MODELS, DecisionTree, Operator, Playbook, ReferenceChain
+from kb.catalog.parsed import ParsedFiles
 from kb.catalog.recordfiles import MAX_RECORD_BYTES, Problem, discover
 from kb.core import yamlpos
 from kb.core.paths import NotRegularFile, is_utf8, read_regular_file
@@ -28,6 +29,8 @@ class Loaded:
     record: BaseModel
     file: str
     located: yamlpos.Located
+    #: The key of its own checks (kb.catalog.parsed), "" when not known.
+    checks: str = ""
 
 
 @dataclass
@@ -77,10 +80,17 @@ def _describe(err: dict[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
+def validate_file(
+    path: Path, rel: str, parsed: ParsedFiles | None = None
+) -> tuple[Loaded | None, list[Problem]]:
+    """One record file, parsed (or its parse restored from ``parsed``) and validated."""
     try:
         raw = read_regular_file(path, MAX_RECORD_BYTES + 1, confined=False)  # kb's own files
-        located = yamlpos.load_bytes(raw, max_bytes=MAX_RECORD_BYTES)
+        located = parsed.located(raw) if parsed is not None else None
+        if located is None:
+            located = yamlpos.load_bytes(raw, max_bytes=MAX_RECORD_BYTES)
+            if parsed is not None:
+                parsed.keep(raw, located)
     except yamlpos.YamlError as exc:
         return None, [Problem(rel, exc.line, exc.column, "", exc.message)]
     except NotRegularFile as exc:
@@ -106,7 +116,8 @@ def validate_file(path: Path, rel: str) -> tuple[Loaded | None, list[Problem]]:
             line, col = located.where(loc, key=is_key)
             problems.append(Problem(rel, line, col, _format_field(loc), _describe(dict(err))))
         return None, problems
-    return Loaded(record, rel, located), []
+    checks = parsed.check_key(parsed.key(raw)) if parsed is not None else ""
+    return Loaded(record, rel, located, checks), []
 
 
 def _check_references(result: StoreResult) -> None:
@@ -258,8 +269,9 @@ def _check_signature(loaded: Loaded) -> list[Problem]:
     return problems
 
 
-def _check_consistency(result: StoreResult) -> None:
-    """Cross-field checks of operator records (:mod:`kb.catalog.consistency`)."""
+def _check_consistency(result: StoreResult, parsed: ParsedFiles | None = None) -> None:
+    """Cross-field checks of operator records (:mod:`kb.catalog.consistency`).  A record
+    whose bytes passed its own checks with the same code is not checked again."""
     from kb.catalog.consistency import Report, check_lineage, check_operator
 
     def report_for(name: str) -> Report:
@@ -273,7 +285,13 @@ def _check_consistency(result: StoreResult) -> None:
 
     ops = {n: ld.record for n, ld in result.records.items() if isinstance(ld.record, Operator)}
     for name, rec in ops.items():
+        key = result.records[name].checks
+        if parsed is not None and parsed.passed(key):
+            continue
+        before = len(result.problems)
         check_operator(rec, report_for(name))
+        if parsed is not None and len(result.problems) == before:
+            parsed.passes(key)
     check_lineage(ops, report_for)
 
 
@@ -303,27 +321,19 @@ def load_store(root: Path) -> StoreResult:
         result.problems.append(Problem(str(root), 1, 1, "", message))
         return result
     files, result.problems = discover(root)
+    parsed = ParsedFiles(root)
+    try:
+        _load_checked(root, files, result, parsed)
+    finally:
+        parsed.close()
+    result.problems.sort(key=lambda p: (p.file, p.line, p.column))
+    return result
+
+
+def _load_checked(root: Path, files: list[Path], result: StoreResult, parsed: ParsedFiles) -> None:
+    parsed.start_checks()
     for path in files:
-        rel = str(path.relative_to(root))
-        loaded, problems = validate_file(path, rel)
-        result.problems += problems
-        if loaded is None:
-            continue
-        name = loaded.record.name  # type: ignore[attr-defined]
-        if name in result.records:
-            line, col = loaded.located.where(("name",))
-            other = result.records[name].file
-            result.problems.append(
-                Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
-            )
-            continue
-        expected_stem = name
-        if path.stem != expected_stem:
-            line, col = loaded.located.where(("name",))
-            msg = f"file name should be {expected_stem}{path.suffix} (one record per file, named by it)"
-            result.problems.append(Problem(rel, line, col, "name", msg))
-        result.records[name] = loaded
-        result.problems += _check_signature(loaded)
+        _load_file(root, path, result, parsed)
     for name, loaded in result.records.items():
         for spelling in spellings(loaded.record):
             owner = result.names.get(spelling)
@@ -335,6 +345,27 @@ def load_store(root: Path) -> StoreResult:
             result.names[spelling] = name
     _check_references(result)
     _check_question_paths(result)
-    _check_consistency(result)
-    result.problems.sort(key=lambda p: (p.file, p.line, p.column))
-    return result
+    _check_consistency(result, parsed)
+
+
+def _load_file(root: Path, path: Path, result: StoreResult, parsed: ParsedFiles) -> None:
+    rel = str(path.relative_to(root))
+    loaded, problems = validate_file(path, rel, parsed)
+    result.problems += problems
+    if loaded is None:
+        return
+    name = loaded.record.name  # type: ignore[attr-defined]
+    if name in result.records:
+        line, col = loaded.located.where(("name",))
+        other = result.records[name].file
+        result.problems.append(
+            Problem(rel, line, col, "name", f"{name!r} is also defined in {other}")
+        )
+        return
+    expected_stem = name
+    if path.stem != expected_stem:
+        line, col = loaded.located.where(("name",))
+        msg = f"file name should be {expected_stem}{path.suffix} (one record per file, named by it)"
+        result.problems.append(Problem(rel, line, col, "name", msg))
+    result.records[name] = loaded
+    result.problems += _check_signature(loaded)

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from kb.core.paths import cache_dir
 
@@ -181,3 +182,31 @@ def clean_stale(directory: Path, tag: str) -> None:
         mine = info.get("tag") == tag and pid != os.getpid()
         if mine or not _alive(pid) or age >= STALE_TMP_S:
             _rmtree(entry)
+
+
+def open_store(path: Path, schema: str, *, timeout: float) -> Any:
+    """A sqlite cache store at ``path`` with ``schema`` (``CREATE … IF NOT EXISTS``)
+    applied, or None when it cannot be used now (busy, read-only, unwritable).  A file
+    there that is not a database (any more) is replaced by a new store, once: a damaged
+    store would otherwise be skipped by every later run."""
+    import sqlite3
+
+    for _attempt in range(2):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(path, timeout=timeout)
+        except (OSError, sqlite3.Error):
+            return None
+        try:
+            con.executescript(schema)
+            return con
+        except sqlite3.OperationalError:
+            con.close()
+            return None
+        except sqlite3.DatabaseError:
+            con.close()
+            try:
+                path.unlink()
+            except OSError:
+                return None
+    return None

@@ -70,11 +70,14 @@ class Located:
     its mapping key is written; a path that does not exist falls back to its nearest
     ancestor.  ``hash_spans`` are the (start, end) positions, 0-based (line, column),
     of scalars whose text holds a ``#``: a ``#`` inside one is data, not a comment.
+    A document restored from a cache of parsed files (``kb.catalog.parsed``) keeps its
+    ``text`` instead of the node graph, composed again only when a position is asked for.
     """
 
     data: Any
     root: yaml.Node | None = None
     hash_spans: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
+    text: str | None = None
     _tables: dict[int, dict[Any, tuple[yaml.Node, yaml.Node]]] = field(default_factory=dict)
 
     def _child(self, node: yaml.Node, part: Any) -> tuple[yaml.Node | None, yaml.Node] | None:
@@ -95,6 +98,9 @@ class Located:
     def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         """Best position for ``path``: the exact node, else its nearest ancestor."""
         node = self.root
+        if node is None and self.text is not None:
+            node = self.root = _compose(self.text)
+            self.text = None
         if node is None:
             return (1, 1)
         key_node: yaml.Node | None = None
