@@ -15,7 +15,7 @@ from kb.api.port import port, verify
 from kb.cli import main
 
 DATA = Path(__file__).parent / "data" / "port"
-MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked")
+MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked", "gpt_ln")
 
 
 def _port(name: str, out: Path) -> dict:
@@ -54,9 +54,12 @@ def test_port_rewrites_each_stage_and_keeps_the_rest(tmp_path: Path) -> None:
 def test_port_notes_what_it_cannot_write(tmp_path: Path) -> None:
     doc = _port("dit_block", tmp_path / "p.py")
     notes = doc["files"][0]["notes"]
-    assert any("adaln-modulation-as-norm-weight" in n for n in notes["DiTBlock"])
+    assert any("prerequisite cu-seqlens" in n for n in notes["SelfAttention"])
     text = (tmp_path / "p.py").read_text()
-    assert "# kb port: TODO(kb port): prerequisite adaln-modulation-as-norm-weight" in text
+    assert "# kb port: TODO(kb port): prerequisite cu-seqlens" in text
+    # the adaLN modulation is folded into the norm's weight and bias in code: no TODO
+    assert "prerequisite adaln-modulation-as-norm-weight" not in text
+    assert "DiTBlock.adaln_layer_norm#2" in doc["files"][0]["stages"]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -101,6 +104,27 @@ WRONG = [
         "_kb_moe_experts(tokens, expert_ids, expert_weights,",
         "_kb_moe_experts(tokens, expert_ids, torch.ones_like(expert_weights),",
         "PackedExperts.moe_experts_loop",
+    ),
+    # a LayerNorm's bias dropped
+    (
+        "gpt_ln",
+        "self.weight, self.bias, 1e-5)",
+        "self.weight, None, 1e-5)",
+        "BiasedLayerNorm.layer_norm",
+    ),
+    # adaLN shift and scale swapped (an affine LayerNorm under the modulation)
+    (
+        "gpt_ln",
+        "x, scale.unsqueeze(1), shift.unsqueeze(1))",
+        "x, shift.unsqueeze(1), scale.unsqueeze(1))",
+        "GptLnBlock.adaln_layer_norm",
+    ),
+    # adaLN shift and scale swapped on a LayerNorm without affine
+    (
+        "dit_block",
+        "_kb_adaln(self.norm2, x, scale2[:, None], shift2[:, None])",
+        "_kb_adaln(self.norm2, x, shift2[:, None], scale2[:, None])",
+        "DiTBlock.adaln_layer_norm#2",
     ),
     # the router's renormalisation dropped
     (
@@ -153,7 +177,8 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
     doc = port(str(DATA), str(tmp_path / "out"), product="atlas-a2")
     written = {Path(f["target"]).name for f in doc["files"]}
-    assert written == {f"{m}.py" for m in MODELS}
+    assert written == {f"{m}.py" for m in MODELS} | {"modeling_tiny.py"}
+    assert (tmp_path / "out" / "tiny_pkg" / "configuration_tiny.py").exists()  # copied
     assert (tmp_path / "out" / "dense_llm.json").exists() is False  # only Python is ported
     assert "_kb_stage(" in (tmp_path / "out" / "moe_block.py").read_text()
 
@@ -239,3 +264,16 @@ def test_the_port_never_writes_over_what_it_ports(tmp_path: Path) -> None:
             port(str(src), str(out), product="atlas-a2")
     assert model.read_bytes() == before
     assert not (tmp_path / "sub").exists()
+
+
+def test_the_config_class_of_a_sibling_module_builds_the_model(tmp_path: Path) -> None:
+    """A configuration JSON without model_type: the package's own config class is used, not
+    an output dataclass the modelling file imports (so the whole model is built and every
+    stage is reached)."""
+    original = DATA / "tiny_pkg" / "modeling_tiny.py"
+    out = tmp_path / "modeling_tiny_npu.py"
+    port(str(original), str(out), product="atlas-a2")
+    doc = verify(str(original), str(out), str(DATA / "tiny_pkg.json"), phases=("prefill",))
+    assert doc["passed"], doc["failures"]
+    assert not doc["stages_not_reached"]
+    assert {r["class"] for r in doc["runs"] if not r["not_run"]} == {"TinyModel"}

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kb.port import conditioning
+
 #: tiny sizes: key -> value (or a function of the original value)
 _SIZES: dict[str, Any] = {
     **dict.fromkeys(("hidden_size", "dim", "d_model", "n_embd", "model_dim", "emb_dim"), 64),
@@ -173,12 +175,13 @@ def _config_class(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
         for v in vars(ns).values()
         if inspect.isclass(v)
         and (
-            dataclasses.is_dataclass(v)
+            (dataclasses.is_dataclass(v) and not issubclass(v, dict))  # not a model output
             or any(b.__name__.endswith("PretrainedConfig") for b in v.__mro__)
             or any(b.__name__.endswith("PreTrainedConfig") for b in v.__mro__)
         )
     ]
-    typed = [v for v in found if getattr(v, "model_type", None) == cfg.get("model_type")]
+    kind = cfg.get("model_type")
+    typed = [v for v in found if kind and getattr(v, "model_type", None) == kind]
     package = getattr(ns, "__name__", "").rpartition(".")[0]
     own = [v for v in found if v.__module__.rpartition(".")[0] == package]
     pool = typed or own or found
@@ -294,6 +297,11 @@ def inputs(model: Any, cfg: dict[str, Any], dtype: Any, seed: int, seq: int = SE
         any(isinstance(m, torch.nn.Embedding) for m in model.modules())
         and ids_name.endswith(("ids", "tokens", "idx", "input"))
     )
+    conv = conditioning.first_conv(model)
+    if conv is not None:  # a denoiser: an image-shaped input and its conditioning by name
+        own = conditioning.settings(model, cfg)
+        x = conditioning.image(conv, own, BATCH, gen, dtype)
+        return [[x, conditioning.keywords(model, own, BATCH, gen, dtype)]]
     h = width(model)
     vocab = next((cfg[k] for k in ("vocab_size", "n_vocab") if k in cfg), None)
     first: Any

@@ -15,10 +15,12 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import eager, experts
+from kb.port import eager, experts, norms
 from kb.port.spans import (
     SDPA,
     Stage,
+    _assigns,
+    _init_facts,
     _passing,
     _single_assign,
     code,
@@ -50,43 +52,6 @@ class Result:
     weights: dict[str, Any] = field(default_factory=dict)
     helpers: list[str] = field(default_factory=list)
     done: set[tuple[str, str]] = field(default_factory=set)  # (module, mapping) rewritten
-
-
-def _init_facts(cls: cst.ClassDef) -> tuple[set[str], list[str], list[str]]:
-    """(linear attributes, 1-D parameter attributes, eps-like attributes) from __init__."""
-    linears: set[str] = set()
-    params: list[str] = []
-    eps: list[str] = []
-    for stmt in cls.body.body:
-        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"):
-            continue
-        for node in _assigns(stmt):
-            target, value = node
-            if not target.startswith("self."):
-                continue
-            attr = target[5:]
-            callee = dotted(value.func) if isinstance(value, cst.Call) else ""
-            if callee.endswith("Linear"):
-                linears.add(attr)
-            elif callee.endswith("Parameter"):
-                params.append(attr)
-            if "eps" in attr.lower():
-                eps.append(attr)
-    return linears, params, eps
-
-
-def _assigns(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
-    out: list[tuple[str, cst.BaseExpression]] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for t in node.targets:
-                name = dotted(t.target)
-                if name:
-                    out.append((name, node.value))
-
-    fn.visit(_V())
-    return out
 
 
 class Porter(cst.CSTTransformer):
@@ -131,8 +96,8 @@ class Porter(cst.CSTTransformer):
             + (
                 "no span computing it was found in this class or the functions it calls"
                 if _ours(s)
-                else "kb port does not write this mapping yet (norms, RoPE, GLU, GELU, "
-                "attention calls, softmax routers and SwiGLU expert loops)"
+                else "kb port does not write this mapping yet (norms, adaLN, RoPE, GLU, "
+                "GELU, attention calls, softmax routers and SwiGLU expert loops)"
             )
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
@@ -193,6 +158,15 @@ class Porter(cst.CSTTransformer):
             return [s for s in self.by_module[self.cls[-1]] if s.mapping in rows]
         return [s for ss in self.by_module.values() for s in ss if s.mapping in rows]
 
+    def _inside(self, rows: set[str]) -> list[Stage]:
+        """Stages of ``rows`` planned for the enclosing class (none outside a class)."""
+        inside = self.cls and self.cls[-1] in self.by_module
+        return [s for s in self.by_module[self.cls[-1]] if s.mapping in rows] if inside else []
+
+    def _layer_norms(self) -> set[str]:
+        cls = self.classes.get(self.cls[-1]) if self.cls else None
+        return norms.layer_norm_attrs(cls) if cls is not None else set()
+
     def _line(self, node: cst.CSTNode) -> int:
         try:
             return int(self.get_metadata(PositionProvider, node).start.line)
@@ -232,6 +206,14 @@ class Porter(cst.CSTTransformer):
     ) -> cst.BaseExpression:
         if isinstance(updated.operator, cst.MatrixMultiply):
             return self._eager(original, updated)
+        adaln = self._inside(norms.ADALN_ROWS)
+        found_ln = norms.adaln_parts(updated, self._layer_norms()) if adaln else None
+        if adaln and found_ln is not None:
+            self.result.helpers.append("_kb_adaln")
+            fused = "_kb_adaln({}, {}, {}, {})".format(*found_ln)
+            return self._emit(
+                adaln[0], original, fused, code(updated), operator="npu_layer_norm_eval"
+            )
         rope = self._candidates(ROPE_ROWS)
         parts = rope_parts(updated) if rope else None
         if rope and parts is not None:
@@ -309,6 +291,12 @@ class Porter(cst.CSTTransformer):
                 return self._emit(
                     gelu[0], original, f"torch_npu.npu_gelu({x}, approximate='tanh')", code(updated)
                 )
+        ln = self._inside(norms.LAYER_NORM_ROWS)
+        found_ln = norms.layer_norm_call(updated) if ln and callee.endswith("layer_norm") else None
+        if ln and found_ln is not None:
+            self.result.helpers.append("_kb_layer_norm")
+            fused = "_kb_layer_norm({}, {}, {}, {}, {})".format(*found_ln)
+            return self._emit(ln[0], original, fused, code(updated), eps=found_ln[4])
         inside = self.cls and self.cls[-1] in self.by_module
         routers = self._candidates(ROUTER_ROWS) if inside else []
         if routers and (callee.endswith(".topk") or callee == "topk"):
@@ -576,6 +564,7 @@ def _ours(s: Stage) -> bool:
     """Stages this rewriter knows how to write (the others get their own note)."""
     return (
         s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS
+        or s.mapping in norms.LAYER_NORM_ROWS | norms.ADALN_ROWS
         or s.mapping.startswith("attention_")
     )
 

@@ -399,7 +399,9 @@ def _run(
         probe = _Probe(stages, table)
         port.KB_PORT_PROBE = probe
         try:
-            result = compare(a, b, tuple(args), tolerance=table, product=product)
+            named = args[-1] if args and isinstance(args[-1], dict) else {}
+            args = args[:-1] if named else args
+            result = compare(a, b, tuple(args), named, tolerance=table, product=product)
         except Exception as exc:
             last = f"{type(exc).__name__}: {exc}"
             continue

@@ -1,0 +1,132 @@
+"""LayerNorm spans: a functional ``layer_norm`` call and the adaLN modulation around a
+LayerNorm module (``norm(x) * (1 + scale) + shift``).
+
+Both become ``npu_layer_norm_eval``.  The adaLN modulation is folded into the operator's
+weight and bias (``adaln-modulation-as-norm-weight``): those have the normalized shape, so
+the port calls it once per sample (once per row the modulation varies over), with weight
+``(1 + scale) * norm.weight`` and bias ``shift + (1 + scale) * norm.bias``.  The norm
+module is read at run time (its weight, bias, eps and normalized shape), so the port needs
+no copy of its constructor's arguments.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from kb.port.spans import code, dotted, keyword, one_arg
+
+LAYER_NORM_ROWS = {"layer_norm"}
+ADALN_ROWS = {"adaln_layer_norm"}
+#: what the port writes in place of the prerequisite the adaLN row names
+DONE = {
+    "adaln-modulation-as-norm-weight": "the modulation folded into npu_layer_norm_eval's "
+    "weight and bias, one call per sample"
+}
+
+
+def layer_norm_attrs(cls: cst.ClassDef) -> set[str]:
+    """Attributes ``__init__`` builds from a ``*LayerNorm`` class (torch's or one of the
+    same name)."""
+    found: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if not isinstance(node.value, cst.Call):
+                return
+            if not dotted(node.value.func).endswith("LayerNorm"):
+                return
+            for t in node.targets:
+                name = dotted(t.target)
+                if name.startswith("self."):
+                    found.add(name[5:])
+
+    for st in cls.body.body:
+        if isinstance(st, cst.FunctionDef) and st.name.value == "__init__":
+            st.visit(_V())
+    return found
+
+
+def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=[], rpar=[]) if hasattr(node, "lpar") else node
+
+
+def _one_plus(node: cst.BaseExpression) -> str:
+    """``s`` of ``(1 + s)`` or ``(s + 1)``, '' otherwise."""
+    node = _bare(node)
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
+        return ""
+    for one, other in ((node.left, node.right), (node.right, node.left)):
+        if isinstance(one, cst.Integer) and one.value == "1":
+            return code(other)
+        if isinstance(one, cst.Float) and float(one.value) == 1.0:
+            return code(other)
+    return ""
+
+
+def adaln_parts(node: cst.BinaryOperation, norms: set[str]) -> tuple[str, str, str, str] | None:
+    """(norm module, x, scale, shift) of ``self.N(x) * (1 + scale) + shift`` with ``N`` one
+    of ``norms`` (either order of the sum and of the product)."""
+    if not isinstance(node.operator, cst.Add):
+        return None
+    for prod, shift in ((node.left, node.right), (node.right, node.left)):
+        prod = _bare(prod)
+        if not (isinstance(prod, cst.BinaryOperation) and isinstance(prod.operator, cst.Multiply)):
+            continue
+        for normed, factor in ((prod.left, prod.right), (prod.right, prod.left)):
+            x = one_arg(normed)
+            attr = dotted(normed.func) if isinstance(normed, cst.Call) else ""
+            scale = _one_plus(factor)
+            if x is not None and attr.startswith("self.") and attr[5:] in norms and scale:
+                return attr, code(x), scale, code(shift)
+    return None
+
+
+def layer_norm_call(node: cst.Call) -> tuple[str, ...] | None:
+    """(x, normalized_shape, weight, bias, eps) of a functional ``layer_norm`` call."""
+    x, shape = keyword(node, "input", 0), keyword(node, "normalized_shape", 1)
+    if not (x and shape):
+        return None
+    weight = keyword(node, "weight", 2) or "None"
+    bias = keyword(node, "bias", 3) or "None"
+    eps = keyword(node, "eps", 4) or "1e-05"
+    return x, shape, weight, bias, eps
+
+
+HELPERS = {
+    "_kb_layer_norm": '''
+
+def _kb_layer_norm(x, shape, weight, bias, eps):
+    """F.layer_norm in inference as npu_layer_norm_eval (weight and bias in x's dtype)."""
+    shape = [int(shape)] if isinstance(shape, int) else [int(d) for d in shape]
+    weight = None if weight is None else weight.to(x.dtype)
+    bias = None if bias is None else bias.to(x.dtype)
+    return torch_npu.npu_layer_norm_eval(x, shape, weight=weight, bias=bias, eps=eps)
+''',
+    "_kb_adaln": '''
+
+def _kb_adaln(norm, x, scale, shift):
+    """norm(x) * (1 + scale) + shift with norm a LayerNorm module: npu_layer_norm_eval once
+    per row the modulation varies over, weight (1 + scale) * norm.weight and bias
+    shift + (1 + scale) * norm.bias (computed in float32, passed in x's dtype)."""
+    import itertools
+
+    x = x.expand(torch.broadcast_shapes(x.shape, scale.shape, shift.shape))  # as the sum is
+    lead = x.dim()
+    scale = scale.reshape((1,) * (lead - scale.dim()) + tuple(scale.shape)).float()
+    shift = shift.reshape((1,) * (lead - shift.dim()) + tuple(shift.shape)).float()
+    axes = [a for a in range(lead - 1) if scale.shape[a] > 1 or shift.shape[a] > 1]
+    weight = 1.0 if norm.weight is None else norm.weight.float()
+    bias = 0.0 if getattr(norm, "bias", None) is None else norm.bias.float()
+    shape = list(norm.normalized_shape)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    for idx in itertools.product(*(range(x.shape[a]) for a in axes)):
+        at = dict(zip(axes, idx))
+        pick = tuple(at.get(a, slice(None)) for a in range(lead - 1))
+        row = lambda t: t[tuple(at.get(a, 0) if t.shape[a] > 1 else 0 for a in range(lead - 1))]
+        s, b = 1 + row(scale), row(shift)
+        out[pick] = torch_npu.npu_layer_norm_eval(
+            x[pick], shape, weight=(s * weight).to(x.dtype), bias=(b + s * bias).to(x.dtype),
+            eps=norm.eps)
+    return out
+''',
+}
