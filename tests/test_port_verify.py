@@ -15,7 +15,7 @@ from kb.api.port import port, verify
 from kb.cli import main
 
 DATA = Path(__file__).parent / "data" / "port"
-MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked", "gpt_ln")
+MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked", "gpt_ln", "tiny_denoiser")
 
 
 def _port(name: str, out: Path) -> dict:
@@ -126,6 +126,13 @@ WRONG = [
         "_kb_adaln(self.norm2, x, shift2[:, None], scale2[:, None])",
         "DiTBlock.adaln_layer_norm#2",
     ),
+    # adaLN written as two statements: shift and scale swapped where the norm rebinds x
+    (
+        "tiny_denoiser",
+        "_kb_adaln(self.norm_out, x, scale_b[:, None].to(x.device), shift_b[:, None].to(x.device))",
+        "_kb_adaln(self.norm_out, x, shift_b[:, None].to(x.device), scale_b[:, None].to(x.device))",
+        "TinyDenoiser.adaln_layer_norm#2",
+    ),
     # the router's renormalisation dropped
     (
         "moe_block",
@@ -179,7 +186,7 @@ def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
     written = {Path(f["target"]).name for f in doc["files"]}
     assert written == {f"{m}.py" for m in MODELS} | {"modeling_tiny.py"}
     assert (tmp_path / "out" / "tiny_pkg" / "configuration_tiny.py").exists()  # copied
-    assert (tmp_path / "out" / "dense_llm.json").exists() is False  # only Python is ported
+    assert not (tmp_path / "out" / "dense_llm.json").exists()  # only Python is ported
     assert "_kb_stage(" in (tmp_path / "out" / "moe_block.py").read_text()
 
 

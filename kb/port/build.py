@@ -51,6 +51,7 @@ _SIZES: dict[str, Any] = {
     ),
     **dict.fromkeys(("n_shared_experts", "num_shared_experts"), 1),
     **dict.fromkeys(("max_position_embeddings", "max_seq_len", "seq_len"), 64),
+    "caption_projection_dim": 64,  # text states projected to the hidden size
     "multiple_of": 16,
     "first_k_dense_replace": 1,
 }
@@ -68,6 +69,7 @@ _AT_MOST: dict[str, int] = {
     ),
     **dict.fromkeys(("n_group", "n_expert_groups", "n_limited_groups", "topk_group"), 2),
     "sliding_window": 4,
+    "sample_size": 32,  # a denoiser's latent side
 }
 _KV_HEADS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num")
 _HEADS = ("num_attention_heads", "n_heads", "n_head", "num_heads", "heads")

@@ -36,11 +36,12 @@ def settings(model: Any, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def first_conv(model: Any) -> Any:
-    """The first module with weights of its own, when it is a convolution."""
+    """The first layer (a module without submodules) with weights, when it is a
+    convolution."""
     import torch
 
     for m in model.modules():
-        if any(True for _ in m.parameters(recurse=False)):
+        if next(m.children(), None) is None and any(True for _ in m.parameters()):
             return m if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d)) else None
     return None
 

@@ -11,9 +11,11 @@ no copy of its constructor's arguments.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
-from kb.port.spans import code, dotted, keyword, one_arg
+from kb.port.spans import _single_assign, code, dotted, keyword, one_arg
 
 LAYER_NORM_ROWS = {"layer_norm"}
 ADALN_ROWS = {"adaln_layer_norm"}
@@ -63,22 +65,91 @@ def _one_plus(node: cst.BaseExpression) -> str:
     return ""
 
 
-def adaln_parts(node: cst.BinaryOperation, norms: set[str]) -> tuple[str, str, str, str] | None:
+def _norm_call(node: cst.BaseExpression, norms: set[str]) -> tuple[str, str] | None:
+    """(``self.N``, x) of a call ``self.N(x)`` with ``N`` one of ``norms``."""
+    x = one_arg(node)
+    attr = dotted(node.func) if isinstance(node, cst.Call) else ""
+    if x is not None and attr.startswith("self.") and attr[5:] in norms:
+        return attr, code(x)
+    return None
+
+
+def adaln_parts(
+    node: cst.BaseExpression, norms: set[str], normed: tuple[str, str, str] | None = None
+) -> tuple[str, str, str, str] | None:
     """(norm module, x, scale, shift) of ``self.N(x) * (1 + scale) + shift`` with ``N`` one
-    of ``norms`` (either order of the sum and of the product)."""
-    if not isinstance(node.operator, cst.Add):
+    of ``norms`` (either order of the sum and of the product); ``normed`` (name, module, x)
+    also accepts that name as the normalised factor."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
         return None
     for prod, shift in ((node.left, node.right), (node.right, node.left)):
         prod = _bare(prod)
         if not (isinstance(prod, cst.BinaryOperation) and isinstance(prod.operator, cst.Multiply)):
             continue
-        for normed, factor in ((prod.left, prod.right), (prod.right, prod.left)):
-            x = one_arg(normed)
-            attr = dotted(normed.func) if isinstance(normed, cst.Call) else ""
+        for side, factor in ((prod.left, prod.right), (prod.right, prod.left)):
+            found = _norm_call(side, norms)
+            if normed and isinstance(side, cst.Name) and side.value == normed[0]:
+                found = normed[1], normed[2]
             scale = _one_plus(factor)
-            if x is not None and attr.startswith("self.") and attr[5:] in norms and scale:
-                return attr, code(x), scale, code(shift)
+            if found and scale:
+                return found[0], found[1], scale, code(shift)
     return None
+
+
+def fold_adaln(body: list[cst.BaseStatement], norms: set[str], emit: Any) -> bool:
+    """``y = self.N(x)`` then ``y = y * (1 + scale) + shift`` (diffusers' way of writing
+    it) into one statement ``y = emit(statement, (module, x, scale, shift), unfused)``, in
+    place.  The scale and shift must not read ``y`` (when ``y`` is ``x``, its device and
+    dtype are the same before and after the norm, so those may be read)."""
+    out: list[cst.BaseStatement] = []
+    changed, i = False, 0
+    while i < len(body):
+        first = _single_assign(body[i])
+        second = _single_assign(body[i + 1]) if i + 1 < len(body) else None
+        found = _norm_call(first[1], norms) if first else None
+        parts = None
+        if first and second and found and first[0] == second[0]:
+            y = first[0]
+            parts = adaln_parts(second[1], norms, (y, *found))
+            if parts and any(_reads(t, y, strict=y != found[1]) for t in parts[2:]):
+                parts = None
+        if first is None or second is None or parts is None:
+            out.append(body[i])
+            i += 1
+            continue
+        unfused = _substitute(second[1], first[0], code(first[1]))
+        stmt = cst.parse_statement(f"{first[0]} = {emit(body[i + 1], parts, unfused)}")
+        lead = [*getattr(body[i], "leading_lines", ()), *getattr(body[i + 1], "leading_lines", ())]
+        out.append(stmt.with_changes(leading_lines=lead))
+        changed, i = True, i + 2
+    body[:] = out
+    return changed
+
+
+def _reads(text: str, name: str, strict: bool) -> bool:
+    """``name`` read in ``text`` (not strict: other than for its device or dtype)."""
+    import re
+
+    bare = text if strict else re.sub(rf"\b{re.escape(name)}\.(device|dtype)\b", "", text)
+    return re.search(rf"\b{re.escape(name)}\b", bare) is not None
+
+
+def _substitute(node: cst.BaseExpression, name: str, by: str) -> str:
+    """``node``'s code with the factor ``name`` (a bare name operand) replaced by ``by``."""
+
+    class _T(cst.CSTTransformer):
+        def leave_BinaryOperation(
+            self, original: cst.BinaryOperation, updated: cst.BinaryOperation
+        ) -> cst.BinaryOperation:
+            if isinstance(updated.operator, cst.Multiply):
+                for side in ("left", "right"):
+                    v = getattr(updated, side)
+                    if isinstance(v, cst.Name) and v.value == name:
+                        new = cst.parse_expression(f"({by})")
+                        return updated.with_changes(**{side: new})
+            return updated
+
+    return code(node.visit(_T()))
 
 
 def layer_norm_call(node: cst.Call) -> tuple[str, ...] | None:

@@ -10,6 +10,7 @@ was not rewritten and why; nothing else in the file changes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import libcst as cst
@@ -158,6 +159,11 @@ class Porter(cst.CSTTransformer):
             return [s for s in self.by_module[self.cls[-1]] if s.mapping in rows]
         return [s for ss in self.by_module.values() for s in ss if s.mapping in rows]
 
+    def _adaln(self, s: Stage, node: cst.CSTNode, parts: tuple[str, ...], unfused: str) -> str:
+        self.result.helpers.append("_kb_adaln")
+        fused = "_kb_adaln({}, {}, {}, {})".format(*parts)
+        return code(self._emit(s, node, fused, unfused, operator="npu_layer_norm_eval"))
+
     def _inside(self, rows: set[str]) -> list[Stage]:
         """Stages of ``rows`` planned for the enclosing class (none outside a class)."""
         inside = self.cls and self.cls[-1] in self.by_module
@@ -209,11 +215,7 @@ class Porter(cst.CSTTransformer):
         adaln = self._inside(norms.ADALN_ROWS)
         found_ln = norms.adaln_parts(updated, self._layer_norms()) if adaln else None
         if adaln and found_ln is not None:
-            self.result.helpers.append("_kb_adaln")
-            fused = "_kb_adaln({}, {}, {}, {})".format(*found_ln)
-            return self._emit(
-                adaln[0], original, fused, code(updated), operator="npu_layer_norm_eval"
-            )
+            return cst.parse_expression(self._adaln(adaln[0], original, found_ln, code(updated)))
         rope = self._candidates(ROPE_ROWS)
         parts = rope_parts(updated) if rope else None
         if rope and parts is not None:
@@ -359,7 +361,12 @@ class Porter(cst.CSTTransformer):
     def leave_IndentedBlock(
         self, original: cst.IndentedBlock, updated: cst.IndentedBlock
     ) -> cst.IndentedBlock:
-        """``s = x + y; r = s; h = self.norm(s)`` into one residual add + RMSNorm call."""
+        """``s = x + y; r = s; h = self.norm(s)`` into one residual add + RMSNorm call;
+        ``h = self.norm(x); h = h * (1 + scale) + shift`` into one adaLN call."""
+        adaln = self._inside(norms.ADALN_ROWS) if self.fn else []
+        body = list(updated.body)
+        if adaln and norms.fold_adaln(body, self._layer_norms(), partial(self._adaln, adaln[0])):
+            updated = updated.with_changes(body=body)
         stages = [
             st
             for st in (self.by_module.get(self.cls[-1], []) if self.cls and self.fn else [])
