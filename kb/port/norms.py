@@ -149,7 +149,9 @@ def _substitute(node: cst.BaseExpression, name: str, by: str) -> str:
                         return updated.with_changes(**{side: new})
             return updated
 
-    return code(node.visit(_T()))
+    new = node.visit(_T())
+    assert isinstance(new, cst.CSTNode)
+    return code(new)
 
 
 def layer_norm_call(node: cst.Call) -> tuple[str, ...] | None:
