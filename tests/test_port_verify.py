@@ -284,3 +284,16 @@ def test_the_config_class_of_a_sibling_module_builds_the_model(tmp_path: Path) -
     assert doc["passed"], doc["failures"]
     assert not doc["stages_not_reached"]
     assert {r["class"] for r in doc["runs"] if not r["not_run"]} == {"TinyModel"}
+
+
+def test_a_config_subclass_with_its_own_constructor_is_shrunk() -> None:
+    """Sizes the subclass's constructor names (no dataclass fields of its base) are shrunk
+    from its defaults too, so the model is built at the tiny size."""
+    import inspect
+
+    from kb.port.build import config_object, load_module
+
+    ns = load_module(str(DATA / "tiny_pkg" / "modeling_tiny.py"))
+    cfg = config_object(ns, {}, inspect.Parameter.empty)
+    assert type(cfg).__name__ == "TinyConfig"
+    assert (cfg.hidden_size, cfg.intermediate_size) == (64, 128)

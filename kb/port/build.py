@@ -208,8 +208,11 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
 def _filled(cls: Any, cfg: dict[str, Any]) -> Any:
     """A config class's instance: a dataclass from its own defaults shrunk and ``cfg``
     (fields left at their defaults not passed), else from ``cfg`` over its defaults."""
-    if dataclasses.is_dataclass(cls):
-        fields = dataclasses.fields(cls)
+    named = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+    # a dataclass's own constructor; a subclass with its own __init__ (remote-code configs
+    # over transformers' dataclass base) names sizes that are no fields: read as below
+    if fields and named <= {f.name for f in fields} | {"kwargs", "args"}:
         own = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
         merged = shrink({**own, **cfg})
         make: Any = cls

@@ -1,8 +1,13 @@
-"""The configuration class of the tiny package (its base named as HF names its own)."""
+"""The configuration class of the tiny package: its base a dataclass named as HF names its
+own, the subclass with a constructor of its own (as remote-code configs over transformers'
+dataclass base are)."""
+
+from dataclasses import dataclass
 
 
+@dataclass(init=False)
 class PretrainedConfig:
-    model_type = ""
+    model_type: str = ""
 
     def __init__(self, **kwargs):
         for key, value in kwargs.items():
