@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -79,6 +80,19 @@ def one(original: Path, config: Path | None, scratch: Path) -> dict[str, Any]:
     return row
 
 
+def apart(original: Path, config: Path | None, scratch: Path) -> dict[str, Any]:
+    """:func:`one` in a process of its own: a model's imports, the emulator it ran under
+    and its memory never reach the next model (a library imported after another model's
+    emulated run would see a torch_npu that is not there)."""
+    args = [sys.executable, __file__, "--one", str(original), str(config or ""), str(scratch)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    last = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not last:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"file": str(original), "error": f"exit {done.returncode}: {tail[:200]}"}
+    return dict(json.loads(last[-1]))
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """Per model and stage the worst absolute error in float32 and in bfloat16 (over the
     runs that measured it; 'refused' where the kernel took no such input), and the verdict."""
@@ -136,7 +150,12 @@ def main(argv: list[str]) -> int:
         "holding models/); else the installed package",
     )
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.one:  # one model, in the process apart() started
+        original, config, scratch = args.one
+        print(json.dumps(one(Path(original), Path(config) if config else None, Path(scratch))))
+        return 0
     todo: list[tuple[str, Path, Path | None]] = []
     if args.origset:
         manifest = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
@@ -174,7 +193,7 @@ def main(argv: list[str]) -> int:
         for name, path, cfg in todo:
             scratch = Path(tmp) / name.replace(":", "_")
             scratch.mkdir()
-            row = {"name": name, **one(path, cfg, scratch)}
+            row = {"name": name, **apart(path, cfg, scratch)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(table(rows))

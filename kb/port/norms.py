@@ -26,26 +26,46 @@ DONE = {
 }
 
 
-def layer_norm_attrs(cls: cst.ClassDef) -> set[str]:
-    """Attributes ``__init__`` builds from a ``*LayerNorm`` class (torch's or one of the
-    same name)."""
-    found: set[str] = set()
+def built_from(cls: cst.ClassDef, suffix: str) -> dict[str, cst.Call]:
+    """Attributes ``__init__`` builds by calling a class whose name ends with ``suffix``
+    (``LayerNorm``, ``GELU``: torch's or one of the same name), with that call."""
+    found: dict[str, cst.Call] = {}
 
     class _V(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            if not isinstance(node.value, cst.Call):
-                return
-            if not dotted(node.value.func).endswith("LayerNorm"):
+            value = node.value
+            if not (isinstance(value, cst.Call) and dotted(value.func).endswith(suffix)):
                 return
             for t in node.targets:
                 name = dotted(t.target)
                 if name.startswith("self."):
-                    found.add(name[5:])
+                    found[name[5:]] = value
 
     for st in cls.body.body:
         if isinstance(st, cst.FunctionDef) and st.name.value == "__init__":
             st.visit(_V())
     return found
+
+
+def layer_norm_attrs(cls: cst.ClassDef) -> set[str]:
+    """Attributes ``__init__`` builds from a ``*LayerNorm`` class."""
+    return set(built_from(cls, "LayerNorm"))
+
+
+def gelu_call(node: cst.Call, gelus: dict[str, cst.Call]) -> tuple[str, str] | None:
+    """(x, approximate) of ``F.gelu(x[, approximate=...])`` or of ``self.act(x)`` with
+    ``act`` built from ``nn.GELU(...)`` (``gelus``); approximate 'none' or 'tanh'."""
+    x = one_arg(node) if not isinstance(node.func, cst.Name) or node.args else None
+    callee = dotted(node.func)
+    if callee.startswith("self.") and callee[5:] in gelus and x is not None:
+        mode = keyword(gelus[callee[5:]], "approximate", 0) or "'none'"
+    elif callee.rsplit(".", 1)[-1] == "gelu" and node.args:
+        x = node.args[0].value if node.args[0].keyword is None else None
+        mode = keyword(node, "approximate", 1) or "'none'"
+    else:
+        return None
+    mode = mode.strip("'\"")
+    return (code(x), mode) if x is not None and mode in ("none", "tanh") else None
 
 
 def _bare(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -37,7 +37,7 @@ from kb.port.spans import (
 #: mappings rewritten as a norm class's whole forward
 NORM_ROWS = {"rms_norm", "rms_norm_one_plus_w"}
 GLU_ROWS = {"swiglu", "geglu"}
-GELU_ROWS = {"gelu_tanh"}
+GELU_ROWS = {"gelu_tanh", "gelu"}
 ROPE_ROWS = {"rope_half", "rope_interleave"}
 ROUTER_ROWS = {"router_softmax_topk"}
 RESIDUAL_ROWS = {"add_rms_norm"}
@@ -285,14 +285,14 @@ class Porter(cst.CSTTransformer):
             return self._attention(original, updated)
         if callee.rsplit(".", 1)[-1] in ("matmul", "bmm"):
             return self._eager(original, updated)
-        gelu = self._candidates(GELU_ROWS) if self.cls and self.cls[-1] in self.by_module else []
-        if gelu and callee.endswith("gelu") and updated.args:
-            approx = keyword(updated, "approximate", 1)
-            if approx and approx.strip("'\"") == "tanh":
-                x = code(updated.args[0].value)
-                return self._emit(
-                    gelu[0], original, f"torch_npu.npu_gelu({x}, approximate='tanh')", code(updated)
-                )
+        gelu = self._inside(GELU_ROWS)
+        cls = self.classes.get(self.cls[-1]) if gelu else None
+        act = norms.gelu_call(updated, norms.built_from(cls, "GELU")) if cls else None
+        row = {"tanh": "gelu_tanh", "none": "gelu"}.get(act[1]) if act else None
+        s = next((g for g in gelu if g.mapping == row), None)
+        if act and s:
+            fused = f"torch_npu.npu_gelu({act[0]}, approximate={act[1]!r})"
+            return self._emit(s, original, fused, code(updated), approximate=act[1])
         ln = self._inside(norms.LAYER_NORM_ROWS)
         found_ln = norms.layer_norm_call(updated) if ln and callee.endswith("layer_norm") else None
         if ln and found_ln is not None:
