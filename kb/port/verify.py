@@ -344,8 +344,12 @@ def _verify(
             dtype = getattr(torch, dt)
             for phase in phases:
                 runs.append(_run(orig, port, name, cfg, dtype, phase, product, seed, stages))
-        if not modules and any(r.cls == name and not r.not_run for r in runs):
-            break  # the outermost class that runs covers the classes inside it
+        # the outermost class that runs covers the classes inside it; one that ran but
+        # left stages unmeasured (an MLP class nothing builds, beside the experts) does not
+        reached = {s.stage for r in runs if not r.not_run for s in r.stages}
+        ran = any(r.cls == name and not r.not_run for r in runs)
+        if not modules and ran and reached >= set(stages):
+            break
     return _document(original, ported, model_config, runs, stages)
 
 

@@ -1,6 +1,7 @@
 """A model whose configuration class lives in a sibling module and whose namespace also
 holds an output dataclass (as remote-code modelling files import their ModelOutput types);
-the configuration JSON it is verified with names no model_type."""
+the configuration JSON it is verified with names no model_type.  An MLP class nothing
+builds comes first."""
 
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -27,6 +28,20 @@ class TinyRMSNorm(nn.Module):
         variance = hidden_states.float().pow(2).mean(-1, keepdim=True)
         normed = hidden_states.float() * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * normed.to(hidden_states.dtype)
+
+
+class TinyUnusedMLP(nn.Module):
+    """Defined beside the model and built by nothing in the file (as a dense MLP class
+    beside the experts of a MoE modelling file)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.gate = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 class TinyModel(nn.Module):
