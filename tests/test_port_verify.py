@@ -131,7 +131,14 @@ WRONG = [
         "tiny_denoiser",
         "_kb_adaln(self.norm_out, x, scale_b[:, None].to(x.device), shift_b[:, None].to(x.device))",
         "_kb_adaln(self.norm_out, x, shift_b[:, None].to(x.device), scale_b[:, None].to(x.device))",
-        "TinyDenoiser.adaln_layer_norm#2",
+        "TinyDenoiser.adaln_layer_norm#3",
+    ),
+    # adaLN through a helper function: its shift and scale arguments swapped
+    (
+        "tiny_denoiser",
+        "_kb_adaln(self.norm_pre, x, (scale_a).unsqueeze(1), (shift_b).unsqueeze(1))",
+        "_kb_adaln(self.norm_pre, x, (shift_b).unsqueeze(1), (scale_a).unsqueeze(1))",
+        "TinyDenoiser.adaln_layer_norm",
     ),
     # the router's renormalisation dropped
     (

@@ -223,3 +223,57 @@ def _kb_adaln(norm, x, scale, shift):
     return out
 ''',
 }
+
+
+def one_return_functions(module: cst.Module) -> dict[str, tuple[list[str], cst.BaseExpression]]:
+    """The file's functions whose body is one ``return EXPR`` (a docstring aside):
+    name -> (positional parameters, EXPR); DiT's ``modulate(x, shift, scale)``."""
+    out: dict[str, tuple[list[str], cst.BaseExpression]] = {}
+    for st in module.body:
+        if not isinstance(st, cst.FunctionDef) or not isinstance(st.body, cst.IndentedBlock):
+            continue
+        body = [
+            s
+            for s in st.body.body
+            if not (
+                isinstance(s, cst.SimpleStatementLine)
+                and isinstance(s.body[0], cst.Expr)
+                and isinstance(s.body[0].value, cst.SimpleString)
+            )
+        ]
+        p = st.params
+        if p.star_arg is not cst.MaybeSentinel.DEFAULT or p.kwonly_params or p.star_kwarg:
+            continue
+        if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine):
+            ret = body[0].body[0]
+            if isinstance(ret, cst.Return) and ret.value is not None:
+                out[st.name.value] = ([q.name.value for q in p.params], ret.value)
+    return out
+
+
+def inline(call: cst.Call, fns: dict[str, tuple[list[str], cst.BaseExpression]]) -> Any:
+    """The expression a call of one of ``fns`` computes, its parameters replaced by the
+    call's arguments (parenthesised); None when the call does not bind every parameter."""
+    found = fns.get(dotted(call.func))
+    if found is None or any(a.star for a in call.args):
+        return None
+    params, expr = found
+    bound: dict[str, cst.BaseExpression] = {}
+    for i, a in enumerate(call.args):
+        name = a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else "")
+        if name not in params or name in bound:
+            return None
+        bound[name] = a.value
+    if set(bound) != set(params):
+        return None
+
+    class _T(cst.CSTTransformer):
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+            if updated.value in bound:
+                return cst.parse_expression(f"({code(bound[updated.value])})")
+            return updated
+
+        def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> Any:
+            return updated.with_changes(attr=original.attr)  # x.attr: only x is a name
+
+    return expr.visit(_T())

@@ -79,6 +79,7 @@ class Porter(cst.CSTTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         """The file's classes, for what a layer's norm attribute is."""
         self.classes = {st.name.value: st for st in node.body if isinstance(st, cst.ClassDef)}
+        self.fns = norms.one_return_functions(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.cls.append(node.name.value)
@@ -293,6 +294,11 @@ class Porter(cst.CSTTransformer):
         if act and s:
             fused = f"torch_npu.npu_gelu({act[0]}, approximate={act[1]!r})"
             return self._emit(s, original, fused, code(updated), approximate=act[1])
+        adaln = self._inside(norms.ADALN_ROWS) if callee in self.fns else []
+        body = norms.inline(updated, self.fns) if adaln else None  # modulate(self.norm(x), ..)
+        found = norms.adaln_parts(body, self._layer_norms()) if body is not None else None
+        if adaln and found is not None:
+            return cst.parse_expression(self._adaln(adaln[0], original, found, code(updated)))
         ln = self._inside(norms.LAYER_NORM_ROWS)
         found_ln = norms.layer_norm_call(updated) if ln and callee.endswith("layer_norm") else None
         if ln and found_ln is not None:

@@ -1,11 +1,17 @@
 """A latent denoiser written for the port tests: a convolution patchifies the latent, the
 forward takes a timestep, class labels and text states by name, and the adaLN modulation
-is written as two statements (the norm's result, then the modulation of that name)."""
+is written as two statements (the norm's result, then the modulation of that name) and
+through a helper function."""
 
 import math
 
 import torch
 from torch import nn
+
+
+def modulate(x, shift, scale):
+    """The adaLN modulation as a helper (DiT's way of writing it)."""
+    return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
 
 
 class TinyDenoiser(nn.Module):
@@ -27,6 +33,8 @@ class TinyDenoiser(nn.Module):
         self.cond = nn.Linear(hidden_size, 4 * hidden_size)
         self.norm_mid = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
         self.mix = nn.Linear(hidden_size, hidden_size)
+        self.norm_pre = nn.LayerNorm(hidden_size, elementwise_affine=False, eps=1e-6)
+        self.mix_pre = nn.Linear(hidden_size, hidden_size)
         self.norm_out = nn.LayerNorm(hidden_size, eps=1e-6)
         self.proj_out = nn.Linear(hidden_size, patch_size * patch_size * in_channels)
 
@@ -38,6 +46,7 @@ class TinyDenoiser(nn.Module):
         t = self.time(torch.cat([angles.cos(), angles.sin()], dim=-1).to(x.dtype))
         c = t + self.labels(class_labels) + self.text(encoder_hidden_states).mean(1)
         shift_a, scale_a, shift_b, scale_b = self.cond(nn.functional.silu(c)).chunk(4, dim=-1)
+        x = x + self.mix_pre(modulate(self.norm_pre(x), shift_b, scale_a))
         normed = self.norm_mid(x)
         normed = normed * (1 + scale_a.unsqueeze(1)) + shift_a.unsqueeze(1)
         x = x + self.mix(normed)
