@@ -5,7 +5,9 @@
 ``--origset ROOT`` is what ``scripts/fetch_origset.py ROOT`` laid out (the manifest
 ``tests/data/scan-origset.yaml`` names each file and its checkpoint config); ``--hf llama``
 ports ``transformers/models/llama/modeling_llama.py`` (``--hf-root``: the unzipped wheel;
-else the installed package) with its config class's defaults, shrunk.  Each model is ported into a scratch folder and verified in
+else the installed package) with its config class's defaults, shrunk; ``--diffusers
+dit_transformer_2d`` ports ``diffusers/models/transformers/dit_transformer_2d.py`` the same
+way (``--diffusers-root``; its registered defaults, shrunk).  Each model is ported into a scratch folder and verified in
 float32 and bfloat16, prefill and decode.  Model code is read where it lies, never copied
 into the project.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,6 +80,50 @@ def one(original: Path, config: Path | None, scratch: Path) -> dict[str, Any]:
     return row
 
 
+def apart(original: Path, config: Path | None, scratch: Path) -> dict[str, Any]:
+    """:func:`one` in a process of its own: a model's imports, the emulator it ran under
+    and its memory never reach the next model (a library imported after another model's
+    emulated run would see a torch_npu that is not there)."""
+    args = [sys.executable, __file__, "--one", str(original), str(config or ""), str(scratch)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    last = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not last:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"file": str(original), "error": f"exit {done.returncode}: {tail[:200]}"}
+    return dict(json.loads(last[-1]))
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Per model and stage the worst absolute error in float32 and in bfloat16 (over the
+    runs that measured it; 'refused' where the kernel took no such input), and the verdict."""
+    lines = ["| model | stage | float32 | bfloat16 | verdict |", "|---|---|---|---|---|"]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['name']} | | | | {row['error'][:120]} |")
+            continue
+        worst: dict[str, dict[str, Any]] = {}
+        for run in row["runs"]:
+            for stage, got in run["stages"].items():
+                cell = worst.setdefault(stage, {})
+                old = cell.get(run["dtype"])
+                if got == "rejected":
+                    cell.setdefault(run["dtype"], "refused")
+                elif not isinstance(old, float) or got[0] > old:
+                    cell[run["dtype"]] = float(got[0])
+        verdict = "passed" if row["passed"] else "FAILED"
+        for stage in row["stages"]:
+            cell = worst.get(stage)
+            if cell is None:
+                lines.append(f"| {row['name']} | {stage} | not reached | | {verdict} |")
+                continue
+            f32, b16 = (
+                f"{v:.2g}" if isinstance(v, float) else str(v or "")
+                for v in (cell.get("float32"), cell.get("bfloat16"))
+            )
+            lines.append(f"| {row['name']} | {stage} | {f32} | {b16} | {verdict} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--origset", type=Path)
@@ -88,8 +135,27 @@ def main(argv: list[str]) -> int:
         help="the folder holding the transformers package (the wheel unzipped); read in "
         "place of the installed one, as the scan development set reads it",
     )
+    ap.add_argument(
+        "--diffusers",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a diffusers transformer, named by its file in models/transformers without .py "
+        "(dit_transformer_2d, pixart_transformer_2d, transformer_sd3)",
+    )
+    ap.add_argument(
+        "--diffusers-root",
+        type=Path,
+        help="the diffusers package folder (the wheel unzipped: DIR/diffusers or the folder "
+        "holding models/); else the installed package",
+    )
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.one:  # one model, in the process apart() started
+        original, config, scratch = args.one
+        print(json.dumps(one(Path(original), Path(config) if config else None, Path(scratch))))
+        return 0
     todo: list[tuple[str, Path, Path | None]] = []
     if args.origset:
         manifest = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
@@ -112,14 +178,25 @@ def main(argv: list[str]) -> int:
 
             base = Path(transformers.__file__).parent / "models"
         todo += [(f"hf:{m}", base / m / f"modeling_{m}.py", None) for m in args.hf]
+    if args.diffusers:
+        if args.diffusers_root:
+            root = args.diffusers_root
+            root = root / "diffusers" if (root / "diffusers" / "models").is_dir() else root
+        else:
+            import diffusers
+
+            root = Path(diffusers.__file__).parent
+        base = root / "models" / "transformers"
+        todo += [(f"diffusers:{m}", base / f"{m}.py", None) for m in args.diffusers]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, path, cfg in todo:
             scratch = Path(tmp) / name.replace(":", "_")
             scratch.mkdir()
-            row = {"name": name, **one(path, cfg, scratch)}
+            row = {"name": name, **apart(path, cfg, scratch)}
             rows.append(row)
             print(json.dumps(row), flush=True)
+    print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -18,7 +18,7 @@ from kb.cli import main
 pytestmark = pytest.mark.heavy
 
 DATA = Path(__file__).parent / "data" / "port"
-MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked")
+MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked", "gpt_ln", "tiny_denoiser")
 
 
 def _port(name: str, out: Path) -> dict:
@@ -57,9 +57,12 @@ def test_port_rewrites_each_stage_and_keeps_the_rest(tmp_path: Path) -> None:
 def test_port_notes_what_it_cannot_write(tmp_path: Path) -> None:
     doc = _port("dit_block", tmp_path / "p.py")
     notes = doc["files"][0]["notes"]
-    assert any("adaln-modulation-as-norm-weight" in n for n in notes["DiTBlock"])
+    assert any("prerequisite cu-seqlens" in n for n in notes["SelfAttention"])
     text = (tmp_path / "p.py").read_text()
-    assert "# kb port: TODO(kb port): prerequisite adaln-modulation-as-norm-weight" in text
+    assert "# kb port: TODO(kb port): prerequisite cu-seqlens" in text
+    # the adaLN modulation is folded into the norm's weight and bias in code: no TODO
+    assert "prerequisite adaln-modulation-as-norm-weight" not in text
+    assert "DiTBlock.adaln_layer_norm#2" in doc["files"][0]["stages"]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -104,6 +107,41 @@ WRONG = [
         "_kb_moe_experts(tokens, expert_ids, expert_weights,",
         "_kb_moe_experts(tokens, expert_ids, torch.ones_like(expert_weights),",
         "PackedExperts.moe_experts_loop",
+    ),
+    # a LayerNorm's bias dropped
+    (
+        "gpt_ln",
+        "self.weight, self.bias, 1e-5)",
+        "self.weight, None, 1e-5)",
+        "BiasedLayerNorm.layer_norm",
+    ),
+    # adaLN shift and scale swapped (an affine LayerNorm under the modulation)
+    (
+        "gpt_ln",
+        "x, scale.unsqueeze(1), shift.unsqueeze(1))",
+        "x, shift.unsqueeze(1), scale.unsqueeze(1))",
+        "GptLnBlock.adaln_layer_norm",
+    ),
+    # adaLN shift and scale swapped on a LayerNorm without affine
+    (
+        "dit_block",
+        "_kb_adaln(self.norm2, x, scale2[:, None], shift2[:, None])",
+        "_kb_adaln(self.norm2, x, shift2[:, None], scale2[:, None])",
+        "DiTBlock.adaln_layer_norm#2",
+    ),
+    # adaLN written as two statements: shift and scale swapped where the norm rebinds x
+    (
+        "tiny_denoiser",
+        "_kb_adaln(self.norm_out, x, scale_b[:, None].to(x.device), shift_b[:, None].to(x.device))",
+        "_kb_adaln(self.norm_out, x, shift_b[:, None].to(x.device), scale_b[:, None].to(x.device))",
+        "TinyDenoiser.adaln_layer_norm#3",
+    ),
+    # adaLN through a helper function: its shift and scale arguments swapped
+    (
+        "tiny_denoiser",
+        "_kb_adaln(self.norm_pre, x, (scale_a).unsqueeze(1), (shift_b).unsqueeze(1))",
+        "_kb_adaln(self.norm_pre, x, (shift_b).unsqueeze(1), (scale_a).unsqueeze(1))",
+        "TinyDenoiser.adaln_layer_norm",
     ),
     # the router's renormalisation dropped
     (
@@ -156,8 +194,9 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
     doc = port(str(DATA), str(tmp_path / "out"), product="atlas-a2")
     written = {Path(f["target"]).name for f in doc["files"]}
-    assert written == {f"{m}.py" for m in MODELS}
-    assert (tmp_path / "out" / "dense_llm.json").exists() is False  # only Python is ported
+    assert written == {f"{m}.py" for m in MODELS} | {"modeling_tiny.py"}
+    assert (tmp_path / "out" / "tiny_pkg" / "configuration_tiny.py").exists()  # copied
+    assert not (tmp_path / "out" / "dense_llm.json").exists()  # only Python is ported
     assert "_kb_stage(" in (tmp_path / "out" / "moe_block.py").read_text()
 
 
@@ -242,3 +281,30 @@ def test_the_port_never_writes_over_what_it_ports(tmp_path: Path) -> None:
             port(str(src), str(out), product="atlas-a2")
     assert model.read_bytes() == before
     assert not (tmp_path / "sub").exists()
+
+
+def test_the_config_class_of_a_sibling_module_builds_the_model(tmp_path: Path) -> None:
+    """A configuration JSON without model_type: the package's own config class is used, not
+    an output dataclass the modelling file imports (so the whole model is built), and a
+    class that runs without reaching every stage is not the last one tried."""
+    original = DATA / "tiny_pkg" / "modeling_tiny.py"
+    out = tmp_path / "modeling_tiny_npu.py"
+    port(str(original), str(out), product="atlas-a2")
+    doc = verify(str(original), str(out), str(DATA / "tiny_pkg.json"), phases=("prefill",))
+    assert doc["passed"], doc["failures"]
+    assert not doc["stages_not_reached"]
+    # the unused class runs first and leaves the model's stages unmeasured: the model runs
+    assert {r["class"] for r in doc["runs"] if not r["not_run"]} == {"TinyUnusedMLP", "TinyModel"}
+
+
+def test_a_config_subclass_with_its_own_constructor_is_shrunk() -> None:
+    """Sizes the subclass's constructor names (no dataclass fields of its base) are shrunk
+    from its defaults too, so the model is built at the tiny size."""
+    import inspect
+
+    from kb.port.build import config_object, load_module
+
+    ns = load_module(str(DATA / "tiny_pkg" / "modeling_tiny.py"))
+    cfg = config_object(ns, {}, inspect.Parameter.empty)
+    assert type(cfg).__name__ == "TinyConfig"
+    assert (cfg.hidden_size, cfg.intermediate_size) == (64, 128)

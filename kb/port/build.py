@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kb.port import conditioning
+
 #: tiny sizes: key -> value (or a function of the original value)
 _SIZES: dict[str, Any] = {
     **dict.fromkeys(("hidden_size", "dim", "d_model", "n_embd", "model_dim", "emb_dim"), 64),
@@ -49,6 +51,7 @@ _SIZES: dict[str, Any] = {
     ),
     **dict.fromkeys(("n_shared_experts", "num_shared_experts"), 1),
     **dict.fromkeys(("max_position_embeddings", "max_seq_len", "seq_len"), 64),
+    "caption_projection_dim": 64,  # text states projected to the hidden size
     "multiple_of": 16,
     "first_k_dense_replace": 1,
 }
@@ -66,6 +69,7 @@ _AT_MOST: dict[str, int] = {
     ),
     **dict.fromkeys(("n_group", "n_expert_groups", "n_limited_groups", "topk_group"), 2),
     "sliding_window": 4,
+    "sample_size": 32,  # a denoiser's latent side
 }
 _KV_HEADS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num")
 _HEADS = ("num_attention_heads", "n_heads", "n_head", "num_heads", "heads")
@@ -173,12 +177,13 @@ def _config_class(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
         for v in vars(ns).values()
         if inspect.isclass(v)
         and (
-            dataclasses.is_dataclass(v)
+            (dataclasses.is_dataclass(v) and not issubclass(v, dict))  # not a model output
             or any(b.__name__.endswith("PretrainedConfig") for b in v.__mro__)
             or any(b.__name__.endswith("PreTrainedConfig") for b in v.__mro__)
         )
     ]
-    typed = [v for v in found if getattr(v, "model_type", None) == cfg.get("model_type")]
+    kind = cfg.get("model_type")
+    typed = [v for v in found if kind and getattr(v, "model_type", None) == kind]
     package = getattr(ns, "__name__", "").rpartition(".")[0]
     own = [v for v in found if v.__module__.rpartition(".")[0] == package]
     pool = typed or own or found
@@ -203,8 +208,11 @@ def config_object(ns: Any, cfg: dict[str, Any], annotation: Any) -> Any:
 def _filled(cls: Any, cfg: dict[str, Any]) -> Any:
     """A config class's instance: a dataclass from its own defaults shrunk and ``cfg``
     (fields left at their defaults not passed), else from ``cfg`` over its defaults."""
-    if dataclasses.is_dataclass(cls):
-        fields = dataclasses.fields(cls)
+    named = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+    # a dataclass's own constructor; a subclass with its own __init__ (remote-code configs
+    # over transformers' dataclass base) names sizes that are no fields: read as below
+    if fields and named <= {f.name for f in fields} | {"kwargs", "args"}:
         own = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
         merged = shrink({**own, **cfg})
         make: Any = cls
@@ -294,6 +302,11 @@ def inputs(model: Any, cfg: dict[str, Any], dtype: Any, seed: int, seq: int = SE
         any(isinstance(m, torch.nn.Embedding) for m in model.modules())
         and ids_name.endswith(("ids", "tokens", "idx", "input"))
     )
+    conv = conditioning.first_conv(model)
+    if conv is not None:  # a denoiser: an image-shaped input and its conditioning by name
+        own = conditioning.settings(model, cfg)
+        x = conditioning.image(conv, own, BATCH, gen, dtype)
+        return [[x, conditioning.keywords(model, own, BATCH, gen, dtype)]]
     h = width(model)
     vocab = next((cfg[k] for k in ("vocab_size", "n_vocab") if k in cfg), None)
     first: Any

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kb.port import norms
 from kb.port.spans import Stage
 
 #: prerequisites a port can do in code (and how it does them)
 DONE_IN_CODE = {
     "merged-gate-up": "the gate and up weights concatenated once at first use (KB_WEIGHT_MAP)",
     "rope-precompute": "cos/sin passed to the kernel as the module computes them",
+    **norms.DONE,
 }
 _PROVEN_LINE = re.compile(r":(\d+)\b")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kb.port import norms
+
 SWITCH = "KB_PORT_UNFUSED"
 
 _HEAD = '''
@@ -138,6 +140,9 @@ def _kb_topk_softmax(logits, k, dtype):
     return weights.to(dtype).reshape(shape), ids.long().reshape(shape)
 ''',
 }
+
+
+HELPERS.update(norms.HELPERS)
 
 
 def head(stages: dict[str, dict[str, Any]], weights: dict[str, Any], helpers: list[str]) -> str:

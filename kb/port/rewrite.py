@@ -10,15 +10,18 @@ was not rewritten and why; nothing else in the file changes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import eager, experts
+from kb.port import eager, experts, norms
 from kb.port.spans import (
     SDPA,
     Stage,
+    _assigns,
+    _init_facts,
     _passing,
     _single_assign,
     code,
@@ -34,7 +37,7 @@ from kb.port.spans import (
 #: mappings rewritten as a norm class's whole forward
 NORM_ROWS = {"rms_norm", "rms_norm_one_plus_w"}
 GLU_ROWS = {"swiglu", "geglu"}
-GELU_ROWS = {"gelu_tanh"}
+GELU_ROWS = {"gelu_tanh", "gelu"}
 ROPE_ROWS = {"rope_half", "rope_interleave"}
 ROUTER_ROWS = {"router_softmax_topk"}
 RESIDUAL_ROWS = {"add_rms_norm"}
@@ -50,43 +53,6 @@ class Result:
     weights: dict[str, Any] = field(default_factory=dict)
     helpers: list[str] = field(default_factory=list)
     done: set[tuple[str, str]] = field(default_factory=set)  # (module, mapping) rewritten
-
-
-def _init_facts(cls: cst.ClassDef) -> tuple[set[str], list[str], list[str]]:
-    """(linear attributes, 1-D parameter attributes, eps-like attributes) from __init__."""
-    linears: set[str] = set()
-    params: list[str] = []
-    eps: list[str] = []
-    for stmt in cls.body.body:
-        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"):
-            continue
-        for node in _assigns(stmt):
-            target, value = node
-            if not target.startswith("self."):
-                continue
-            attr = target[5:]
-            callee = dotted(value.func) if isinstance(value, cst.Call) else ""
-            if callee.endswith("Linear"):
-                linears.add(attr)
-            elif callee.endswith("Parameter"):
-                params.append(attr)
-            if "eps" in attr.lower():
-                eps.append(attr)
-    return linears, params, eps
-
-
-def _assigns(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
-    out: list[tuple[str, cst.BaseExpression]] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for t in node.targets:
-                name = dotted(t.target)
-                if name:
-                    out.append((name, node.value))
-
-    fn.visit(_V())
-    return out
 
 
 class Porter(cst.CSTTransformer):
@@ -113,6 +79,7 @@ class Porter(cst.CSTTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         """The file's classes, for what a layer's norm attribute is."""
         self.classes = {st.name.value: st for st in node.body if isinstance(st, cst.ClassDef)}
+        self.fns = norms.one_return_functions(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.cls.append(node.name.value)
@@ -131,8 +98,8 @@ class Porter(cst.CSTTransformer):
             + (
                 "no span computing it was found in this class or the functions it calls"
                 if _ours(s)
-                else "kb port does not write this mapping yet (norms, RoPE, GLU, GELU, "
-                "attention calls, softmax routers and SwiGLU expert loops)"
+                else "kb port does not write this mapping yet (norms, adaLN, RoPE, GLU, "
+                "GELU, attention calls, softmax routers and SwiGLU expert loops)"
             )
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
@@ -193,6 +160,20 @@ class Porter(cst.CSTTransformer):
             return [s for s in self.by_module[self.cls[-1]] if s.mapping in rows]
         return [s for ss in self.by_module.values() for s in ss if s.mapping in rows]
 
+    def _adaln(self, s: Stage, node: cst.CSTNode, parts: tuple[str, ...], unfused: str) -> str:
+        self.result.helpers.append("_kb_adaln")
+        fused = "_kb_adaln({}, {}, {}, {})".format(*parts)
+        return code(self._emit(s, node, fused, unfused, operator="npu_layer_norm_eval"))
+
+    def _inside(self, rows: set[str]) -> list[Stage]:
+        """Stages of ``rows`` planned for the enclosing class (none outside a class)."""
+        inside = self.cls and self.cls[-1] in self.by_module
+        return [s for s in self.by_module[self.cls[-1]] if s.mapping in rows] if inside else []
+
+    def _layer_norms(self) -> set[str]:
+        cls = self.classes.get(self.cls[-1]) if self.cls else None
+        return norms.layer_norm_attrs(cls) if cls is not None else set()
+
     def _line(self, node: cst.CSTNode) -> int:
         try:
             return int(self.get_metadata(PositionProvider, node).start.line)
@@ -232,6 +213,10 @@ class Porter(cst.CSTTransformer):
     ) -> cst.BaseExpression:
         if isinstance(updated.operator, cst.MatrixMultiply):
             return self._eager(original, updated)
+        adaln = self._inside(norms.ADALN_ROWS)
+        found_ln = norms.adaln_parts(updated, self._layer_norms()) if adaln else None
+        if adaln and found_ln is not None:
+            return cst.parse_expression(self._adaln(adaln[0], original, found_ln, code(updated)))
         rope = self._candidates(ROPE_ROWS)
         parts = rope_parts(updated) if rope else None
         if rope and parts is not None:
@@ -301,14 +286,25 @@ class Porter(cst.CSTTransformer):
             return self._attention(original, updated)
         if callee.rsplit(".", 1)[-1] in ("matmul", "bmm"):
             return self._eager(original, updated)
-        gelu = self._candidates(GELU_ROWS) if self.cls and self.cls[-1] in self.by_module else []
-        if gelu and callee.endswith("gelu") and updated.args:
-            approx = keyword(updated, "approximate", 1)
-            if approx and approx.strip("'\"") == "tanh":
-                x = code(updated.args[0].value)
-                return self._emit(
-                    gelu[0], original, f"torch_npu.npu_gelu({x}, approximate='tanh')", code(updated)
-                )
+        gelu = self._inside(GELU_ROWS)
+        cls = self.classes.get(self.cls[-1]) if gelu else None
+        act = norms.gelu_call(updated, norms.built_from(cls, "GELU")) if cls else None
+        row = {"tanh": "gelu_tanh", "none": "gelu"}.get(act[1]) if act else None
+        s = next((g for g in gelu if g.mapping == row), None)
+        if act and s:
+            fused = f"torch_npu.npu_gelu({act[0]}, approximate={act[1]!r})"
+            return self._emit(s, original, fused, code(updated), approximate=act[1])
+        adaln = self._inside(norms.ADALN_ROWS) if callee in self.fns else []
+        body = norms.inline(updated, self.fns) if adaln else None  # modulate(self.norm(x), ..)
+        found = norms.adaln_parts(body, self._layer_norms()) if body is not None else None
+        if adaln and found is not None:
+            return cst.parse_expression(self._adaln(adaln[0], original, found, code(updated)))
+        ln = self._inside(norms.LAYER_NORM_ROWS)
+        found_ln = norms.layer_norm_call(updated) if ln and callee.endswith("layer_norm") else None
+        if ln and found_ln is not None:
+            self.result.helpers.append("_kb_layer_norm")
+            fused = "_kb_layer_norm({}, {}, {}, {}, {})".format(*found_ln)
+            return self._emit(ln[0], original, fused, code(updated), eps=found_ln[4])
         inside = self.cls and self.cls[-1] in self.by_module
         routers = self._candidates(ROUTER_ROWS) if inside else []
         if routers and (callee.endswith(".topk") or callee == "topk"):
@@ -371,7 +367,12 @@ class Porter(cst.CSTTransformer):
     def leave_IndentedBlock(
         self, original: cst.IndentedBlock, updated: cst.IndentedBlock
     ) -> cst.IndentedBlock:
-        """``s = x + y; r = s; h = self.norm(s)`` into one residual add + RMSNorm call."""
+        """``s = x + y; r = s; h = self.norm(s)`` into one residual add + RMSNorm call;
+        ``h = self.norm(x); h = h * (1 + scale) + shift`` into one adaLN call."""
+        adaln = self._inside(norms.ADALN_ROWS) if self.fn else []
+        body = list(updated.body)
+        if adaln and norms.fold_adaln(body, self._layer_norms(), partial(self._adaln, adaln[0])):
+            updated = updated.with_changes(body=body)
         stages = [
             st
             for st in (self.by_module.get(self.cls[-1], []) if self.cls and self.fn else [])
@@ -576,6 +577,7 @@ def _ours(s: Stage) -> bool:
     """Stages this rewriter knows how to write (the others get their own note)."""
     return (
         s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS
+        or s.mapping in norms.LAYER_NORM_ROWS | norms.ADALN_ROWS
         or s.mapping.startswith("attention_")
     )
 

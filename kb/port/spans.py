@@ -144,3 +144,40 @@ def _passing(params: cst.Parameters) -> list[str]:
     if params.star_kwarg is not None:
         out.append("**" + params.star_kwarg.name.value)
     return out
+
+
+def _init_facts(cls: cst.ClassDef) -> tuple[set[str], list[str], list[str]]:
+    """(linear attributes, 1-D parameter attributes, eps-like attributes) from __init__."""
+    linears: set[str] = set()
+    params: list[str] = []
+    eps: list[str] = []
+    for stmt in cls.body.body:
+        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"):
+            continue
+        for node in _assigns(stmt):
+            target, value = node
+            if not target.startswith("self."):
+                continue
+            attr = target[5:]
+            callee = dotted(value.func) if isinstance(value, cst.Call) else ""
+            if callee.endswith("Linear"):
+                linears.add(attr)
+            elif callee.endswith("Parameter"):
+                params.append(attr)
+            if "eps" in attr.lower():
+                eps.append(attr)
+    return linears, params, eps
+
+
+def _assigns(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    out: list[tuple[str, cst.BaseExpression]] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                name = dotted(t.target)
+                if name:
+                    out.append((name, node.value))
+
+    fn.visit(_V())
+    return out

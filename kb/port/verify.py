@@ -272,16 +272,26 @@ def _classes(mod: Any, wanted: list[str], stages: dict[str, dict[str, Any]]) -> 
         if missing:
             raise VerifyError(f"no module class {', '.join(missing)} in {mod.__file__}")
         return wanted
-    used = {
-        n
-        for n in mine
-        for other, c in mine.items()
-        if other != n and f"{n}(" in inspect.getsource(c)
+    builds = {
+        n: {o for o in mine if o != n and f"{o}(" in inspect.getsource(c)} for n, c in mine.items()
     }
+    used = set().union(*builds.values()) if builds else set()
     abstract = torch.nn.Module.forward
     roots = [n for n in mine if n not in used and getattr(mine[n], "forward", None) is not abstract]
+    roots.sort(key=lambda n: -len(_inside(n, builds)))  # the outermost first
     planned = sorted({m for s in stages.values() for m in s.get("modules", [])})
     return roots + [p for p in planned if p in mine and p not in roots]
+
+
+def _inside(name: str, builds: dict[str, set[str]]) -> set[str]:
+    """The classes ``name`` builds, directly or through the classes it builds."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for o in builds.get(todo.pop(), set()) - seen:
+            seen.add(o)
+            todo.append(o)
+    return seen
 
 
 def verify(
@@ -340,12 +350,20 @@ def _verify(
         raise VerifyError(f"{ported}: not written by kb port (no _kb_stage in it)")
     runs: list[Run] = []
     for name in _classes(orig, list(modules or []), stages):
+        reached = {s.stage for r in runs if not r.not_run for s in r.stages}
+        missing = {m for sid in set(stages) - reached for m in stages[sid].get("modules", [])}
+        if not modules and any(not r.not_run for r in runs) and name not in missing:
+            continue  # after a class that ran, only the classes of stages it did not reach
         for dt in dtypes:
             dtype = getattr(torch, dt)
             for phase in phases:
                 runs.append(_run(orig, port, name, cfg, dtype, phase, product, seed, stages))
-        if not modules and any(r.cls == name and not r.not_run for r in runs):
-            break  # the outermost class that runs covers the classes inside it
+        # the outermost class that runs covers the classes inside it; one that ran but
+        # left stages unmeasured (an MLP class nothing builds, beside the experts) does not
+        reached = {s.stage for r in runs if not r.not_run for s in r.stages}
+        ran = any(r.cls == name and not r.not_run for r in runs)
+        if not modules and ran and reached >= set(stages):
+            break
     return _document(original, ported, model_config, runs, stages)
 
 
@@ -399,7 +417,9 @@ def _run(
         probe = _Probe(stages, table)
         port.KB_PORT_PROBE = probe
         try:
-            result = compare(a, b, tuple(args), tolerance=table, product=product)
+            named = args[-1] if args and isinstance(args[-1], dict) else {}
+            args = args[:-1] if named else args
+            result = compare(a, b, tuple(args), named, tolerance=table, product=product)
         except Exception as exc:
             last = f"{type(exc).__name__}: {exc}"
             continue
