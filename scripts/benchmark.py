@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Budgets that are ratios to ``python -c pass`` in the same run (PRODUCT.md: cold
+#: ``kb show`` and ``kb search``, exact, misspelt, free text and Chinese, within 2.5x):
+#: they are what an interpreter start costs on the machine at hand, so they hold under load.
+RATIO_BUDGETS = {"show": 2.5, "search": 2.5}
 BUDGETS_MS = {
-    "show": 80,
-    "search": 110,
-    "search-exact": 50,
     "check-500": 500,
     "check-10k": 2000,
     "index-rebuild": 3000,
@@ -356,13 +357,12 @@ def _print(results: dict[str, float], warm: dict[str, float], as_json: bool) -> 
     print(f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} cores")
     print(f"{'measure':<20}{'median ms':>10}{'x pass':>9}{'budget':>9}")
     for name, ms in results.items():
-        budget: float | None = BUDGETS_MS.get(
-            name.split("-json")[0] if name != "index-rebuild" else name
-        )
-        if name.startswith("search"):
-            budget = BUDGETS_MS[
-                "search-exact" if name in ("search-exact", "search-typo") else "search"
-            ]
+        ratio = RATIO_BUDGETS.get(name.split("-")[0])
+        if ratio is not None:
+            mark = "  ok" if ms <= ratio * base else "  OVER"
+            print(f"{name:<20}{ms:>10.1f}{ms / base:>9.1f}{f'{ratio}x':>9}{mark}")
+            continue
+        budget: float | None = BUDGETS_MS.get(name)
         mark = "" if budget is None else ("  ok" if ms <= budget else "  OVER")
         print(f"{name:<20}{ms:>10.1f}{ms / base:>9.1f}{budget if budget else '':>9}{mark}")
     if "ast-parse-corpus" in results:
