@@ -90,9 +90,14 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
         return None
     probs, value = pv
     node, pos = _follow(probs, at, resolve)
-    if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax") and _args(node)):
+    if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax")):
         return None
-    scores, pos = _follow(_args(node)[0], pos, resolve)
+    if _args(node):  # F.softmax(s, dim) or torch.softmax(s, dim)
+        scores, pos = _follow(_args(node)[0], pos, resolve)
+    elif isinstance(node.func, cst.Attribute) and dotted(node.func.value) not in ("F", "torch"):
+        scores, pos = _follow(node.func.value, pos, resolve)  # s.softmax(dim=-1)
+    else:
+        return None
     mask: str | None = None
     scale = "None"
     for _ in range(4):

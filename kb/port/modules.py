@@ -17,7 +17,7 @@ from typing import Any
 
 import libcst as cst
 
-from kb.port.spans import Stage, code, dotted, one_arg
+from kb.port.spans import Stage, _single_assign, code, dotted, one_arg
 
 GELU_MODES = {"gelu_tanh": "tanh", "gelu": "none"}
 #: module names read inside a formula besides its input
@@ -96,11 +96,33 @@ def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:
             and isinstance(s.body[0].value, cst.SimpleString)
         )
     ]
-    if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine):
-        ret = body[0].body[0]
+    bound: dict[str, cst.BaseExpression] = {}
+    for st in body[:-1]:  # name = expr lines before the return: put in place
+        one = _single_assign(st)
+        if one is None:
+            return None
+        bound[one[0]] = _bind(one[1], bound)
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1:
+        ret = last.body[0]
         if isinstance(ret, cst.Return) and ret.value is not None:
-            return ret.value
+            return _bind(ret.value, bound)
     return None
+
+
+def _bind(expr: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> Any:
+    """``expr`` with the names of ``bound`` replaced by their (parenthesised) values."""
+
+    class _T(cst.CSTTransformer):
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+            if updated.value in bound:
+                return cst.parse_expression(f"({code(bound[updated.value])})")
+            return updated
+
+        def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> Any:
+            return updated.with_changes(attr=original.attr)
+
+    return expr.visit(_T())
 
 
 def gelu_formula(expr: cst.BaseExpression, x: str) -> str | None:
