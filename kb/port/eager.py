@@ -134,7 +134,8 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
 
 def _masked_fill(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
     """(scores, condition) of ``scores.masked_fill(cond, v)`` with ``v`` minus infinity
-    (``float('-inf')``, ``-float('inf')``, ``-torch.inf``, a large negative number)."""
+    (``float('-inf')``, ``-float('inf')``, ``-torch.inf``, ``torch.finfo(t).min``, a
+    large negative number)."""
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
         return None
     args = _args(node)
@@ -142,6 +143,8 @@ def _masked_fill(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.Base
         return None
     fill = code(args[1]).replace(" ", "")
     negative = fill.startswith("-") or "'-inf'" in fill or '"-inf"' in fill
+    if fill.startswith("torch.finfo(") and fill.endswith(").min"):
+        return node.func.value, args[0]
     if not negative or not ("inf" in fill or fill.lstrip("-").split("e")[0].isdigit()):
         return None
     return node.func.value, args[0]

@@ -17,6 +17,7 @@ from typing import Any
 
 import libcst as cst
 
+from kb.port.norms import bind
 from kb.port.spans import Stage, _single_assign, code, dotted, one_arg
 
 GELU_MODES = {"gelu_tanh": "tanh", "gelu": "none"}
@@ -101,28 +102,13 @@ def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:
         one = _single_assign(st)
         if one is None:
             return None
-        bound[one[0]] = _bind(one[1], bound)
+        bound[one[0]] = bind(one[1], bound)
     last = body[-1] if body else None
     if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1:
         ret = last.body[0]
         if isinstance(ret, cst.Return) and ret.value is not None:
-            return _bind(ret.value, bound)
+            return bind(ret.value, bound)
     return None
-
-
-def _bind(expr: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> Any:
-    """``expr`` with the names of ``bound`` replaced by their (parenthesised) values."""
-
-    class _T(cst.CSTTransformer):
-        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-            if updated.value in bound:
-                return cst.parse_expression(f"({code(bound[updated.value])})")
-            return updated
-
-        def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> Any:
-            return updated.with_changes(attr=original.attr)
-
-    return expr.visit(_T())
 
 
 def gelu_formula(expr: cst.BaseExpression, x: str) -> str | None:
@@ -142,7 +128,7 @@ def gelu_formula(expr: cst.BaseExpression, x: str) -> str | None:
     return None
 
 
-def _calls(expr: cst.BaseExpression) -> list[cst.Call]:
+def _calls(expr: cst.CSTNode) -> list[cst.Call]:
     out: list[cst.Call] = []
 
     class _V(cst.CSTVisitor):
@@ -159,20 +145,9 @@ def builders(classes: dict[str, cst.ClassDef], name: str, planned: set[str]) -> 
     for owner in sorted(planned):
         init = _init(classes[owner]) if owner in classes else None
         if init is not None and any(
-            dotted(c.func).rsplit(".", 1)[-1] == name for c in _calls_in(init)
+            dotted(c.func).rsplit(".", 1)[-1] == name for c in _calls(init)
         ):
             out.append(owner)
-    return out
-
-
-def _calls_in(fn: cst.FunctionDef) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            out.append(node)
-
-    fn.visit(_V())
     return out
 
 
