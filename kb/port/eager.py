@@ -18,6 +18,8 @@ from kb.port.spans import code, dotted
 
 #: name, before -> (value assigned, its position) or None
 Resolve = Callable[[str, int], "tuple[cst.BaseExpression, int] | None"]
+#: modules whose ``softmax`` is a function of its first argument
+_FUNCTIONAL = ("F", "torch", "nn.functional", "torch.nn.functional", "functional")
 _PASS_METHODS = ("to", "type", "float", "half", "contiguous", "type_as")
 
 
@@ -92,10 +94,11 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
     node, pos = _follow(probs, at, resolve)
     if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax")):
         return None
-    if _args(node):  # F.softmax(s, dim) or torch.softmax(s, dim)
+    func = node.func
+    if isinstance(func, cst.Attribute) and dotted(func.value) not in _FUNCTIONAL:
+        scores, pos = _follow(func.value, pos, resolve)  # s.softmax(dim=-1)
+    elif _args(node):  # F.softmax(s, dim) or torch.softmax(s, dim)
         scores, pos = _follow(_args(node)[0], pos, resolve)
-    elif isinstance(node.func, cst.Attribute) and dotted(node.func.value) not in ("F", "torch"):
-        scores, pos = _follow(node.func.value, pos, resolve)  # s.softmax(dim=-1)
     else:
         return None
     mask: str | None = None
