@@ -18,7 +18,15 @@ from kb.cli import main
 pytestmark = pytest.mark.heavy
 
 DATA = Path(__file__).parent / "data" / "port"
-MODELS = ("dense_llm", "moe_block", "dit_block", "moe_stacked", "gpt_ln", "tiny_denoiser")
+MODELS = (
+    "dense_llm",
+    "moe_block",
+    "dit_block",
+    "moe_stacked",
+    "gpt_ln",
+    "tiny_denoiser",
+    "written_gpt",
+)
 
 
 def _port(name: str, out: Path) -> dict:
@@ -52,6 +60,26 @@ def test_port_rewrites_each_stage_and_keeps_the_rest(tmp_path: Path) -> None:
     assert "def _kb_unfused_forward(self, x):" in text
     assert doc["files"][0]["weights"]["FeedForward.w1+w3"]["from"] == ["w1.weight", "w3.weight"]
     assert "-        return self.w2(F.silu(self.w1(x)) * self.w3(x))" in doc["files"][0]["diff"]
+
+
+def test_port_rewrites_norm_modules_gelu_classes_and_written_attention(tmp_path: Path) -> None:
+    doc = _port("written_gpt", tmp_path / "p.py")
+    stages = doc["files"][0]["stages"]
+    assert sorted(stages) == [
+        "MaskedAttention.attention_gqa_bsnd",
+        "WrittenBlock.gelu_tanh",
+        "WrittenBlock.layer_norm",
+        "WrittenBlock.layer_norm#2",
+        "WrittenGpt.layer_norm",
+    ]
+    assert stages["MaskedAttention.attention_gqa_bsnd"]["args"]["sparse_mode"] == 3
+    assert stages["WrittenBlock.gelu_tanh"]["args"]["approximate"] == "tanh"
+    assert stages["WrittenBlock.layer_norm#2"]["args"]["eps"] == "self.ff.norm.eps"
+    text = (tmp_path / "p.py").read_text()
+    # the GELU class the unplanned head builds stays as written
+    assert "return h * 0.5 * (1 + torch.tanh(0.7978845608 * (h + 0.044715 * h**3)))" in text
+    notes = [n for ns in doc["files"][0]["notes"].values() for n in ns]
+    assert not [n for n in notes if "not rewritten" in n], notes
 
 
 def test_port_notes_what_it_cannot_write(tmp_path: Path) -> None:
@@ -143,6 +171,20 @@ WRONG = [
         "_kb_adaln(self.norm_pre, x, (shift_b).unsqueeze(1), (scale_a).unsqueeze(1))",
         "TinyDenoiser.adaln_layer_norm",
     ),
+    # written attention: the causal buffer's mask dropped
+    (
+        "written_gpt",
+        "math.sqrt(a.shape[-1])), sparse_mode=3)",
+        "math.sqrt(a.shape[-1])), sparse_mode=0)",
+        "MaskedAttention.attention_gqa_bsnd",
+    ),
+    # a LayerNorm module's bias not read
+    (
+        "written_gpt",
+        "self.pre.weight, self.pre.bias, self.pre.eps)",
+        "self.pre.weight, None, self.pre.eps)",
+        "WrittenBlock.layer_norm",
+    ),
     # the router's renormalisation dropped
     (
         "moe_block",
@@ -170,6 +212,21 @@ def test_a_wrong_port_fails_naming_the_stage(
     )
     assert not doc["passed"]
     assert any(named in f["message"] for f in doc["failures"]), doc["failures"]
+
+
+def test_a_gelu_class_ported_without_tanh_fails_in_float32(
+    ported: dict[str, Path], tmp_path: Path
+) -> None:
+    """The erf GELU is within bf16's tolerance of the tanh formula, not within fp32's."""
+    text = ported["written_gpt"].read_text()
+    old = "npu_gelu(h, approximate='tanh')"
+    assert old in text
+    wrong = tmp_path / "written_gpt_wrong.py"
+    wrong.write_text(text.replace(old, "npu_gelu(h, approximate='none')"))
+    data = (str(DATA / "written_gpt.py"), str(wrong), str(DATA / "written_gpt.json"))
+    doc = verify(*data, dtypes=("float32",), phases=("prefill",))
+    assert not doc["passed"]
+    assert any("WrittenBlock.gelu_tanh" in f["message"] for f in doc["failures"]), doc["failures"]
 
 
 def test_verify_says_what_it_could_not_import(tmp_path: Path, ported: dict[str, Path]) -> None:

@@ -18,6 +18,8 @@ from kb.port.spans import code, dotted
 
 #: name, before -> (value assigned, its position) or None
 Resolve = Callable[[str, int], "tuple[cst.BaseExpression, int] | None"]
+#: modules whose ``softmax`` is a function of its first argument
+_FUNCTIONAL = ("F", "torch", "nn.functional", "torch.nn.functional", "functional")
 _PASS_METHODS = ("to", "type", "float", "half", "contiguous", "type_as")
 
 
@@ -28,6 +30,7 @@ class Eager:
     value: str
     scale: str
     mask: str | None
+    at: int = 0  # where q @ kᵀ reads q and k (names reassigned after it are stale)
 
 
 def _args(node: cst.Call) -> list[cst.BaseExpression]:
@@ -57,7 +60,7 @@ def _follow(node: cst.BaseExpression, at: int, resolve: Resolve) -> tuple[cst.Ba
         if isinstance(node, cst.Call):
             func = node.func
             last = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
-            if last == "dropout" and _args(node):
+            if last.endswith(("dropout", "drop")) and _args(node):  # F.dropout, self.drop
                 node = _args(node)[0]
                 continue
             if isinstance(node.func, cst.Attribute) and last in _PASS_METHODS:
@@ -89,12 +92,23 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
         return None
     probs, value = pv
     node, pos = _follow(probs, at, resolve)
-    if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax") and _args(node)):
+    if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax")):
         return None
-    scores, pos = _follow(_args(node)[0], pos, resolve)
+    func = node.func
+    if isinstance(func, cst.Attribute) and dotted(func.value) not in _FUNCTIONAL:
+        scores, pos = _follow(func.value, pos, resolve)  # s.softmax(dim=-1)
+    elif _args(node):  # F.softmax(s, dim) or torch.softmax(s, dim)
+        scores, pos = _follow(_args(node)[0], pos, resolve)
+    else:
+        return None
     mask: str | None = None
     scale = "None"
     for _ in range(4):
+        fill = _masked_fill(scores)
+        if fill is not None:  # scores.masked_fill(cond, -inf): True in cond is masked out
+            mask = f"~({code(fill[1])})"
+            scores, pos = _follow(fill[0], pos, resolve)
+            continue
         if isinstance(scores, cst.BinaryOperation) and isinstance(scores.operator, cst.Add):
             left, lpos = _follow(scores.left, pos, resolve)
             if _product(left) is None and not isinstance(left, cst.BinaryOperation):
@@ -118,4 +132,22 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
     key = _untransposed(qk[1], pos, resolve)
     if key is None:
         return None
-    return Eager(code(qk[0]), code(key), code(value), scale, mask)
+    return Eager(code(qk[0]), code(key), code(value), scale, mask, pos)
+
+
+def _masked_fill(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(scores, condition) of ``scores.masked_fill(cond, v)`` with ``v`` minus infinity
+    (``float('-inf')``, ``-float('inf')``, ``-torch.inf``, ``torch.finfo(t).min``, a
+    large negative number)."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return None
+    args = _args(node)
+    if node.func.attr.value != "masked_fill" or len(args) != 2:
+        return None
+    fill = code(args[1]).replace(" ", "")
+    negative = fill.startswith("-") or "'-inf'" in fill or '"-inf"' in fill
+    if fill.startswith("torch.finfo(") and fill.endswith(").min"):
+        return node.func.value, args[0]
+    if not negative or not ("inf" in fill or fill.lstrip("-").split("e")[0].isdigit()):
+        return None
+    return node.func.value, args[0]

@@ -267,6 +267,12 @@ def inline(call: cst.Call, fns: dict[str, tuple[list[str], cst.BaseExpression]])
     if set(bound) != set(params):
         return None
 
+    return bind(expr, bound)
+
+
+def bind(expr: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> Any:
+    """``expr`` with the names of ``bound`` replaced by their (parenthesised) values."""
+
     class _T(cst.CSTTransformer):
         def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
             if updated.value in bound:

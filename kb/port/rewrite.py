@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kb.port import eager, experts, norms
+from kb.port.modules import ModuleSpans
 from kb.port.spans import (
     SDPA,
     Stage,
@@ -55,7 +56,7 @@ class Result:
     done: set[tuple[str, str]] = field(default_factory=set)  # (module, mapping) rewritten
 
 
-class Porter(cst.CSTTransformer):
+class Porter(ModuleSpans, cst.CSTTransformer):
     """The one pass over a file (see the module doc)."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -88,6 +89,7 @@ class Porter(cst.CSTTransformer):
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         name = self.cls.pop()
         self.linears.pop()
+        updated = self._gelu_class(updated)
         for s in self.by_module.get(name, []):
             if s.mapping in NORM_ROWS:
                 updated = self._norm(updated, s)
@@ -305,6 +307,9 @@ class Porter(cst.CSTTransformer):
             self.result.helpers.append("_kb_layer_norm")
             fused = "_kb_layer_norm({}, {}, {}, {}, {})".format(*found_ln)
             return self._emit(ln[0], original, fused, code(updated), eps=found_ln[4])
+        module_ln = self._module_norm(original, updated) if ln else None
+        if module_ln is not None:
+            return module_ln
         inside = self.cls and self.cls[-1] in self.by_module
         routers = self._candidates(ROUTER_ROWS) if inside else []
         if routers and (callee.endswith(".topk") or callee == "topk"):
@@ -349,7 +354,7 @@ class Porter(cst.CSTTransformer):
         if found is None:
             return updated
         names = [found.query, found.key, found.value]
-        if any(self._stale(n, 0) and len(self.history[-1].get(n, [])) > 1 for n in names):
+        if any(self._stale(n, found.at) for n in names[:2]):
             return updated  # reassigned names: the values read then are not the ones now
         s = att[0]
         causal = s.facts.get("causal")
