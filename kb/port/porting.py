@@ -112,8 +112,11 @@ def stages_and_notes(
         for pre in entry.get("prerequisites") or []:
             if pre in DONE_IN_CODE:
                 continue
+            # a stage planned without a chain (no chain fits the module's facts) still
+            # carries its row's prerequisites: name what asked for it, never "chain ?"
+            owner = f"chain {entry['chain']}" if entry.get("chain") else "the planned stages"
             line = (
-                f"TODO(kb port): prerequisite {pre} of chain {entry.get('chain', '?')} "
+                f"TODO(kb port): prerequisite {pre} of {owner} "
                 f"({entry.get('phase', '?')}) is not done in code: set it up before the fused "
                 "calls run"
             )
