@@ -90,3 +90,24 @@ def test_the_sum_reaches_its_norm(text: str, reader: int) -> None:
 )
 def test_other_statements_are_no_residual_norm(text: str) -> None:
     assert residual.find(_body(text), 0, _eps) is None
+
+
+def test_a_cache_grown_by_cat_gets_a_note_saying_what_to_keep(tmp_path) -> None:
+    from pathlib import Path
+
+    from kb.api.port import port
+
+    data = Path(__file__).parent / "data" / "port" / "index_cache_llm.py"
+    text = data.read_text().replace(
+        "            k = cache.keys[self.layer_idx].index_copy_(2, input_pos, k)\n"
+        "            v = cache.values[self.layer_idx].index_copy_(2, input_pos, v)\n",
+        "            if cache.keys[self.layer_idx] is not None:\n"
+        "                k = torch.cat([cache.keys[self.layer_idx], k], dim=2)\n"
+        "                v = torch.cat([cache.values[self.layer_idx], v], dim=2)\n"
+        "            cache.keys[self.layer_idx], cache.values[self.layer_idx] = k, v\n",
+    )
+    assert "torch.cat([cache.keys" in text
+    (tmp_path / "cat_llm.py").write_text(text)
+    doc = port(str(tmp_path / "cat_llm.py"), str(tmp_path / "out.py"), product="atlas-a2")
+    notes = doc["files"][0]["notes"]["Attention"]
+    assert any("cache_write_scatter" in n and "grows by torch.cat" in n for n in notes), notes

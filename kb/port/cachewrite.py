@@ -87,6 +87,23 @@ def index_copy(call: cst.Call) -> tuple[str, str, str, str] | None:
     return code(func.value), dim, index, source
 
 
+def why_not(facts: dict[str, Any]) -> str:
+    """Why a planned cache write was not rewritten, from how the reader saw the cache kept."""
+    kept = facts.get("cache")
+    if kept == "cat":
+        return (
+            "the cache grows by torch.cat, so there is no cache to write in place: keep a "
+            "preallocated cache written by position (cache[:, :, pos] = k or index_copy_), "
+            "which kb port writes as npu_scatter_nd_update_"
+        )
+    if kept == "update":
+        return (
+            "the cache object's update() does the write in the library's code, outside this "
+            "file: port the cache class (its writes by position) or use the paged cache"
+        )
+    return "no write by position into a cache or module state was found (see the port guide)"
+
+
 def statement(sid: str, cache: str, axis: str, pos: str, value: str, unfused: str) -> str:
     """The in-place stage call that replaces the write."""
     fused = f"_kb_scatter_write({cache}, {axis}, {pos}, {value})"

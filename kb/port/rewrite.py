@@ -93,13 +93,7 @@ class Porter(cst.CSTTransformer):
             elif s.mapping in EXPERT_ROWS:
                 updated = self._experts(updated, s)
         missed = [
-            f"stage {s.mapping} ({s.operator}) not rewritten: "
-            + (
-                "no span computing it was found in this class or the functions it calls"
-                if _ours(s)
-                else "kb port does not write this mapping yet (norms, residual norms, adaLN, "
-                "RoPE, GLU, GELU, attention, cache writes by position, routers, expert loops)"
-            )
+            f"stage {s.mapping} ({s.operator}) not rewritten: {_missing(s)}"
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
         ]
@@ -582,13 +576,18 @@ def _named(st: cst.CSTNode, name: str) -> bool:
     return isinstance(st, cst.FunctionDef) and st.name.value == name
 
 
-def _ours(s: Stage) -> bool:
-    """Stages this rewriter knows how to write (the others get their own note)."""
+def _missing(s: Stage) -> str:
+    """Why a planned stage was not rewritten (the others get their own note)."""
+    if s.mapping in cachewrite.ROWS:
+        return cachewrite.why_not(s.facts)
+    ours = NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS | RESIDUAL_ROWS
+    if s.mapping in ours | norms.LAYER_NORM_ROWS | norms.ADALN_ROWS or s.mapping.startswith(
+        "attention_"
+    ):
+        return "no span computing it was found in this class or the functions it calls"
     return (
-        s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS
-        or s.mapping in RESIDUAL_ROWS | cachewrite.ROWS
-        or s.mapping in norms.LAYER_NORM_ROWS | norms.ADALN_ROWS
-        or s.mapping.startswith("attention_")
+        "kb port does not write this mapping yet (norms, residual norms, adaLN, RoPE, GLU, "
+        "GELU, attention, cache writes by position, routers, expert loops)"
     )
 
 
