@@ -41,8 +41,8 @@ def test_the_residual_sum_and_its_norm_are_one_call(ported: dict[str, Path]) -> 
     assert "out = h + self.feed_forward(_kb_normed)" in text
     # HF's form: the sum copied to the residual, then normalised
     text = ported["index_cache_llm"].read_text()
-    assert "_kb_normed, hidden_states = _kb_stage('DecoderLayer.add_rms_norm'" in text
-    assert "        residual = hidden_states\n        hidden_states = _kb_normed\n" in text
+    assert "_kb_normed, x = _kb_stage('DecoderLayer.add_rms_norm'" in text
+    assert "        skip = x\n        x = _kb_normed\n" in text
     assert "kb port does not write this mapping yet" not in text
 
 

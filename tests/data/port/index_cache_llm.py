@@ -103,20 +103,17 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = Attention(args, layer_idx)
         self.mlp = FeedForward(args.dim, args.ffn_dim)
-        self.input_layernorm = RMSNorm(args.dim, args.norm_eps)
-        self.post_attention_layernorm = RMSNorm(args.dim, args.norm_eps)
+        self.in_norm = RMSNorm(args.dim, args.norm_eps)
+        self.mlp_norm = RMSNorm(args.dim, args.norm_eps)
 
-    def forward(self, hidden_states, cos, sin, cache=None, input_pos=None):
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states, cos, sin, cache, input_pos)
-        hidden_states = residual + hidden_states
-
-        # the feed-forward half
-        residual = hidden_states
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
-        return residual + hidden_states
+    def forward(self, x, cos, sin, cache=None, input_pos=None):
+        skip = x
+        x = self.self_attn(self.in_norm(x), cos, sin, cache, input_pos)
+        x = skip + x
+        # the feed-forward half keeps a copy of the sum for its own residual
+        skip = x
+        x = self.mlp_norm(x)
+        return skip + self.mlp(x)
 
 
 class Transformer(nn.Module):
