@@ -117,7 +117,10 @@ def _kb_scatter_write(cache, dim, positions, value):
     """cache[(:,) * dim + (positions,)] = value in place as npu_scatter_nd_update_: one index
     row (every axis before dim, then the position) per element written, the axes after dim
     whole."""
-    positions = torch.as_tensor(positions, device=cache.device).reshape(-1).long()
+    positions = torch.as_tensor(positions, device=cache.device)
+    if positions.dim() == 0 and value.dim() == cache.dim() - 1:  # one position: no axis
+        value = value.unsqueeze(dim)
+    positions = positions.reshape(-1).long()
     axes = [torch.arange(n, device=cache.device) for n in cache.shape[:dim]]
     indices = torch.stack(torch.meshgrid(*axes, positions, indexing="ij"), dim=-1)
     shape = (*cache.shape[:dim], positions.numel(), *cache.shape[dim + 1 :])
