@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import eager, experts, norms
+from kb.port import cachewrite, eager, experts, norms, residual
 from kb.port.modules import ModuleSpans
 from kb.port.spans import (
     SDPA,
@@ -24,7 +24,6 @@ from kb.port.spans import (
     _assigns,
     _init_facts,
     _passing,
-    _single_assign,
     code,
     dotted,
     glu_parts,
@@ -96,13 +95,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             elif s.mapping in EXPERT_ROWS:
                 updated = self._experts(updated, s)
         missed = [
-            f"stage {s.mapping} ({s.operator}) not rewritten: "
-            + (
-                "no span computing it was found in this class or the functions it calls"
-                if _ours(s)
-                else "kb port does not write this mapping yet (norms, adaLN, RoPE, GLU, "
-                "GELU, attention calls, softmax routers and SwiGLU expert loops)"
-            )
+            f"stage {s.mapping} ({s.operator}) not rewritten: {_missing(s)}"
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
         ]
@@ -194,6 +187,10 @@ class Porter(ModuleSpans, cst.CSTTransformer):
     def _emit(
         self, s: Stage, node: cst.CSTNode, fused: str, unfused: str, **extra: Any
     ) -> cst.BaseExpression:
+        sid = self._register(s, node, **extra)
+        return cst.parse_expression(f"_kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})")
+
+    def _register(self, s: Stage, node: cst.CSTNode, **extra: Any) -> str:
         sid = self._stage_id(s)
         modules = sorted({t.module for t in self._candidates({s.mapping})} or {s.module})
         self.result.stages[sid] = {
@@ -207,7 +204,25 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         }
         for m in modules:
             self.result.done.add((m, s.mapping))
-        return cst.parse_expression(f"_kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})")
+        return sid
+
+    # -- cache writes ---------------------------------------------------------------------
+    def _cache_stage(self) -> Stage | None:
+        pool = self._candidates(cachewrite.ROWS)
+        return pool[0] if pool and self.fn else None
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> Any:
+        """``cache[:, :, pos] = k`` (:mod:`kb.port.cachewrite`)."""
+        s = self._cache_stage()
+        found = cachewrite.slot_write(updated, self._resolve, self.counter + 1) if s else None
+        if s is None or found is None:
+            return updated
+        cache, axis, pos, key, value = found
+        sid = self._register(s, original, args={"dim": axis, "indices": pos})
+        self.result.helpers += ["_kb_scatter_write", "_kb_stage_inplace"]
+        unfused = f"{cache}.__setitem__({key}, {value})"
+        text = cachewrite.statement(sid, cache, str(axis), pos, value, unfused)
+        return cst.Expr(cst.parse_expression(text))
 
     # -- spans ----------------------------------------------------------------------------
     def leave_BinaryOperation(
@@ -310,6 +325,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         module_ln = self._module_norm(original, updated) if ln else None
         if module_ln is not None:
             return module_ln
+        copied = cachewrite.copy_stage(self, original, updated) if self.fn else None
+        if copied is not None:
+            return copied
         inside = self.cls and self.cls[-1] in self.by_module
         routers = self._candidates(ROUTER_ROWS) if inside else []
         if routers and (callee.endswith(".topk") or callee == "topk"):
@@ -387,40 +405,19 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             return updated
         body = list(updated.body)
         i = 0
-        while i + 2 < len(body):
-            found = self._residual_norm(body[i : i + 3])
+        while i < len(body):
+            found = residual.find(body, i, self._norm_eps)
             if found is None:
                 i += 1
                 continue
-            text = self._residual_stage(stages[0], original, *found)
+            text = self._residual_stage(stages[0], original, found)
             new = list(cst.parse_module(text).body)
-            lead = getattr(body[i], "leading_lines", ())
-            new[0] = new[0].with_changes(leading_lines=lead)
-            body[i : i + 3] = new
-            i += 1
+            new[0] = new[0].with_changes(leading_lines=getattr(body[i], "leading_lines", ()))
+            reader = residual.read_normed(body[found.reader], found.norm, found.total)
+            body[found.reader] = reader
+            body[i : i + 1] = new
+            i = found.reader + len(new)  # the reader may start the next residual sum
         return updated.with_changes(body=body)
-
-    def _residual_norm(self, three: list[cst.BaseStatement]) -> tuple[str, ...] | None:
-        simple = [_single_assign(st) for st in three]
-        if any(x is None for x in simple):
-            return None
-        (a, sum_), (r, copy), (h, normed) = simple  # type: ignore[misc]
-        if not (
-            isinstance(sum_, cst.BinaryOperation)
-            and isinstance(sum_.operator, cst.Add)
-            and code(copy) == a
-            and isinstance(normed, cst.Call)
-            and one_arg(normed) is not None
-            and code(one_arg(normed)) == a  # type: ignore[arg-type]
-        ):
-            return None
-        attr = dotted(normed.func)
-        if not attr.startswith("self.") or h != a:
-            return None
-        eps = self._norm_eps(attr[5:])
-        if not eps:
-            return None
-        return h, r, code(sum_.left), code(sum_.right), attr, eps
 
     def _norm_eps(self, attr: str) -> str:
         """The epsilon attribute of the RMSNorm class ``self.<attr>`` is built from, when
@@ -447,8 +444,8 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         eps = _init_facts(norm)[2]
         return eps[0] if eps else ""
 
-    def _residual_stage(self, s: Stage, node: cst.CSTNode, *found: str) -> str:
-        h, r, x, y, norm, eps = found
+    def _residual_stage(self, s: Stage, node: cst.CSTNode, found: residual.Found) -> str:
+        x, y, norm, eps = found.x, found.y, found.norm, found.eps
         self.result.helpers += ["_kb_add_rms_norm", "_kb_add_then"]
         sid = self._stage_id(s)
         self.result.stages[sid] = {
@@ -465,7 +462,8 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             head, x, y = f"_kb_x, _kb_residual = {x}, {y}\n", "_kb_x", "_kb_residual"
         fused = f"_kb_add_rms_norm({x}, {y}, {norm}, {norm}.{eps})"
         unfused = f"_kb_add_then({norm}, {x} + {y})"
-        return head + f"{h}, {r} = _kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})\n"
+        target = f"{residual.NORMED}, {found.total}"
+        return head + f"{target} = _kb_stage({sid!r}, {lam(fused)}, {lam(unfused)})\n"
 
     def _candidates_kind(self, prefix: str) -> list[Stage]:
         if self.cls and self.cls[-1] in self.by_module:
@@ -578,12 +576,18 @@ def _named(st: cst.CSTNode, name: str) -> bool:
     return isinstance(st, cst.FunctionDef) and st.name.value == name
 
 
-def _ours(s: Stage) -> bool:
-    """Stages this rewriter knows how to write (the others get their own note)."""
+def _missing(s: Stage) -> str:
+    """Why a planned stage was not rewritten (the others get their own note)."""
+    if s.mapping in cachewrite.ROWS:
+        return cachewrite.why_not(s.facts)
+    ours = NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS | RESIDUAL_ROWS
+    if s.mapping in ours | norms.LAYER_NORM_ROWS | norms.ADALN_ROWS or s.mapping.startswith(
+        "attention_"
+    ):
+        return "no span computing it was found in this class or the functions it calls"
     return (
-        s.mapping in NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS
-        or s.mapping in norms.LAYER_NORM_ROWS | norms.ADALN_ROWS
-        or s.mapping.startswith("attention_")
+        "kb port does not write this mapping yet (norms, residual norms, adaLN, RoPE, GLU, "
+        "GELU, attention, cache writes by position, routers, expert loops)"
     )
 
 

@@ -291,6 +291,10 @@ class Reach:
             for _ in range(level - 1):
                 base = os.path.dirname(base)
             return _module_at(base, parts)
+        from kb.scan.model.sitepackages import never_read
+
+        if parts and never_read(parts[0]):  # torch beside the scanned package (a venv)
+            return None
         for root in self.roots:
             if not parts or (
                 not os.path.exists(os.path.join(root, parts[0]))

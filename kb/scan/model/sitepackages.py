@@ -30,6 +30,13 @@ _NEVER = frozenset(
 _FOUND: dict[str, str | None] = {}
 
 
+def never_read(top: str) -> bool:
+    """Whether top-level package ``top`` is read by its documented behaviour, never by its
+    source, also where its source lies beside the scanned code (a virtual environment's
+    site-packages holding torch next to the model's package)."""
+    return top in _NEVER
+
+
 def package_parent(top: str) -> str | None:
     """The directory holding installed top-level package (or module) ``top``, or None
     when it is not installed, not Python source, or never read (see ``_NEVER``)."""
