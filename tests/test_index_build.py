@@ -51,3 +51,25 @@ def test_an_index_on_disk_holds_only_what_queries_read(tmp_path: Path, monkeypat
     assert ix.doc_count() == len(catalog.names())
     stored = searchindex._analysed(catalog)[1]
     assert ix.kb_stored == {k: json.loads(json.dumps(v)) for k, v in stored.items()}
+
+
+def test_whoosh_over_the_same_records_ranks_every_query_as_the_table_does() -> None:
+    """The ``--format json`` answer, scores included, of every tuned query: read from the
+    whoosh-free term table, and from a whoosh searcher of the index (built in memory on
+    first use, :class:`kb.index.searchindex.DiskIndex`)."""
+    import yaml
+
+    from kb.api.search import search
+    from kb.index.fulltext import Session
+
+    root = Path(__file__).resolve().parent
+    queries = [q["q"] for q in yaml.safe_load((root / "data" / "search_queries.yaml").read_text())]
+    catalog = open_catalog()
+    session = Session(searchindex.open_index(catalog))
+    try:
+        for query in queries:
+            assert search(catalog, query, limit=20, session=session) == search(
+                catalog, query, limit=20
+            ), query
+    finally:
+        session.close()
