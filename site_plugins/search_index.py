@@ -5,13 +5,13 @@ every cold page.  Instead the site ships what the CLI ranks with, and a small wo
 (``assets/javascripts/kb-search-worker.js``, plugged into Material's search box as a
 custom worker) runs the same steps as :mod:`kb.index.search`:
 
-* ``docs.json``: one row per record in whoosh document order (name, kind, page, prior,
+* ``docs.json``: one row per record in the index's document order (name, kind, page, prior,
   dtypes, fused steps, summary, name parts with their stems), the record spellings for
   exact names, the other pages' titles, and every ranking constant, read from the
   modules that define them.  A page URL the worker can derive (``dirs[kind] + name/``)
   ships as "" ("-": no page), and a name part that is its own stem as a bare string;
 * ``s<N>.json`` shards, by a hash of the term: each term's BM25F score per document
-  (exactly what ``Session.token_scores`` sums, computed here by whoosh), the stems of
+  (exactly what ``Session.token_scores`` sums, read from the index's term table), the stems of
   the record words hashed there, and the keyword phrases hashed there.
 
 A query fetches ``docs.json`` and the few shards its words hash to, never the whole.

@@ -18,19 +18,12 @@ import_whoosh()
 from whoosh.analysis import Token, Tokenizer  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
-from kb.index.fields import TEXT_FIELDS, phrase_key  # noqa: E402, F401  (whoosh-free, shared)
+from kb.index.fields import (  # noqa: E402, F401  (whoosh-free, shared)
+    BOOSTS,
+    TEXT_FIELDS,
+    phrase_key,
+)
 from kb.index.textanalysis import tokens  # noqa: E402
-
-#: Field weights, tuned on tests/data/search_queries.yaml.
-BOOSTS: dict[str, float] = {
-    "name": 6.0,
-    "keywords": 4.0,
-    "summary": 3.0,
-    "fuses": 2.5,
-    "zh": 3.0,
-    "params": 1.0,
-    "body": 1.0,
-}
 
 
 class KbTokenizer(Tokenizer):  # type: ignore[misc]

@@ -9,8 +9,8 @@ Ranking, best first:
 
 An identifier query answered by 1 or 3 (:func:`kb.index.names.answered_by_name`) stops
 there: the compiled store answers it.  Free text reads the scores of its words from the
-index's term table (:mod:`kb.index.termtable`); whoosh's engine is imported only to
-build the index, or by a caller that passes its own index or session.  Where the index lives and how it is built, opened and healed is
+index's term table (:mod:`kb.index.termtable`); whoosh's engine is imported only for
+an index that lives in memory, or by a caller that passes its own index or session.  Where the index lives and how it is built, opened and healed is
 :mod:`kb.index.searchindex`.
 """
 
@@ -71,16 +71,17 @@ def search(
     from kb.index.searchindex import open_index, open_terms
 
     if ix is None:  # a verified index on disk answers without whoosh; else build it
-        table = open_terms(catalog)
-        if table is None:
-            built = open_index(catalog)
-            table = open_terms(catalog)
-            ix = built if table is None else None
-        if table is not None:
+        for rebuild in (False, True):
+            table = None if rebuild else open_terms(catalog)
+            if table is None:
+                ix = open_index(catalog, rebuild=rebuild)
+                table = open_terms(catalog)
+            if table is None:
+                break  # the index lives in memory (the cache is not usable): ask whoosh
             try:
                 return (hits + text_hits(table, text, toks, kinds, seen))[:limit]
             except Exception:  # a table that breaks mid-query (sqlite, JSON): rebuild, ask again
-                ix = open_index(catalog, rebuild=True)
+                ix = None
             finally:
                 table.close()
     try:

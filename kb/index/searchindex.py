@@ -1,18 +1,18 @@
 """The search index's life on disk: where it lives, how it is built, opened and healed.
 
 One index per record tree and content, in ``index-<version>-<tree>-<content>`` under
-the cache directory.  It is built under the tree's lock in a private temp dir, marked
+the cache directory: the stored fields the ranking reads (``docs.json``) and every
+term's scores (``terms.sqlite``, :mod:`kb.index.termtable`).  No whoosh segment is
+written: a query needs none, and writing whoosh's postings was most of a build's time.
+A caller that asks for a whoosh searcher of an index on disk (:class:`DiskIndex`) gets
+one built in memory from the same records, on first use.  It is built under the tree's lock in a private temp dir, marked
 as kb's, and renamed into place; a reader never sees half an index, concurrent cold
 searches build it once, and a second record tree sharing the cache keeps its own.
 Old indexes of the same tree are removed after a build, and only when they carry kb's
 marker.  The stamp holds a CRC-32 of every index file, verified on each open of the
-files that open reads (a query reads ``docs.json`` and ``terms.sqlite``, not whoosh's
-4.5 MB segment; CRC-32 is made to catch accidental damage, and nothing here guards
-against a writer who could as well rewrite the stamp), so bit rot cannot quietly change
-the answers.  The stored fields the
-ranking reads are also written as ``docs.json`` beside the segments (checked alike),
-which loads in a third of the time whoosh takes to unpickle them, and every term's
-scores as ``terms.sqlite`` (:mod:`kb.index.termtable`), so a query needs no whoosh.  An index that fails to open
+files that open reads (CRC-32 is made to catch accidental damage, and nothing here
+guards against a writer who could as well rewrite the stamp), so bit rot cannot quietly
+change the answers.  An index that fails to open
 or to verify, disagrees with the catalog or breaks during a query is rebuilt, never
 trusted; when the cache cannot be written it is built in
 memory for this process.  What goes *into* the index (documents, field weights,
@@ -35,7 +35,7 @@ from kb.core.paths import cache_dir
 from kb.index import termtable
 from kb.index.termtable import TermTable
 
-INDEX_VERSION = "15"
+INDEX_VERSION = "16"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 #: The stored fields of every document, by document number, for the ranking to read.
@@ -83,8 +83,8 @@ def _read(path: Path) -> bytes:
 
 
 def _index_files(directory: Path) -> set[str]:
-    """The files the index is read from (whoosh's segments and table of contents, and
-    ``docs.json``): all but the stamp, kb's marker and whoosh's lock."""
+    """The files the index is read from (``docs.json``, ``terms.sqlite``): all but the
+    stamp, kb's marker and a lock whoosh may have left."""
     return {
         name
         for name in os.listdir(directory)
@@ -122,36 +122,40 @@ def _verified_files(
         if stamp != _stamp(catalog) or not files:
             return None
         if not {DOCS, TERMS} <= set(files) or _index_files(target) != set(files):
-            return None  # a file the build did not write (another TOC) is not trusted
+            return None  # a file the build did not write is not trusted
         for name, digest in files.items():
             if (reads is None or name in reads) and _crc(target / name) != digest:
                 return None
         stored = {int(k): v for k, v in json.loads(_read(target / DOCS)).items()}
-        # every file is byte for byte what the build wrote, so whoosh's own count (a
-        # second read of its segment) would add nothing
         return stored if len(stored) == stamp["docs"] else None
     except Exception:  # any damage (missing, not a directory, garbage): not trusted
         return None
 
 
-def _open_valid(target: Path, catalog: Catalog) -> Any:
-    """The whoosh index at ``target`` when it verifies, else None."""
+class DiskIndex:
+    """A verified index on disk, as :func:`open_index` returns it: its stored fields
+    and size without whoosh; a whoosh searcher (:class:`kb.index.fulltext.Session`)
+    only on demand, over an index of the same records built in memory then."""
+
+    def __init__(self, catalog: Catalog, directory: Path, stored: dict[int, dict[str, Any]]):
+        self.catalog = catalog
+        self.directory = directory
+        self.kb_stored = stored  # STORED_ATTR: what Session reads instead of whoosh's
+        self._whoosh: Any = None
+
+    def doc_count(self) -> int:
+        return len(self.kb_stored)
+
+    def searcher(self, **kwargs: Any) -> Any:
+        if self._whoosh is None:
+            self._whoosh = _in_memory(self.catalog)
+        return self._whoosh.searcher(**kwargs)
+
+
+def _open_valid(target: Path, catalog: Catalog) -> DiskIndex | None:
+    """The index at ``target`` when it verifies, else None (whoosh-free)."""
     stored = _verified(target, catalog)
-    if stored is None:
-        return None
-    try:
-        from kb.index.whoosh_import import import_whoosh
-
-        import_whoosh()
-        from whoosh.filedb.filestore import FileStorage
-
-        # read, never mapped: a segment cut short under a mapping kills the process
-        # with SIGBUS when the lost pages are touched; a short read is an exception
-        ix = FileStorage(str(target), supports_mmap=False).open_index()
-    except Exception:  # damage whoosh finds that the checksums could not: not trusted
-        return None
-    setattr(ix, STORED_ATTR, stored)
-    return ix
+    return None if stored is None else DiskIndex(catalog, target, stored)
 
 
 def open_terms(catalog: Catalog) -> TermTable | None:
@@ -160,7 +164,6 @@ def open_terms(catalog: Catalog) -> TermTable | None:
     if catalog.in_memory:
         return None
     target = index_dir(catalog)
-    # a query reads these two; whoosh's 4.5 MB segment is checked where whoosh opens it
     stored = _verified(target, catalog, reads=frozenset({DOCS, TERMS}))
     if stored is None:
         return None
@@ -220,16 +223,31 @@ def _fill(ix: Any, catalog: Catalog) -> termtable.Recorder:
     return recorder
 
 
-def _write_docs(ix: Any, directory: Path) -> None:
-    """``docs.json``: the stored fields whoosh holds, as the ranking reads them, with
-    each record's name parts (stemming them is a cold query's largest own cost)."""
+def _analysed(catalog: Catalog) -> tuple[termtable.Recorder, dict[int, dict[str, Any]]]:
+    """Every record's text fields analysed and its stored fields, by document number:
+    what whoosh's writer would index and store for it (:func:`_fill`), without whoosh's
+    postings."""
+    from kb.index.documents import document, schema
     from kb.index.names import name_parts
+    from kb.index.priors import priors
 
-    with ix.reader() as reader:
-        stored = {
-            docnum: {**fields, "parts": name_parts(fields["name"])}
-            for docnum, fields in reader.iter_docs()
-        }
+    fields_of = schema()
+    kept = {name for name in fields_of.names() if fields_of[name].stored}
+    recorder = termtable.Recorder()
+    stored: dict[int, dict[str, Any]] = {}
+    weights = priors(catalog)
+    for docnum, rec in enumerate(catalog.records()):
+        fields: dict[str, Any] = {"prior": weights.get(rec["name"], 1.0), **document(rec)}
+        recorder.add(fields)
+        # as whoosh stores them: field names sorted, None left out
+        one = {k: fields[k] for k in sorted(fields) if k in kept and fields[k] is not None}
+        # with the name's parts: stemming them is a cold query's largest own cost
+        stored[docnum] = {**one, "parts": name_parts(one["name"])}
+    return recorder, stored
+
+
+def _write_docs(stored: dict[int, dict[str, Any]], directory: Path) -> None:
+    """``docs.json``: the stored fields, as the ranking reads them."""
     (directory / DOCS).write_text(
         json.dumps(stored, ensure_ascii=False, separators=(",", ":")), encoding="utf-8"
     )
@@ -249,7 +267,8 @@ def _in_memory(catalog: Catalog) -> Any:
 
 
 def open_index(catalog: Catalog, *, rebuild: bool = False) -> Any:
-    """Open the index for the catalog, building it when missing, stale, corrupt or asked."""
+    """Open the index for the catalog, building it when missing, stale, corrupt or asked:
+    a :class:`DiskIndex`, or a whoosh index in memory when the cache is not usable."""
     if catalog.in_memory:
         return _in_memory(catalog)
     if not rebuild:
@@ -266,12 +285,7 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
     Without ``force`` an index another process finished while we waited for the lock
     is used as it is.
     """
-    from kb.index.whoosh_import import import_whoosh
-
-    import_whoosh()
-    from whoosh import index as windex
-
-    from kb.index.documents import schema
+    from kb.core.gcpause import collector_paused
 
     target = index_dir(catalog)
     tag = f"{root_key(catalog.root)}-index"
@@ -287,12 +301,9 @@ def build_index(catalog: Catalog, *, force: bool = True) -> Any:
             try:
                 built = tmp / "index"
                 built.mkdir()
-                ix = windex.create_in(str(built), schema())
-                recorder = _fill(ix, catalog)
-                from kb.core.gcpause import collector_paused
-
-                with collector_paused():  # scoring every term makes no cycles either
-                    _write_docs(ix, built)
+                with collector_paused():  # analysing and scoring make no cycles
+                    recorder, stored = _analysed(catalog)
+                    _write_docs(stored, built)
                     termtable.write(recorder, built)
                 stamp = {**_stamp(catalog), "files": _checksums(built)}
                 (built / STAMP).write_text(json.dumps(stamp), encoding="utf-8")

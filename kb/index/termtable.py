@@ -3,10 +3,14 @@ back with sqlite, so a cold free-text search never imports whoosh.
 
 :meth:`kb.index.fulltext.Session.token_scores` asks whoosh, per query word, for each
 text field's postings and scores them; those scores depend on nothing but the index,
-so the build scores every term once, from the items whoosh's writer indexes
-(:class:`Recorder`, :func:`write`), and a query reads the rows of its own words
-(:class:`TermTable`).  The formula, lengths and order of summing are whoosh's, field by
-field in :data:`kb.index.fields.TEXT_FIELDS` order, so both paths give the same floats.
+so the build scores every term once (:class:`Recorder`, :func:`write`) and a query
+reads the rows of its own words (:class:`TermTable`).  The build analyses each field
+itself (:meth:`Recorder.add`: the tokens whoosh's analyzer yields, counted as whoosh's
+frequency format counts them) and writes no whoosh postings at all; an index that lives
+in memory records the items whoosh's writer indexes instead (:meth:`Recorder.attach`),
+and a test holds the two to the same table, term for term and float for float.  The
+formula, lengths and order of summing are whoosh's, field by field in
+:data:`kb.index.fields.TEXT_FIELDS` order, so both paths give the same floats.
 
 A term's row holds its documents and their scores as two packed arrays (32-bit
 document numbers, 64-bit floats, little-endian): the table is a quarter of the size
@@ -23,22 +27,41 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from kb.index.fields import TEXT_FIELDS
+from kb.index.fields import TEXT_BOOSTS, TEXT_FIELDS
+from kb.index.textanalysis import tokens
 
 FILE = "terms.sqlite"
 
 
 class Recorder:
-    """What whoosh's writer indexes, seen as it indexes it: each text field's
-    ``(term, freq, weight)`` items per document, in document order.
+    """Each text field's ``(term, freq, weight)`` items per document, in document order:
+    what whoosh's writer would post for them.
 
-    :meth:`attach` wraps the writer's own field objects, so the items are the very ones
-    whoosh posts (one analysis, not two).  Scores then follow whoosh's BM25F exactly:
-    its idf, its one-byte document lengths, its average over the field's true total.
+    :meth:`add` analyses a document's fields without whoosh; :meth:`attach` instead
+    wraps a whoosh writer's own field objects, so the items are the very ones whoosh
+    posts.  Scores then follow whoosh's BM25F exactly: its idf, its one-byte document
+    lengths, its average over the field's true total.
     """
 
     def __init__(self) -> None:
-        self.docs: list[dict[str, list[tuple[bytes, int, float]]]] = []
+        self.docs: list[dict[str, list[tuple[str, int, float]]]] = []
+
+    def add(self, fields: dict[str, Any]) -> None:
+        """One document's text fields, analysed as whoosh's ``TEXT`` fields of
+        :func:`kb.index.documents.schema` analyse them: the index-mode tokens, each
+        term's count, and a weight of the count times the field's boost (every token's
+        own boost is 1.0), terms in the order they first occur."""
+        doc: dict[str, list[tuple[str, int, float]]] = {}
+        for field in TEXT_FIELDS:
+            value = fields.get(field)
+            if value is None:
+                continue
+            counts: dict[str, int] = {}
+            for token in tokens(value):
+                counts[token] = counts.get(token, 0) + 1
+            boost = TEXT_BOOSTS[field]
+            doc[field] = [(t, n, float(n) * boost) for t, n in counts.items()]
+        self.docs.append(doc)
 
     def attach(self, writer: Any) -> None:
         for field in TEXT_FIELDS:
@@ -57,7 +80,9 @@ class Recorder:
     def _wrap(self, field: str, index: Any) -> Any:
         def recording(value: Any, **kwargs: Any) -> list[Any]:
             items = list(index(value, **kwargs))
-            self.docs[-1][field] = [(t, freq, weight) for t, freq, weight, _v in items]
+            self.docs[-1][field] = [
+                (t.decode("utf-8"), freq, weight) for t, freq, weight, _v in items
+            ]
             return items
 
         return recording
@@ -74,13 +99,13 @@ class Recorder:
             lengths = [sum(freq for _t, freq, _w in doc.get(field, ())) for doc in self.docs]
             avgfl = (sum(lengths) / (n or 1)) or 1
             stored = [byte_to_length(length_to_byte(x)) if x else 1 for x in lengths]
-            postings: dict[bytes, list[tuple[int, float]]] = {}
+            postings: dict[str, list[tuple[int, float]]] = {}
             for docnum, doc in enumerate(self.docs):
                 for term, _freq, weight in doc.get(field, ()):
                     postings.setdefault(term, []).append((docnum, weight * field_boost))
             for term, plist in postings.items():
                 idf = math.log(n / (len(plist) + 1)) + 1  # whoosh's idf
-                row = out.setdefault(term.decode("utf-8"), {})
+                row = out.setdefault(term, {})
                 for docnum, weight in plist:
                     row[docnum] = row.get(docnum, 0.0) + bm25(
                         idf, weight, stored[docnum], avgfl, weighting.B, weighting.K1
