@@ -417,7 +417,16 @@ def select(
     ``module`` to the chains of one module category (the planner's need)."""
     given = normalized(facts)
     paths, nodes_of = situations(catalog)
-    get = catalog.get
+    read: dict[str, Any] = {}
+
+    def get(name: str) -> Any:
+        """A record by name, decoded once per call: each chain's stage operators are
+        read for its product, release, scheme and practice facts, the same ones many
+        times over (nothing here writes to a record)."""
+        if name not in read:
+            read[name] = catalog.get(name)
+        return read[name]
+
     fitting: list[Fit] = []
     rejected: list[Misfit] = []
     for chain in catalog.records("chain"):
