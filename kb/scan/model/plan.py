@@ -14,6 +14,7 @@ says so.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kb.lint.context import Context
@@ -39,6 +40,9 @@ from kb.vocab.parallel import (
     PARALLEL_DISTANCE,
     PARALLEL_OF_PREREQUISITE,
 )
+
+#: how a stage planned beside the module's chain (not one of its stages) says so
+BESIDE = "beside the chain: its stages"
 
 
 def _words(chain: dict[str, Any]) -> str:
@@ -318,11 +322,11 @@ def _by_operators(
         groups = (
             [n.steps - apart]
             + [frozenset({s}) for s in sorted(n.steps & apart)]
-            + (
-                [frozenset({"rms_norm"})]
-                if "rms_norm" in n.keep and "rms_norm" not in n.steps
-                else []
-            )
+            + [
+                frozenset({norm})  # the q/k norm of the module, of the kind it computes
+                for norm in ("rms_norm", "layer_norm")
+                if norm in n.keep and norm not in n.steps
+            ]
         )
     out = []
     for steps in groups:
@@ -361,6 +365,21 @@ def _by_operators(
     return out
 
 
+def _qk_norms(
+    ctx: Context, m: Module, n: Need, t: Target, phase: str, stages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The attention's q/k norm when none of its chain's stages computes it: a stage of
+    the closest operator for that norm."""
+    done = set().union(*(fuses(ctx, s["operator"]) for s in stages))
+    norms = [x for x in ("rms_norm", "layer_norm") if x in n.keep - n.steps - done]
+    out = [
+        s for x in norms for s in _by_operators(ctx, m, replace(n, steps=frozenset({x})), t, phase)
+    ]
+    for s in out:  # emitted without the chain's name: the chain does not stage it
+        s["notes"] = [*s.get("notes", []), f"{BESIDE} do not compute the q/k norm"]
+    return out
+
+
 def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[dict[str, Any]]:
     """One plan entry per phase whose chain differs (one for both when they agree).  A fact
     the code leaves to the configuration (one of a few values, ``Module.options``) is
@@ -388,8 +407,6 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         return []
     scheme = SCHEMES.get(t.quantization or "")
     if scheme is not None and scheme.weight_scale != "-":  # a quantized target: quant stages belong
-        from dataclasses import replace
-
         quant = frozenset({"quantize", "dequantize", "dynamic_quantize", "matmul"})
         n = replace(
             n,
@@ -438,6 +455,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         if chain is not None:
             entry["chain"] = chain["name"]
             stages = [stage(ctx, m, n, s, chain, t, members[0]) for s in kept[members[0]]]
+            stages += _qk_norms(ctx, m, n, t, members[0], stages)
             unspelled = [s for s in stages if "held" in s]
             stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
@@ -543,7 +561,6 @@ def assume_first_option(m: Module) -> tuple[Module, list[str]]:
     assumed = {k: v[0] for k, v in m.options.items() if v and m.facts.get(k) == "unknown"}
     if not assumed:
         return m, []
-    from dataclasses import replace
 
     asked = {u.split(":", 1)[0]: u for u in m.unknown}
     questions = [

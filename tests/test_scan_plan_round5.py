@@ -1,0 +1,53 @@
+"""Fifth round on diffusion code as its authors ship it (issue 29): failure classes seen on
+research repositories' denoisers, each pinned on a fixture written in our own words
+(tests/fixtures/modelplan/research_*.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kb.api.scan import scanner
+from kb.scan.emit import planned
+from kb.scan.engine import ScanOptions
+
+PLAN = Path(__file__).resolve().parent / "fixtures" / "modelplan"
+
+
+def _scan(name: str) -> Any:
+    options = ScanOptions(product="atlas-a3", use_config=False)
+    return scanner(options=options).scan([str(PLAN / name)])
+
+
+def _stages(report: Any, name: str) -> list[dict[str, Any]]:
+    return [s for e in report.plan if e["module"] == name for s in e.get("stages", [])]
+
+
+def test_a_router_whose_rows_are_repeated_to_every_token_is_planned() -> None:
+    """The experts are chosen from the sample's conditioning vector, the logits repeated
+    per token, top-k then softmax of the kept values: a router (the gate module is the
+    caller's argument), planned on the top-k-then-softmax row."""
+    report = _scan("research_sample_router.py")
+    kinds = {m.kind for m in report.inventory if m.name == "SampleRoutedExperts"}
+    assert "moe.router" in kinds
+    (router,) = [m for m in report.inventory if m.kind == "moe.router"]
+    assert router.facts["order"] == "topk_then_score"
+    assert router.facts["scoring"] == "softmax"
+    assert router.facts["topk"] == 2
+    mappings = {s["mapping"] for s in _stages(report, "SampleRoutedExperts")}
+    assert "router_topk_then_softmax" in mappings
+
+
+def test_a_layer_norm_on_queries_and_keys_is_a_stage_beside_the_attention_chain() -> None:
+    """LayerNorm modules on q and k before the head split: the attention's chain has no
+    stage for them, so the plan adds a LayerNorm stage (not an RMSNorm), emitted without
+    the chain's name (kb check would read it as a stage of that chain)."""
+    report = _scan("research_layer_qknorm.py")
+    stages = _stages(report, "ImageAttention")
+    norms = [s for s in stages if s["mapping"] == "layer_norm"]
+    assert [s["operator"] for s in norms] == ["npu_layer_norm_eval"]
+    assert not [s for s in stages if s["mapping"].startswith("rms_norm")]
+    emitted = [c for c in planned(report) if c["operator"] == "npu_layer_norm_eval"]
+    assert emitted and all("chain" not in c for c in emitted)
+    attention = [c for c in planned(report) if c["operator"] != "npu_layer_norm_eval"]
+    assert attention and all("chain" in c for c in attention)
