@@ -51,3 +51,14 @@ def test_a_layer_norm_on_queries_and_keys_is_a_stage_beside_the_attention_chain(
     assert emitted and all("chain" not in c for c in emitted)
     attention = [c for c in planned(report) if c["operator"] != "npu_layer_norm_eval"]
     assert attention and all("chain" in c for c in attention)
+
+
+def test_a_class_the_block_defaults_to_is_read_where_the_caller_may_hand_a_partial() -> None:
+    """``make = Attention if given is None else given`` with ``given`` a partial of the same
+    class or None, as the caller decides: the branch handing ``given`` on never holds None,
+    so the layer's attention is read (bidirectional, prefill only), not left unknown (which
+    lost the only attention of the denoiser and planned its norms with a decode phase)."""
+    report = _scan("research_unet/unet.py")
+    kinds = {m.name: m.kind for m in report.inventory}
+    assert kinds.get("PixelAttention") == "attention.bidirectional"
+    assert {e["phase"] for e in report.plan} == {"prefill"}
