@@ -62,3 +62,15 @@ def test_a_class_the_block_defaults_to_is_read_where_the_caller_may_hand_a_parti
     kinds = {m.name: m.kind for m in report.inventory}
     assert kinds.get("PixelAttention") == "attention.bidirectional"
     assert {e["phase"] for e in report.plan} == {"prefill"}
+
+
+def test_relative_position_keys_multiplied_with_the_queries_are_a_position_bias() -> None:
+    """Scores plus ``q`` times rows of a table picked by frame distance (and the output plus
+    the weights times value rows): no attention call computes that, so no attention stage
+    is proposed; the module has no cache, so its one entry is the prefill's."""
+    report = _scan("research_relative_keys.py")
+    (facts,) = [dict(m.facts) for m in report.inventory if m.name == "FrameAttention"]
+    assert facts["position_bias"] is True
+    entries = [e for e in report.plan if e["module"] == "FrameAttention"]
+    assert [e["phase"] for e in entries] == ["prefill"]
+    assert not [s for e in entries for s in e.get("stages", [])]

@@ -391,7 +391,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             {
                 "module": m.name,
                 "kind": m.kind,
-                "phase": "both",
+                "phase": "both" if len(phases) > 1 else phases[0],
                 "file": m.file,
                 "lines": [m.line, m.end_line],
                 "none": "the scores get an added position bias (ALiBi slopes times distances, or "
