@@ -74,3 +74,14 @@ def test_relative_position_keys_multiplied_with_the_queries_are_a_position_bias(
     entries = [e for e in report.plan if e["module"] == "FrameAttention"]
     assert [e["phase"] for e in entries] == ["prefill"]
     assert not [s for e in entries for s in e.get("stages", [])]
+
+
+def test_a_bidirectional_attention_that_masks_padding_keys_is_told_to_pass_the_mask() -> None:
+    """No chain fits (the rotation is interleaved, the encoder chain does not rotate): the
+    plan's note on which keys a query sees must not say "every key" for a module that hides
+    its padding keys, and says to hand the mask (or the actual lengths) to the call."""
+    report = _scan("research_padded_tokens.py")
+    (entry,) = [e for e in report.plan if e["module"] == "TokenAttention"]
+    assert "chain" not in entry
+    told = [n for n in entry.get("notes", []) if n.startswith("no chain fixes the mask")]
+    assert told and all("masks keys" in n and "atten_mask" in n for n in told)

@@ -487,7 +487,13 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
                     "no chain fixes the mask arguments for this module: sparse_mode follows its "
                     "causality, so that "
                     + (
-                        "every query sees every key"
+                        (
+                            "every query sees every key the module keeps: it masks keys (a "
+                            "padding mask): pass it as atten_mask, in the operator's convention "
+                            "for which value hides a key, or give the actual sequence lengths"
+                            if m.facts.get("mask") is True
+                            else "every query sees every key"
+                        )
                         if n.bidirectional
                         else "each query sees only the keys before it (atten_mask: the "
                         "compressed [2048, 2048] upper-triangular mask)"
