@@ -43,6 +43,16 @@ from kb.vocab.parallel import (
 
 #: how a stage planned beside the module's chain (not one of its stages) says so
 BESIDE = "beside the chain: its stages"
+_CAUSALITY = "sparse_mode follows its causality, so that "
+#: which keys a query sees, by (bidirectional, the module masks keys)
+_SEES = {
+    (False, False): _CAUSALITY + "each query sees only the keys before it (atten_mask: the "
+    "compressed [2048, 2048] upper-triangular mask)",
+    (True, False): _CAUSALITY + "every query sees every key",
+    (True, True): _CAUSALITY + "every query sees every key the module keeps: it masks keys "
+    "(a padding mask): pass it as atten_mask, in the operator's convention for which value "
+    "hides a key, or give the actual sequence lengths",
+}
 
 
 def _words(chain: dict[str, Any]) -> str:
@@ -483,22 +493,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             elif n.category == "attention":
                 masked = any(s.get("args", {}).get("sparse_mode") == 3 for s in stages)
                 prereq = ["causal-mask-2048"] if masked else []
-                entry["notes"] = [
-                    "no chain fixes the mask arguments for this module: sparse_mode follows its "
-                    "causality, so that "
-                    + (
-                        (
-                            "every query sees every key the module keeps: it masks keys (a "
-                            "padding mask): pass it as atten_mask, in the operator's convention "
-                            "for which value hides a key, or give the actual sequence lengths"
-                            if m.facts.get("mask") is True
-                            else "every query sees every key"
-                        )
-                        if n.bidirectional
-                        else "each query sees only the keys before it (atten_mask: the "
-                        "compressed [2048, 2048] upper-triangular mask)"
-                    )
-                ]
+                sees = _SEES[(n.bidirectional, n.bidirectional and m.facts.get("mask") is True)]
+                entry["notes"] = ["no chain fixes the mask arguments for this module: " + sees]
         entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
         held = [s for s in stages if s["mapping"] not in PROVEN]
         if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
