@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.scan.engine import ScanReport, SiteInfo
+from kb.scan.model.plan import BESIDE
 
 
 def _module(file: str, scope: str) -> str:
@@ -93,7 +94,9 @@ def planned(report: ScanReport) -> list[dict[str, Any]]:
             }
             prereq = entry.get("prerequisites") or []
             cand["status"] = "needs-prerequisite" if prereq else "candidate"
-            replaced = any("the chain applies" in n for n in stage.get("notes", []))
+            replaced = any(
+                n.startswith(("the chain applies", BESIDE)) for n in stage.get("notes", [])
+            )
             if entry.get("chain") and not replaced:
                 cand["chain"] = entry["chain"]
             if prereq:

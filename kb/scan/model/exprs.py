@@ -336,7 +336,21 @@ class Expressions(Calls):
         known = truth(self.ev(node.test, frame))
         if known is not None:
             return self.ev(node.body if known else node.orelse, frame)
-        return merge([self.ev(node.body, frame), self.ev(node.orelse, frame)], decider(node.test))
+        body, orelse = self.ev(node.body, frame), self.ev(node.orelse, frame)
+        test = node.test
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and _none(self.ev(test.comparators[0], frame))
+        ):
+            # ``Default if given is None else given``: the branch that hands ``given`` on
+            # runs only when it is not None (its None alternative is not that branch's)
+            if isinstance(test.ops[0], ast.Is):
+                orelse = _not_none(orelse, node.orelse, test.left)
+            else:
+                body = _not_none(body, node.body, test.left)
+        return merge([body, orelse], decider(node.test))
 
     def ex_sequence(self, node: ast.Tuple | ast.List | ast.Set, frame: Frame) -> Any:
         items: list[Any] = []
@@ -459,6 +473,15 @@ def _one_per_class(items: tuple[Any, ...], why: str) -> Any:
         return UNKNOWN
     kinds = list({id(i.cls.node) if i.cls is not None else i.name: i for i in items}.values())
     return merge(kinds, why) if len(kinds) <= 4 else UNKNOWN
+
+
+def _not_none(value: Any, branch: ast.expr, tested: ast.expr) -> Any:
+    """``value`` without its None alternatives when ``branch`` is the expression tested
+    against None (so it is not None there)."""
+    if not isinstance(value, Alt) or ast.dump(branch) != ast.dump(tested):
+        return value
+    rest = tuple(o for o in value.options if not _none(o))
+    return value if not rest else rest[0] if len(rest) == 1 else Alt(rest, value.why)
 
 
 def _none(value: Any) -> bool:

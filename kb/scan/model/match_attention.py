@@ -421,7 +421,11 @@ _COMBINING = ("getitem", "phi", "add", "sub", "mul", "div", "neg", "pow", "exp",
 _ARITHMETIC = SHAPE_OPS | frozenset(_COMBINING) | {"arange", "full"}
 
 
-def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
+#: products a position term may be computed with (the queries times position rows)
+_PRODUCTS = frozenset({"einsum", "matmul", "bmm"})
+
+
+def _arithmetic_ancestors(value: Any, limit: int, also: frozenset[str] = frozenset()) -> list[Node]:
     out: list[Node] = []
     todo = [value] if isinstance(value, Node) else []
     seen = {id(v) for v in todo}
@@ -430,7 +434,7 @@ def _arithmetic_ancestors(value: Any, limit: int) -> list[Node]:
         out.append(here)
         if here.op == "masked_fill" and here.args and isinstance(here.args[0], Node):
             following: list[Node] = [here.args[0]]  # a padding mask filled into the bias
-        elif here.op in _ARITHMETIC:
+        elif here.op in _ARITHMETIC or here.op in also:
             following = list(here.operands())
         else:
             continue
@@ -445,9 +449,10 @@ def position_bias(term: Any) -> Node | None:
     """What makes a term added to the scores a position bias rather than a mask: a
     product of token positions (``arange``, ``cumsum``) that no comparison turned into a
     mask with another factor (ALiBi: per-head slopes times distances), or a learned table
-    looked up at relative positions (T5's buckets), reached through arithmetic alone.
-    None for a mask."""
-    for n in _arithmetic_ancestors(term, 300):
+    looked up at relative positions (T5's buckets), reached through arithmetic, or through
+    a product with the queries (relative-position keys: ``q`` times a table's rows, added
+    to ``q·kᵀ``).  None for a mask."""
+    for n in _arithmetic_ancestors(term, 300, _PRODUCTS):
         if n.op == "mul" and _positions_times_factor(n):
             return n
         if _position_table(n):

@@ -79,8 +79,9 @@ _INNER = frozenset(
 
 
 def _logits(value: Any) -> Node | None:
-    """The projection a router scores: ``linear(x)`` or ``x @ weight``."""
-    v = source(value, _PEEL | {"phi"})
+    """The projection a router scores: ``linear(x)`` or ``x @ weight``, also when its rows
+    are repeated to every token (logits of a condition that routes the whole sample)."""
+    v = source(value, _PEEL | {"phi", "repeat", "repeat_interleave"})
     if isinstance(v, Node) and (
         v.op == "linear" or (v.op in ("matmul", "einsum") and any(is_weight(a) for a in v.args))
     ):

@@ -148,8 +148,11 @@ def _need(m: Module) -> Need | None:
             steps.add("kv_cache_write")
             keep.add("kv_cache_write")
         qk = f.get("qk_norm")
-        if qk == "rms" or (isinstance(qk, dict) and all(v == "norm.rms" for v in qk.values())):
-            keep.add("rms_norm")
+        for kind, step in (("rms", "rms_norm"), ("layer", "layer_norm")):
+            if qk == kind or (
+                isinstance(qk, dict) and qk and all(v == f"norm.{kind}" for v in qk.values())
+            ):
+                keep.add(step)  # the q/k norm is a stage of the attention's own plan
         refuse = {
             "q_projection",
             "kv_projection",

@@ -14,6 +14,7 @@ says so.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kb.lint.context import Context
@@ -39,6 +40,19 @@ from kb.vocab.parallel import (
     PARALLEL_DISTANCE,
     PARALLEL_OF_PREREQUISITE,
 )
+
+#: how a stage planned beside the module's chain (not one of its stages) says so
+BESIDE = "beside the chain: its stages"
+_CAUSALITY = "sparse_mode follows its causality, so that "
+#: which keys a query sees, by (bidirectional, the module masks keys)
+_SEES = {
+    (False, False): _CAUSALITY + "each query sees only the keys before it (atten_mask: the "
+    "compressed [2048, 2048] upper-triangular mask)",
+    (True, False): _CAUSALITY + "every query sees every key",
+    (True, True): _CAUSALITY + "every query sees every key the module keeps: it masks keys "
+    "(a padding mask): pass it as atten_mask, in the operator's convention for which value "
+    "hides a key, or give the actual sequence lengths",
+}
 
 
 def _words(chain: dict[str, Any]) -> str:
@@ -318,11 +332,11 @@ def _by_operators(
         groups = (
             [n.steps - apart]
             + [frozenset({s}) for s in sorted(n.steps & apart)]
-            + (
-                [frozenset({"rms_norm"})]
-                if "rms_norm" in n.keep and "rms_norm" not in n.steps
-                else []
-            )
+            + [
+                frozenset({norm})  # the q/k norm of the module, of the kind it computes
+                for norm in ("rms_norm", "layer_norm")
+                if norm in n.keep and norm not in n.steps
+            ]
         )
     out = []
     for steps in groups:
@@ -361,6 +375,21 @@ def _by_operators(
     return out
 
 
+def _qk_norms(
+    ctx: Context, m: Module, n: Need, t: Target, phase: str, stages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The attention's q/k norm when none of its chain's stages computes it: a stage of
+    the closest operator for that norm."""
+    done = set().union(*(fuses(ctx, s["operator"]) for s in stages))
+    norms = [x for x in ("rms_norm", "layer_norm") if x in n.keep - n.steps - done]
+    out = [
+        s for x in norms for s in _by_operators(ctx, m, replace(n, steps=frozenset({x})), t, phase)
+    ]
+    for s in out:  # emitted without the chain's name: the chain does not stage it
+        s["notes"] = [*s.get("notes", []), f"{BESIDE} do not compute the q/k norm"]
+    return out
+
+
 def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[dict[str, Any]]:
     """One plan entry per phase whose chain differs (one for both when they agree).  A fact
     the code leaves to the configuration (one of a few values, ``Module.options``) is
@@ -372,7 +401,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             {
                 "module": m.name,
                 "kind": m.kind,
-                "phase": "both",
+                "phase": "both" if len(phases) > 1 else phases[0],
                 "file": m.file,
                 "lines": [m.line, m.end_line],
                 "none": "the scores get an added position bias (ALiBi slopes times distances, or "
@@ -388,8 +417,6 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         return []
     scheme = SCHEMES.get(t.quantization or "")
     if scheme is not None and scheme.weight_scale != "-":  # a quantized target: quant stages belong
-        from dataclasses import replace
-
         quant = frozenset({"quantize", "dequantize", "dynamic_quantize", "matmul"})
         n = replace(
             n,
@@ -438,6 +465,7 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
         if chain is not None:
             entry["chain"] = chain["name"]
             stages = [stage(ctx, m, n, s, chain, t, members[0]) for s in kept[members[0]]]
+            stages += _qk_norms(ctx, m, n, t, members[0], stages)
             unspelled = [s for s in stages if "held" in s]
             stages = [s for s in stages if "held" not in s]
             prereq = [p.get("id") for p in chain.get("prerequisites") or [] if p.get("id")]
@@ -465,16 +493,8 @@ def plan_module(ctx: Context, m: Module, t: Target, phases: list[str]) -> list[d
             elif n.category == "attention":
                 masked = any(s.get("args", {}).get("sparse_mode") == 3 for s in stages)
                 prereq = ["causal-mask-2048"] if masked else []
-                entry["notes"] = [
-                    "no chain fixes the mask arguments for this module: sparse_mode follows its "
-                    "causality, so that "
-                    + (
-                        "every query sees every key"
-                        if n.bidirectional
-                        else "each query sees only the keys before it (atten_mask: the "
-                        "compressed [2048, 2048] upper-triangular mask)"
-                    )
-                ]
+                sees = _SEES[(n.bidirectional, n.bidirectional and m.facts.get("mask") is True)]
+                entry["notes"] = ["no chain fixes the mask arguments for this module: " + sees]
         entry["stages"] = [s for s in stages if s["mapping"] in PROVEN]
         held = [s for s in stages if s["mapping"] not in PROVEN]
         if held:  # issue 22: a mapping without a passing equivalence proof is not proposed
@@ -543,7 +563,6 @@ def assume_first_option(m: Module) -> tuple[Module, list[str]]:
     assumed = {k: v[0] for k, v in m.options.items() if v and m.facts.get(k) == "unknown"}
     if not assumed:
         return m, []
-    from dataclasses import replace
 
     asked = {u.split(":", 1)[0]: u for u in m.unknown}
     questions = [
