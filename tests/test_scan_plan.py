@@ -233,15 +233,23 @@ def test_training_paths_and_state_lists_are_not_opportunities() -> None:
     )
 
 
-@pytest.mark.parametrize("product", ["atlas-inference", "ascend-950"])
+@pytest.mark.parametrize("product", ["atlas-inference"])
 def test_product_ranks_chains_whose_operators_it_runs(product: str) -> None:
-    # npu_moe_finalize_routing is documented for Atlas A2 and A3 only, and no MoE chain
-    # claims these products: the chain whose operators run there wins
+    # npu_moe_finalize_routing is not documented for the Atlas inference cards, and no MoE
+    # chain claims them: the chain whose operators run there wins
     plan = _entries(_scan("modeling_moe_softmax.py", product), "SoftExperts")
     assert plan
     for entry in plan.values():
         assert entry["stages"][0]["operator"] != "npu_moe_finalize_routing"
         assert "npu_moe_finalize_routing" not in _ops(entry)
+
+
+def test_on_ascend_950_the_routing_chain_keeps_its_finalize() -> None:
+    # issue 31: the newer aclnnMoeFinalizeRoutingV2 reference (the kernel API the wrapper
+    # runs) lists Ascend 950, so the record does and the routing chain's finalize runs there
+    plan = _entries(_scan("modeling_moe_softmax.py", "ascend-950"), "SoftExperts")
+    assert plan
+    assert any("npu_moe_finalize_routing" in _ops(entry) for entry in plan.values())
 
 
 @pytest.mark.parametrize("parallel", [None, "ep"])
