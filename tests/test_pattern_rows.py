@@ -38,14 +38,12 @@ NOT_YET: frozenset[str] = frozenset(
         "cache_write_contiguous",
         "dequant_swiglu_quant",
         "dynamic_quant_int8_matmul",
-        "gelu",
         "lightning_indexer",
         "moe_experts_bmm",
         "moe_experts_loop_permute",
         "router_sigmoid_topk",
         "router_softmax_bias_topk",
         "router_topk_then_sigmoid",
-        "router_topk_then_softmax",
         "sparse_attention_mla",
     }
 )

@@ -9,7 +9,8 @@ from kb.lint.context import Context, Record
 from kb.lint.findings import Finding
 from kb.lint.model import Candidate, Document, Path, phases_overlap
 from kb.lint.unit import CandidateRule, RuleUnit
-from kb.vocab import CALL_PREFIXES, normalize
+from kb.vocab import CALL_PREFIXES, INFERENCE_PHASES, normalize
+from kb.vocab.parallel import DEFAULT_PARALLEL, PARALLEL_MODES
 
 _HEAD = "version: 1\ntarget: {product: atlas-a3}\ncandidates:\n"
 _ATTN = "  - module: model.layers.*.self_attn\n    phase: decode\n    operator: npu_mla_prolog_v3\n"
@@ -27,7 +28,11 @@ def target_facts(doc: Document, cand: Candidate) -> dict[str, str]:
     torch_npu release, scheme, graph mode, parallel sizes) and the candidate's phase."""
     t = doc.target
     sizes = t.parallel or {}
-    parallel = next((m for m in ("ep", "tp") if (sizes.get(m) or 1) > 1), None)
+    # the mode farthest from one device whose size is above 1 (expert before tensor)
+    parallel = next(
+        (m for m in reversed(PARALLEL_MODES) if m != DEFAULT_PARALLEL and (sizes.get(m) or 1) > 1),
+        None,
+    )
     mode = t.graph_modes.get(cand.phase or "") or t.graph_mode
     facts = {
         "product": t.product,
@@ -35,7 +40,7 @@ def target_facts(doc: Document, cand: Candidate) -> dict[str, str]:
         "quant": cand.quantization or t.quantization,
         "mode": mode,
         "parallel": parallel,
-        "phase": cand.phase if cand.phase in ("prefill", "decode") else None,
+        "phase": cand.phase if cand.phase in INFERENCE_PHASES else None,
     }
     return {k: v for k, v in facts.items() if v}
 
