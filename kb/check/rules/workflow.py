@@ -45,20 +45,34 @@ def target_facts(doc: Document, cand: Candidate) -> dict[str, str]:
     return {k: v for k, v in facts.items() if v}
 
 
+#: (catalog content, facts) -> the names of the fitting chains, best first.
+_FITTING: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, ...]] = {}
+
+
 def chains_staging(ctx: Context, doc: Document, cand: Candidate, operator: str) -> list[str]:
     """Chains that stage ``operator`` and fit the candidate's target, best first - chosen
     by the one selector (:func:`kb.catalog.select.select`) ``kb advise`` and the planner use."""
     from kb.catalog.select import select
 
-    key = ("chains-staging", operator, tuple(sorted(target_facts(doc, cand).items())))
+    facts = tuple(sorted(target_facts(doc, cand).items()))
+    key = ("chains-staging", operator, facts)
     if key not in ctx.memo:
-        chosen = select(ctx.catalog, target_facts(doc, cand))
+        # the fitting chains depend only on the records and the facts: kept per catalog
+        # content for the process (a site build checks many rule examples on one catalog)
+        shared = (str(getattr(ctx.catalog, "content", "")), facts)
+        names = _FITTING.get(shared) if shared[0] else None
+        if names is None:
+            names = tuple(f.chain for f in select(ctx.catalog, dict(facts)).fitting)
+            if shared[0]:
+                if len(_FITTING) >= 64:
+                    _FITTING.clear()
+                _FITTING[shared] = names
         ctx.memo[key] = [
-            f.chain
-            for f in chosen.fitting
+            chain
+            for chain in names
             if any(
                 (ctx.operator(st.get("operator")) or {}).get("name") == operator
-                for st in (ctx.chain(f.chain) or {}).get("stages") or []
+                for st in (ctx.chain(chain) or {}).get("stages") or []
             )
         ]
     out: list[str] = ctx.memo[key]
