@@ -35,7 +35,7 @@ def _verify(name: str, path: Path, **kw: object) -> dict:
 
 
 def test_the_residual_sum_and_its_norm_are_one_call(ported: dict[str, Path]) -> None:
-    # gpt-fast's form: the sum's norm read inside the next statement
+    # the one-statement form: the sum's norm read inside the next statement
     text = ported["slot_cache_llm"].read_text()
     assert "_kb_normed, h = _kb_stage('TransformerBlock.add_rms_norm'" in text
     assert "out = h + self.feed_forward(_kb_normed)" in text

@@ -5,7 +5,7 @@ in the statement that follows (after any plain copies ``r = a``) is one
 ``npu_add_rms_norm`` call: the statement becomes ``normed, a = stage(...)`` (``a`` still
 holds the sum, taken from the kernel's third output), and the norm call in the later
 statement reads ``normed``.  This covers HF's ``h = r + h; r = h; h = self.norm(h)`` and
-gpt-fast's ``h = x + attn(...); out = h + ffn(self.norm(h))`` alike.
+the one-statement form ``h = x + attn(...); out = h + ffn(self.norm(h))`` alike.
 """
 
 from __future__ import annotations
