@@ -73,3 +73,18 @@ def test_whoosh_over_the_same_records_ranks_every_query_as_the_table_does() -> N
             ), query
     finally:
         session.close()
+
+
+def test_an_index_in_memory_spills_to_a_folder_of_its_own(tmp_path: Path, monkeypatch: Any) -> None:
+    """whoosh's writer names its scratch folder after the index (``MAIN.tmp`` in the
+    system temp dir) and deletes it when done, so two processes building at once lost
+    each other's files (seen under pytest-xdist).  Something else sitting at that name
+    must not matter: each build spills to a folder of its own."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "MAIN.tmp").write_text("another process's scratch\n")
+    ix = searchindex._in_memory(open_catalog())
+    assert ix.doc_count() == open_catalog().count()
+    assert (tmp_path / "MAIN.tmp").read_text() == "another process's scratch\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["MAIN.tmp"]  # its own folder is gone

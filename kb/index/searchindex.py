@@ -21,6 +21,7 @@ priors) is :mod:`kb.index.documents`' and :mod:`kb.index.priors`' business.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -258,11 +259,32 @@ def _in_memory(catalog: Catalog) -> Any:
 
     import_whoosh()
     from whoosh.filedb.filestore import RamStorage
+    from whoosh.util import random_name
 
     from kb.index.documents import schema  # imports whoosh
 
-    ix = RamStorage().create_index(schema())
-    _fill(ix, catalog)
+    class PrivateScratch(RamStorage):  # type: ignore[misc]
+        """whoosh's writer spills to a folder named after the index (``MAIN.tmp`` in the
+        system temp dir) and deletes it when done: processes building at once shared it
+        and lost each other's files.  Each build gets a folder of its own."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.made: list[Any] = []
+
+        def temp_storage(self, name: str | None = None) -> Any:
+            store = super().temp_storage(f"kb-{os.getpid()}-{random_name()}.tmp")
+            self.made.append(store)
+            return store
+
+    storage = PrivateScratch()
+    ix = storage.create_index(schema())
+    try:
+        _fill(ix, catalog)
+    finally:
+        for store in storage.made:  # the folders, once the writer is done with them
+            with contextlib.suppress(OSError):
+                store.destroy()
     return ix
 
 
