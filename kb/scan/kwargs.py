@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from typing import TypeVar
 
 from kb.scan.expressions import Evaluator
 from kb.scan.scopes import Env, capped, dedupe
 from kb.scan.syntax import const_str
 from kb.scan.values import Alt, Cond, DictV, Entry, Lit, consistent
+
+T = TypeVar("T")
 
 
 class KwargsTracking(Evaluator):
@@ -34,6 +37,20 @@ class KwargsTracking(Evaluator):
         self, name: str, env: Env, key: str, entries: list[Entry], values: list[Alt]
     ) -> None:
         """``name[key] = value`` for each alternative of the value that can hold with the dict's."""
+        # no entries: the caller found no dict alternative to store into (past the key
+        # budget), so there is nothing to pair
+        pairs = [(vc, e) for (vc, _v), e in zip(values, entries, strict=True)] if entries else []
+        self.map_dict_each(name, env, pairs, lambda d, e: capped(d.set(key, e)))
+
+    def map_dict_each(
+        self,
+        name: str,
+        env: Env,
+        pairs: list[tuple[Cond, T]],
+        fn: Callable[[DictV, T], DictV],
+    ) -> None:
+        """``fn(dict, x)`` for every dict alternative of ``name`` and every ``(cond, x)``
+        whose condition can hold with that alternative's."""
         alts = env.lookup(name)
         if not alts:
             return
@@ -42,10 +59,10 @@ class KwargsTracking(Evaluator):
             if not isinstance(v, DictV):
                 out.append(Alt(c, v))
                 continue
-            for (vc, _v), e in zip(values, entries, strict=True):
-                merged = consistent(c, vc)
+            for xc, x in pairs:
+                merged = consistent(c, xc)
                 if merged is not None:
-                    out.append(Alt(merged, capped(v.set(key, e))))
+                    out.append(Alt(merged, fn(v, x)))
         env.vars[name] = dedupe(out)
 
     def mutation(self, expr: ast.expr, env: Env, cond: Cond) -> None:
@@ -95,19 +112,8 @@ class KwargsTracking(Evaluator):
         if not keys or not all(isinstance(v, Lit) and isinstance(v.value, str) for _c, v in keys):
             self.map_dict(name, env, lambda d: DictV(d.entries, True))
             return
-        alts = env.lookup(name)
-        if not alts:
-            return
-        out = []
-        for c, v in alts:
-            if not isinstance(v, DictV):
-                out.append(Alt(c, v))
-                continue
-            for kc, k in keys:
-                merged = consistent(c, kc)
-                if merged is not None:
-                    out.append(Alt(merged, v.drop(k.value)))  # type: ignore[attr-defined]
-        env.vars[name] = dedupe(out)
+        names = [(kc, str(k.value)) for kc, k in keys]  # type: ignore[attr-defined]
+        self.map_dict_each(name, env, names, lambda d, k: d.drop(k))
 
     def drop_self_key(self, target: ast.expr, key: ast.expr) -> None:
         """``self.kw.pop("k")`` / ``del self.kw["k"]`` in a method (learnt in the first pass,
