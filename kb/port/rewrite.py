@@ -16,10 +16,9 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import cachewrite, eager, experts, norms, residual
+from kb.port import attention, cachewrite, experts, hooks, norms, residual
 from kb.port.modules import ModuleSpans
 from kb.port.spans import (
-    SDPA,
     Stage,
     _assigns,
     _init_facts,
@@ -94,6 +93,8 @@ class Porter(ModuleSpans, cst.CSTTransformer):
                 updated = self._norm(updated, s)
             elif s.mapping in EXPERT_ROWS:
                 updated = self._experts(updated, s)
+        for hook in hooks.CLASSES:
+            updated = hook(self, name, updated)
         missed = [
             f"stage {s.mapping} ({s.operator}) not rewritten: {_missing(s)}"
             for s in self.by_module.get(name, [])
@@ -229,7 +230,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         self, original: cst.BinaryOperation, updated: cst.BinaryOperation
     ) -> cst.BaseExpression:
         if isinstance(updated.operator, cst.MatrixMultiply):
-            return self._eager(original, updated)
+            return attention.written(self, original, updated)
         adaln = self._inside(norms.ADALN_ROWS)
         found_ln = norms.adaln_parts(updated, self._layer_norms()) if adaln else None
         if adaln and found_ln is not None:
@@ -298,11 +299,11 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         return self._emit(s, original, fused, code(updated), **extra)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        for hook in hooks.CALLS:  # stages kept in their own modules (kb.port.hooks)
+            found = hook(self, original, updated)
+            if found is not None:
+                return found
         callee = dotted(updated.func)
-        if callee.endswith(SDPA):
-            return self._attention(original, updated)
-        if callee.rsplit(".", 1)[-1] in ("matmul", "bmm"):
-            return self._eager(original, updated)
         gelu = self._inside(GELU_ROWS)
         cls = self.classes.get(self.cls[-1]) if gelu else None
         act = norms.gelu_call(updated, norms.built_from(cls, "GELU")) if cls else None
@@ -333,59 +334,6 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         if routers and (callee.endswith(".topk") or callee == "topk"):
             return self._router(routers[0], original, updated, callee)
         return updated
-
-    def _attention(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
-        if not att:
-            return updated
-        s = att[0]
-        q, k, v = (keyword(updated, n, i) for i, n in enumerate(("query", "key", "value")))
-        if not (q and k and v):
-            return updated
-        mask = keyword(updated, "attn_mask", 3) or "None"
-        scale = keyword(updated, "scale", 6) or "None"
-        causal = s.facts.get("causal")
-        if causal is True:
-            sparse: str = "3"
-        elif causal == "caller":
-            sparse = f"3 if {keyword(updated, 'is_causal', 5) or 'False'} else 0"
-        else:
-            sparse = "0"
-        self.result.helpers.append("_kb_attention")
-        fused = f"_kb_attention({q}, {k}, {v}, {mask}, {scale}, sparse_mode={sparse})"
-        return self._emit(
-            s,
-            original,
-            fused,
-            code(updated),
-            input_layout="BNSD",
-            sparse_mode=int(sparse) if sparse.isdigit() else sparse,
-            operator="npu_fused_infer_attention_score",
-        )
-
-    def _eager(self, original: cst.CSTNode, updated: cst.BaseExpression) -> cst.BaseExpression:
-        """Written-out attention (:mod:`kb.port.eager`) into the fused kernel."""
-        att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
-        if not att or not self.fn:
-            return updated
-        found = eager.read(updated, self.counter + 1, self._resolve)
-        if found is None:
-            return updated
-        names = [found.query, found.key, found.value]
-        if any(self._stale(n, found.at) for n in names[:2]):
-            return updated  # reassigned names: the values read then are not the ones now
-        s = att[0]
-        causal = s.facts.get("causal")
-        sparse = 3 if causal is True else 0
-        mask = "None" if sparse == 3 or found.mask is None else found.mask
-        self.result.helpers.append("_kb_attention")
-        fused = (
-            f"_kb_attention({found.query}, {found.key}, {found.value}, {mask}, {found.scale}, "
-            f"sparse_mode={sparse})"
-        )
-        op = "npu_fused_infer_attention_score"
-        extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
-        return self._emit(s, original, fused, code(updated), **extra)
 
     def leave_IndentedBlock(
         self, original: cst.IndentedBlock, updated: cst.IndentedBlock
