@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kb.port import attention
+from kb.port import attention, flashattn
 
 CallHook = Callable[[Any, Any, Any], Any]
 ClassHook = Callable[[Any, str, Any], Any]
 
 CALLS: list[CallHook] = [
     attention.sdpa,
+    flashattn.call,
     attention.written_out,
 ]
 

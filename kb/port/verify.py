@@ -311,15 +311,20 @@ def verify(
         if not Path(p).is_file():
             raise VerifyError(f"{p}: no such file")
     from kb.emulate import install, uninstall
+    from kb.port import standins
 
+    stand = standins.install()  # flash-attn / xformers on the CPU, for both sides
     try:
         # the original and what it imports first, with no torch_npu in sight: a library
         # that probes for torch_npu would otherwise take its device paths in the original
         cfg = shrink(load_config(model_config))
         orig = load_module(original)
         install(product)
-    except CannotBuild as exc:
-        raise VerifyError(str(exc)) from None
+    except BaseException as exc:
+        stand.undo()
+        if isinstance(exc, CannotBuild):
+            raise VerifyError(str(exc)) from None
+        raise
     try:
         port = load_module(ported, alias=Path(original).stem + "__kb_port", beside=original)
         return _verify(
@@ -329,6 +334,7 @@ def verify(
         raise VerifyError(str(exc)) from None
     finally:
         uninstall()
+        stand.undo()
 
 
 def _verify(

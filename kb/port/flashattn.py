@@ -1,0 +1,323 @@
+"""Attention written as flash-attn or xformers calls, into the fused inference kernel.
+
+A call hook of :mod:`kb.port.hooks`.  The call's arguments are bound to the entry
+point's parameters (the signatures :mod:`kb.port.standins` cites), and the fused side
+passes each one on: the padded forms ([batch, seq, heads, dim]) as ``input_layout='BSND'``,
+the packed (varlen) forms as ``'TND'`` with ``actual_seq_lengths`` /
+``actual_seq_lengths_kv`` read from ``cu_seqlens``, flash-attn's bottom-right causal as
+``sparse_mode=3`` and its window as ``sparse_mode=4`` with ``pre_tokens`` / ``next_tokens``
+(both counted from the bottom-right, as :mod:`kb.reference.attention` states), the scale
+as written or 1/sqrt(head_dim), the heads of query and key as ``num_heads`` and
+``num_key_value_heads``.  xformers' bias decides at run time: None, causal from the
+top-left (``LowerTriangularMask``, ``sparse_mode=2``) or the bottom-right, or a block
+diagonal (TND from its ``seqstart_py``).
+
+A call with an argument the fused kernel has no equivalent for (alibi slopes, softcap,
+dropout written as a non-zero number, attention probabilities or the LSE returned, a
+paged block table, the rotary or batch-index arguments of ``flash_attn_with_kvcache``,
+``*args``) stays as it is, with a note naming the argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from kb.port.spans import code, dotted
+
+_ATTN_TAIL = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes")
+_ATTN_END = ("deterministic", "return_attn_probs")
+#: entry point -> its parameters in order (flash-attn and xformers signatures)
+PARAMS: dict[str, tuple[str, ...]] = {
+    "flash_attn_func": ("q", "k", "v", *_ATTN_TAIL, *_ATTN_END),
+    "flash_attn_qkvpacked_func": ("qkv", *_ATTN_TAIL, *_ATTN_END),
+    "flash_attn_kvpacked_func": ("q", "kv", *_ATTN_TAIL, *_ATTN_END),
+    "flash_attn_varlen_func": (
+        "q",
+        "k",
+        "v",
+        "cu_seqlens_q",
+        "cu_seqlens_k",
+        "max_seqlen_q",
+        "max_seqlen_k",
+        *_ATTN_TAIL,
+        *_ATTN_END,
+        "block_table",
+    ),
+    "flash_attn_varlen_qkvpacked_func": (
+        "qkv",
+        "cu_seqlens",
+        "max_seqlen",
+        *_ATTN_TAIL,
+        *_ATTN_END,
+    ),
+    "flash_attn_with_kvcache": (
+        "q",
+        "k_cache",
+        "v_cache",
+        "k",
+        "v",
+        "rotary_cos",
+        "rotary_sin",
+        "cache_seqlens",
+        "cache_batch_idx",
+        "cache_leftpad",
+        "block_table",
+        "softmax_scale",
+        "causal",
+        "window_size",
+        "softcap",
+        "rotary_interleaved",
+        "alibi_slopes",
+        "num_splits",
+        "return_softmax_lse",
+    ),
+    "memory_efficient_attention": (
+        "query",
+        "key",
+        "value",
+        "attn_bias",
+        "p",
+        "scale",
+        "op",
+        "output_dtype",
+    ),
+}
+#: arguments whose value, when given and not their default, the fused call cannot take
+_NEUTRAL = {
+    "alibi_slopes": ("None",),
+    "softcap": ("0", "0.0"),
+    "return_attn_probs": ("False",),
+    "return_softmax_lse": ("False",),
+    "block_table": ("None",),
+    "rotary_cos": ("None",),
+    "rotary_sin": ("None",),
+    "cache_batch_idx": ("None",),
+    "cache_leftpad": ("None",),
+    "output_dtype": ("None",),
+}
+#: dropout arguments: a non-zero number written in the call is training-time dropout
+_DROPOUT = ("dropout_p", "p")
+
+
+def bind(call: cst.Call, params: tuple[str, ...]) -> dict[str, str] | str:
+    """Parameter -> the code passed for it, or the reason the call cannot be bound."""
+    out: dict[str, str] = {}
+    for i, a in enumerate(call.args):
+        if a.star:
+            return f"{a.star}{code(a.value)} (arguments the port cannot name)"
+        name = a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else "")
+        if name not in params:
+            return f"argument {name or i} (not a parameter of the entry point)"
+        out[name] = code(a.value)
+    return out
+
+
+def unmodelled(args: dict[str, str]) -> str:
+    """The first argument the fused kernel has no equivalent for ('' when none)."""
+    for name, neutral in _NEUTRAL.items():
+        if name in args and args[name] not in neutral:
+            return f"{name}={args[name]}"
+    for name in _DROPOUT:
+        value = args.get(name, "0.0")
+        try:
+            number = float(value)
+        except ValueError:
+            continue  # an expression: the fused side refuses a non-zero value when it runs
+        if number:
+            return f"{name}={value} (dropout: the fused inference kernel has none)"
+    return ""
+
+
+def _entry(updated: cst.Call) -> str:
+    name = dotted(updated.func).rsplit(".", 1)[-1]
+    return name if name in PARAMS else ""
+
+
+def call(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+    """A flash-attn or xformers attention call into the fused kernel (see the module doc)."""
+    entry = _entry(updated)
+    if not entry:
+        return None
+    att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
+    if not att:
+        return updated
+    s = att[0]
+    args = bind(updated, PARAMS[entry])
+    why = args if isinstance(args, str) else unmodelled(args)
+    if isinstance(args, str) or why:
+        note = f"{entry} call at line {self._line(original)} not rewritten: {why}"
+        self.notes.setdefault(s.module, []).append(note)
+        return updated
+    fused, derived = _fused(entry, args)
+    if not fused:
+        return updated
+    self.result.helpers += derived.pop("helpers")
+    derived["operator"] = "npu_fused_infer_attention_score"
+    return self._emit(s, original, fused, code(updated), **derived)
+
+
+def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The fused call's code and the arguments the stage records."""
+    if entry == "memory_efficient_attention":
+        bias, scale, p = a.get("attn_bias", "None"), a.get("scale", "None"), a.get("p", "0.0")
+        text = f"_kb_xformers_attention({a['query']}, {a['key']}, {a['value']}, {bias}, {scale}, {p})"
+        layout = "BSND" if bias == "None" else "BSND, or TND for a block-diagonal attn_bias"
+        info = {"input_layout": layout, "attn_bias": bias, "scale": scale}
+        return text, {"helpers": ["_kb_xformers_attention"], "args": info}
+    scale = a.get("softmax_scale", "None")
+    causal = a.get("causal", "False")
+    window = a.get("window_size", "(-1, -1)")
+    dropout = a.get("dropout_p", "0.0")
+    if entry == "flash_attn_qkvpacked_func":
+        qkv = f"*{a['qkv']}.unbind(2)"
+    elif entry == "flash_attn_kvpacked_func":
+        qkv = f"{a['q']}, *{a['kv']}.unbind(2)"
+    elif entry == "flash_attn_varlen_qkvpacked_func":
+        qkv = f"*{a['qkv']}.unbind(1)"
+    elif entry == "flash_attn_with_kvcache":
+        qkv = f"{a['q']}, {a['k_cache']}, {a['v_cache']}"
+    else:
+        qkv = f"{a['q']}, {a['k']}, {a['v']}"
+    tail = f"scale={scale}, causal={causal}, window={window}"
+    info: dict[str, Any] = {"input_layout": "BSND", "causal": causal, "window": window}
+    info["scale"] = scale
+    if entry == "flash_attn_with_kvcache":
+        new = f"{a.get('k', 'None')}, {a.get('v', 'None')}"
+        lens = a.get("cache_seqlens", "None")
+        text = f"_kb_flash_kvcache({qkv}, {new}, {lens}, {tail})"
+        info["actual_seq_lengths_kv"] = f"{lens} + new tokens"
+        return text, {"helpers": ["_kb_flash_kvcache", "_kb_flash_attention"], "args": info}
+    if "varlen" in entry:
+        cu_q = a.get("cu_seqlens_q", a.get("cu_seqlens"))
+        cu_k = a.get("cu_seqlens_k", a.get("cu_seqlens"))
+        tail += f", cu_seqlens_q={cu_q}, cu_seqlens_k={cu_k}"
+        info.update(input_layout="TND", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    text = f"_kb_flash_attention({qkv}, {tail}, dropout_p={dropout})"
+    return text, {"helpers": ["_kb_flash_attention"], "args": info}
+
+
+HELPERS: dict[str, str] = {
+    "_kb_flash_attention": '''
+
+def _kb_flash_sparse(causal, window, sq):
+    """flash-attn's causal flag and window as (sparse_mode, pre_tokens, next_tokens), both
+    counted from the bottom-right corner; causal bounds the window's right side at 0."""
+    unbounded = 2147483647
+    left, right = (int(w) for w in window)
+    if causal:
+        right = 0
+    if left < 0 and right < 0:
+        return 0, unbounded, unbounded
+    pre = left if left >= 0 else unbounded
+    nxt = right if right >= 0 else unbounded
+    return (3 if left < 0 and right == 0 else 4), pre, nxt
+
+
+def _kb_flash_attention(query, key, value, scale=None, causal=False, window=(-1, -1),
+                        cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, kv_lengths=None):
+    """flash-attn's attention through the fused inference kernel: [B, S, N, D] as BSND, or
+    tokens packed as [T, N, D] with cumulative lengths as TND."""
+    if dropout_p:
+        raise ValueError(f"dropout_p={dropout_p}: the fused inference kernel has no dropout")
+    tnd = cu_seqlens_q is not None
+    sq = query.shape[1] if not tnd else 0
+    sparse, pre, nxt = _kb_flash_sparse(causal, window, sq)
+    lengths = {}
+    if tnd:
+        lengths = {"actual_seq_lengths": [int(n) for n in cu_seqlens_q[1:]],
+                   "actual_seq_lengths_kv": [int(n) for n in cu_seqlens_k[1:]]}
+    elif kv_lengths is not None:
+        lengths = {"actual_seq_lengths_kv": [int(n) for n in kv_lengths]}
+    mask = None
+    if sparse and sq == 1 and sparse == 4:
+        # one query row: the kernel reads no sparse mode, so the band goes in as a mask
+        sk = key.shape[1]
+        ends = kv_lengths if kv_lengths is not None else [sk] * query.shape[0]
+        j = torch.arange(sk, device=query.device)
+        rows = [(j > int(e) - 1 + nxt) | (j < int(e) - 1 - pre) for e in ends]
+        mask = torch.stack(rows)[:, None, None, :]
+        sparse, pre, nxt = 0, 2147483647, 2147483647
+    elif sparse:
+        mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
+    out = torch_npu.npu_fused_infer_attention_score(
+        query,
+        key,
+        value,
+        atten_mask=mask,
+        num_heads=query.shape[-2],
+        num_key_value_heads=key.shape[-2],
+        input_layout="TND" if tnd else "BSND",
+        scale=query.shape[-1] ** -0.5 if scale is None else scale,
+        sparse_mode=sparse,
+        pre_tokens=pre,
+        next_tokens=nxt,
+        **lengths,
+    )
+    return out[0]
+''',
+    "_kb_flash_kvcache": '''
+
+def _kb_flash_kvcache(query, k_cache, v_cache, key=None, value=None, cache_seqlens=None,
+                      scale=None, causal=False, window=(-1, -1)):
+    """flash_attn_with_kvcache: the new keys and values written into the caches at
+    cache_seqlens (in place), then attention over each row's filled part (BSND)."""
+    b, new = query.shape[0], 0 if key is None else key.shape[1]
+    if cache_seqlens is None:
+        lens = [k_cache.shape[1] - new] * b
+    elif isinstance(cache_seqlens, int):
+        lens = [cache_seqlens] * b
+    else:
+        lens = [int(n) for n in cache_seqlens]
+    if key is not None:
+        for i in range(b):
+            k_cache[i, lens[i]:lens[i] + new] = key[i]
+            v_cache[i, lens[i]:lens[i] + new] = value[i]
+    return _kb_flash_attention(query, k_cache, v_cache, scale, causal, window,
+                               kv_lengths=[n + new for n in lens])
+''',
+    "_kb_xformers_attention": '''
+
+def _kb_xformers_attention(query, key, value, attn_bias=None, scale=None, p=0.0):
+    """xformers' memory_efficient_attention through the fused inference kernel: [B, M, H, K]
+    as BSND (3-D [B, M, K] as one head); the bias decides the sparse mode, a block-diagonal
+    bias packs its batch of one as TND with its cumulative lengths."""
+    if p:
+        raise ValueError(f"p={p}: the fused inference kernel has no dropout")
+    kind = type(attn_bias).__name__
+    if isinstance(attn_bias, torch.Tensor):
+        raise ValueError("a tensor attn_bias: the port passes no score bias (pse_shift)")
+    three = query.dim() == 3
+    q, k, v = ((t.unsqueeze(2) if three else t) for t in (query, key, value))
+    sparse, lengths, layout = 0, {}, "BSND"
+    if attn_bias is None:
+        pass
+    elif kind in ("LowerTriangularMask", "LowerTriangularFromBottomRightMask"):
+        sparse = 2 if kind == "LowerTriangularMask" else 3
+    elif kind in ("BlockDiagonalMask", "BlockDiagonalCausalMask"):
+        sparse = 2 if kind == "BlockDiagonalCausalMask" else 0
+        layout, q, k, v = "TND", q[0], k[0], v[0]
+        lengths = {"actual_seq_lengths": list(attn_bias.q_seqinfo.seqstart_py[1:]),
+                   "actual_seq_lengths_kv": list(attn_bias.k_seqinfo.seqstart_py[1:])}
+    else:
+        raise ValueError(f"attn_bias={kind}: not a bias the port maps")
+    mask = None
+    if sparse:
+        mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), 1)
+    out = torch_npu.npu_fused_infer_attention_score(
+        q,
+        k,
+        v,
+        atten_mask=mask,
+        num_heads=q.shape[-2],
+        num_key_value_heads=k.shape[-2],
+        input_layout=layout,
+        scale=q.shape[-1] ** -0.5 if scale is None else scale,
+        sparse_mode=sparse,
+        **lengths,
+    )[0]
+    out = out.unsqueeze(0) if layout == "TND" else out
+    return out.squeeze(2) if three else out
+''',
+}
