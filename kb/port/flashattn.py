@@ -20,6 +20,7 @@ paged block table, the rotary or batch-index arguments of ``flash_attn_with_kvca
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import libcst as cst
@@ -155,7 +156,23 @@ def call(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
         return updated
     self.result.helpers += derived.pop("helpers")
     derived["operator"] = "npu_fused_infer_attention_score"
-    return self._emit(s, original, fused, code(updated), **derived)
+    row = _row(entry, derived["args"])
+    node = self._emit(replace(s, mapping=row) if row else s, original, fused, code(updated), **derived)
+    self.result.done.add((s.module, s.mapping))
+    return node
+
+
+def _row(entry: str, info: dict[str, Any]) -> str:
+    """The pattern row of the call's own layout and masking (the plan's row may name
+    another layout: the call decides it)."""
+    from kb.reference.mappings import MAPPINGS
+
+    layout = "tnd" if "varlen" in entry else "bsnd"
+    masked = info.get("attn_bias", "None") != "None" or not (
+        info.get("causal", "False") == "False" and info.get("window", "(-1, -1)") == "(-1, -1)"
+    )
+    row = f"attention_{'gqa' if masked else 'noncausal'}_{layout}"
+    return row if any(m.id == row for m in MAPPINGS) else ""
 
 
 def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:

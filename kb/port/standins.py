@@ -100,7 +100,7 @@ def _attend(q: Any, k: Any, v: Any, scale: Any, keep: Any = None, bias: Any = No
         s = s.masked_fill(~keep, float("-inf"))
     p = torch.softmax(s, dim=-1)
     p = torch.nan_to_num(p, nan=0.0)  # a row that sees no key
-    return (p @ vf).transpose(1, 2)
+    return (p @ vf).transpose(1, 2).contiguous()  # the layout of q, as the kernels return it
 
 
 def band(sq: int, sk: int, causal: bool, window: Any, device: Any = None) -> Any:

@@ -43,7 +43,7 @@ class Attention(nn.Module):
         k = self.wk(x).view(b, s, self.n_kv, self.head_dim)
         v = self.wv(x).view(b, s, self.n_kv, self.head_dim)
         out = flash_attn_func(
-            q, k, v, 0.0, softmax_scale=None, causal=True, window_size=(self.window, 0)
+            q, k, v, 0.0, softmax_scale=None, causal=True, window_size=(self.window, self.window)
         )
         return self.wo(out.reshape(b, s, -1))
 
