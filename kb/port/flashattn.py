@@ -157,7 +157,9 @@ def call(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
     self.result.helpers += derived.pop("helpers")
     derived["operator"] = "npu_fused_infer_attention_score"
     row = _row(entry, derived["args"])
-    node = self._emit(replace(s, mapping=row) if row else s, original, fused, code(updated), **derived)
+    node = self._emit(
+        replace(s, mapping=row) if row else s, original, fused, code(updated), **derived
+    )
     self.result.done.add((s.module, s.mapping))
     return node
 
@@ -179,10 +181,12 @@ def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """The fused call's code and the arguments the stage records."""
     if entry == "memory_efficient_attention":
         bias, scale, p = a.get("attn_bias", "None"), a.get("scale", "None"), a.get("p", "0.0")
-        text = f"_kb_xformers_attention({a['query']}, {a['key']}, {a['value']}, {bias}, {scale}, {p})"
+        text = (
+            f"_kb_xformers_attention({a['query']}, {a['key']}, {a['value']}, {bias}, {scale}, {p})"
+        )
         layout = "BSND" if bias == "None" else "BSND, or TND for a block-diagonal attn_bias"
-        info = {"input_layout": layout, "attn_bias": bias, "scale": scale}
-        return text, {"helpers": ["_kb_xformers_attention"], "args": info}
+        bound = {"input_layout": layout, "attn_bias": bias, "scale": scale}
+        return text, {"helpers": ["_kb_xformers_attention"], "args": bound}
     scale = a.get("softmax_scale", "None")
     causal = a.get("causal", "False")
     window = a.get("window_size", "(-1, -1)")
@@ -207,8 +211,8 @@ def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
         info["actual_seq_lengths_kv"] = f"{lens} + new tokens"
         return text, {"helpers": ["_kb_flash_kvcache", "_kb_flash_attention"], "args": info}
     if "varlen" in entry:
-        cu_q = a.get("cu_seqlens_q", a.get("cu_seqlens"))
-        cu_k = a.get("cu_seqlens_k", a.get("cu_seqlens"))
+        cu_q = a.get("cu_seqlens_q", a.get("cu_seqlens", "None"))
+        cu_k = a.get("cu_seqlens_k", a.get("cu_seqlens", "None"))
         tail += f", cu_seqlens_q={cu_q}, cu_seqlens_k={cu_k}"
         info.update(input_layout="TND", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     text = f"_kb_flash_attention({qkv}, {tail}, dropout_p={dropout})"

@@ -187,7 +187,9 @@ def flash_attn_varlen_func(
     return out.to(q.dtype)
 
 
-def flash_attn_varlen_qkvpacked_func(qkv: Any, cu_seqlens: Any, max_seqlen: int, *a: Any, **kw: Any) -> Any:
+def flash_attn_varlen_qkvpacked_func(
+    qkv: Any, cu_seqlens: Any, max_seqlen: int, *a: Any, **kw: Any
+) -> Any:
     return flash_attn_varlen_func(
         qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, *a, **kw
     )
@@ -263,7 +265,9 @@ def unpad_input(hidden_states: Any, attention_mask: Any) -> tuple[Any, Any, Any,
 def pad_input(hidden_states: Any, indices: Any, batch: int, seqlen: int) -> Any:
     torch = _torch()
     out = torch.zeros(
-        batch * seqlen, *hidden_states.shape[1:], dtype=hidden_states.dtype,
+        batch * seqlen,
+        *hidden_states.shape[1:],
+        dtype=hidden_states.dtype,
         device=hidden_states.device,
     )
     out[indices] = hidden_states
@@ -350,7 +354,9 @@ def memory_efficient_attention(
     output_dtype: Any = None,
 ) -> Any:
     torch = _torch()
-    _refuse("memory_efficient_attention", p=p, op=op is not None, five_dim_gqa_input=query.dim() == 5)
+    _refuse(
+        "memory_efficient_attention", p=p, op=op is not None, five_dim_gqa_input=query.dim() == 5
+    )
     known = (LowerTriangularMask, BlockDiagonalMask)
     if attn_bias is not None and not isinstance(attn_bias, (torch.Tensor, *known)):
         _refuse("memory_efficient_attention", **{f"attn_bias={type(attn_bias).__name__}": True})
@@ -411,11 +417,10 @@ def modules() -> dict[str, types.ModuleType]:
         "xformers.ops.fmha": _module("xformers.ops.fmha", attn_bias=None, **xf),
         "xformers.ops.fmha.attn_bias": _module("xformers.ops.fmha.attn_bias", **_BIASES),
     }
-    tree["flash_attn"].flash_attn_interface = tree["flash_attn.flash_attn_interface"]
-    tree["flash_attn"].bert_padding = tree["flash_attn.bert_padding"]
-    tree["xformers"].ops = tree["xformers.ops"]
-    tree["xformers.ops"].fmha = tree["xformers.ops.fmha"]
-    tree["xformers.ops.fmha"].attn_bias = tree["xformers.ops.fmha.attn_bias"]
+    for name, mod in tree.items():  # each submodule an attribute of its package
+        if "." in name:
+            parent, child = name.rsplit(".", 1)
+            setattr(tree[parent], child, mod)
     return tree
 
 

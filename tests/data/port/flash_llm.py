@@ -67,8 +67,15 @@ class PackedAttention(nn.Module):
         cu = torch.nn.functional.pad(torch.cumsum(seqlens, 0, dtype=torch.int32), (1, 0))
         q, k, v = self.qkv(tokens).view(-1, 3, self.n_heads, self.head_dim).unbind(1)
         out = flash_attn_varlen_func(
-            q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s, max_seqlen_k=s,
-            dropout_p=0.0, causal=True,
+            q,
+            k,
+            v,
+            cu_seqlens_q=cu,
+            cu_seqlens_k=cu,
+            max_seqlen_q=s,
+            max_seqlen_k=s,
+            dropout_p=0.0,
+            causal=True,
         )
         full = torch.zeros(b * s, d, dtype=x.dtype)
         full[keep] = self.proj(out.reshape(out.shape[0], d))
