@@ -5,6 +5,7 @@ fused helpers, run under kb.emulate, agree with them where query and key lengths
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import pytest
@@ -119,6 +120,8 @@ def test_the_tree_is_importable_only_while_installed() -> None:
         from xformers.ops.fmha.attn_bias import BlockDiagonalMask  # noqa: F401
 
         assert int(flash_attn.__version__.split(".")[1]) >= 1  # >= 2.1: bottom-right causal
+        # libraries probe with find_spec (transformers raises on a module without a spec)
+        assert importlib.util.find_spec("flash_attn.flash_attn_interface") is not None
     finally:
         done.undo()
     assert "flash_attn" not in sys.modules and "xformers.ops" not in sys.modules

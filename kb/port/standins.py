@@ -59,6 +59,7 @@ xformers (facebookresearch/xformers, commit bed3978b5efc34b92a84e6116b01f598d83b
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 import types
 from typing import Any
@@ -377,6 +378,8 @@ def _module(name: str, **attrs: Any) -> types.ModuleType:
     mod = types.ModuleType(name, f"kb verify's CPU stand-in for {name} (kb.port.standins)")
     mod.__dict__.update(attrs)
     mod.__path__ = []  # a package: its submodules import
+    # importlib.util.find_spec reads it (libraries probe for the package that way)
+    mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
     return mod
 
 
