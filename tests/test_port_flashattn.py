@@ -142,6 +142,8 @@ def test_a_wrong_port_fails_naming_the_stage(
         ("flash_attn_func(q, k, v, return_attn_probs=True)", "return_attn_probs=True"),
         ("flash_attn_func(*qkv, causal=True)", "*qkv"),
         ("memory_efficient_attention(q, k, v, p=0.2)", "p=0.2"),
+        # flash-attn 1.x: causal aligned top-left, and the name does not say the release
+        ("flash_attn_unpadded_func(q, k, v, cu, cu, 8, 8, 0.0, causal=True)", "1.x name"),
     ],
 )
 def test_a_call_the_kernel_cannot_take_stays_with_a_note(

@@ -53,6 +53,16 @@ PARAMS: dict[str, tuple[str, ...]] = {
         *_ATTN_TAIL,
         *_ATTN_END,
     ),
+    "flash_attn_varlen_kvpacked_func": (
+        "q",
+        "kv",
+        "cu_seqlens_q",
+        "cu_seqlens_k",
+        "max_seqlen_q",
+        "max_seqlen_k",
+        *_ATTN_TAIL,
+        *_ATTN_END,
+    ),
     "flash_attn_with_kvcache": (
         "q",
         "k_cache",
@@ -131,9 +141,18 @@ def unmodelled(args: dict[str, str]) -> str:
     return ""
 
 
+#: flash-attn 1.x names: causal aligned to the top-left before 2.1, and the name alone
+#: does not say which release a file gets (some alias 2.x's varlen function to it)
+LEGACY = (
+    "flash_attn_unpadded_func",
+    "flash_attn_unpadded_qkvpacked_func",
+    "flash_attn_unpadded_kvpacked_func",
+)
+
+
 def _entry(updated: cst.Call) -> str:
     name = dotted(updated.func).rsplit(".", 1)[-1]
-    return name if name in PARAMS else ""
+    return name if name in PARAMS or name in LEGACY else ""
 
 
 def call(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
@@ -145,6 +164,12 @@ def call(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
     if not att:
         return updated
     s = att[0]
+    if entry in LEGACY:
+        why = "a flash-attn 1.x name: whether causal is aligned top-left (1.x) or bottom-right (>= 2.1) depends on the release installed"
+        self.notes.setdefault(s.module, []).append(
+            f"{entry} call at line {self._line(original)} not rewritten: {why}"
+        )
+        return updated
     args = bind(updated, PARAMS[entry])
     why = args if isinstance(args, str) else unmodelled(args)
     if isinstance(args, str) or why:
@@ -197,6 +222,8 @@ def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
         qkv = f"{a['q']}, *{a['kv']}.unbind(2)"
     elif entry == "flash_attn_varlen_qkvpacked_func":
         qkv = f"*{a['qkv']}.unbind(1)"
+    elif entry == "flash_attn_varlen_kvpacked_func":
+        qkv = f"{a['q']}, *{a['kv']}.unbind(1)"
     elif entry == "flash_attn_with_kvcache":
         qkv = f"{a['q']}, {a['k_cache']}, {a['v_cache']}"
     else:

@@ -23,12 +23,15 @@ flash-attn (Dao-AILab/flash-attention, commit 0251105a2fb19d2957484b7f023cd8c115
   causal forces right = 0 (``csrc/flash_attn/flash_api.cpp`` line 427).
 * ``flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, ...)``:
   qkv (batch_size, seqlen, 3, nheads, headdim) (lines 1019-1041);
-  ``flash_attn_kvpacked_func(q, kv, ...)``: kv (batch_size, seqlen_k, 2, nheads_k, headdim).
+  ``flash_attn_kvpacked_func(q, kv, ...)`` (1078-1089): kv (batch_size, seqlen_k, 2,
+  nheads_k, headdim); ``flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, ...)``
+  (1233-1245) and ``flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k,
+  max_seqlen_q, max_seqlen_k, ...)`` (1299-1314) pack the same along the token axis.
 * ``flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
   max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
   softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False,
   block_table=None)`` (lines 1391-1408): q (total_q, nheads, headdim), k/v (total_k,
-  nheads_k, headdim), cu_seqlens (batch_size + 1,) cumulative (lines 1435-1442); each
+  nheads_k, headdim), cu_seqlens (batch_size + 1,) cumulative (lines 1432-1438); each
   sequence attends within its own span, the causal and window rules per sequence.
 * ``flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
   rotary_sin=None, cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
@@ -47,13 +50,13 @@ xformers (facebookresearch/xformers, commit bed3978b5efc34b92a84e6116b01f598d83b
 * ``memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=None, *,
   op=None, output_dtype=None)`` (__init__.py lines 199-209); inputs [B, M, H, K]
   (line 215), scale defaulting to q.shape[-1] ** -0.5 (303-304), a tensor attn_bias added
-  to the scores (224-227, 299-301), p the dropout probability (302).
+  to the scores (235-236, 299-301), p the dropout probability (302).
 * ``LowerTriangularMask``: causal from the top-left: a query cannot attend to a key
   farther from the first key than it is from the first query (attn_bias.py 142-150);
   ``LowerTriangularFromBottomRightMask`` aligns it to the bottom-right (261).
 * ``BlockDiagonalMask.from_seqlens(q_seqlen, kv_seqlen=None)`` (849-855): sequences
   concatenated along M of a batch of one, each query block attends to its key block
-  (753-765); ``seqstart_py`` holds the cumulative starts (382-395);
+  (753-763); ``seqstart_py`` holds the cumulative starts (382-398);
   ``BlockDiagonalCausalMask`` makes each block causal from its top-left (994-1001).
 """
 
@@ -194,6 +197,12 @@ def flash_attn_varlen_qkvpacked_func(
     return flash_attn_varlen_func(
         qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, *a, **kw
     )
+
+
+def flash_attn_varlen_kvpacked_func(
+    q: Any, kv: Any, cu_q: Any, cu_k: Any, max_q: int, max_k: int, *a: Any, **kw: Any
+) -> Any:
+    return flash_attn_varlen_func(q, kv[:, 0], kv[:, 1], cu_q, cu_k, max_q, max_k, *a, **kw)
 
 
 def flash_attn_with_kvcache(
@@ -391,6 +400,7 @@ _FLASH = {
         "flash_attn_kvpacked_func",
         "flash_attn_varlen_func",
         "flash_attn_varlen_qkvpacked_func",
+        "flash_attn_varlen_kvpacked_func",
         "flash_attn_with_kvcache",
     )
 }
