@@ -44,7 +44,9 @@ def test_port_passes_layout_causal_window_and_lengths(ported: dict[str, Path]) -
     padded = stages["Attention.attention_gqa_bsnd"]["args"]
     assert padded["input_layout"] == "BSND"
     assert (padded["causal"], padded["window"]) == ("True", "(self.window, self.window)")
+    assert "at run time" in padded["sparse_mode"]  # the window is an expression
     packed = stages["PackedAttention.attention_gqa_tnd"]["args"]
+    assert packed["sparse_mode"] == 3
     assert packed["input_layout"] == "TND"
     assert (packed["cu_seqlens_q"], packed["cu_seqlens_k"]) == ("cu", "cu")
     text = ported["flash_llm"].read_text()
@@ -117,10 +119,10 @@ WRONG = [
 def test_a_wrong_port_fails_naming_the_stage(
     name: str, old: str, new: str, named: str, ported: dict[str, Path], tmp_path: Path
 ) -> None:
-    text = ported[name].read_text()
-    assert old in text
+    head, body = ported[name].read_text().split("\ndef _kb_stage(", 1)
+    assert old in body  # the rewritten calls, not the plan's record above them
     wrong = tmp_path / f"{name}_wrong.py"
-    wrong.write_text(text.replace(old, new, 1))
+    wrong.write_text(head + "\ndef _kb_stage(" + body.replace(old, new, 1))
     doc = verify(
         str(DATA / f"{name}.py"),
         str(wrong),
@@ -160,6 +162,20 @@ def test_a_call_the_kernel_cannot_take_stays_with_a_note(
     assert any("not rewritten" in n and named in n for n in notes), notes
     assert call in out.read_text()
     assert not any(s.startswith("Attention.") for f in doc["files"] for s in f["stages"])
+
+
+@pytest.mark.parametrize(
+    ("causal", "window", "want"),
+    [
+        ("True", "(-1, -1)", {"sparse_mode": 3}),
+        ("False", "(-1, -1)", {"sparse_mode": 0}),
+        ("False", "(-1, 0)", {"sparse_mode": 3}),  # a window ending at the diagonal is causal
+        ("True", "(4, 4)", {"sparse_mode": 4, "pre_tokens": 4, "next_tokens": 0}),
+        ("False", "(4, -1)", {"sparse_mode": 4, "pre_tokens": 4, "next_tokens": 2147483647}),
+    ],
+)
+def test_literal_flags_give_the_sparse_mode(causal: str, window: str, want: dict) -> None:
+    assert flashattn.sparse(causal, window) == want
 
 
 def test_bind_reads_positions_and_keywords() -> None:

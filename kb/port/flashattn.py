@@ -20,6 +20,7 @@ paged block table, the rotary or batch-index arguments of ``flash_attn_with_kvca
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 from typing import Any
 
@@ -202,6 +203,24 @@ def _row(entry: str, info: dict[str, Any]) -> str:
     return row if any(m.id == row for m in MAPPINGS) else ""
 
 
+def sparse(causal: str, window: str) -> dict[str, Any]:
+    """sparse_mode / pre_tokens / next_tokens for a causal flag and window written as
+    literals (the fused helper derives the same at run time from any expression)."""
+    try:
+        flag, (left, right) = ast.literal_eval(causal), ast.literal_eval(window)
+    except (ValueError, TypeError, SyntaxError):
+        return {"sparse_mode": "3 or 4 (or 0), from the causal flag and window at run time"}
+    right = 0 if flag else int(right)
+    if left < 0 and right < 0:
+        return {"sparse_mode": 0}
+    mode = 3 if left < 0 and right == 0 else 4
+    if mode == 3:
+        return {"sparse_mode": 3}
+    unbounded = 2147483647
+    pre, nxt = (left if left >= 0 else unbounded), (right if right >= 0 else unbounded)
+    return {"sparse_mode": 4, "pre_tokens": pre, "next_tokens": nxt}
+
+
 def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """The fused call's code and the arguments the stage records."""
     if entry == "memory_efficient_attention":
@@ -231,6 +250,7 @@ def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
     tail = f"scale={scale}, causal={causal}, window={window}"
     info: dict[str, Any] = {"input_layout": "BSND", "causal": causal, "window": window}
     info["scale"] = scale
+    info.update(sparse(causal, window))
     if entry == "flash_attn_with_kvcache":
         new = f"{a.get('k', 'None')}, {a.get('v', 'None')}"
         lens = a.get("cache_seqlens", "None")
