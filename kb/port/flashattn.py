@@ -21,80 +21,33 @@ paged block table, the rotary or batch-index arguments of ``flash_attn_with_kvca
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import replace
 from typing import Any
 
 import libcst as cst
 
+from kb.port import standins
 from kb.port.spans import code, dotted
 
-_ATTN_TAIL = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes")
-_ATTN_END = ("deterministic", "return_attn_probs")
-#: entry point -> its parameters in order (flash-attn and xformers signatures)
+
+def _params(fn: Any) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)
+
+
+_PADDED = _params(standins.flash_attn_func)  # q, k, v, dropout_p, ...
+_VARLEN = _params(standins.flash_attn_varlen_func)  # q, k, v, cu_seqlens_q, ... block_table
+#: entry point -> its parameters in order: the stand-ins' signatures (they cite the
+#: libraries'); the packed forms take qkv or kv where the plain ones take q, k, v
 PARAMS: dict[str, tuple[str, ...]] = {
-    "flash_attn_func": ("q", "k", "v", *_ATTN_TAIL, *_ATTN_END),
-    "flash_attn_qkvpacked_func": ("qkv", *_ATTN_TAIL, *_ATTN_END),
-    "flash_attn_kvpacked_func": ("q", "kv", *_ATTN_TAIL, *_ATTN_END),
-    "flash_attn_varlen_func": (
-        "q",
-        "k",
-        "v",
-        "cu_seqlens_q",
-        "cu_seqlens_k",
-        "max_seqlen_q",
-        "max_seqlen_k",
-        *_ATTN_TAIL,
-        *_ATTN_END,
-        "block_table",
-    ),
-    "flash_attn_varlen_qkvpacked_func": (
-        "qkv",
-        "cu_seqlens",
-        "max_seqlen",
-        *_ATTN_TAIL,
-        *_ATTN_END,
-    ),
-    "flash_attn_varlen_kvpacked_func": (
-        "q",
-        "kv",
-        "cu_seqlens_q",
-        "cu_seqlens_k",
-        "max_seqlen_q",
-        "max_seqlen_k",
-        *_ATTN_TAIL,
-        *_ATTN_END,
-    ),
-    "flash_attn_with_kvcache": (
-        "q",
-        "k_cache",
-        "v_cache",
-        "k",
-        "v",
-        "rotary_cos",
-        "rotary_sin",
-        "cache_seqlens",
-        "cache_batch_idx",
-        "cache_leftpad",
-        "block_table",
-        "softmax_scale",
-        "causal",
-        "window_size",
-        "softcap",
-        "rotary_interleaved",
-        "alibi_slopes",
-        "num_splits",
-        "return_softmax_lse",
-    ),
-    "memory_efficient_attention": (
-        "query",
-        "key",
-        "value",
-        "attn_bias",
-        "p",
-        "scale",
-        "op",
-        "output_dtype",
-    ),
+    "flash_attn_func": _PADDED,
+    "flash_attn_qkvpacked_func": ("qkv", *_PADDED[3:]),
+    "flash_attn_kvpacked_func": ("q", "kv", *_PADDED[3:]),
+    "flash_attn_varlen_func": _VARLEN,
+    "flash_attn_varlen_qkvpacked_func": ("qkv", "cu_seqlens", "max_seqlen", *_VARLEN[7:-1]),
+    "flash_attn_varlen_kvpacked_func": ("q", "kv", *_VARLEN[3:-1]),
+    "flash_attn_with_kvcache": _params(standins.flash_attn_with_kvcache),
+    "memory_efficient_attention": _params(standins.memory_efficient_attention),
 }
 #: arguments whose value, when given and not their default, the fused call cannot take
 _NEUTRAL = {

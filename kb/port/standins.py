@@ -87,6 +87,20 @@ def _refuse(entry: str, **given: Any) -> None:
             raise NotModelled(f"{entry}: {name} is not modelled by kb verify's CPU stand-in")
 
 
+def _refuse_flash(
+    entry: str, dropout_p: float, softcap: float, alibi: Any, probs: bool, table: Any = None
+) -> None:
+    """The arguments of flash-attn's attention functions the stand-in does not compute."""
+    _refuse(
+        entry,
+        dropout_p=dropout_p,
+        softcap=softcap,
+        alibi_slopes=alibi is not None,
+        return_attn_probs=probs,
+        block_table=table is not None,
+    )
+
+
 def _attend(q: Any, k: Any, v: Any, scale: Any, keep: Any = None, bias: Any = None) -> Any:
     """q [B, Sq, H, D], k/v [B, Sk, Hk, D] -> [B, Sq, H, Dv] in float32.  ``keep`` is a
     boolean [Sq, Sk] (or broadcastable to [B, H, Sq, Sk]); rows that keep nothing give 0."""
@@ -136,13 +150,7 @@ def flash_attn_func(
     deterministic: bool = False,
     return_attn_probs: bool = False,
 ) -> Any:
-    _refuse(
-        "flash_attn_func",
-        dropout_p=dropout_p,
-        softcap=softcap,
-        alibi_slopes=alibi_slopes is not None,
-        return_attn_probs=return_attn_probs,
-    )
+    _refuse_flash("flash_attn_func", dropout_p, softcap, alibi_slopes, return_attn_probs)
     keep = band(q.shape[1], k.shape[1], bool(causal), window_size, q.device)
     return _attend(q, k, v, softmax_scale, keep).to(q.dtype)
 
@@ -173,13 +181,8 @@ def flash_attn_varlen_func(
     return_attn_probs: bool = False,
     block_table: Any = None,
 ) -> Any:
-    _refuse(
-        "flash_attn_varlen_func",
-        dropout_p=dropout_p,
-        softcap=softcap,
-        alibi_slopes=alibi_slopes is not None,
-        return_attn_probs=return_attn_probs,
-        block_table=block_table is not None,
+    _refuse_flash(
+        "flash_attn_varlen_func", dropout_p, softcap, alibi_slopes, return_attn_probs, block_table
     )
     torch = _torch()
     out = torch.zeros(q.shape[0], q.shape[1], v.shape[-1], dtype=torch.float32, device=q.device)
