@@ -58,13 +58,15 @@ def test_port_passes_layout_causal_window_and_lengths(ported: dict[str, Path]) -
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", MODELS)
-def test_verify_passes_in_bf16(name: str, ported: dict[str, Path]) -> None:
+def test_verify_passes_in_fp32_and_bf16(name: str, ported: dict[str, Path]) -> None:
+    """bfloat16 through the inference kernel, float32 through npu_fusion_attention."""
     doc = verify(str(DATA / f"{name}.py"), str(ported[name]), str(DATA / f"{name}.json"))
     assert doc["passed"], doc["failures"]
     assert not doc["stages_not_reached"]
-    bf16 = [r for r in doc["runs"] if r["dtype"] == "bfloat16" and not r["not_run"]]
-    measured = {s["stage"] for r in bf16 for s in r["stages"] if s["calls"]}
-    assert measured == set(doc["stages_planned"])
+    for dtype in ("float32", "bfloat16"):
+        runs = [r for r in doc["runs"] if r["dtype"] == dtype and not r["not_run"]]
+        measured = {s["stage"] for r in runs for s in r["stages"] if s["calls"]}
+        assert measured == set(doc["stages_planned"]), dtype
     assert "flash_attn" not in sys.modules and "xformers" not in sys.modules
 
 

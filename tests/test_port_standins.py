@@ -132,7 +132,8 @@ def _helpers() -> dict:
     import torch_npu
 
     ns = {"torch": torch, "torch_npu": torch_npu}
-    for name in ("_kb_flash_attention", "_kb_flash_kvcache", "_kb_xformers_attention"):
+    names = ("_kb_fused_attention", "_kb_flash_attention", "_kb_flash_kvcache")
+    for name in (*names, "_kb_xformers_attention"):
         exec(flashattn.HELPERS[name], ns)
     return ns
 
@@ -148,14 +149,20 @@ def _helpers() -> dict:
         (1, 6, True, (2, 0)),
     ],
 )
-def test_the_fused_helper_matches_flash_attn_where_lengths_differ(sq, sk, causal, window) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_the_fused_helper_matches_flash_attn_where_lengths_differ(
+    sq, sk, causal, window, dtype
+) -> None:  # type: ignore[no-untyped-def]
+    """bfloat16 through the inference kernel, float32 through npu_fusion_attention."""
     from kb import emulate
 
-    q, k, v = (t.bfloat16() for t in _qkv(sq, sk))
+    q, k, v = (t.to(getattr(torch, dtype)) for t in _qkv(sq, sk))
     want = standins.flash_attn_func(q, k, v, causal=causal, window_size=window)
     with emulate.install("atlas-a2"):
         got = _helpers()["_kb_flash_attention"](q, k, v, None, causal, window)
-    assert torch.allclose(got.float(), want.float(), atol=2e-2), (got - want).abs().max()
+    atol = 2e-2 if dtype == "bfloat16" else 1e-5
+    assert got.dtype == q.dtype
+    assert torch.allclose(got.float(), want.float(), atol=atol), (got - want).abs().max()
 
 
 def test_the_fused_helper_reads_packed_lengths_and_the_kv_cache() -> None:

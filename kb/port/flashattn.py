@@ -135,6 +135,7 @@ def call(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
         return updated
     self.result.helpers += derived.pop("helpers")
     derived["operator"] = "npu_fused_infer_attention_score"
+    derived["args"]["float32"] = "npu_fusion_attention (the inference kernel takes no float32)"
     row = _row(entry, derived["args"])
     node = self._emit(
         replace(s, mapping=row) if row else s, original, fused, code(updated), **derived
@@ -183,7 +184,7 @@ def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
         )
         layout = "BSND" if bias == "None" else "BSND, or TND for a block-diagonal attn_bias"
         bound = {"input_layout": layout, "attn_bias": bias, "scale": scale}
-        return text, {"helpers": ["_kb_xformers_attention"], "args": bound}
+        return text, {"helpers": ["_kb_xformers_attention", "_kb_fused_attention"], "args": bound}
     scale = a.get("softmax_scale", "None")
     causal = a.get("causal", "False")
     window = a.get("window_size", "(-1, -1)")
@@ -209,17 +210,43 @@ def _fused(entry: str, a: dict[str, str]) -> tuple[str, dict[str, Any]]:
         lens = a.get("cache_seqlens", "None")
         text = f"_kb_flash_kvcache({qkv}, {new}, {lens}, {tail})"
         info["actual_seq_lengths_kv"] = f"{lens} + new tokens"
-        return text, {"helpers": ["_kb_flash_kvcache", "_kb_flash_attention"], "args": info}
+        return text, {
+            "helpers": ["_kb_flash_kvcache", "_kb_flash_attention", "_kb_fused_attention"],
+            "args": info,
+        }
     if "varlen" in entry:
         cu_q = a.get("cu_seqlens_q", a.get("cu_seqlens", "None"))
         cu_k = a.get("cu_seqlens_k", a.get("cu_seqlens", "None"))
         tail += f", cu_seqlens_q={cu_q}, cu_seqlens_k={cu_k}"
         info.update(input_layout="TND", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     text = f"_kb_flash_attention({qkv}, {tail}, dropout_p={dropout})"
-    return text, {"helpers": ["_kb_flash_attention"], "args": info}
+    return text, {"helpers": ["_kb_flash_attention", "_kb_fused_attention"], "args": info}
 
 
 HELPERS: dict[str, str] = {
+    "_kb_fused_attention": '''
+
+def _kb_fused_attention(query, key, value, layout, scale, sparse=0, pre=2147483647,
+                        nxt=2147483647, mask=None, q_lens=None, kv_lens=None):
+    """One attention call: the fused inference kernel for float16 and bfloat16, and
+    npu_fusion_attention, which also takes float32, for float32.  In TND the lengths are
+    cumulative; in BSND kv_lens holds each batch's key/value length."""
+    scale = query.shape[-1] ** -0.5 if scale is None else scale
+    if query.dtype == torch.float32 and (layout == "TND" or kv_lens is None):
+        return torch_npu.npu_fusion_attention(
+            query, key, value, query.shape[-2], layout, atten_mask=mask, scale=scale,
+            pre_tockens=pre, next_tockens=nxt, sparse_mode=sparse,
+            actual_seq_qlen=q_lens, actual_seq_kvlen=kv_lens)[0]
+    lengths = {}
+    if q_lens is not None:
+        lengths["actual_seq_lengths"] = q_lens
+    if kv_lens is not None:
+        lengths["actual_seq_lengths_kv"] = kv_lens
+    return torch_npu.npu_fused_infer_attention_score(
+        query, key, value, atten_mask=mask, num_heads=query.shape[-2],
+        num_key_value_heads=key.shape[-2], input_layout=layout, scale=scale,
+        sparse_mode=sparse, pre_tokens=pre, next_tokens=nxt, **lengths)[0]
+''',
     "_kb_flash_attention": '''
 
 def _kb_flash_sparse(causal, window, sq):
@@ -245,12 +272,12 @@ def _kb_flash_attention(query, key, value, scale=None, causal=False, window=(-1,
     tnd = cu_seqlens_q is not None
     sq = query.shape[1] if not tnd else 0
     sparse, pre, nxt = _kb_flash_sparse(causal, window, sq)
-    lengths = {}
+    q_lens = kv_lens = None
     if tnd:
-        lengths = {"actual_seq_lengths": [int(n) for n in cu_seqlens_q[1:]],
-                   "actual_seq_lengths_kv": [int(n) for n in cu_seqlens_k[1:]]}
+        q_lens = [int(n) for n in cu_seqlens_q[1:]]
+        kv_lens = [int(n) for n in cu_seqlens_k[1:]]
     elif kv_lengths is not None:
-        lengths = {"actual_seq_lengths_kv": [int(n) for n in kv_lengths]}
+        kv_lens = [int(n) for n in kv_lengths]
     mask = None
     if sparse and sq == 1 and sparse == 4:
         # one query row: the kernel reads no sparse mode, so the band goes in as a mask
@@ -262,21 +289,9 @@ def _kb_flash_attention(query, key, value, scale=None, causal=False, window=(-1,
         sparse, pre, nxt = 0, 2147483647, 2147483647
     elif sparse:
         mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
-    out = torch_npu.npu_fused_infer_attention_score(
-        query,
-        key,
-        value,
-        atten_mask=mask,
-        num_heads=query.shape[-2],
-        num_key_value_heads=key.shape[-2],
-        input_layout="TND" if tnd else "BSND",
-        scale=query.shape[-1] ** -0.5 if scale is None else scale,
-        sparse_mode=sparse,
-        pre_tokens=pre,
-        next_tokens=nxt,
-        **lengths,
-    )
-    return out[0]
+    layout = "TND" if tnd else "BSND"
+    return _kb_fused_attention(query, key, value, layout, scale, sparse, pre, nxt, mask,
+                               q_lens, kv_lens)
 ''',
     "_kb_flash_kvcache": '''
 
@@ -311,7 +326,7 @@ def _kb_xformers_attention(query, key, value, attn_bias=None, scale=None, p=0.0)
         raise ValueError("a tensor attn_bias: the port passes no score bias (pse_shift)")
     three = query.dim() == 3
     q, k, v = ((t.unsqueeze(2) if three else t) for t in (query, key, value))
-    sparse, lengths, layout = 0, {}, "BSND"
+    sparse, q_lens, kv_lens, layout = 0, None, None, "BSND"
     if attn_bias is None:
         pass
     elif kind in ("LowerTriangularMask", "LowerTriangularFromBottomRightMask"):
@@ -319,25 +334,16 @@ def _kb_xformers_attention(query, key, value, attn_bias=None, scale=None, p=0.0)
     elif kind in ("BlockDiagonalMask", "BlockDiagonalCausalMask"):
         sparse = 2 if kind == "BlockDiagonalCausalMask" else 0
         layout, q, k, v = "TND", q[0], k[0], v[0]
-        lengths = {"actual_seq_lengths": list(attn_bias.q_seqinfo.seqstart_py[1:]),
-                   "actual_seq_lengths_kv": list(attn_bias.k_seqinfo.seqstart_py[1:])}
+        q_lens = list(attn_bias.q_seqinfo.seqstart_py[1:])
+        kv_lens = list(attn_bias.k_seqinfo.seqstart_py[1:])
     else:
         raise ValueError(f"attn_bias={kind}: not a bias the port maps")
     mask = None
     if sparse:
         mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), 1)
-    out = torch_npu.npu_fused_infer_attention_score(
-        q,
-        k,
-        v,
-        atten_mask=mask,
-        num_heads=q.shape[-2],
-        num_key_value_heads=k.shape[-2],
-        input_layout=layout,
-        scale=q.shape[-1] ** -0.5 if scale is None else scale,
-        sparse_mode=sparse,
-        **lengths,
-    )[0]
+    unbounded = 2147483647
+    out = _kb_fused_attention(q, k, v, layout, scale, sparse, unbounded, unbounded, mask,
+                              q_lens, kv_lens)
     out = out.unsqueeze(0) if layout == "TND" else out
     return out.squeeze(2) if three else out
 ''',
