@@ -111,6 +111,16 @@ def test_what_a_stand_in_does_not_model_is_refused_by_name(fn, kwargs, named) ->
         fn(q, k, v, **kwargs)
 
 
+def test_unpad_and_pad_round_trip_with_the_cited_results() -> None:
+    x = torch.arange(12.0).view(2, 3, 2)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    rows, indices, cu, longest, used = standins.unpad_input(x, mask)
+    assert rows.shape == (5, 2) and cu.tolist() == [0, 2, 5] and longest == 3
+    assert used.tolist() == [2, 3]  # the fifth result of the cited release
+    back = standins.pad_input(rows, indices, 2, 3)
+    assert torch.equal(back, x * mask[..., None])
+
+
 def test_the_tree_is_importable_only_while_installed() -> None:
     assert "flash_attn" not in sys.modules
     done = standins.install()

@@ -41,8 +41,10 @@ flash-attn (Dao-AILab/flash-attention, commit 0251105a2fb19d2957484b7f023cd8c115
   cache_seqlens, and attention reads the first cache_seqlens (+ the new) keys.
 * ``flash_attn.bert_padding`` (``flash_attn/bert_padding.py``): ``index_first_axis``,
   ``pad_input(hidden_states, indices, batch, seqlen)`` (line 204) and
-  ``unpad_input(hidden_states, attention_mask)`` (line 98; the four results of the 2.x
-  releases this stand-in's ``__version__`` names).
+  ``unpad_input(hidden_states, attention_mask, unused_mask=None)`` (lines 98-130: five
+  results, the last the used lengths per batch).  The stand-ins say they are release
+  2.8.4 (``flash_attn/__init__.py`` at that commit) and xformers 0.0.35 (its
+  ``version.txt`` at the commit below).
 
 xformers (facebookresearch/xformers, commit bed3978b5efc34b92a84e6116b01f598d83b8af1,
 ``xformers/ops/fmha/__init__.py`` and ``attn_bias.py``):
@@ -69,8 +71,10 @@ from typing import Any
 
 from kb.reference.errors import NotModelled
 
-#: the flash-attn release the stand-in says it is (>= 2.1: bottom-right causal)
-FLASH_VERSION = "2.6.3"
+#: the releases the stand-ins say they are: those of the commits cited above
+#: (flash_attn/__init__.py; xformers' version.txt)
+FLASH_VERSION = "2.8.4"
+XFORMERS_VERSION = "0.0.35"
 _MISSING = object()
 
 
@@ -266,13 +270,14 @@ def index_first_axis(x: Any, indices: Any) -> Any:
     return x.reshape(-1, *x.shape[1:])[indices] if x.dim() else x
 
 
-def unpad_input(hidden_states: Any, attention_mask: Any) -> tuple[Any, Any, Any, int]:
+def unpad_input(hidden_states: Any, attention_mask: Any, unused_mask: Any = None) -> Any:
+    _refuse("unpad_input", unused_mask=unused_mask is not None)
     torch = _torch()
     lens = attention_mask.sum(dim=-1, dtype=torch.int32)
     indices = torch.nonzero(attention_mask.flatten(), as_tuple=False).flatten()
     cu = torch.nn.functional.pad(torch.cumsum(lens, dim=0, dtype=torch.int32), (1, 0))
     flat = hidden_states.reshape(-1, *hidden_states.shape[2:])
-    return flat[indices], indices, cu, int(lens.max().item())
+    return flat[indices], indices, cu, int(lens.max().item()), lens
 
 
 def pad_input(hidden_states: Any, indices: Any, batch: int, seqlen: int) -> Any:
@@ -428,7 +433,7 @@ def modules() -> dict[str, types.ModuleType]:
         "flash_attn": _module("flash_attn", __version__=FLASH_VERSION, **_FLASH),
         "flash_attn.flash_attn_interface": _module("flash_attn.flash_attn_interface", **_FLASH),
         "flash_attn.bert_padding": _module("flash_attn.bert_padding", **pad),
-        "xformers": _module("xformers", __version__="0.0.0+kb-standin"),
+        "xformers": _module("xformers", __version__=XFORMERS_VERSION),
         "xformers.ops": _module("xformers.ops", fmha=None, **xf),
         "xformers.ops.fmha": _module("xformers.ops.fmha", attn_bias=None, **xf),
         "xformers.ops.fmha.attn_bias": _module("xformers.ops.fmha.attn_bias", **_BIASES),
