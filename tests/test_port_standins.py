@@ -195,3 +195,29 @@ def test_the_fused_helper_reads_packed_lengths_and_the_kv_cache() -> None:
     assert torch.allclose(got.float(), want.float(), atol=2e-2)
     assert torch.allclose(got_c.float(), want_c.float(), atol=2e-2)
     assert torch.equal(cache_k[0, 3:5], new_k[0])  # written in place, as flash-attn does
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize(
+    "bias",
+    [
+        None,
+        standins.LowerTriangularMask(),
+        standins.LowerTriangularFromBottomRightMask(),
+        standins.BlockDiagonalMask.from_seqlens([1, 2], [2, 3]),
+        standins.BlockDiagonalCausalMask.from_seqlens([2, 3]),
+    ],
+    ids=["none", "top-left", "bottom-right", "block-diagonal", "block-causal"],
+)
+def test_the_xformers_helper_matches_each_bias(bias, dtype) -> None:  # type: ignore[no-untyped-def]
+    from kb import emulate
+
+    block = isinstance(bias, standins.BlockDiagonalMask)
+    sq, sk = (3, 5) if block and not bias.causal else (5, 5) if block else (3, 6)
+    q, k, v = (t.to(getattr(torch, dtype)) for t in _qkv(sq, sk, b=1 if block else 2))
+    want = standins.memory_efficient_attention(q, k, v, bias)
+    with emulate.install("atlas-a2"):
+        got = _helpers()["_kb_xformers_attention"](q, k, v, bias)
+    atol = 2e-2 if dtype == "bfloat16" else 1e-5
+    assert got.dtype == q.dtype and got.shape == want.shape
+    assert torch.allclose(got.float(), want.float(), atol=atol), (got - want).abs().max()
