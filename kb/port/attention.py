@@ -30,10 +30,14 @@ def sdpa(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
     mask = keyword(updated, "attn_mask", 3) or "None"
     scale = keyword(updated, "scale", 6) or "None"
     causal = s.facts.get("causal")
-    if causal is True:
-        sparse: str = "3"
+    flag = keyword(updated, "is_causal", 5) or "False"
+    if causal in (True, "caller") and flag not in ("True", "False"):
+        # decided at run time (``is_causal=mask is None``): the mask given otherwise is used
+        sparse: str = f"3 if ({flag}) else 0"
+    elif causal is True:
+        sparse = "3"
     elif causal == "caller":
-        sparse = f"3 if {keyword(updated, 'is_causal', 5) or 'False'} else 0"
+        sparse = f"3 if {flag} else 0"
     else:
         sparse = "0"
     self.result.helpers.append("_kb_attention")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kb.port import positions
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
 from kb.vocab.phases import INFERENCE_PHASES
 
@@ -385,8 +386,10 @@ def _run(
     run = Run(name, str(dtype).removeprefix("torch."), phase)
     fwd = inspect.signature(getattr(orig, name).forward).parameters
     cache_arg = next((c for c in CACHE_ARGS if c in fwd), "")
-    if phase == "decode" and not (cache_arg and "use_cache" in fwd):
-        run.not_run = "no cache: the class's forward takes no past keys/values (prefill only)"
+    hf = bool(cache_arg and "use_cache" in fwd)
+    drive = None if hf else positions.reader(getattr(orig, name))
+    if phase == "decode" and not (hf or drive):
+        run.not_run = positions.why_not(cache_arg, fwd)
         return run
     try:
         torch.manual_seed(seed)
@@ -404,7 +407,7 @@ def _run(
         return run
     last = ""
     table = tolerance(dtype)
-    if phase == "decode":
+    if phase == "decode" and not drive:
         port.KB_PORT_PROBE = _Probe(stages, table)  # a call the kernel refuses runs unfused
         try:
             a, b, options = _decoders(a, b, options[0][0], seed, cache_arg)
@@ -413,13 +416,20 @@ def _run(
             return run
         finally:
             port.KB_PORT_PROBE = None
-    for args in options:
+    calls = (
+        positions.attempts(a, b, options, drive, phase, dtype, seed)
+        if drive
+        else [lambda o=o: _split(o) for o in options]
+    )
+    for call in calls:
         probe = _Probe(stages, table)
-        port.KB_PORT_PROBE = probe
         try:
-            named = args[-1] if args and isinstance(args[-1], dict) else {}
-            args = args[:-1] if named else args
+            args, named = call()
+            port.KB_PORT_PROBE = probe
             result = compare(a, b, tuple(args), named, tolerance=table, product=product)
+        except positions.CannotDrive as exc:
+            run.not_run = str(exc)
+            return run
         except Exception as exc:
             last = f"{type(exc).__name__}: {exc}"
             continue
@@ -430,6 +440,12 @@ def _run(
         return run
     run.not_run = f"running {name} failed: {last}"
     return run
+
+
+def _split(option: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """(positional arguments, keyword arguments) of one candidate input list."""
+    named = option[-1] if option and isinstance(option[-1], dict) else {}
+    return (option[:-1] if named else option), named
 
 
 def _perturb(model: Any, seed: int) -> None:

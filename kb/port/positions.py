@@ -1,0 +1,201 @@
+"""Decoding driven by positions, for ``kb verify``: a model whose ``forward`` takes where
+its tokens go (a tensor of positions or a start offset) and writes a cache it keeps
+itself, allocated by one of its methods from a batch size and a length (or by its
+constructor, or lazily by its first call with positions).
+
+Everything is read from the class: the position argument from ``forward``'s
+parameters (:data:`POSITION_ARGS`, a tensor unless it is typed or defaulted ``int``),
+the allocating method from the methods whose parameters name a batch size.  Every
+attempt starts from freshly allocated caches on both sides.  Prefill writes positions
+``0..S-1``; decode runs the original's prefill, copies its buffers (the caches) into
+the port so that both sides write from the same state, then measures one step at
+position ``S``.  The cache-write stage compares the two writes from that state in the
+port; the step's outputs are compared as every other run's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: what a forward calls the positions its tokens take in the cache
+POSITION_ARGS = (
+    "input_pos",
+    "start_pos",
+    "positions",
+    "cache_position",
+    "cache_positions",
+    "pos",
+)
+#: cache length allocated for a run (the prompt plus a step, with room to spare)
+LENGTH = 32
+
+
+class CannotDrive(Exception):
+    """What stops kb verify from driving the class by positions (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Driver:
+    """How to drive one class: its position argument and its allocating method."""
+
+    cls: str
+    arg: str
+    offset: bool  #: a start offset (int), not a tensor of positions
+    setup: str = ""  #: the method allocating the cache ('' : none found)
+    params: tuple[str, ...] = ()
+
+
+def _batch(name: str) -> bool:
+    n = name.lower()
+    return "batch" in n or n in ("bsz", "bs")
+
+
+def _length(name: str) -> bool:
+    n = name.lower()
+    return any(w in n for w in ("seq", "len", "tokens", "cache_size"))
+
+
+def reader(cls: Any) -> Driver | None:
+    """The :class:`Driver` of ``cls`` (None: its forward takes no position argument)."""
+    fwd = inspect.signature(cls.forward).parameters
+    arg = next((a for a in POSITION_ARGS if a in fwd), "")
+    if not arg:
+        return None
+    p = fwd[arg]
+    offset = p.annotation in (int, "int") or (
+        type(p.default) is int and p.default is not inspect.Parameter.empty
+    )
+    found = []
+    for name, fn in inspect.getmembers(cls, inspect.isfunction):
+        if name == "forward" or name.startswith("_"):
+            continue
+        params = tuple(inspect.signature(fn).parameters)[1:]
+        if any(_batch(q) for q in params):
+            found.append(("cache" not in name.lower(), name, params))
+    if not found:
+        return Driver(cls.__name__, arg, offset)
+    _, setup, params = min(found)
+    return Driver(cls.__name__, arg, offset, setup, params)
+
+
+def why_not(cache_arg: str, fwd: Any) -> str:
+    """Why a class's decode cannot be driven (neither an HF cache nor positions)."""
+    if cache_arg:
+        return (
+            f"no cache: the class's forward takes {cache_arg} but no use_cache to ask for it "
+            "(prefill only)"
+        )
+    return (
+        "no cache: the class's forward takes no past keys/values ("
+        + ", ".join(("past_key_values", "cache"))
+        + ") and no position argument ("
+        + ", ".join(POSITION_ARGS)
+        + "), so kb verify cannot drive a decode step (prefill only)"
+    )
+
+
+def allocate(model: Any, drive: Driver, dtype: Any) -> None:
+    """Call the model's allocating method with a batch, a length and the run's dtype."""
+    import torch
+
+    from kb.port.build import BATCH
+
+    if not drive.setup:
+        return
+    sig = inspect.signature(getattr(model, drive.setup)).parameters
+    kwargs: dict[str, Any] = {}
+    for name, p in sig.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if _batch(name):
+            kwargs[name] = BATCH
+        elif _length(name):
+            kwargs[name] = LENGTH
+        elif "dtype" in name:
+            kwargs[name] = dtype
+        elif "device" in name:
+            kwargs[name] = torch.device("cpu")
+        elif p.default is inspect.Parameter.empty:
+            raise CannotDrive(
+                f"{drive.cls}.{drive.setup} needs {name!r}, which kb verify cannot supply "
+                "(it passes a batch size, a length, the dtype and the device)"
+            )
+    getattr(model, drive.setup)(**kwargs)
+
+
+def at(drive: Driver, start: int, count: int) -> Any:
+    """The position argument for ``count`` tokens from ``start``."""
+    import torch
+
+    return start if drive.offset else torch.arange(start, start + count)
+
+
+def share(a: Any, b: Any) -> None:
+    """``b``'s buffers (its caches among them) set to ``a``'s: one state for both sides."""
+    import torch
+
+    mine = dict(b.named_buffers())
+    with torch.no_grad():
+        for name, buf in a.named_buffers():
+            other = mine.get(name)
+            if other is not None and other.shape == buf.shape:
+                other.copy_(buf)
+
+
+def _variants(args: list[Any]) -> list[list[Any]]:
+    """The argument lists to try: all as built, then the first alone (the others None),
+    as a model with another input for its first step (a class label, a prompt) takes
+    its plain tokens."""
+    out = [args]
+    if len(args) > 1:
+        out.append([args[0]] + [None] * (len(args) - 1))
+    return out
+
+
+def _step(first: Any, rest: list[Any], seq: int, seed: int) -> list[Any]:
+    """One next token (or hidden state) after a prompt of ``seq``; the other inputs
+    cut to their last position where they run along the sequence."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 2)
+    if first.is_floating_point():
+        nxt = torch.randn(first.shape[0], 1, *first.shape[2:], generator=gen).to(first.dtype)
+    else:
+        nxt = torch.randint(0, int(first.max()) + 1, (first.shape[0], 1), generator=gen)
+    cut = [
+        r[:, -1:] if hasattr(r, "shape") and r.dim() > 1 and r.shape[1] == seq else r for r in rest
+    ]
+    return [nxt, *cut]
+
+
+def attempts(
+    a: Any, b: Any, options: list[Any], drive: Driver, phase: str, dtype: Any, seed: int
+) -> list[Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]]:
+    """The measured calls to try in turn: each allocates fresh caches on both sides (and
+    for decode runs the original's prefill and shares its state), then returns the
+    arguments of the call to measure."""
+    import torch
+
+    out = []
+    for option in options:
+        named = option[-1] if option and isinstance(option[-1], dict) else {}
+        given = list(option[:-1] if named else option)
+        for args in _variants(given):
+
+            def attempt(args: list[Any] = args, named: dict[str, Any] = named) -> Any:
+                allocate(a, drive, dtype)
+                allocate(b, drive, dtype)
+                seq = int(args[0].shape[1])
+                if phase != "decode":
+                    return tuple(args), {**named, drive.arg: at(drive, 0, seq)}
+                with torch.no_grad():
+                    a(*args, **named, **{drive.arg: at(drive, 0, seq)})
+                share(a, b)
+                step = _step(args[0], args[1:], seq, seed)
+                return tuple(step), {**named, drive.arg: at(drive, seq, 1)}
+
+            out.append(attempt)
+    return out
