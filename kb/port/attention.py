@@ -18,7 +18,8 @@ from kb.port.spans import SDPA, code, dotted, keyword
 
 def sdpa(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
     """``scaled_dot_product_attention(q, k, v, ...)`` into the fused kernel."""
-    if not dotted(updated.func).endswith(SDPA):
+    callee = dotted(updated.func)
+    if not callee.endswith(SDPA) or callee.startswith("self."):  # the module's own method
         return None
     att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
     if not att:

@@ -71,7 +71,13 @@ _AT_MOST: dict[str, int] = {
     "sliding_window": 4,
     "sample_size": 32,  # a denoiser's latent side
 }
-_KV_HEADS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num")
+_KV_HEADS = (
+    "num_key_value_heads",
+    "n_kv_heads",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "n_query_groups",
+)
 _HEADS = ("num_attention_heads", "n_heads", "n_head", "num_heads", "heads")
 #: the hidden size as constructors name it
 HIDDEN = ("hidden_size", "dim", "d_model", "n_embd", "model_dim", "emb_dim")

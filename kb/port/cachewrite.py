@@ -61,6 +61,14 @@ def is_state(text: str, resolved: str) -> bool:
     return any(n.startswith("self.") or "cache" in n.lower() for n in names if n)
 
 
+def handed_in(porter: Any, target: str) -> bool:
+    """The written tensor is (a part of) a parameter of a function outside any class: a
+    helper writing the tensor its caller hands in (``t.index_copy_(dim, idx, val)``,
+    ``t[i].index_copy_(...)``), which the caller's cache keeps."""
+    base = target.split("[", 1)[0].split(".", 1)[0]
+    return bool(not porter.cls and porter.params and base in porter.params[-1])
+
+
 def slot_write(node: cst.Assign, resolve: Any, before: int) -> tuple[str, ...] | None:
     """(cache, axis, positions, key, value) of a write ``cache[:, :, pos] = value`` into
     state; ``resolve(name, before)`` is the value a name was last assigned."""
@@ -94,7 +102,7 @@ def copy_stage(porter: Any, original: cst.Call, updated: cst.Call) -> cst.BaseEx
     cache-write stage and registers the rewritten span."""
     copy = index_copy(updated)
     stage = porter._cache_stage() if copy else None
-    if not (copy and stage and is_state(copy[0], "")):
+    if not (copy and stage and (is_state(copy[0], "") or handed_in(porter, copy[0]))):
         return None
     cache, axis, pos, value = copy
     sid = porter._register(stage, original, args={"dim": axis, "indices": pos})

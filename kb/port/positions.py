@@ -107,13 +107,15 @@ def allocate(model: Any, drive: Driver, dtype: Any) -> None:
         return
     sig = inspect.signature(getattr(model, drive.setup)).parameters
     kwargs: dict[str, Any] = {}
+    sized = False
     for name, p in sig.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if _batch(name):
             kwargs[name] = BATCH
-        elif _length(name):
-            kwargs[name] = LENGTH
+        elif _length(name) and (p.default is inspect.Parameter.empty or not sized):
+            kwargs[name] = LENGTH  # the cache's length (a further length keeps its default)
+            sized = True
         elif "dtype" in name:
             kwargs[name] = dtype
         elif "device" in name:
