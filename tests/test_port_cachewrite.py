@@ -110,4 +110,9 @@ def test_a_cache_grown_by_cat_gets_a_note_saying_what_to_keep(tmp_path) -> None:
     (tmp_path / "cat_llm.py").write_text(text)
     doc = port(str(tmp_path / "cat_llm.py"), str(tmp_path / "out.py"), product="atlas-a2")
     notes = doc["files"][0]["notes"]["Attention"]
-    assert any("cache_write_scatter" in n and "grows by torch.cat" in n for n in notes), notes
+    said = [n for n in notes if "cache_write_scatter" in n and "grows by torch.cat" in n]
+    assert said, notes
+    # the prerequisite and the chain's cache-write operator, and nothing rewritten
+    assert "paged-kv-cache" in said[0] and "npu_scatter_nd_update_" in said[0]
+    ported = (tmp_path / "out.py").read_text()
+    assert "_kb_stage_inplace(" not in ported.split("def _kb_stage_inplace", 1)[-1]

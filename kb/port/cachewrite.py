@@ -110,14 +110,16 @@ def copy_stage(porter: Any, original: cst.Call, updated: cst.Call) -> cst.BaseEx
     return cst.parse_expression(statement(sid, cache, axis, pos, value, code(updated)))
 
 
-def why_not(facts: dict[str, Any]) -> str:
-    """Why a planned cache write was not rewritten, from how the reader saw the cache kept."""
+def why_not(facts: dict[str, Any], operator: str = "npu_scatter_nd_update_") -> str:
+    """Why a planned cache write was not rewritten, from how the reader saw the cache kept
+    (``operator``: the chain's cache-write operator)."""
     kept = facts.get("cache")
     if kept == "cat":
         return (
-            "the cache grows by torch.cat, so there is no cache to write in place: keep a "
-            "preallocated cache written by position (cache[:, :, pos] = k or index_copy_), "
-            "which kb port writes as npu_scatter_nd_update_"
+            "the cache grows by torch.cat, so there is no cache to write in place and the "
+            "port leaves it as it is; prerequisite: a preallocated KV cache (the chains' "
+            "paged-kv-cache), written by position (cache[:, :, pos] = k or index_copy_), "
+            f"which kb port writes as {operator}"
         )
     if kept == "update":
         return (

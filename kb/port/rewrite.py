@@ -532,7 +532,7 @@ def _named(st: cst.CSTNode, name: str) -> bool:
 def _missing(s: Stage) -> str:
     """Why a planned stage was not rewritten (the others get their own note)."""
     if s.mapping in cachewrite.ROWS:
-        return cachewrite.why_not(s.facts)
+        return cachewrite.why_not(s.facts, s.operator)
     ours = NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS | RESIDUAL_ROWS
     if s.mapping in ours | norms.LAYER_NORM_ROWS | norms.ADALN_ROWS or s.mapping.startswith(
         "attention_"

@@ -1,0 +1,103 @@
+"""kb verify drives decode by positions (a cache its own method allocates, ``input_pos``
+with every call, the mask read from positions) and measures the cache write there; kb
+port writes an ``index_copy_`` into a helper's parameter as the scatter and leaves a
+module's own ``scaled_dot_product_attention`` method alone (fixture:
+tests/data/port/pos_cache_llm.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("libcst")
+
+from kb.api.port import port, verify
+from kb.port import positions
+
+pytestmark = pytest.mark.heavy
+
+DATA = Path(__file__).parent / "data" / "port"
+NAME = "pos_cache_llm"
+
+
+@pytest.fixture(scope="module")
+def ported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("poscache") / f"{NAME}_npu.py"
+    port(str(DATA / f"{NAME}.py"), str(out), product="atlas-a2")
+    return out
+
+
+def _verify(path: Path, **kw: object) -> dict:
+    return verify(str(DATA / f"{NAME}.py"), str(path), str(DATA / f"{NAME}.json"), **kw)  # type: ignore[arg-type]
+
+
+def test_both_writes_are_the_scatter_and_the_method_is_left(ported: Path) -> None:
+    text = ported.read_text()
+    assert "_kb_scatter_write(keys, 2, input_pos, k)" in text
+    # the helper writes the tensor its caller hands in: that is the cache
+    assert "_kb_scatter_write(buffer, dim, index, rows)" in text
+    # the class's own method of torch's name returns [B, S, N, D]: not the kernel's call
+    assert "y = self.scaled_dot_product_attention(q, k, v, mask)" in text
+    # is_causal decided at run time: the mask from positions is used when one is given
+    assert "sparse_mode=3 if (mask is None) else 0" in text
+
+
+def test_prefill_and_decode_by_positions_pass_with_the_cache_write_measured(
+    ported: Path,
+) -> None:
+    doc = _verify(ported)
+    assert doc["passed"], doc["failures"]
+    ran = {(r["dtype"], r["phase"]) for r in doc["runs"] if not r["not_run"]}
+    assert ran == {(d, p) for d in ("float32", "bfloat16") for p in ("prefill", "decode")}
+    for run in doc["runs"]:
+        measured = {s["stage"] for s in run["stages"] if s["calls"]}
+        assert {"KVCache.cache_write_scatter", "put_rows.cache_write_scatter"} <= measured
+    assert not doc["stages_not_reached"]
+
+
+WRONG = [
+    # the new keys written one slot further on: decode reads a stale slot
+    ("_kb_scatter_write(keys, 2, input_pos, k)", "_kb_scatter_write(keys, 2, input_pos + 1, k)"),
+    # keys and values swapped in the write
+    ("_kb_scatter_write(keys, 2, input_pos, k)", "_kb_scatter_write(keys, 2, input_pos, v)"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), WRONG)
+def test_a_wrong_cache_write_fails_naming_the_stage(
+    old: str, new: str, ported: Path, tmp_path: Path
+) -> None:
+    text = ported.read_text()
+    assert old in text
+    wrong = tmp_path / f"{NAME}_wrong.py"
+    wrong.write_text(text.replace(old, new, 1))
+    doc = _verify(wrong, dtypes=("bfloat16",), phases=("decode",))
+    assert not doc["passed"]
+    assert any("KVCache.cache_write_scatter" in f["message"] for f in doc["failures"]), doc[
+        "failures"
+    ]
+
+
+class _NoPositions:
+    def forward(self, x):  # pragma: no cover - read, not run
+        return x
+
+
+class _Allocates:
+    def setup_caches(self, max_batch_size, max_seq_length, page_table):  # pragma: no cover
+        pass
+
+    def forward(self, idx, start_pos: int = 0):  # pragma: no cover
+        return idx
+
+
+def test_what_cannot_be_driven_is_said() -> None:
+    assert positions.reader(_NoPositions) is None
+    said = positions.why_not("", {})
+    assert "input_pos" in said and "start_pos" in said and "prefill only" in said
+    drive = positions.reader(_Allocates)
+    assert drive is not None and drive.setup == "setup_caches" and drive.offset
+    with pytest.raises(positions.CannotDrive, match="setup_caches needs 'page_table'"):
+        positions.allocate(_Allocates(), drive, None)
