@@ -14,7 +14,6 @@ pytest.importorskip("torch")
 pytest.importorskip("libcst")
 
 from kb.api.port import port, verify
-from kb.port import positions
 
 pytestmark = pytest.mark.heavy
 
@@ -94,6 +93,8 @@ class _Allocates:
 
 
 def test_what_cannot_be_driven_is_said() -> None:
+    from kb.port import positions
+
     assert positions.reader(_NoPositions) is None
     said = positions.why_not("", {})
     assert "input_pos" in said and "start_pos" in said and "prefill only" in said
