@@ -102,3 +102,16 @@ def test_what_cannot_be_driven_is_said() -> None:
     assert drive is not None and drive.setup == "setup_caches" and drive.offset
     with pytest.raises(positions.CannotDrive, match="setup_caches needs 'page_table'"):
         positions.allocate(_Allocates(), drive, None)
+
+
+def test_a_note_is_taken_back_when_a_helper_further_down_does_the_stage() -> None:
+    from kb.port.porting import _settled
+    from kb.port.spans import Stage
+
+    s = Stage("Attn", "attention", "cache_write_scatter", "npu_scatter_nd_update_")
+    said = "stage cache_write_scatter (npu_scatter_nd_update_) not rewritten: none found"
+    notes = {"Attn": [said, "other"], "Other": [said]}
+    text = f"# kb port: {said}\nclass Other:\n    pass\n# kb port: {said}\nclass Attn:\n    pass\n"
+    out = _settled(text, [s], notes, {("Attn", "cache_write_scatter")})
+    assert notes == {"Attn": ["other"], "Other": [said]}
+    assert out == f"# kb port: {said}\nclass Other:\n    pass\nclass Attn:\n    pass\n"
