@@ -29,29 +29,41 @@ def _full(el: cst.SubscriptElement) -> bool:
     ) or (isinstance(s, cst.Index) and isinstance(s.value, cst.Ellipsis))
 
 
-def positions(target: cst.Subscript) -> tuple[str, int, str] | None:
-    """(positions as a tensor expression, axis, the key as a tuple expression) of
-    ``c[:, :, P]`` (trailing ``:`` allowed); a ``start:stop`` slice becomes
-    ``torch.arange``."""
+def _prefix(el: cst.SubscriptElement) -> str | None:
+    """``n`` of a leading ``:n`` (the first n rows of an axis, as ``cache[:bsz]``)."""
+    s = el.slice
+    if isinstance(s, cst.Slice) and s.lower is None and s.upper and s.step is None:
+        return code(s.upper)
+    return None
+
+
+def positions(target: cst.Subscript) -> tuple[str, int, str, str] | None:
+    """(positions as a tensor expression, axis, the key as a tuple expression, the view
+    written: ``[:n]`` of leading ``:n`` axes, else '') of ``c[:, :, P]`` (trailing ``:``
+    allowed; leading ``:n`` too, the write then goes into the view ``c[:n]``); a
+    ``start:stop`` slice becomes ``torch.arange``."""
     els = list(target.slice)
     lead = 0
-    while lead < len(els) and _full(els[lead]):
+    rows: list[str] = []
+    while lead < len(els) and (_full(els[lead]) or _prefix(els[lead]) is not None):
         if isinstance(els[lead].slice, cst.Index):  # an Ellipsis: the axis is not known
             return None
+        rows.append(_prefix(els[lead]) or "")
         lead += 1
     if lead == len(els) or not all(_full(e) for e in els[lead + 1 :]):
         return None
+    view = "[{}]".format(", ".join(f":{n}" for n in rows)) if any(rows) else ""
     s = els[lead].slice
     whole = ["slice(None)"] * (len(els) - 1)
     if isinstance(s, cst.Index) and s.star is None:
         if isinstance(s.value, (cst.Integer, cst.SimpleString)):
             return None  # one fixed slot: an update, not a write by position
         at = code(s.value)
-        return at, lead, "({},)".format(", ".join([*whole[:lead], at, *whole[lead:]]))
+        return at, lead, "({},)".format(", ".join([*whole[:lead], at, *whole[lead:]])), view
     if isinstance(s, cst.Slice) and s.lower and s.upper and s.step is None:
         lo, hi = code(s.lower), code(s.upper)
         key = "({},)".format(", ".join([*whole[:lead], f"slice({lo}, {hi})", *whole[lead:]]))
-        return f"torch.arange({lo}, {hi})", lead, key
+        return f"torch.arange({lo}, {hi})", lead, key, view
     return None
 
 
@@ -80,8 +92,8 @@ def slot_write(node: cst.Assign, resolve: Any, before: int) -> tuple[str, ...] |
     known = resolve(cache, before) if cache.isidentifier() else None
     if found is None or not is_state(cache, code(known[0]) if known else ""):
         return None
-    pos, axis, key = found
-    return cache, str(axis), pos, key, code(node.value)
+    pos, axis, key, view = found
+    return cache + view, str(axis), pos, key, code(node.value)
 
 
 def index_copy(call: cst.Call) -> tuple[str, str, str, str] | None:

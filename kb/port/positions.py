@@ -15,8 +15,9 @@ port; the step's outputs are compared as every other run's.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,8 @@ class Driver:
     offset: bool  #: a start offset (int), not a tensor of positions
     setup: str = ""  #: the method allocating the cache ('' : none found)
     params: tuple[str, ...] = ()
+    #: its place among the forward's required arguments (-1: it has a default)
+    index: int = -1
 
 
 def _batch(name: str) -> bool:
@@ -68,6 +71,12 @@ def reader(cls: Any) -> Driver | None:
     offset = p.annotation in (int, "int") or (
         type(p.default) is int and p.default is not inspect.Parameter.empty
     )
+    required = [
+        q
+        for q, v in list(fwd.items())[1:]
+        if v.default is inspect.Parameter.empty and v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)
+    ]
+    index = required.index(arg) if arg in required else -1
     found = []
     for name, fn in inspect.getmembers(cls, inspect.isfunction):
         if name == "forward" or name.startswith("_"):
@@ -76,9 +85,9 @@ def reader(cls: Any) -> Driver | None:
         if any(_batch(q) for q in params):
             found.append(("cache" not in name.lower(), name, params))
     if not found:
-        return Driver(cls.__name__, arg, offset)
+        return Driver(cls.__name__, arg, offset, index=index)
     _, setup, params = min(found)
-    return Driver(cls.__name__, arg, offset, setup, params)
+    return Driver(cls.__name__, arg, offset, setup, params, index)
 
 
 def why_not(cache_arg: str, fwd: Any) -> str:
@@ -95,6 +104,22 @@ def why_not(cache_arg: str, fwd: Any) -> str:
         + ", ".join(POSITION_ARGS)
         + "), so kb verify cannot drive a decode step (prefill only)"
     )
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: Any) -> Iterator[None]:
+    """Tensors made without a dtype are ``dtype`` while the models are built: a cache a
+    constructor makes with ``torch.zeros(shape)`` is in the run's dtype, as the model's
+    own inference sets the default dtype for it (None: unchanged)."""
+    import torch
+
+    before = torch.get_default_dtype()
+    if dtype is not None and dtype.is_floating_point:
+        torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def allocate(model: Any, drive: Driver, dtype: Any) -> None:
@@ -136,15 +161,45 @@ def at(drive: Driver, start: int, count: int) -> Any:
 
 
 def share(a: Any, b: Any) -> None:
-    """``b``'s buffers (its caches among them) set to ``a``'s: one state for both sides."""
+    """``b``'s state set to ``a``'s, one state for both sides: its buffers and the tensors
+    its modules keep as plain attributes (a cache made with ``torch.zeros`` in
+    ``__init__``)."""
     import torch
 
-    mine = dict(b.named_buffers())
+    theirs = dict(b.named_modules())
     with torch.no_grad():
-        for name, buf in a.named_buffers():
-            other = mine.get(name)
-            if other is not None and other.shape == buf.shape:
-                other.copy_(buf)
+        for name, mod in a.named_modules():
+            other = theirs.get(name)
+            if other is None:
+                continue
+            kept = {**dict(mod.named_buffers(recurse=False)), **_plain(mod)}
+            mine = {**dict(other.named_buffers(recurse=False)), **_plain(other)}
+            for key, t in kept.items():
+                o = mine.get(key)
+                if o is not None and o.shape == t.shape:
+                    o.copy_(t)
+
+
+def _plain(mod: Any) -> dict[str, Any]:
+    """The tensors a module keeps as plain attributes (neither parameters nor buffers)."""
+    import torch
+
+    return {k: v for k, v in vars(mod).items() if isinstance(v, torch.Tensor) and k[0] != "_"}
+
+
+def _by_token(model: Any, args: list[Any], named: dict[str, Any], drive: Driver, n: int) -> None:
+    """The first ``n`` tokens fed one call per token (a model that takes one at a time)."""
+    import torch
+
+    with torch.no_grad():
+        for t in range(n):
+            one = [a[:, t : t + 1] if _along(a, args) else a for a in args]
+            model(*one, **named, **{drive.arg: at(drive, t, 1)})
+
+
+def _along(x: Any, args: list[Any]) -> bool:
+    """``x`` runs along the prompt's sequence axis."""
+    return hasattr(x, "shape") and x.dim() > 1 and x.shape[1] == args[0].shape[1]
 
 
 def _variants(args: list[Any]) -> list[list[Any]]:
@@ -185,6 +240,8 @@ def attempts(
     for option in options:
         named = option[-1] if option and isinstance(option[-1], dict) else {}
         given = list(option[:-1] if named else option)
+        if 0 <= drive.index < len(given):  # the positions go by name
+            del given[drive.index]
         for args in _variants(given):
 
             def attempt(args: list[Any] = args, named: dict[str, Any] = named) -> Any:
@@ -200,4 +257,20 @@ def attempts(
                 return tuple(step), {**named, drive.arg: at(drive, seq, 1)}
 
             out.append(attempt)
+
+            def by_token(args: list[Any] = args, named: dict[str, Any] = named) -> Any:
+                """The prompt fed one token per call; prefill measures the last one."""
+                allocate(a, drive, dtype)
+                allocate(b, drive, dtype)
+                seq = int(args[0].shape[1])
+                last = seq - 1 if phase != "decode" else seq
+                _by_token(a, args, named, drive, last)
+                share(a, b)
+                if phase != "decode":
+                    one = [x[:, last:] if _along(x, args) else x for x in args]
+                    return tuple(one), {**named, drive.arg: at(drive, last, 1)}
+                step = _step(args[0], args[1:], seq, seed)
+                return tuple(step), {**named, drive.arg: at(drive, seq, 1)}
+
+            out.append(by_token)
     return out

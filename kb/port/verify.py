@@ -392,10 +392,11 @@ def _run(
         run.not_run = positions.why_not(cache_arg, fwd)
         return run
     try:
-        torch.manual_seed(seed)
-        a = build(getattr(orig, name), cfg, orig).to(dtype).eval()
-        torch.manual_seed(seed)
-        b = build(getattr(port, name), cfg, port).to(dtype).eval()
+        with positions.default_dtype(dtype if drive else None):
+            torch.manual_seed(seed)
+            a = build(getattr(orig, name), cfg, orig).to(dtype).eval()
+            torch.manual_seed(seed)
+            b = build(getattr(port, name), cfg, port).to(dtype).eval()
         _perturb(a, seed)
         b.load_state_dict(a.state_dict())
         options = inputs(a, cfg, dtype, seed + 1)
