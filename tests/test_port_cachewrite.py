@@ -32,6 +32,12 @@ def _resolve(values: dict[str, str]):
         ("self.v[:, p] = v", {}, ("self.v", "1", "p")),
         ("kv_cache[:, :, s:e] = k", {}, ("kv_cache", "2", "torch.arange(s, e)")),
         ("self.k_cache[:, :, pos, :] = k", {}, ("self.k_cache", "2", "pos")),
+        # the first bsz rows: the write goes into that view of the cache
+        (
+            "self.cache_k[:bsz, p : p + s] = k",
+            {},
+            ("self.cache_k[:bsz]", "1", "torch.arange(p, p + s)"),
+        ),
     ],
 )
 def test_writes_by_position_into_state(text: str, known: dict, want: tuple) -> None:

@@ -115,3 +115,45 @@ def test_a_note_is_taken_back_when_a_helper_further_down_does_the_stage() -> Non
     out = _settled(text, [s], notes, {("Attn", "cache_write_scatter")})
     assert notes == {"Attn": ["other"], "Other": [said]}
     assert out == f"# kb port: {said}\nclass Other:\n    pass\nclass Attn:\n    pass\n"
+
+
+STEP = "step_cache_llm"  # one token per call, caches as plain tensors, start_pos: int
+
+
+@pytest.fixture(scope="module")
+def stepped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("stepcache") / f"{STEP}_npu.py"
+    port(str(DATA / f"{STEP}.py"), str(out), product="atlas-a2")
+    return out
+
+
+def _verify_step(path: Path, **kw: object) -> dict:
+    return verify(str(DATA / f"{STEP}.py"), str(path), str(DATA / f"{STEP}.json"), **kw)  # type: ignore[arg-type]
+
+
+def test_a_model_taking_one_token_per_call_is_driven_by_its_start(stepped: Path) -> None:
+    doc = _verify_step(stepped)
+    assert doc["passed"], doc["failures"]
+    ran = {(r["dtype"], r["phase"]) for r in doc["runs"] if not r["not_run"]}
+    assert ran == {(d, p) for d in ("float32", "bfloat16") for p in ("prefill", "decode")}
+    for run in doc["runs"]:
+        measured = {s["stage"] for s in run["stages"] if s["calls"]}
+        assert {"Attention.cache_write_scatter", "Attention.cache_write_scatter#2"} <= measured
+
+
+def test_a_step_model_written_one_slot_on_fails_naming_the_stage(
+    stepped: Path, tmp_path: Path
+) -> None:
+    old = "_kb_scatter_write(self.cache_v[:bsz], 1, torch.arange(start_pos, start_pos + s), v)"
+    text = stepped.read_text()
+    assert old in text
+    wrong = tmp_path / f"{STEP}_wrong.py"
+    wrong.write_text(
+        text.replace(
+            old, old.replace("(start_pos, start_pos + s)", "(start_pos + 1, start_pos + 1 + s)")
+        )
+    )
+    doc = _verify_step(wrong, dtypes=("float32",), phases=("decode",))
+    assert not doc["passed"]
+    named = [f for f in doc["failures"] if "Attention.cache_write_scatter#2" in f["message"]]
+    assert named, doc["failures"]
