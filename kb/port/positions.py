@@ -230,13 +230,13 @@ def _step(first: Any, rest: list[Any], seq: int, seed: int) -> list[Any]:
 
 def attempts(
     a: Any, b: Any, options: list[Any], drive: Driver, phase: str, dtype: Any, seed: int
-) -> list[Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]]:
+) -> list[Callable[[], Any]]:
     """The measured calls to try in turn: each allocates fresh caches on both sides (and
     for decode runs the original's prefill and shares its state), then returns the
     arguments of the call to measure."""
     import torch
 
-    out = []
+    out: list[Callable[[], Any]] = []
     for option in options:
         named = option[-1] if option and isinstance(option[-1], dict) else {}
         given = list(option[:-1] if named else option)
