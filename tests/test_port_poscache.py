@@ -19,17 +19,31 @@ pytestmark = pytest.mark.heavy
 
 DATA = Path(__file__).parent / "data" / "port"
 NAME = "pos_cache_llm"
+STEP = "step_cache_llm"  # one token per call, caches as plain tensors, start_pos: int
 
 
 @pytest.fixture(scope="module")
-def ported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("poscache") / f"{NAME}_npu.py"
-    port(str(DATA / f"{NAME}.py"), str(out), product="atlas-a2")
+def ports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("poscache")
+    out = {}
+    for name in (NAME, STEP):
+        out[name] = root / f"{name}_npu.py"
+        port(str(DATA / f"{name}.py"), str(out[name]), product="atlas-a2")
     return out
 
 
-def _verify(path: Path, **kw: object) -> dict:
-    return verify(str(DATA / f"{NAME}.py"), str(path), str(DATA / f"{NAME}.json"), **kw)  # type: ignore[arg-type]
+@pytest.fixture(scope="module")
+def ported(ports: dict[str, Path]) -> Path:
+    return ports[NAME]
+
+
+@pytest.fixture(scope="module")
+def stepped(ports: dict[str, Path]) -> Path:
+    return ports[STEP]
+
+
+def _verify(path: Path, name: str = NAME, **kw: object) -> dict:
+    return verify(str(DATA / f"{name}.py"), str(path), str(DATA / f"{name}.json"), **kw)  # type: ignore[arg-type]
 
 
 def test_both_writes_are_the_scatter_and_the_method_is_left(ported: Path) -> None:
@@ -43,17 +57,24 @@ def test_both_writes_are_the_scatter_and_the_method_is_left(ported: Path) -> Non
     assert "sparse_mode=3 if (mask is None) else 0" in text
 
 
-def test_prefill_and_decode_by_positions_pass_with_the_cache_write_measured(
-    ported: Path,
+@pytest.mark.parametrize(
+    ("name", "writes"),
+    [
+        (NAME, {"KVCache.cache_write_scatter", "put_rows.cache_write_scatter"}),
+        # one token per call (prefilled token by token), caches kept as plain tensors
+        (STEP, {"Attention.cache_write_scatter", "Attention.cache_write_scatter#2"}),
+    ],
+)
+def test_prefill_and_decode_by_positions_pass_with_the_cache_writes_measured(
+    name: str, writes: set[str], ports: dict[str, Path]
 ) -> None:
-    doc = _verify(ported)
+    doc = _verify(ports[name], name)
     assert doc["passed"], doc["failures"]
     ran = {(r["dtype"], r["phase"]) for r in doc["runs"] if not r["not_run"]}
     assert ran == {(d, p) for d in ("float32", "bfloat16") for p in ("prefill", "decode")}
     for run in doc["runs"]:
-        measured = {s["stage"] for s in run["stages"] if s["calls"]}
-        assert {"KVCache.cache_write_scatter", "put_rows.cache_write_scatter"} <= measured
-    assert not doc["stages_not_reached"]
+        assert writes <= {s["stage"] for s in run["stages"] if s["calls"]}
+    assert not [s for s in doc["stages_not_reached"] if "cache_write" in s]
 
 
 WRONG = [
@@ -117,30 +138,6 @@ def test_a_note_is_taken_back_when_a_helper_further_down_does_the_stage() -> Non
     assert out == f"# kb port: {said}\nclass Other:\n    pass\nclass Attn:\n    pass\n"
 
 
-STEP = "step_cache_llm"  # one token per call, caches as plain tensors, start_pos: int
-
-
-@pytest.fixture(scope="module")
-def stepped(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("stepcache") / f"{STEP}_npu.py"
-    port(str(DATA / f"{STEP}.py"), str(out), product="atlas-a2")
-    return out
-
-
-def _verify_step(path: Path, **kw: object) -> dict:
-    return verify(str(DATA / f"{STEP}.py"), str(path), str(DATA / f"{STEP}.json"), **kw)  # type: ignore[arg-type]
-
-
-def test_a_model_taking_one_token_per_call_is_driven_by_its_start(stepped: Path) -> None:
-    doc = _verify_step(stepped)
-    assert doc["passed"], doc["failures"]
-    ran = {(r["dtype"], r["phase"]) for r in doc["runs"] if not r["not_run"]}
-    assert ran == {(d, p) for d in ("float32", "bfloat16") for p in ("prefill", "decode")}
-    for run in doc["runs"]:
-        measured = {s["stage"] for s in run["stages"] if s["calls"]}
-        assert {"Attention.cache_write_scatter", "Attention.cache_write_scatter#2"} <= measured
-
-
 def test_a_step_model_written_one_slot_on_fails_naming_the_stage(
     stepped: Path, tmp_path: Path
 ) -> None:
@@ -153,7 +150,7 @@ def test_a_step_model_written_one_slot_on_fails_naming_the_stage(
             old, old.replace("(start_pos, start_pos + s)", "(start_pos + 1, start_pos + 1 + s)")
         )
     )
-    doc = _verify_step(wrong, dtypes=("float32",), phases=("decode",))
+    doc = _verify(wrong, STEP, dtypes=("float32",), phases=("decode",))
     assert not doc["passed"]
     named = [f for f in doc["failures"] if "Attention.cache_write_scatter#2" in f["message"]]
     assert named, doc["failures"]

@@ -2,8 +2,11 @@
 into ``npu_scatter_nd_update_`` (the ``cache_write_scatter`` row).
 
 A write counts when it lands in module state (the target is, or was assigned from,
-``self.<attr>``) or in something the code calls a cache, at one axis ``d`` with every
-axis before it whole: the positions may be an index tensor or a ``start:stop`` slice.  The
+``self.<attr>``), in something the code calls a cache, or (``index_copy_``) in a parameter
+of a function outside any class (a helper writing the tensor its caller hands in), at one
+axis ``d`` with every axis before it whole or its first rows (``cache[:bsz, s:e] = k``
+writes the view ``cache[:bsz]``): the positions may be an index tensor or a
+``start:stop`` slice.  The
 port writes one index row per element of the axes before ``d`` and per position
 (``[..., d + 1]`` indices), the axes after ``d`` written whole, so any cache layout works.
 
