@@ -123,6 +123,19 @@ def test_what_cannot_be_driven_is_said() -> None:
     assert drive is not None and drive.setup == "setup_caches" and drive.offset
     with pytest.raises(positions.CannotDrive, match="setup_caches needs 'page_table'"):
         positions.allocate(_Allocates(), drive, None)
+    # positions but nothing kept to write: no decode, and the line says why
+    import torch
+
+    class Turn(torch.nn.Module):
+        def forward(self, x, positions):  # pragma: no cover
+            return x
+
+    turn = positions.reader(Turn)
+    assert turn is not None and not positions.keeps_cache(Turn(), turn)
+    assert "keeps no cache to write" in positions.no_cache(turn)
+    kept = Turn()
+    kept.register_buffer("k_cache", torch.zeros(1))
+    assert positions.keeps_cache(kept, turn)
 
 
 def test_a_note_is_taken_back_when_a_helper_further_down_does_the_stage() -> None:

@@ -50,6 +50,11 @@ class Driver:
     #: its place among the forward's required arguments (-1: it has a default)
     index: int = -1
 
+    def describe(self) -> str:
+        """How kb verify drives the class, in words."""
+        how = f"{self.cls}.forward({self.arg}=" + ("<start>" if self.offset else "<positions>")
+        return how + (f"), caches by {self.cls}.{self.setup}" if self.setup else ")")
+
 
 def _batch(name: str) -> bool:
     n = name.lower()
@@ -120,6 +125,31 @@ def default_dtype(dtype: Any) -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(before)
+
+
+def keeps_cache(model: Any, drive: Driver) -> bool:
+    """The model keeps a cache to write: a method allocates one, or a submodule, buffer or
+    tensor attribute is named as a cache."""
+    import torch
+
+    if drive.setup:
+        return True
+    for name, mod in model.named_modules():
+        kept = [name, *dict(mod.named_buffers(recurse=False))]
+        kept += [k for k, v in vars(mod).items() if isinstance(v, torch.Tensor)]
+        if any("cache" in k.lower() for k in kept):
+            return True
+    return False
+
+
+def no_cache(drive: Driver) -> str:
+    """Why decode is not run for a class that takes positions but keeps no cache."""
+    return (
+        f"no cache: {drive.cls}.forward takes {drive.arg}, but the class keeps no cache to "
+        "write (no method of it takes a batch size to allocate one, no submodule, buffer or "
+        "tensor attribute is named as a cache), so kb verify cannot drive a decode step "
+        "(prefill only)"
+    )
 
 
 def allocate(model: Any, drive: Driver, dtype: Any) -> None:

@@ -387,7 +387,8 @@ def _run(
     fwd = inspect.signature(getattr(orig, name).forward).parameters
     cache_arg = next((c for c in CACHE_ARGS if c in fwd), "")
     hf = bool(cache_arg and "use_cache" in fwd)
-    drive = None if hf else positions.reader(getattr(orig, name))
+    # a cache handed in by the caller is not one positions alone can drive
+    drive = None if cache_arg else positions.reader(getattr(orig, name))
     if phase == "decode" and not (hf or drive):
         run.not_run = positions.why_not(cache_arg, fwd)
         return run
@@ -406,6 +407,11 @@ def _run(
     except Exception as exc:  # the model's own code refusing the tiny size
         run.not_run = f"building {name} at the tiny size failed: {type(exc).__name__}: {exc}"
         return run
+    if drive and not positions.keeps_cache(a, drive):
+        if phase == "decode":
+            run.not_run = positions.no_cache(drive)
+            return run
+        drive = None  # positions, but no cache to write: prefill as any class
     last = ""
     table = tolerance(dtype)
     if phase == "decode" and not drive:
@@ -439,7 +445,8 @@ def _run(
         run.stages = list(probe.runs.values())
         run.comparison = result.as_dict()
         return run
-    run.not_run = f"running {name} failed: {last}"
+    how = f" (driven by {drive.describe()})" if drive else ""
+    run.not_run = f"running {name}{how} failed: {last}"
     return run
 
 
