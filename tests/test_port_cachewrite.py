@@ -32,6 +32,12 @@ def _resolve(values: dict[str, str]):
         ("self.v[:, p] = v", {}, ("self.v", "1", "p")),
         ("kv_cache[:, :, s:e] = k", {}, ("kv_cache", "2", "torch.arange(s, e)")),
         ("self.k_cache[:, :, pos, :] = k", {}, ("self.k_cache", "2", "pos")),
+        # the first bsz rows: the write goes into that view of the cache
+        (
+            "self.cache_k[:bsz, p : p + s] = k",
+            {},
+            ("self.cache_k[:bsz]", "1", "torch.arange(p, p + s)"),
+        ),
     ],
 )
 def test_writes_by_position_into_state(text: str, known: dict, want: tuple) -> None:
@@ -110,4 +116,9 @@ def test_a_cache_grown_by_cat_gets_a_note_saying_what_to_keep(tmp_path) -> None:
     (tmp_path / "cat_llm.py").write_text(text)
     doc = port(str(tmp_path / "cat_llm.py"), str(tmp_path / "out.py"), product="atlas-a2")
     notes = doc["files"][0]["notes"]["Attention"]
-    assert any("cache_write_scatter" in n and "grows by torch.cat" in n for n in notes), notes
+    said = [n for n in notes if "cache_write_scatter" in n and "grows by torch.cat" in n]
+    assert said, notes
+    # the prerequisite and the chain's cache-write operator, and nothing rewritten
+    assert "paged-kv-cache" in said[0] and "npu_scatter_nd_update_" in said[0]
+    ported = (tmp_path / "out.py").read_text()
+    assert "_kb_stage_inplace(" not in ported.split("def _kb_stage_inplace", 1)[-1]

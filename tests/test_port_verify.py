@@ -28,7 +28,7 @@ MODELS = (
     "written_gpt",
 )
 #: decoders with a key/value cache (tests/test_port_cache.py verifies them)
-CACHED = ("slot_cache_llm", "index_cache_llm")
+CACHED = ("slot_cache_llm", "index_cache_llm", "pos_cache_llm", "step_cache_llm")
 #: flash-attn / xformers calls (tests/test_port_flashattn.py verifies them)
 FLASH = ("flash_llm", "xformers_dit")
 

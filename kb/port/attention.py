@@ -18,7 +18,8 @@ from kb.port.spans import SDPA, code, dotted, keyword
 
 def sdpa(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
     """``scaled_dot_product_attention(q, k, v, ...)`` into the fused kernel."""
-    if not dotted(updated.func).endswith(SDPA):
+    callee = dotted(updated.func)
+    if not callee.endswith(SDPA) or callee.startswith("self."):  # the module's own method
         return None
     att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
     if not att:
@@ -30,10 +31,14 @@ def sdpa(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
     mask = keyword(updated, "attn_mask", 3) or "None"
     scale = keyword(updated, "scale", 6) or "None"
     causal = s.facts.get("causal")
-    if causal is True:
-        sparse: str = "3"
+    flag = keyword(updated, "is_causal", 5) or "False"
+    if causal in (True, "caller") and flag not in ("True", "False"):
+        # decided at run time (``is_causal=mask is None``): the mask given otherwise is used
+        sparse: str = f"3 if ({flag}) else 0"
+    elif causal is True:
+        sparse = "3"
     elif causal == "caller":
-        sparse = f"3 if {keyword(updated, 'is_causal', 5) or 'False'} else 0"
+        sparse = f"3 if {flag} else 0"
     else:
         sparse = "0"
     self.result.helpers.append("_kb_attention")

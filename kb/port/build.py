@@ -71,11 +71,19 @@ _AT_MOST: dict[str, int] = {
     "sliding_window": 4,
     "sample_size": 32,  # a denoiser's latent side
 }
-_KV_HEADS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num")
+_KV_HEADS = (
+    "num_key_value_heads",
+    "n_kv_heads",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "n_query_groups",
+)
 _HEADS = ("num_attention_heads", "n_heads", "n_head", "num_heads", "heads")
 #: the hidden size as constructors name it
 HIDDEN = ("hidden_size", "dim", "d_model", "n_embd", "model_dim", "emb_dim")
 BATCH, SEQ = 2, 8
+#: how the name of an input of integer ids ends
+IDS = ("ids", "idx", "tokens", "labels", "label")
 
 
 class CannotBuild(Exception):
@@ -323,5 +331,15 @@ def inputs(model: Any, cfg: dict[str, Any], dtype: Any, seed: int, seq: int = SE
         )
     options = []
     for shape in ((BATCH, seq, h), (BATCH, h)):
-        options.append([first] + [torch.randn(*shape, generator=gen).to(dtype) for _ in rest])
+        options.append([first] + [_feed(p.name, shape, vocab, gen, dtype) for p in rest])
     return options if rest else options[:1]
+
+
+def _feed(name: str, shape: tuple[int, ...], vocab: int | None, gen: Any, dtype: Any) -> Any:
+    """A further input of ``forward``: ids (one per position, or one per sample) where its
+    name says so (``cond_idx``, ``labels``), else hidden states of ``shape``."""
+    import torch
+
+    if name.lower().endswith(IDS):
+        return torch.randint(0, min(vocab or 2, 2), shape[:-1], generator=gen)
+    return torch.randn(*shape, generator=gen).to(dtype)

@@ -2,8 +2,11 @@
 into ``npu_scatter_nd_update_`` (the ``cache_write_scatter`` row).
 
 A write counts when it lands in module state (the target is, or was assigned from,
-``self.<attr>``) or in something the code calls a cache, at one axis ``d`` with every
-axis before it whole: the positions may be an index tensor or a ``start:stop`` slice.  The
+``self.<attr>``), in something the code calls a cache, or (``index_copy_``) in a parameter
+of a function outside any class (a helper writing the tensor its caller hands in), at one
+axis ``d`` with every axis before it whole or its first rows (``cache[:bsz, s:e] = k``
+writes the view ``cache[:bsz]``): the positions may be an index tensor or a
+``start:stop`` slice.  The
 port writes one index row per element of the axes before ``d`` and per position
 (``[..., d + 1]`` indices), the axes after ``d`` written whole, so any cache layout works.
 
@@ -29,29 +32,41 @@ def _full(el: cst.SubscriptElement) -> bool:
     ) or (isinstance(s, cst.Index) and isinstance(s.value, cst.Ellipsis))
 
 
-def positions(target: cst.Subscript) -> tuple[str, int, str] | None:
-    """(positions as a tensor expression, axis, the key as a tuple expression) of
-    ``c[:, :, P]`` (trailing ``:`` allowed); a ``start:stop`` slice becomes
-    ``torch.arange``."""
+def _prefix(el: cst.SubscriptElement) -> str | None:
+    """``n`` of a leading ``:n`` (the first n rows of an axis, as ``cache[:bsz]``)."""
+    s = el.slice
+    if isinstance(s, cst.Slice) and s.lower is None and s.upper and s.step is None:
+        return code(s.upper)
+    return None
+
+
+def positions(target: cst.Subscript) -> tuple[str, int, str, str] | None:
+    """(positions as a tensor expression, axis, the key as a tuple expression, the view
+    written: ``[:n]`` of leading ``:n`` axes, else '') of ``c[:, :, P]`` (trailing ``:``
+    allowed; leading ``:n`` too, the write then goes into the view ``c[:n]``); a
+    ``start:stop`` slice becomes ``torch.arange``."""
     els = list(target.slice)
     lead = 0
-    while lead < len(els) and _full(els[lead]):
+    rows: list[str] = []
+    while lead < len(els) and (_full(els[lead]) or _prefix(els[lead]) is not None):
         if isinstance(els[lead].slice, cst.Index):  # an Ellipsis: the axis is not known
             return None
+        rows.append(_prefix(els[lead]) or "")
         lead += 1
     if lead == len(els) or not all(_full(e) for e in els[lead + 1 :]):
         return None
+    view = "[{}]".format(", ".join(f":{n}" for n in rows)) if any(rows) else ""
     s = els[lead].slice
     whole = ["slice(None)"] * (len(els) - 1)
     if isinstance(s, cst.Index) and s.star is None:
         if isinstance(s.value, (cst.Integer, cst.SimpleString)):
             return None  # one fixed slot: an update, not a write by position
         at = code(s.value)
-        return at, lead, "({},)".format(", ".join([*whole[:lead], at, *whole[lead:]]))
+        return at, lead, "({},)".format(", ".join([*whole[:lead], at, *whole[lead:]])), view
     if isinstance(s, cst.Slice) and s.lower and s.upper and s.step is None:
         lo, hi = code(s.lower), code(s.upper)
         key = "({},)".format(", ".join([*whole[:lead], f"slice({lo}, {hi})", *whole[lead:]]))
-        return f"torch.arange({lo}, {hi})", lead, key
+        return f"torch.arange({lo}, {hi})", lead, key, view
     return None
 
 
@@ -59,6 +74,14 @@ def is_state(text: str, resolved: str) -> bool:
     """The written tensor outlives the call: module state or a cache by its name."""
     names = (text, resolved)
     return any(n.startswith("self.") or "cache" in n.lower() for n in names if n)
+
+
+def handed_in(porter: Any, target: str) -> bool:
+    """The written tensor is (a part of) a parameter of a function outside any class: a
+    helper writing the tensor its caller hands in (``t.index_copy_(dim, idx, val)``,
+    ``t[i].index_copy_(...)``), which the caller's cache keeps."""
+    base = target.split("[", 1)[0].split(".", 1)[0]
+    return bool(not porter.cls and porter.params and base in porter.params[-1])
 
 
 def slot_write(node: cst.Assign, resolve: Any, before: int) -> tuple[str, ...] | None:
@@ -72,8 +95,8 @@ def slot_write(node: cst.Assign, resolve: Any, before: int) -> tuple[str, ...] |
     known = resolve(cache, before) if cache.isidentifier() else None
     if found is None or not is_state(cache, code(known[0]) if known else ""):
         return None
-    pos, axis, key = found
-    return cache, str(axis), pos, key, code(node.value)
+    pos, axis, key, view = found
+    return cache + view, str(axis), pos, key, code(node.value)
 
 
 def index_copy(call: cst.Call) -> tuple[str, str, str, str] | None:
@@ -94,7 +117,7 @@ def copy_stage(porter: Any, original: cst.Call, updated: cst.Call) -> cst.BaseEx
     cache-write stage and registers the rewritten span."""
     copy = index_copy(updated)
     stage = porter._cache_stage() if copy else None
-    if not (copy and stage and is_state(copy[0], "")):
+    if not (copy and stage and (is_state(copy[0], "") or handed_in(porter, copy[0]))):
         return None
     cache, axis, pos, value = copy
     sid = porter._register(stage, original, args={"dim": axis, "indices": pos})
@@ -102,14 +125,16 @@ def copy_stage(porter: Any, original: cst.Call, updated: cst.Call) -> cst.BaseEx
     return cst.parse_expression(statement(sid, cache, axis, pos, value, code(updated)))
 
 
-def why_not(facts: dict[str, Any]) -> str:
-    """Why a planned cache write was not rewritten, from how the reader saw the cache kept."""
+def why_not(facts: dict[str, Any], operator: str = "npu_scatter_nd_update_") -> str:
+    """Why a planned cache write was not rewritten, from how the reader saw the cache kept
+    (``operator``: the chain's cache-write operator)."""
     kept = facts.get("cache")
     if kept == "cat":
         return (
-            "the cache grows by torch.cat, so there is no cache to write in place: keep a "
-            "preallocated cache written by position (cache[:, :, pos] = k or index_copy_), "
-            "which kb port writes as npu_scatter_nd_update_"
+            "the cache grows by torch.cat, so there is no cache to write in place and the "
+            "port leaves it as it is; prerequisite: a preallocated KV cache (the chains' "
+            "paged-kv-cache), written by position (cache[:, :, pos] = k or index_copy_), "
+            f"which kb port writes as {operator}"
         )
     if kept == "update":
         return (

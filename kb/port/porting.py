@@ -145,6 +145,28 @@ def _insert_at(body: list[Any]) -> int:
     return at
 
 
+def _settled(text: str, stages: list[Stage], notes: dict[str, list[str]], done: Any) -> str:
+    """The "not rewritten" notes of stages that a function further down the file did
+    rewrite (a helper the class calls, defined after it) taken back, from the notes and
+    from the comments above the class."""
+    for s in stages:
+        head = f"stage {s.mapping} ({s.operator}) not rewritten: "
+        if (s.module, s.mapping) not in done or not any(
+            n.startswith(head) for n in notes.get(s.module, [])
+        ):
+            continue
+        notes[s.module] = [n for n in notes[s.module] if not n.startswith(head)]
+        lines = text.splitlines(keepends=True)
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(f"class {s.module}")), -1)
+        i = at - 1
+        while i >= 0 and lines[i].lstrip().startswith(("#", "@")):
+            if lines[i].lstrip().startswith(f"# kb port: {head}"):
+                del lines[i]
+            i -= 1
+        text = "".join(lines)
+    return text
+
+
 def port_text(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tuple[str, Any]:
     """The ported text of one file and the rewrite's result."""
     import libcst as cst
@@ -153,6 +175,7 @@ def port_text(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tu
     from kb.port.rewrite import rewrite
 
     new, result = rewrite(text, stages, notes)
+    new = _settled(new, stages, notes, result.done)
     if not result.stages:
         return new, result
     module = cst.parse_module(new)

@@ -70,6 +70,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         self.linears: list[set[str]] = []
         self.softmax_of: list[dict[str, str]] = [{}]
         self.fn: list[str] = []
+        self.params: list[set[str]] = []  #: per function: its parameters' names
         #: per function: name -> [(position, value or None for an unpacked target)]
         self.history: list[dict[str, list[tuple[int, cst.BaseExpression | None]]]] = [{}]
         self.counter = 0
@@ -110,6 +111,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.fn.append(node.name.value)
+        self.params.append(
+            {p.name.value for p in (*node.params.posonly_params, *node.params.params)}
+        )
         self.softmax_of.append({})
         self.history.append({})
 
@@ -117,6 +121,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         self, original: cst.FunctionDef, updated: cst.FunctionDef
     ) -> cst.FunctionDef:
         self.fn.pop()
+        self.params.pop()
         self.softmax_of.pop()
         self.history.pop()
         return updated
@@ -527,7 +532,7 @@ def _named(st: cst.CSTNode, name: str) -> bool:
 def _missing(s: Stage) -> str:
     """Why a planned stage was not rewritten (the others get their own note)."""
     if s.mapping in cachewrite.ROWS:
-        return cachewrite.why_not(s.facts)
+        return cachewrite.why_not(s.facts, s.operator)
     ours = NORM_ROWS | GLU_ROWS | GELU_ROWS | ROPE_ROWS | ROUTER_ROWS | EXPERT_ROWS | RESIDUAL_ROWS
     if s.mapping in ours | norms.LAYER_NORM_ROWS | norms.ADALN_ROWS or s.mapping.startswith(
         "attention_"

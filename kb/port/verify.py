@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kb.port import positions
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
 from kb.vocab.phases import INFERENCE_PHASES
 
@@ -391,14 +392,18 @@ def _run(
     run = Run(name, str(dtype).removeprefix("torch."), phase)
     fwd = inspect.signature(getattr(orig, name).forward).parameters
     cache_arg = next((c for c in CACHE_ARGS if c in fwd), "")
-    if phase == "decode" and not (cache_arg and "use_cache" in fwd):
-        run.not_run = "no cache: the class's forward takes no past keys/values (prefill only)"
+    hf = bool(cache_arg and "use_cache" in fwd)
+    # a cache handed in by the caller is not one positions alone can drive
+    drive = None if cache_arg else positions.reader(getattr(orig, name))
+    if phase == "decode" and not (hf or drive):
+        run.not_run = positions.why_not(cache_arg, fwd)
         return run
     try:
-        torch.manual_seed(seed)
-        a = build(getattr(orig, name), cfg, orig).to(dtype).eval()
-        torch.manual_seed(seed)
-        b = build(getattr(port, name), cfg, port).to(dtype).eval()
+        with positions.default_dtype(dtype if drive else None):
+            torch.manual_seed(seed)
+            a = build(getattr(orig, name), cfg, orig).to(dtype).eval()
+            torch.manual_seed(seed)
+            b = build(getattr(port, name), cfg, port).to(dtype).eval()
         _perturb(a, seed)
         b.load_state_dict(a.state_dict())
         options = inputs(a, cfg, dtype, seed + 1)
@@ -408,9 +413,14 @@ def _run(
     except Exception as exc:  # the model's own code refusing the tiny size
         run.not_run = f"building {name} at the tiny size failed: {type(exc).__name__}: {exc}"
         return run
+    if drive and not positions.keeps_cache(a, drive):
+        if phase == "decode":
+            run.not_run = positions.no_cache(drive)
+            return run
+        drive = None  # positions, but no cache to write: prefill as any class
     last = ""
     table = tolerance(dtype)
-    if phase == "decode":
+    if phase == "decode" and not drive:
         port.KB_PORT_PROBE = _Probe(stages, table)  # a call the kernel refuses runs unfused
         try:
             a, b, options = _decoders(a, b, options[0][0], seed, cache_arg)
@@ -419,13 +429,20 @@ def _run(
             return run
         finally:
             port.KB_PORT_PROBE = None
-    for args in options:
+    calls = (
+        positions.attempts(a, b, options, drive, phase, dtype, seed)
+        if drive
+        else [lambda o=o: _split(o) for o in options]
+    )
+    for call in calls:
         probe = _Probe(stages, table)
-        port.KB_PORT_PROBE = probe
         try:
-            named = args[-1] if args and isinstance(args[-1], dict) else {}
-            args = args[:-1] if named else args
+            args, named = call()
+            port.KB_PORT_PROBE = probe
             result = compare(a, b, tuple(args), named, tolerance=table, product=product)
+        except positions.CannotDrive as exc:
+            run.not_run = str(exc)
+            return run
         except Exception as exc:
             last = f"{type(exc).__name__}: {exc}"
             continue
@@ -434,8 +451,15 @@ def _run(
         run.stages = list(probe.runs.values())
         run.comparison = result.as_dict()
         return run
-    run.not_run = f"running {name} failed: {last}"
+    how = f" (driven by {drive.describe()})" if drive else ""
+    run.not_run = f"running {name}{how} failed: {last}"
     return run
+
+
+def _split(option: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """(positional arguments, keyword arguments) of one candidate input list."""
+    named = option[-1] if option and isinstance(option[-1], dict) else {}
+    return (option[:-1] if named else option), named
 
 
 def _perturb(model: Any, seed: int) -> None:
