@@ -221,3 +221,25 @@ def test_the_xformers_helper_matches_each_bias(bias, dtype) -> None:  # type: ig
     atol = 2e-2 if dtype == "bfloat16" else 1e-5
     assert got.dtype == q.dtype and got.shape == want.shape
     assert torch.allclose(got.float(), want.float(), atol=atol), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_window_over_packed_single_queries_is_kept(dtype) -> None:  # type: ignore[no-untyped-def]
+    """One query per packed sequence (decode): the inference kernel would read no sparse
+    mode, so the window must still reach the kernel the helper picks."""
+    from kb import emulate
+
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 4, 8, generator=g).to(getattr(torch, dtype))
+    k, v = (torch.randn(10, 2, 8, generator=g).to(q.dtype) for _ in range(2))
+    cu_q = torch.tensor([0, 1, 2], dtype=torch.int32)
+    cu_k = torch.tensor([0, 4, 10], dtype=torch.int32)
+    want = standins.flash_attn_varlen_func(
+        q, k, v, cu_q, cu_k, 1, 6, causal=True, window_size=(2, 0)
+    )
+    full = standins.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 1, 6, causal=True)
+    assert not torch.allclose(want.float(), full.float(), atol=2e-2)  # the window matters here
+    with emulate.install("atlas-a2"):
+        got = _helpers()["_kb_flash_attention"](q, k, v, None, True, (2, 0), cu_q, cu_k)
+    atol = 2e-2 if dtype == "bfloat16" else 1e-5
+    assert torch.allclose(got.float(), want.float(), atol=atol), (got - want).abs().max()

@@ -227,12 +227,12 @@ HELPERS: dict[str, str] = {
     "_kb_fused_attention": '''
 
 def _kb_fused_attention(query, key, value, layout, scale, sparse=0, pre=2147483647,
-                        nxt=2147483647, mask=None, q_lens=None, kv_lens=None):
+                        nxt=2147483647, mask=None, q_lens=None, kv_lens=None, fusion=False):
     """One attention call: the fused inference kernel for float16 and bfloat16, and
-    npu_fusion_attention, which also takes float32, for float32.  In TND the lengths are
-    cumulative; in BSND kv_lens holds each batch's key/value length."""
+    npu_fusion_attention, which also takes float32, for float32 (or when ``fusion``).  In
+    TND the lengths are cumulative; in BSND kv_lens holds each batch's key/value length."""
     scale = query.shape[-1] ** -0.5 if scale is None else scale
-    if query.dtype == torch.float32 and (layout == "TND" or kv_lens is None):
+    if (fusion or query.dtype == torch.float32) and (layout == "TND" or kv_lens is None):
         return torch_npu.npu_fusion_attention(
             query, key, value, query.shape[-2], layout, atten_mask=mask, scale=scale,
             pre_tockens=pre, next_tockens=nxt, sparse_mode=sparse,
@@ -290,8 +290,12 @@ def _kb_flash_attention(query, key, value, scale=None, causal=False, window=(-1,
     elif sparse:
         mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
     layout = "TND" if tnd else "BSND"
+    # packed sequences of one query each: the inference kernel reads no sparse mode then,
+    # so a window goes to npu_fusion_attention, which does
+    rows = [b - a for a, b in zip([0] + (q_lens or [])[:-1], q_lens or [])]
+    fusion = tnd and sparse == 4 and all(n == 1 for n in rows)
     return _kb_fused_attention(query, key, value, layout, scale, sparse, pre, nxt, mask,
-                               q_lens, kv_lens)
+                               q_lens, kv_lens, fusion)
 ''',
     "_kb_flash_kvcache": '''
 
