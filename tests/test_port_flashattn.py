@@ -180,6 +180,26 @@ def test_literal_flags_give_the_sparse_mode(causal: str, window: str, want: dict
     assert flashattn.sparse(causal, window) == want
 
 
+def test_a_method_of_the_model_named_like_an_entry_point_is_left(tmp_path: Path) -> None:
+    src = (DATA / "flash_llm.py").read_text()
+    old = "out = flash_attn_func(\n"
+    assert old in src
+    src = src.replace(old, "out = self.flash_attn_func(\n", 1)
+    src = src.replace(
+        "    def forward(self, x):\n        b, s, _ = x.shape\n        q = self.wq(x)",
+        "    def flash_attn_func(self, q, k, v, *rest, **named):\n"
+        "        return q\n\n"
+        "    def forward(self, x):\n        b, s, _ = x.shape\n        q = self.wq(x)",
+        1,
+    )
+    model = tmp_path / "model.py"
+    model.write_text(src)
+    doc = port(str(model), str(tmp_path / "model_npu.py"), product="atlas-a2")
+    stages = [s for f in doc["files"] for s in f["stages"]]
+    assert not any(s.startswith("Attention.") for s in stages), stages
+    assert any(s.startswith("PackedAttention.") for s in stages), stages
+
+
 def test_bind_reads_positions_and_keywords() -> None:
     import libcst as cst
 

@@ -105,7 +105,10 @@ LEGACY = (
 
 
 def _entry(updated: cst.Call) -> str:
-    name = dotted(updated.func).rsplit(".", 1)[-1]
+    spelled = dotted(updated.func)
+    if spelled.startswith(("self.", "cls.")):
+        return ""  # a method of the model's own, whatever it is named
+    name = spelled.rsplit(".", 1)[-1]
     return name if name in PARAMS or name in LEGACY else ""
 
 
