@@ -12,7 +12,9 @@ import difflib
 import re
 import shutil
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kb.port import norms
@@ -145,14 +147,26 @@ def _insert_at(body: list[Any]) -> int:
     return at
 
 
-def port_text(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tuple[str, Any]:
-    """The ported text of one file and the rewrite's result."""
+def port_text(
+    text: str,
+    stages: list[Stage],
+    notes: dict[str, list[str]],
+    rewrite: Any = None,
+    taken: set[str] | None = None,
+    prefix: str = "",
+) -> tuple[str, Any]:
+    """The ported text of one file and the rewrite's result (``rewrite``: the pass, the
+    whole file's by default; stage ids in ``taken`` get ``prefix:`` in front)."""
     import libcst as cst
 
+    from kb.port import across
     from kb.port.prelude import head
-    from kb.port.rewrite import rewrite
+    from kb.port.rewrite import rewrite as whole
 
-    new, result = rewrite(text, stages, notes)
+    new, result = (rewrite or whole)(text, stages, notes)
+    new = across.drop_stale(new, result, notes)
+    if taken is not None:
+        new = across.unique_ids(new, result, taken, prefix)
     if not result.stages:
         return new, result
     module = cst.parse_module(new)
@@ -195,17 +209,32 @@ def port(
         raise PortError(
             f"{out}: the port of {clash} would be written over it; give -o another path"
         )
+    from kb.port import across
+
     ported: list[FilePort] = []
-    for f in files:
-        target = _target(src, f, dest_root)
+    # a file's port takes along the package files holding planned stages of what it builds
+    graph, keep, beside = _helpers(src, dest_root, per_file)
+    taken: set[str] = set()
+    for f in files + sorted(keep):
+        target = beside.get(f) or _target(src, f, dest_root)
         text = f.read_text(encoding="utf-8")
         stages, notes = per_file.get(str(f.resolve()), ([], {}))
         new, result = (text, None)
-        if stages or notes:
-            try:
-                new, result = port_text(text, stages, notes)
-            except Exception as exc:  # libcst's own parser errors carry line and column
-                raise PortError(f"{f}: cannot rewrite: {exc}") from None
+        if f in keep:
+            stages = [s for s in stages if s.module in keep[f]]
+            notes = {k: v for k, v in notes.items() if k in keep[f]}
+        try:
+            if stages or notes:
+                only = partial(across.rewrite_only, keep=keep[f]) if f in keep else None
+                new, result = port_text(text, stages, notes, only, taken, f.stem)
+            if graph is not None:
+                new = across.redirect(
+                    new, graph, f.resolve(), {k: v.name for k, v in beside.items()}
+                )
+        except Exception as exc:  # libcst's own parser errors carry line and column
+            raise PortError(f"{f}: cannot rewrite: {exc}") from None
+        if result is None and new != text:  # only its imports changed
+            result = SimpleNamespace(stages={}, weights={})
         fp = FilePort(str(f), str(target))
         if result is not None:
             fp.stages, fp.weights, fp.notes = result.stages, result.weights, notes
@@ -225,6 +254,27 @@ def port(
             elif f.resolve() != target.resolve():
                 shutil.copyfile(f, target)
     return ported
+
+
+def _helpers(
+    src: Path, dest: Path, per_file: dict[str, tuple[list[Stage], dict[str, list[str]]]]
+) -> tuple[Any, dict[Path, set[str]], dict[Path, Path]]:
+    """For a file: the import graph, the package files to port beside it (file -> the
+    definitions reached) and where each goes; nothing for a folder."""
+    from kb.port import across
+
+    if not src.is_file():
+        return None, {}, {}
+    graph, keep = across.helpers(src, {k: v[0] for k, v in per_file.items()})
+    beside = across.targets(_target(src, src, dest), list(keep))
+    for f, t in beside.items():
+        ours = t.is_file() and "_kb_port_module" in t.read_text(encoding="utf-8", errors="replace")
+        if t.exists() and (_same(t, f) or _same(t, src) or not ours):
+            raise PortError(
+                f"{t}: the port of {f} (a package file the port takes along) would be "
+                "written over it; give -o a path in another folder"
+            )
+    return graph, keep, beside
 
 
 def _same(a: Path, b: Path) -> bool:

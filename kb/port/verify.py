@@ -215,7 +215,7 @@ def suspects(ported: str, s: StageRun) -> str:
     """The argument a failing stage most likely gets wrong: one written differently from
     what the plan derived, else every argument the plan derived for it."""
     derived = s.info.get("args") or {}
-    written = written_args(ported, s.stage)
+    written = written_args(str(s.info.get("file") or ported), s.stage)
     changed = [
         f"{k}={written[k]} where the plan derives {v!r} (from {_why(s.info, k)})"
         for k, v in derived.items()
@@ -345,7 +345,9 @@ def _verify(
     seed: int,
 ) -> dict[str, Any]:
     torch = _import_torch()
-    stages = dict(getattr(port, "KB_PORT_STAGES", {}) or {})
+    from kb.port.across import stages_of
+
+    stages = stages_of(port)  # the port's and its ported package files'
     if not hasattr(port, "_kb_stage"):
         raise VerifyError(f"{ported}: not written by kb port (no _kb_stage in it)")
     runs: list[Run] = []
@@ -381,6 +383,7 @@ def _run(
     import torch
 
     from kb.emulate import compare
+    from kb.port.across import set_probe
 
     run = Run(name, str(dtype).removeprefix("torch."), phase)
     fwd = inspect.signature(getattr(orig, name).forward).parameters
@@ -405,17 +408,17 @@ def _run(
     last = ""
     table = tolerance(dtype)
     if phase == "decode":
-        port.KB_PORT_PROBE = _Probe(stages, table)  # a call the kernel refuses runs unfused
+        set_probe(port, _Probe(stages, table))  # a call the kernel refuses runs unfused
         try:
             a, b, options = _decoders(a, b, options[0][0], seed, cache_arg)
         except Exception as exc:
             run.not_run = f"the prefill before decoding failed: {type(exc).__name__}: {exc}"
             return run
         finally:
-            port.KB_PORT_PROBE = None
+            set_probe(port, None)
     for args in options:
         probe = _Probe(stages, table)
-        port.KB_PORT_PROBE = probe
+        set_probe(port, probe)
         try:
             named = args[-1] if args and isinstance(args[-1], dict) else {}
             args = args[:-1] if named else args
@@ -424,7 +427,7 @@ def _run(
             last = f"{type(exc).__name__}: {exc}"
             continue
         finally:
-            port.KB_PORT_PROBE = None
+            set_probe(port, None)
         run.stages = list(probe.runs.values())
         run.comparison = result.as_dict()
         return run
