@@ -268,7 +268,11 @@ def _helpers(
     graph, keep = across.helpers(src, {k: v[0] for k, v in per_file.items()})
     beside = across.targets(_target(src, src, dest), list(keep))
     for f, t in beside.items():
-        ours = t.is_file() and "_kb_port_module" in t.read_text(encoding="utf-8", errors="replace")
+        # an earlier port's output may be replaced, nothing else
+        ours = t.is_file() and any(
+            mark in t.read_text(encoding="utf-8", errors="replace")
+            for mark in ("_kb_port_module(", "_kb_stage(", "# kb port: ")
+        )
         if t.exists() and (_same(t, f) or _same(t, src) or not ours):
             raise PortError(
                 f"{t}: the port of {f} (a package file the port takes along) would be "

@@ -1,0 +1,161 @@
+"""kb port FILE takes along the package files that hold planned stages of the classes FILE
+builds (its attention, norm and feed-forward classes imported from a sibling module):
+written beside the port, imported by it, verified stage by stage (fixture:
+tests/data/port/split_pkg)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("libcst")
+
+from kb.api.port import port, verify
+from kb.cli import main
+
+pytestmark = pytest.mark.heavy
+
+DATA = Path(__file__).parent / "data" / "port"
+MODEL = DATA / "split_pkg" / "modeling_split.py"
+CONFIG = DATA / "split_pkg.json"
+#: the stages of the sibling module's classes (the processor shared by both attentions)
+SIBLING = {
+    "SharedAttnProcessor.attention_noncausal_bsnd",
+    "HeadRMSNorm.rms_norm",
+    "FeedForward.gelu_tanh",
+}
+
+
+@pytest.fixture(scope="module")
+def ported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("across") / "split_npu.py"
+    port(str(MODEL), str(out), product="atlas-a2")
+    return out
+
+
+def test_the_sibling_module_is_ported_beside_the_port(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "split_npu.py"
+    assert main(["port", str(MODEL), "-o", str(out), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    files = {Path(f["source"]).name: f for f in doc["files"]}
+    assert set(files) == {"modeling_split.py", "layers.py"}
+    assert files["layers.py"]["target"] == str(tmp_path / "layers.py")
+    assert set(files["layers.py"]["stages"]) == SIBLING
+    port_text = out.read_text()
+    assert "from .layers import" not in port_text
+    assert "_kb_port_module('.layers', 'layers.py').Attention" in port_text
+    # the original and its sibling are untouched
+    assert "from .layers import Attention, FeedForward" in MODEL.read_text()
+    assert "_kb_stage" not in (DATA / "split_pkg" / "layers.py").read_text()
+    assert main(["port", str(MODEL), "-o", str(tmp_path / "again.py"), "--diff"]) == 0
+    printed = capsys.readouterr().out
+    assert f"+++ {tmp_path / 'layers.py'}" in printed and f"+++ {tmp_path / 'again.py'}" in printed
+
+
+def test_verify_measures_the_sibling_stages_in_fp32_and_bf16(ported: Path) -> None:
+    doc = verify(str(MODEL), str(ported), str(CONFIG), phases=("prefill",))
+    assert doc["passed"], doc["failures"]
+    assert set(doc["stages_planned"]) >= SIBLING
+    assert not doc["stages_not_reached"]
+    bf16 = next(r for r in doc["runs"] if r["dtype"] == "bfloat16")
+    calls = {s["stage"]: s["calls"] for s in bf16["stages"]}
+    # one processor object per attention, one class: its stage runs in self- and
+    # cross-attention of both layers (the tiny model has two)
+    assert calls["SharedAttnProcessor.attention_noncausal_bsnd"] == 4
+    assert calls["FeedForward.gelu_tanh"] == 2
+
+
+def test_a_wrong_port_in_the_sibling_file_fails_naming_the_stage(
+    ported: Path, tmp_path: Path
+) -> None:
+    """A causal mask on the bidirectional attention of the sibling module."""
+    for f in ported.parent.glob("*.py"):
+        (tmp_path / f.name).write_text(f.read_text())
+    sibling = tmp_path / "layers.py"
+    text = sibling.read_text()
+    assert "None, sparse_mode=0)" in text
+    sibling.write_text(text.replace("None, sparse_mode=0)", "None, sparse_mode=3)"))
+    doc = verify(
+        str(MODEL),
+        str(tmp_path / ported.name),
+        str(CONFIG),
+        dtypes=("bfloat16",),
+        phases=("prefill",),
+    )
+    assert not doc["passed"]
+    stage = "SharedAttnProcessor.attention_noncausal_bsnd"
+    bad = [f for f in doc["failures"] if f["stage"] == stage]
+    assert bad and "sparse_mode=3 where the plan derives 0" in bad[0]["message"], doc["failures"]
+
+
+def test_the_switch_runs_the_original_code_of_every_ported_file(
+    ported: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    import kb.emulate
+    from kb.port.across import port_modules
+    from kb.port.build import build, load_config, load_module, shrink
+
+    cfg = shrink(load_config(str(CONFIG)))
+    original = load_module(str(MODEL))
+    monkeypatch.setenv("KB_PORT_UNFUSED", "1")
+    with kb.emulate.install():
+        mod = load_module(str(ported), alias="modeling_split__switch", beside=str(MODEL))
+        assert [m.__file__ for m in port_modules(mod)][1:] == [str(ported.parent / "layers.py")]
+        a = build(original.SplitModel, cfg, original).eval()
+        b = build(mod.SplitModel, cfg, mod).eval()
+        b.load_state_dict(a.state_dict())
+        # the port builds the sibling's ported classes, the original its own
+        assert type(b.blocks[0].attn1).__module__.endswith("layers__kb_port")
+        assert type(a.blocks[0].attn1).__module__.endswith("split_pkg.layers")
+        gen = torch.Generator().manual_seed(0)
+        x, c = (torch.randn(2, 8, cfg["hidden_size"], generator=gen) for _ in range(2))
+        assert torch.equal(a(x, c), b(x, c))
+        assert not kb.emulate.calls()  # no fused call ran in either file
+
+
+def test_stage_ids_stay_unique_across_files(tmp_path: Path) -> None:
+    """A class of the same name in the model file and its sibling, both planned."""
+    pkg = tmp_path / "twins"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    mlp = (
+        "class MLP(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        self.fc1 = nn.Linear(dim, 4 * dim)\n"
+        "        self.fc2 = nn.Linear(4 * dim, dim)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc2(F.gelu(self.fc1(x), approximate='tanh'))\n"
+    )
+    head = "import torch.nn.functional as F\nfrom torch import nn\n"
+    (pkg / "blocks.py").write_text(
+        head + "\n\n" + mlp + "\n\nclass Block(nn.Module):\n"
+        "    def __init__(self, dim):\n        super().__init__()\n        self.mlp = MLP(dim)\n\n"
+        "    def forward(self, x):\n        return x + self.mlp(x)\n"
+    )
+    (pkg / "model.py").write_text(
+        head + "\nfrom .blocks import Block\n\n\n" + mlp + "\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.block = Block(dim)\n        self.head = MLP(dim)\n\n"
+        "    def forward(self, x):\n        return self.head(self.block(x))\n"
+    )
+    (tmp_path / "cfg.json").write_text('{"dim": 64}')
+    out = tmp_path / "out" / "model_npu.py"
+    doc = port(str(pkg / "model.py"), str(out), product="atlas-a2")
+    ids = [sid for f in doc["files"] for sid in f["stages"]]
+    assert sorted(ids) == ["MLP.gelu_tanh", "blocks:MLP.gelu_tanh"]
+    assert "_kb_stage('blocks:MLP.gelu_tanh'" in (out.parent / "blocks.py").read_text()
+    result = verify(
+        str(pkg / "model.py"), str(out), str(tmp_path / "cfg.json"), phases=("prefill",)
+    )
+    assert result["passed"], result["failures"]
+    run = next(r for r in result["runs"] if r["dtype"] == "float32")
+    assert {s["stage"]: s["calls"] for s in run["stages"]} == {
+        "MLP.gelu_tanh": 1,
+        "blocks:MLP.gelu_tanh": 1,
+    }
