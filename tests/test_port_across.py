@@ -97,8 +97,8 @@ def test_the_switch_runs_the_original_code_of_every_ported_file(
     import torch
 
     import kb.emulate
-    from kb.port.across import port_modules
     from kb.port.build import build, load_config, load_module, shrink
+    from kb.port.package import port_modules
 
     cfg = shrink(load_config(str(CONFIG)))
     original = load_module(str(MODEL))

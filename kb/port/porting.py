@@ -261,12 +261,12 @@ def _helpers(
 ) -> tuple[Any, dict[Path, set[str]], dict[Path, Path]]:
     """For a file: the import graph, the package files to port beside it (file -> the
     definitions reached) and where each goes; nothing for a folder."""
-    from kb.port import across
+    from kb.port import package
 
     if not src.is_file():
         return None, {}, {}
-    graph, keep = across.helpers(src, {k: v[0] for k, v in per_file.items()})
-    beside = across.targets(_target(src, src, dest), list(keep))
+    graph, keep = package.helpers(src, {k: v[0] for k, v in per_file.items()})
+    beside = package.targets(_target(src, src, dest), list(keep))
     for f, t in beside.items():
         # an earlier port's output may be replaced, nothing else
         ours = t.is_file() and any(

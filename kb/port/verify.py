@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
+from kb.port.package import reaches
 from kb.vocab.phases import INFERENCE_PHASES
 
 #: ``--dtypes`` as a user types it: full precision, and the half type ports run in
@@ -278,7 +279,8 @@ def _classes(mod: Any, wanted: list[str], stages: dict[str, dict[str, Any]]) -> 
     used = set().union(*builds.values()) if builds else set()
     abstract = torch.nn.Module.forward
     roots = [n for n in mine if n not in used and getattr(mine[n], "forward", None) is not abstract]
-    roots.sort(key=lambda n: -len(_inside(n, builds)))  # the outermost first
+    reach = reaches(mod.__file__)  # through the package files the classes import
+    roots.sort(key=lambda n: (-len(_inside(n, builds)), -len(reach.get(n, ()))))  # outermost first
     planned = sorted({m for s in stages.values() for m in s.get("modules", [])})
     return roots + [p for p in planned if p in mine and p not in roots]
 
@@ -345,16 +347,22 @@ def _verify(
     seed: int,
 ) -> dict[str, Any]:
     torch = _import_torch()
-    from kb.port.across import stages_of
+    from kb.port.package import stages_of
 
     stages = stages_of(port)  # the port's and its ported package files'
     if not hasattr(port, "_kb_stage"):
         raise VerifyError(f"{ported}: not written by kb port (no _kb_stage in it)")
     runs: list[Run] = []
+    reach = reaches(orig.__file__)
     for name in _classes(orig, list(modules or []), stages):
         reached = {s.stage for r in runs if not r.not_run for s in r.stages}
         missing = {m for sid in set(stages) - reached for m in stages[sid].get("modules", [])}
-        if not modules and any(not r.not_run for r in runs) and name not in missing:
+        # a class of the file, or one it builds from the package's other files
+        if (
+            not modules
+            and any(not r.not_run for r in runs)
+            and not missing & (reach.get(name, set()) | {name})
+        ):
             continue  # after a class that ran, only the classes of stages it did not reach
         for dt in dtypes:
             dtype = getattr(torch, dt)
@@ -383,7 +391,7 @@ def _run(
     import torch
 
     from kb.emulate import compare
-    from kb.port.across import set_probe
+    from kb.port.package import set_probe
 
     run = Run(name, str(dtype).removeprefix("torch."), phase)
     fwd = inspect.signature(getattr(orig, name).forward).parameters
