@@ -159,3 +159,31 @@ def test_stage_ids_stay_unique_across_files(tmp_path: Path) -> None:
         "MLP.gelu_tanh": 1,
         "blocks:MLP.gelu_tanh": 1,
     }
+
+
+def test_a_file_without_stages_of_its_own_is_verified_through_its_sibling(tmp_path: Path) -> None:
+    """The model file only composes the sibling's classes: its port changes only imports."""
+    pkg = tmp_path / "thin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text((DATA / "split_pkg" / "layers.py").read_text())
+    (pkg / "model.py").write_text(
+        "from torch import nn\n\nfrom .layers import FeedForward\n\n\n"
+        "class Thin(nn.Module):\n"
+        "    def __init__(self, hidden_size):\n        super().__init__()\n"
+        "        self.ff = FeedForward(hidden_size)\n\n"
+        "    def forward(self, hidden_states):\n        return self.ff(hidden_states)\n"
+    )
+    (tmp_path / "cfg.json").write_text('{"hidden_size": 64}')
+    out = tmp_path / "out" / "model_npu.py"
+    doc = port(str(pkg / "model.py"), str(out), product="atlas-a2")
+    assert {Path(f["source"]).name: len(f["stages"]) for f in doc["files"]} == {
+        "model.py": 0,
+        "layers.py": 1,  # only what the model reaches: the feed-forward
+    }
+    result = verify(
+        str(pkg / "model.py"), str(out), str(tmp_path / "cfg.json"), phases=("prefill",)
+    )
+    assert result["passed"], result["failures"]
+    ran = {s["stage"] for r in result["runs"] for s in r["stages"]}
+    assert ran == {"FeedForward.gelu_tanh"}

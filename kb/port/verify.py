@@ -350,7 +350,7 @@ def _verify(
     from kb.port.package import stages_of
 
     stages = stages_of(port)  # the port's and its ported package files'
-    if not hasattr(port, "_kb_stage"):
+    if not stages and not hasattr(port, "_kb_stage"):
         raise VerifyError(f"{ported}: not written by kb port (no _kb_stage in it)")
     runs: list[Run] = []
     reach = reaches(orig.__file__)
