@@ -21,11 +21,13 @@ pytestmark = pytest.mark.heavy
 DATA = Path(__file__).parent / "data" / "port"
 MODEL = DATA / "split_pkg" / "modeling_split.py"
 CONFIG = DATA / "split_pkg.json"
-#: the stages of the sibling module's classes (the processor shared by both attentions)
+#: the stages of the sibling module's classes (the processor shared by both attentions;
+#: a GELU whose mode is a module attribute; a norm modulated as (1 + scale)[:, None, :])
 SIBLING = {
     "SharedAttnProcessor.attention_noncausal_bsnd",
     "HeadRMSNorm.rms_norm",
     "FeedForward.gelu_tanh",
+    "ModulatedNorm.adaln_layer_norm",
 }
 
 
@@ -47,8 +49,12 @@ def test_the_sibling_module_is_ported_beside_the_port(tmp_path: Path, capsys) ->
     port_text = out.read_text()
     assert "from .layers import" not in port_text
     assert "_kb_port_module('.layers', 'layers.py').Attention" in port_text
+    assert (
+        "npu_gelu(self.proj_in(hidden_states), approximate=self.approximate)"
+        in (tmp_path / "layers.py").read_text()
+    )
     # the original and its sibling are untouched
-    assert "from .layers import Attention, FeedForward" in MODEL.read_text()
+    assert "from .layers import Attention, FeedForward, ModulatedNorm" in MODEL.read_text()
     assert "_kb_stage" not in (DATA / "split_pkg" / "layers.py").read_text()
     assert main(["port", str(MODEL), "-o", str(tmp_path / "again.py"), "--diff"]) == 0
     printed = capsys.readouterr().out
@@ -66,6 +72,7 @@ def test_verify_measures_the_sibling_stages_in_fp32_and_bf16(ported: Path) -> No
     # cross-attention of both layers (the tiny model has two)
     assert calls["SharedAttnProcessor.attention_noncausal_bsnd"] == 4
     assert calls["FeedForward.gelu_tanh"] == 2
+    assert calls["ModulatedNorm.adaln_layer_norm"] == 1
 
 
 def test_a_wrong_port_in_the_sibling_file_fails_naming_the_stage(

@@ -170,18 +170,24 @@ def redirect(text: str, graph: Graph, path: Path, files: dict[Path, str]) -> str
     return module.with_changes(body=body).code
 
 
+#: a stage computed inside another of the same class when that one is rewritten
+COVERED = {"layer_norm": "adaln_layer_norm"}
+
+
 def drop_stale(text: str, result: Any, notes: dict[str, list[str]]) -> str:
     """Notes that a class's stage was not rewritten, when a span of a later class (the
-    processor an attention module calls) computed it after all: dropped, text and notes."""
+    processor an attention module calls) computed it after all: dropped, text and notes;
+    a stage the class's rewritten span covers (its norm inside the adaLN span) says so."""
     for name, lines in notes.items():
         for line in list(lines):
-            for module, mapping in result.done:
-                if (
-                    module == name
-                    and line.startswith(f"stage {mapping} (")
-                    and ("not rewritten:" in line)
-                ):
-                    lines.remove(line)
-                    text = text.replace(f"# kb port: {line}\n", "")
-                    break
+            if "not rewritten:" not in line:
+                continue
+            mapping = line.split(" ", 2)[1] if line.startswith("stage ") else ""
+            if (name, mapping) in result.done:
+                lines.remove(line)
+                text = text.replace(f"# kb port: {line}\n", "")
+            elif (name, COVERED.get(mapping, "")) in result.done:
+                said = f"stage {mapping} is computed inside the rewritten {COVERED[mapping]} stage"
+                lines[lines.index(line)] = said
+                text = text.replace(f"# kb port: {line}\n", f"# kb port: {said}\n")
     return text

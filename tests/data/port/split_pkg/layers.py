@@ -1,6 +1,7 @@
 """Layers the model file of this package imports: a bidirectional attention module whose
 computation lives in a processor object (one processor class shared by self- and
-cross-attention), an RMS norm for the query and key heads, and a tanh-GELU feed-forward."""
+cross-attention), an RMS norm for the query and key heads, a feed-forward whose GELU mode
+is a module attribute, and a final norm modulated as ``(1 + scale)[:, None, :]``."""
 
 import torch
 import torch.nn.functional as F
@@ -54,10 +55,28 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, dim, mult=4):
+    def __init__(self, dim, mult=4, approximate="tanh"):
         super().__init__()
         self.proj_in = nn.Linear(dim, dim * mult)
         self.proj_out = nn.Linear(dim * mult, dim)
+        self.approximate = approximate
 
     def forward(self, hidden_states):
-        return self.proj_out(F.gelu(self.proj_in(hidden_states), approximate="tanh"))
+        return self.proj_out(F.gelu(self.proj_in(hidden_states), approximate=self.approximate))
+
+
+class ModulatedNorm(nn.Module):
+    """The final norm modulated by the pooled text: a LayerNorm, or an RMS norm when
+    asked for one (built in a branch)."""
+
+    def __init__(self, dim, kind="layer_norm"):
+        super().__init__()
+        self.linear = nn.Linear(dim, 2 * dim)
+        if kind == "layer_norm":
+            self.norm = nn.LayerNorm(dim, eps=1e-6, elementwise_affine=False)
+        else:
+            self.norm = HeadRMSNorm(dim)
+
+    def forward(self, x, pooled):
+        scale, shift = self.linear(F.silu(pooled)).chunk(2, dim=1)
+        return self.norm(x) * (1 + scale)[:, None, :] + shift[:, None, :]

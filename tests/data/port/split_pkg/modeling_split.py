@@ -4,7 +4,7 @@ feed-forward classes come from the sibling module ``layers``."""
 import torch
 from torch import nn
 
-from .layers import Attention, FeedForward
+from .layers import Attention, FeedForward, ModulatedNorm
 
 
 class SplitBlock(nn.Module):
@@ -32,9 +32,9 @@ class SplitModel(nn.Module):
     def __init__(self, hidden_size, num_heads, num_layers):
         super().__init__()
         self.blocks = nn.ModuleList(SplitBlock(hidden_size, num_heads) for _ in range(num_layers))
-        self.norm_out = nn.LayerNorm(hidden_size, eps=1e-6)
+        self.norm_out = ModulatedNorm(hidden_size)
 
     def forward(self, hidden_states, encoder_hidden_states):
         for block in self.blocks:
             hidden_states = block(hidden_states, encoder_hidden_states)
-        return self.norm_out(hidden_states)
+        return self.norm_out(hidden_states, encoder_hidden_states.mean(dim=1))
