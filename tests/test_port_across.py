@@ -194,3 +194,30 @@ def test_a_file_without_stages_of_its_own_is_verified_through_its_sibling(tmp_pa
     assert result["passed"], result["failures"]
     ran = {s["stage"] for r in result["runs"] for s in r["stages"]}
     assert ran == {"FeedForward.gelu_tanh"}
+
+
+def test_an_adaln_span_whose_norm_a_branch_built_otherwise_runs_the_original(
+    ported: Path,
+) -> None:
+    """ModulatedNorm builds an RMS norm in its other branch: the fused adaLN (a LayerNorm
+    kernel) must not run on it."""
+    import torch
+
+    import kb.emulate
+    from kb.port.build import load_module
+    from kb.port.package import port_modules
+
+    original = load_module(str(DATA / "split_pkg" / "layers.py"))
+    with kb.emulate.install():
+        mod = load_module(str(ported), alias="modeling_split__rms", beside=str(MODEL))
+        layers = port_modules(mod)[1]
+        torch.manual_seed(0)
+        a = original.ModulatedNorm(64, kind="rms").eval()
+        b = layers.ModulatedNorm(64, kind="rms").eval()
+        b.load_state_dict(a.state_dict())
+        gen = torch.Generator().manual_seed(1)
+        x, pooled = torch.randn(2, 8, 64, generator=gen), torch.randn(2, 64, generator=gen)
+        # the RMS norm itself is ported (npu_rms_norm): equal within float32's rounding
+        torch.testing.assert_close(a(x, pooled), b(x, pooled))
+        assert "npu_layer_norm_eval" not in {c.op for c in kb.emulate.calls()}
+        assert "npu_rms_norm" in {c.op for c in kb.emulate.calls()}
