@@ -31,6 +31,18 @@ SIBLING = {
 }
 
 
+def _package(tmp_path: Path, name: str, files: dict[str, str], config: str) -> tuple[Path, Path]:
+    """A package ``name`` of ``files`` under ``tmp_path`` (config in cfg.json); the port's
+    path (each test its own package name: one process imports them all)."""
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    (tmp_path / "cfg.json").write_text(config)
+    return pkg, tmp_path / "out" / "model_npu.py"
+
+
 @pytest.fixture(scope="module")
 def ported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("across") / "split_npu.py"
@@ -105,7 +117,7 @@ def test_the_switch_runs_the_original_code_of_every_ported_file(
 
     import kb.emulate
     from kb.port.build import build, load_config, load_module, shrink
-    from kb.port.package import port_modules
+    from kb.port.package import forget_copies, port_modules
 
     cfg = shrink(load_config(str(CONFIG)))
     original = load_module(str(MODEL))
@@ -121,15 +133,15 @@ def test_the_switch_runs_the_original_code_of_every_ported_file(
         assert type(a.blocks[0].attn1).__module__.endswith("split_pkg.layers")
         gen = torch.Generator().manual_seed(0)
         x, c = (torch.randn(2, 8, cfg["hidden_size"], generator=gen) for _ in range(2))
-        assert torch.equal(a(x, c), b(x, c))
-        assert not kb.emulate.calls()  # no fused call ran in either file
+        try:
+            assert torch.equal(a(x, c), b(x, c))
+            assert not kb.emulate.calls()  # no fused call ran in either file
+        finally:  # the copies read the switch when loaded: not kept for later tests
+            forget_copies(mod)
 
 
 def test_stage_ids_stay_unique_across_files(tmp_path: Path) -> None:
     """A class of the same name in the model file and its sibling, both planned."""
-    pkg = tmp_path / "twins"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
     mlp = (
         "class MLP(nn.Module):\n"
         "    def __init__(self, dim):\n"
@@ -140,19 +152,18 @@ def test_stage_ids_stay_unique_across_files(tmp_path: Path) -> None:
         "        return self.fc2(F.gelu(self.fc1(x), approximate='tanh'))\n"
     )
     head = "import torch.nn.functional as F\nfrom torch import nn\n"
-    (pkg / "blocks.py").write_text(
+    blocks = (
         head + "\n\n" + mlp + "\n\nclass Block(nn.Module):\n"
         "    def __init__(self, dim):\n        super().__init__()\n        self.mlp = MLP(dim)\n\n"
         "    def forward(self, x):\n        return x + self.mlp(x)\n"
     )
-    (pkg / "model.py").write_text(
+    model = (
         head + "\nfrom .blocks import Block\n\n\n" + mlp + "\n\nclass Model(nn.Module):\n"
         "    def __init__(self, dim):\n        super().__init__()\n"
         "        self.block = Block(dim)\n        self.head = MLP(dim)\n\n"
         "    def forward(self, x):\n        return self.head(self.block(x))\n"
     )
-    (tmp_path / "cfg.json").write_text('{"dim": 64}')
-    out = tmp_path / "out" / "model_npu.py"
+    pkg, out = _package(tmp_path, "twins", {"blocks.py": blocks, "model.py": model}, '{"dim": 64}')
     doc = port(str(pkg / "model.py"), str(out), product="atlas-a2")
     ids = [sid for f in doc["files"] for sid in f["stages"]]
     assert sorted(ids) == ["MLP.gelu_tanh", "blocks:MLP.gelu_tanh"]
@@ -170,19 +181,17 @@ def test_stage_ids_stay_unique_across_files(tmp_path: Path) -> None:
 
 def test_a_file_without_stages_of_its_own_is_verified_through_its_sibling(tmp_path: Path) -> None:
     """The model file only composes the sibling's classes: its port changes only imports."""
-    pkg = tmp_path / "thin"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "layers.py").write_text((DATA / "split_pkg" / "layers.py").read_text())
-    (pkg / "model.py").write_text(
+    model = (
         "from torch import nn\n\nfrom .layers import FeedForward\n\n\n"
         "class Thin(nn.Module):\n"
         "    def __init__(self, hidden_size):\n        super().__init__()\n"
         "        self.ff = FeedForward(hidden_size)\n\n"
         "    def forward(self, hidden_states):\n        return self.ff(hidden_states)\n"
     )
-    (tmp_path / "cfg.json").write_text('{"hidden_size": 64}')
-    out = tmp_path / "out" / "model_npu.py"
+    layers = (DATA / "split_pkg" / "layers.py").read_text()
+    pkg, out = _package(
+        tmp_path, "thin", {"layers.py": layers, "model.py": model}, '{"hidden_size": 64}'
+    )
     doc = port(str(pkg / "model.py"), str(out), product="atlas-a2")
     assert {Path(f["source"]).name: len(f["stages"]) for f in doc["files"]} == {
         "model.py": 0,

@@ -216,3 +216,14 @@ def reaches(main: str) -> dict[str, set[str]]:
                     todo.append(use)
         out[name] = {n for _, n in seen}
     return out
+
+
+def forget_copies(port: Any) -> None:
+    """The ported copies ``port`` loaded, out of ``sys.modules`` (a later load reads them
+    again, with the switch as the environment says then)."""
+    import sys
+
+    for mod in port_modules(port)[1:]:
+        name = str(getattr(mod, "__name__", ""))
+        if sys.modules.get(name) is mod:
+            del sys.modules[name]

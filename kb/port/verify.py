@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
-from kb.port.package import reaches
+from kb.port.package import forget_copies, reaches
 from kb.vocab.phases import INFERENCE_PHASES
 
 #: ``--dtypes`` as a user types it: full precision, and the half type ports run in
@@ -324,9 +324,22 @@ def verify(
         raise VerifyError(str(exc)) from None
     try:
         port = load_module(ported, alias=Path(original).stem + "__kb_port", beside=original)
-        return _verify(
-            original, ported, model_config, orig, port, cfg, modules, phases, dtypes, product, seed
-        )
+        try:
+            return _verify(
+                original,
+                ported,
+                model_config,
+                orig,
+                port,
+                cfg,
+                modules,
+                phases,
+                dtypes,
+                product,
+                seed,
+            )
+        finally:  # the ported package files: loaded afresh by the next verify (edited since)
+            forget_copies(port)
     except CannotBuild as exc:
         raise VerifyError(str(exc)) from None
     finally:
