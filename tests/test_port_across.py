@@ -58,6 +58,10 @@ def test_the_sibling_module_is_ported_beside_the_port(tmp_path: Path, capsys) ->
     assert set(files) == {"modeling_split.py", "layers.py"}
     assert files["layers.py"]["target"] == str(tmp_path / "layers.py")
     assert set(files["layers.py"]["stages"]) == SIBLING
+    # the q/k norms the attention builds are ported as their own class's stage
+    assert files["layers.py"]["notes"]["Attention"][-1] == (
+        "stage rms_norm is computed by the ported HeadRMSNorm (its own stage)"
+    )
     port_text = out.read_text()
     assert "from .layers import" not in port_text
     assert "_kb_port_module('.layers', 'layers.py').Attention" in port_text

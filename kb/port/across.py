@@ -191,3 +191,35 @@ def drop_stale(text: str, result: Any, notes: dict[str, list[str]]) -> str:
                 lines[lines.index(line)] = said
                 text = text.replace(f"# kb port: {line}\n", f"# kb port: {said}\n")
     return text
+
+
+def covered_by_built(done: list[Any], graph: Graph) -> None:
+    """A stage a class's note says was not rewritten, computed by a class it builds whose
+    own stage of that mapping was (a q/k norm module): the note says which, in the notes
+    and in the ported text (``done``: file, target, text, ported text, result, notes)."""
+    ported = {m for *_, result, _ in done if result is not None for m in result.done}
+    for i, (f, target, text, new, result, notes) in enumerate(done):
+        for name, lines in notes.items():
+            built = {n for _, n in graph.uses(f.resolve(), name)}
+            for k, line in enumerate(lines):
+                mapping = line.split(" ", 2)[1] if line.startswith("stage ") else ""
+                by = sorted(n for n in built if (n, mapping) in ported)
+                if "not rewritten:" not in line or not by:
+                    continue
+                said = f"stage {mapping} is computed by the ported {', '.join(by)} (its own stage)"
+                lines[k] = said
+                new = new.replace(f"# kb port: {line}\n", f"# kb port: {said}\n")
+        # the same note twice (two reasons it was not found) now says one thing once
+        for name in notes:
+            notes[name] = list(dict.fromkeys(notes[name]))
+        done[i] = (f, target, text, _dedupe_comments(new), result, notes)
+
+
+def _dedupe_comments(text: str) -> str:
+    """Consecutive identical ``# kb port:`` comment lines kept once."""
+    out: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if out and line == out[-1] and line.lstrip().startswith("# kb port: "):
+            continue
+        out.append(line)
+    return "".join(out)

@@ -215,6 +215,7 @@ def port(
     # a file's port takes along the package files holding planned stages of what it builds
     graph, keep, beside = _helpers(src, dest_root, per_file)
     taken: set[str] = set()
+    done: list[Any] = []  # (file, target, text, ported text, result, notes)
     for f in files + sorted(keep):
         target = beside.get(f) or _target(src, f, dest_root)
         text = f.read_text(encoding="utf-8")
@@ -234,7 +235,11 @@ def port(
         except Exception as exc:  # libcst's own parser errors carry line and column
             raise PortError(f"{f}: cannot rewrite: {exc}") from None
         if result is None and new != text:  # only its imports changed
-            result = SimpleNamespace(stages={}, weights={})
+            result = SimpleNamespace(stages={}, weights={}, done=set())
+        done.append((f, target, text, new, result, notes))
+    if graph is not None:  # a class's stage computed by a class it builds (another file's)
+        across.covered_by_built(done, graph)
+    for f, target, text, new, result, notes in done:
         fp = FilePort(str(f), str(target))
         if result is not None:
             fp.stages, fp.weights, fp.notes = result.stages, result.weights, notes
