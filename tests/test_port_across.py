@@ -84,6 +84,9 @@ def test_verify_measures_the_sibling_stages_in_fp32_and_bf16(ported: Path) -> No
     assert not doc["stages_not_reached"]
     bf16 = next(r for r in doc["runs"] if r["dtype"] == "bfloat16")
     calls = {s["stage"]: s["calls"] for s in bf16["stages"]}
+    files = {s["stage"]: s["file"] for s in bf16["stages"]}
+    assert files["FeedForward.gelu_tanh"] == str(ported.parent / "layers.py")
+    assert files["SplitBlock.adaln_layer_norm"] is None  # the port's own file
     # one processor object per attention, one class: its stage runs in self- and
     # cross-attention of both layers (the tiny model has two)
     assert calls["SharedAttnProcessor.attention_noncausal_bsnd"] == 4

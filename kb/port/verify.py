@@ -54,6 +54,7 @@ class StageRun:
             "stage": self.stage,
             "rejected": self.rejected,
             "mapping": self.info.get("mapping"),
+            "file": self.info.get("file"),  # a ported package file's stage: that file
             "covers": self.info.get("covers", []),
             "operator": self.info.get("operator"),
             "modules": self.info.get("modules"),
