@@ -237,3 +237,24 @@ def test_an_adaln_span_whose_norm_a_branch_built_otherwise_runs_the_original(
         torch.testing.assert_close(a(x, pooled), b(x, pooled))
         assert "npu_layer_norm_eval" not in {c.op for c in kb.emulate.calls()}
         assert "npu_rms_norm" in {c.op for c in kb.emulate.calls()}
+
+
+def test_a_port_within_a_root_reads_no_package_file_outside_it(tmp_path: Path) -> None:
+    """The MCP server's root: the sibling outside it is neither read nor ported."""
+    model = (MODEL.read_text()).replace("from .layers import", "from ..layers import")
+    pkg, _ = _package(
+        tmp_path, "rooted", {"layers.py": (MODEL.parent / "layers.py").read_text()}, "{}"
+    )
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "modeling_split.py").write_text(model)
+    out = tmp_path / "out.py"
+    doc = port(
+        str(pkg / "sub" / "modeling_split.py"), str(out), write=False, within=str(pkg / "sub")
+    )
+    assert [Path(f["source"]).name for f in doc["files"]] == ["modeling_split.py"]
+    doc = port(str(pkg / "sub" / "modeling_split.py"), str(out), write=False, within=str(pkg))
+    assert sorted(Path(f["source"]).name for f in doc["files"]) == [
+        "layers.py",
+        "modeling_split.py",
+    ]

@@ -58,14 +58,18 @@ def module_file(base: Path, root: Path, module: str, level: int) -> Path | None:
 class Graph:
     """What a file's classes build, through the package's imports (by name)."""
 
-    def __init__(self, main: Path) -> None:
+    def __init__(self, main: Path, within: str | None = None) -> None:
         self.root = package_root(main)
         self.main = main.resolve()
         self.files: dict[Path, _File | None] = {}
+        #: the folder the reader may read in (the MCP server's root): nothing outside it
+        self.within = Path(within).resolve() if within else None
 
     def file(self, path: Path) -> _File | None:
         if path not in self.files:
             self.files[path] = None
+            if self.within is not None and not path.is_relative_to(self.within):
+                return None
             try:
                 tree = ast.parse(path.read_text(encoding="utf-8"))
             except (OSError, SyntaxError, ValueError):
@@ -132,14 +136,16 @@ class Graph:
         return seen
 
 
-def helpers(main: Path, planned: dict[str, list[Stage]]) -> tuple[Graph, dict[Path, set[str]]]:
+def helpers(
+    main: Path, planned: dict[str, list[Stage]], within: str | None = None
+) -> tuple[Graph, dict[Path, set[str]]]:
     """The package files to port beside ``main`` (file -> the definitions of it reached):
     those holding a planned stage of a reached class, and those importing one of them."""
-    graph = Graph(main)
+    graph = Graph(main, within)
     reached = graph.reached()
     by_file: dict[Path, set[str]] = {}
     for path, name in reached:
-        if path != graph.main:
+        if path != graph.main and graph.file(path) is not None:  # read, inside the root
             by_file.setdefault(path, set()).add(name)
     chosen = {
         p for p, names in by_file.items() if any(s.module in names for s in planned.get(str(p), []))

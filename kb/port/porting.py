@@ -213,7 +213,7 @@ def port(
 
     ported: list[FilePort] = []
     # a file's port takes along the package files holding planned stages of what it builds
-    graph, keep, beside = _helpers(src, dest_root, per_file)
+    graph, keep, beside = _helpers(src, dest_root, per_file, within)
     taken: set[str] = set()
     done: list[Any] = []  # (file, target, text, ported text, result, notes)
     for f in files + sorted(keep):
@@ -262,7 +262,10 @@ def port(
 
 
 def _helpers(
-    src: Path, dest: Path, per_file: dict[str, tuple[list[Stage], dict[str, list[str]]]]
+    src: Path,
+    dest: Path,
+    per_file: dict[str, tuple[list[Stage], dict[str, list[str]]]],
+    within: str | None = None,
 ) -> tuple[Any, dict[Path, set[str]], dict[Path, Path]]:
     """For a file: the import graph, the package files to port beside it (file -> the
     definitions reached) and where each goes; nothing for a folder."""
@@ -270,7 +273,7 @@ def _helpers(
 
     if not src.is_file():
         return None, {}, {}
-    graph, keep = package.helpers(src, {k: v[0] for k, v in per_file.items()})
+    graph, keep = package.helpers(src, {k: v[0] for k, v in per_file.items()}, within)
     beside = package.targets(_target(src, src, dest), list(keep))
     for f, t in beside.items():
         # an earlier port's output may be replaced, nothing else
