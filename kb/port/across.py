@@ -166,7 +166,23 @@ def redirect(text: str, graph: Graph, path: Path, files: dict[Path, str]) -> str
         if not (doc or future):
             break
         at = i + 1
-    body[at:at] = list(cst.parse_module(_LOADER_CODE).body)
+    loader = list(cst.parse_module(_LOADER_CODE).body)
+    loader[0] = loader[0].with_changes(
+        leading_lines=[
+            cst.EmptyLine(),
+            cst.EmptyLine(
+                comment=cst.Comment(
+                    "# --- kb port: the package files this file imports, ported beside it"
+                )
+            ),
+        ]
+    )
+    if at < len(body):  # the file's own code after two blank lines
+        nxt = body[at]
+        blank = sum(1 for e in nxt.leading_lines if e.comment is None)
+        more = [cst.EmptyLine()] * max(0, 2 - blank)
+        body[at] = nxt.with_changes(leading_lines=[*more, *nxt.leading_lines])
+    body[at:at] = loader
     return module.with_changes(body=body).code
 
 
