@@ -258,3 +258,34 @@ def test_a_port_within_a_root_reads_no_package_file_outside_it(tmp_path: Path) -
         "layers.py",
         "modeling_split.py",
     ]
+
+
+def test_a_file_on_the_import_path_is_ported_for_its_imports(tmp_path: Path) -> None:
+    """model -> blocks (no stage) -> layers (a stage): blocks is ported too, only its
+    import changed, so the model builds the ported feed-forward."""
+    blocks = (
+        "from torch import nn\n\nfrom .layers import FeedForward\n\n\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self, hidden_size):\n        super().__init__()\n"
+        "        self.ff = FeedForward(hidden_size)\n\n"
+        "    def forward(self, hidden_states):\n        return hidden_states + self.ff(hidden_states)\n"
+    )
+    model = blocks.replace("from .layers import FeedForward", "from .blocks import Block")
+    model = model.replace("class Block(", "class Chain(").replace(
+        "FeedForward(hidden_size)", "Block(hidden_size)"
+    )
+    layers = (DATA / "split_pkg" / "layers.py").read_text()
+    files = {"layers.py": layers, "blocks.py": blocks, "model.py": model}
+    pkg, out = _package(tmp_path, "chained", files, '{"hidden_size": 64}')
+    doc = port(str(pkg / "model.py"), str(out), product="atlas-a2")
+    written = {Path(f["source"]).name: sorted(f["stages"]) for f in doc["files"]}
+    assert written == {"model.py": [], "blocks.py": [], "layers.py": ["FeedForward.gelu_tanh"]}
+    assert (
+        "_kb_port_module('.layers', 'layers.py').FeedForward"
+        in (out.parent / "blocks.py").read_text()
+    )
+    result = verify(
+        str(pkg / "model.py"), str(out), str(tmp_path / "cfg.json"), phases=("prefill",)
+    )
+    assert result["passed"], result["failures"]
+    assert {s["stage"] for r in result["runs"] for s in r["stages"]} == {"FeedForward.gelu_tanh"}
