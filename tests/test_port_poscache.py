@@ -139,14 +139,14 @@ def test_what_cannot_be_driven_is_said() -> None:
 
 
 def test_a_note_is_taken_back_when_a_helper_further_down_does_the_stage() -> None:
-    from kb.port.porting import _settled
-    from kb.port.spans import Stage
+    from types import SimpleNamespace
 
-    s = Stage("Attn", "attention", "cache_write_scatter", "npu_scatter_nd_update_")
+    from kb.port.across import drop_stale
+
     said = "stage cache_write_scatter (npu_scatter_nd_update_) not rewritten: none found"
     notes = {"Attn": [said, "other"], "Other": [said]}
     text = f"# kb port: {said}\nclass Other:\n    pass\n# kb port: {said}\nclass Attn:\n    pass\n"
-    out = _settled(text, [s], notes, {("Attn", "cache_write_scatter")})
+    out = drop_stale(text, SimpleNamespace(done={("Attn", "cache_write_scatter")}), notes)
     assert notes == {"Attn": ["other"], "Other": [said]}
     assert out == f"# kb port: {said}\nclass Other:\n    pass\nclass Attn:\n    pass\n"
 

@@ -310,7 +310,7 @@ def inputs(model: Any, cfg: dict[str, Any], dtype: Any, seed: int, seq: int = SE
         any(isinstance(m, torch.nn.Embedding) for m in model.modules())
         and ids_name.endswith(("ids", "tokens", "idx", "input"))
     )
-    conv = conditioning.first_conv(model)
+    conv = conditioning.first_conv(model) or conditioning.linear_patches(model, cfg)
     if conv is not None:  # a denoiser: an image-shaped input and its conditioning by name
         own = conditioning.settings(model, cfg)
         x = conditioning.image(conv, own, BATCH, gen, dtype)

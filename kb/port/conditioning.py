@@ -46,6 +46,19 @@ def first_conv(model: Any) -> Any:
     return None
 
 
+def linear_patches(model: Any, cfg: dict[str, Any]) -> Any:
+    """A patch embedding written as a linear layer over flattened patches (no
+    convolution), when the model's own settings name the image's channels, its patch
+    side and its sample size: what :func:`image` needs of a 2-D convolution."""
+    import types
+
+    own = settings(model, cfg)
+    sizes = [own.get(k) for k in ("in_channels", "patch_size", "sample_size")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+        return None
+    return types.SimpleNamespace(in_channels=sizes[0], weight=types.SimpleNamespace(dim=lambda: 4))
+
+
 def image(conv: Any, cfg: dict[str, Any], batch: int, gen: Any, dtype: Any) -> Any:
     """[B, C, size, size] (a 2-D patch embedding) at the configured sample size (else 8)."""
     import torch

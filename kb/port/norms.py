@@ -54,7 +54,8 @@ def layer_norm_attrs(cls: cst.ClassDef) -> set[str]:
 
 def gelu_call(node: cst.Call, gelus: dict[str, cst.Call]) -> tuple[str, str] | None:
     """(x, approximate) of ``F.gelu(x[, approximate=...])`` or of ``self.act(x)`` with
-    ``act`` built from ``nn.GELU(...)`` (``gelus``); approximate 'none' or 'tanh'."""
+    ``act`` built from ``nn.GELU(...)`` (``gelus``); approximate 'none' or 'tanh', or the
+    module attribute that holds it (``self.approximate``)."""
     x = one_arg(node) if not isinstance(node.func, cst.Name) or node.args else None
     callee = dotted(node.func)
     if callee.startswith("self.") and callee[5:] in gelus and x is not None:
@@ -64,8 +65,10 @@ def gelu_call(node: cst.Call, gelus: dict[str, cst.Call]) -> tuple[str, str] | N
         mode = keyword(node, "approximate", 1) or "'none'"
     else:
         return None
-    mode = mode.strip("'\"")
-    return (code(x), mode) if x is not None and mode in ("none", "tanh") else None
+    # a mode the module keeps (self.approximate) is passed on as it is at run time
+    mode = mode if mode.startswith("self.") else mode.strip("'\"")
+    known = mode in ("none", "tanh") or mode.startswith("self.")
+    return (code(x), mode) if x is not None and known else None
 
 
 def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -74,6 +77,9 @@ def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
 
 def _one_plus(node: cst.BaseExpression) -> str:
     """``s`` of ``(1 + s)`` or ``(s + 1)``, '' otherwise."""
+    if isinstance(node, cst.Subscript):  # (1 + s)[:, None]: 1 + s[:, None]
+        inner = _one_plus(node.value)
+        return f"({inner}){code(node)[len(code(node.value)) :]}" if inner else ""
     node = _bare(node)
     if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
         return ""
@@ -203,6 +209,8 @@ def _kb_adaln(norm, x, scale, shift):
     shift + (1 + scale) * norm.bias (computed in float32, passed in x's dtype)."""
     import itertools
 
+    if not isinstance(norm, torch.nn.LayerNorm):  # another branch built another norm
+        return norm(x) * (1 + scale) + shift
     x = x.expand(torch.broadcast_shapes(x.shape, scale.shape, shift.shape))  # as the sum is
     lead = x.dim()
     scale = scale.reshape((1,) * (lead - scale.dim()) + tuple(scale.shape)).float()

@@ -12,7 +12,9 @@ import difflib
 import re
 import shutil
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kb.port import norms
@@ -145,37 +147,26 @@ def _insert_at(body: list[Any]) -> int:
     return at
 
 
-def _settled(text: str, stages: list[Stage], notes: dict[str, list[str]], done: Any) -> str:
-    """The "not rewritten" notes of stages that a function further down the file did
-    rewrite (a helper the class calls, defined after it) taken back, from the notes and
-    from the comments above the class."""
-    for s in stages:
-        head = f"stage {s.mapping} ({s.operator}) not rewritten: "
-        if (s.module, s.mapping) not in done or not any(
-            n.startswith(head) for n in notes.get(s.module, [])
-        ):
-            continue
-        notes[s.module] = [n for n in notes[s.module] if not n.startswith(head)]
-        lines = text.splitlines(keepends=True)
-        at = next((i for i, ln in enumerate(lines) if ln.startswith(f"class {s.module}")), -1)
-        i = at - 1
-        while i >= 0 and lines[i].lstrip().startswith(("#", "@")):
-            if lines[i].lstrip().startswith(f"# kb port: {head}"):
-                del lines[i]
-            i -= 1
-        text = "".join(lines)
-    return text
-
-
-def port_text(text: str, stages: list[Stage], notes: dict[str, list[str]]) -> tuple[str, Any]:
-    """The ported text of one file and the rewrite's result."""
+def port_text(
+    text: str,
+    stages: list[Stage],
+    notes: dict[str, list[str]],
+    rewrite: Any = None,
+    taken: set[str] | None = None,
+    prefix: str = "",
+) -> tuple[str, Any]:
+    """The ported text of one file and the rewrite's result (``rewrite``: the pass, the
+    whole file's by default; stage ids in ``taken`` get ``prefix:`` in front)."""
     import libcst as cst
 
+    from kb.port import across
     from kb.port.prelude import head
-    from kb.port.rewrite import rewrite
+    from kb.port.rewrite import rewrite as whole
 
-    new, result = rewrite(text, stages, notes)
-    new = _settled(new, stages, notes, result.done)
+    new, result = (rewrite or whole)(text, stages, notes)
+    new = across.drop_stale(new, result, notes)
+    if taken is not None:
+        new = across.unique_ids(new, result, taken, prefix)
     if not result.stages:
         return new, result
     module = cst.parse_module(new)
@@ -218,17 +209,37 @@ def port(
         raise PortError(
             f"{out}: the port of {clash} would be written over it; give -o another path"
         )
+    from kb.port import across
+
     ported: list[FilePort] = []
-    for f in files:
-        target = _target(src, f, dest_root)
+    # a file's port takes along the package files holding planned stages of what it builds
+    graph, keep, beside = _helpers(src, dest_root, per_file, within)
+    taken: set[str] = set()
+    done: list[Any] = []  # (file, target, text, ported text, result, notes)
+    for f in files + sorted(keep):
+        target = beside.get(f) or _target(src, f, dest_root)
         text = f.read_text(encoding="utf-8")
         stages, notes = per_file.get(str(f.resolve()), ([], {}))
         new, result = (text, None)
-        if stages or notes:
-            try:
-                new, result = port_text(text, stages, notes)
-            except Exception as exc:  # libcst's own parser errors carry line and column
-                raise PortError(f"{f}: cannot rewrite: {exc}") from None
+        if f in keep:
+            stages = [s for s in stages if s.module in keep[f]]
+            notes = {k: v for k, v in notes.items() if k in keep[f]}
+        try:
+            if stages or notes:
+                only = partial(across.rewrite_only, keep=keep[f]) if f in keep else None
+                new, result = port_text(text, stages, notes, only, taken, f.stem)
+            if graph is not None:
+                new = across.redirect(
+                    new, graph, f.resolve(), {k: v.name for k, v in beside.items()}
+                )
+        except Exception as exc:  # libcst's own parser errors carry line and column
+            raise PortError(f"{f}: cannot rewrite: {exc}") from None
+        if result is None and new != text:  # only its imports changed
+            result = SimpleNamespace(stages={}, weights={}, done=set())
+        done.append((f, target, text, new, result, notes))
+    if graph is not None:  # a class's stage computed by a class it builds (another file's)
+        across.covered_by_built(done, graph)
+    for f, target, text, new, result, notes in done:
         fp = FilePort(str(f), str(target))
         if result is not None:
             fp.stages, fp.weights, fp.notes = result.stages, result.weights, notes
@@ -248,6 +259,34 @@ def port(
             elif f.resolve() != target.resolve():
                 shutil.copyfile(f, target)
     return ported
+
+
+def _helpers(
+    src: Path,
+    dest: Path,
+    per_file: dict[str, tuple[list[Stage], dict[str, list[str]]]],
+    within: str | None = None,
+) -> tuple[Any, dict[Path, set[str]], dict[Path, Path]]:
+    """For a file: the import graph, the package files to port beside it (file -> the
+    definitions reached) and where each goes; nothing for a folder."""
+    from kb.port import package
+
+    if not src.is_file():
+        return None, {}, {}
+    graph, keep = package.helpers(src, {k: v[0] for k, v in per_file.items()}, within)
+    beside = package.targets(_target(src, src, dest), list(keep))
+    for f, t in beside.items():
+        # an earlier port's output may be replaced, nothing else
+        ours = t.is_file() and any(
+            mark in t.read_text(encoding="utf-8", errors="replace")
+            for mark in ("_kb_port_module(", "_kb_stage(", "# kb port: ")
+        )
+        if t.exists() and (_same(t, f) or _same(t, src) or not ours):
+            raise PortError(
+                f"{t}: the port of {f} (a package file the port takes along) would be "
+                "written over it; give -o a path in another folder"
+            )
+    return graph, keep, beside
 
 
 def _same(a: Path, b: Path) -> bool:

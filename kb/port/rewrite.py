@@ -312,10 +312,10 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         gelu = self._inside(GELU_ROWS)
         cls = self.classes.get(self.cls[-1]) if gelu else None
         act = norms.gelu_call(updated, norms.built_from(cls, "GELU")) if cls else None
-        row = {"tanh": "gelu_tanh", "none": "gelu"}.get(act[1]) if act else None
-        s = next((g for g in gelu if g.mapping == row), None)
+        row = {"tanh": "gelu_tanh", "none": "gelu"}.get(act[1], "") if act else None
+        s = next((g for g in gelu if row in (g.mapping, "")), None)  # "": set at run time
         if act and s:
-            fused = f"torch_npu.npu_gelu({act[0]}, approximate={act[1]!r})"
+            fused = f"torch_npu.npu_gelu({act[0]}, approximate={repr(act[1]) if row else act[1]})"
             return self._emit(s, original, fused, code(updated), approximate=act[1])
         adaln = self._inside(norms.ADALN_ROWS) if callee in self.fns else []
         body = norms.inline(updated, self.fns) if adaln else None  # modulate(self.norm(x), ..)

@@ -19,6 +19,7 @@ from typing import Any
 
 from kb.port import positions
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
+from kb.port.package import forget_copies, reaches
 from kb.vocab.phases import INFERENCE_PHASES
 
 #: ``--dtypes`` as a user types it: full precision, and the half type ports run in
@@ -54,6 +55,7 @@ class StageRun:
             "stage": self.stage,
             "rejected": self.rejected,
             "mapping": self.info.get("mapping"),
+            "file": self.info.get("file"),  # a ported package file's stage: that file
             "covers": self.info.get("covers", []),
             "operator": self.info.get("operator"),
             "modules": self.info.get("modules"),
@@ -216,7 +218,7 @@ def suspects(ported: str, s: StageRun) -> str:
     """The argument a failing stage most likely gets wrong: one written differently from
     what the plan derived, else every argument the plan derived for it."""
     derived = s.info.get("args") or {}
-    written = written_args(ported, s.stage)
+    written = written_args(str(s.info.get("file") or ported), s.stage)
     changed = [
         f"{k}={written[k]} where the plan derives {v!r} (from {_why(s.info, k)})"
         for k, v in derived.items()
@@ -279,7 +281,8 @@ def _classes(mod: Any, wanted: list[str], stages: dict[str, dict[str, Any]]) -> 
     used = set().union(*builds.values()) if builds else set()
     abstract = torch.nn.Module.forward
     roots = [n for n in mine if n not in used and getattr(mine[n], "forward", None) is not abstract]
-    roots.sort(key=lambda n: -len(_inside(n, builds)))  # the outermost first
+    reach = reaches(mod.__file__)  # through the package files the classes import
+    roots.sort(key=lambda n: (-len(_inside(n, builds)), -len(reach.get(n, ()))))  # outermost first
     planned = sorted({m for s in stages.values() for m in s.get("modules", [])})
     return roots + [p for p in planned if p in mine and p not in roots]
 
@@ -328,9 +331,22 @@ def verify(
         raise
     try:
         port = load_module(ported, alias=Path(original).stem + "__kb_port", beside=original)
-        return _verify(
-            original, ported, model_config, orig, port, cfg, modules, phases, dtypes, product, seed
-        )
+        try:
+            return _verify(
+                original,
+                ported,
+                model_config,
+                orig,
+                port,
+                cfg,
+                modules,
+                phases,
+                dtypes,
+                product,
+                seed,
+            )
+        finally:  # the ported package files: loaded afresh by the next verify (edited since)
+            forget_copies(port)
     except CannotBuild as exc:
         raise VerifyError(str(exc)) from None
     finally:
@@ -352,14 +368,22 @@ def _verify(
     seed: int,
 ) -> dict[str, Any]:
     torch = _import_torch()
-    stages = dict(getattr(port, "KB_PORT_STAGES", {}) or {})
-    if not hasattr(port, "_kb_stage"):
+    from kb.port.package import stages_of
+
+    stages = stages_of(port)  # the port's and its ported package files'
+    if not stages and not hasattr(port, "_kb_stage"):
         raise VerifyError(f"{ported}: not written by kb port (no _kb_stage in it)")
     runs: list[Run] = []
+    reach = reaches(orig.__file__)
     for name in _classes(orig, list(modules or []), stages):
         reached = {s.stage for r in runs if not r.not_run for s in r.stages}
         missing = {m for sid in set(stages) - reached for m in stages[sid].get("modules", [])}
-        if not modules and any(not r.not_run for r in runs) and name not in missing:
+        # a class of the file, or one it builds from the package's other files
+        if (
+            not modules
+            and any(not r.not_run for r in runs)
+            and not missing & (reach.get(name, set()) | {name})
+        ):
             continue  # after a class that ran, only the classes of stages it did not reach
         for dt in dtypes:
             dtype = getattr(torch, dt)
@@ -388,6 +412,7 @@ def _run(
     import torch
 
     from kb.emulate import compare
+    from kb.port.package import set_probe
 
     run = Run(name, str(dtype).removeprefix("torch."), phase)
     fwd = inspect.signature(getattr(orig, name).forward).parameters
@@ -421,14 +446,14 @@ def _run(
     last = ""
     table = tolerance(dtype)
     if phase == "decode" and not drive:
-        port.KB_PORT_PROBE = _Probe(stages, table)  # a call the kernel refuses runs unfused
+        set_probe(port, _Probe(stages, table))  # a call the kernel refuses runs unfused
         try:
             a, b, options = _decoders(a, b, options[0][0], seed, cache_arg)
         except Exception as exc:
             run.not_run = f"the prefill before decoding failed: {type(exc).__name__}: {exc}"
             return run
         finally:
-            port.KB_PORT_PROBE = None
+            set_probe(port, None)
     calls = (
         positions.attempts(a, b, options, drive, phase, dtype, seed)
         if drive
@@ -438,7 +463,7 @@ def _run(
         probe = _Probe(stages, table)
         try:
             args, named = call()
-            port.KB_PORT_PROBE = probe
+            set_probe(port, probe)
             result = compare(a, b, tuple(args), named, tolerance=table, product=product)
         except positions.CannotDrive as exc:
             run.not_run = str(exc)
@@ -447,7 +472,7 @@ def _run(
             last = f"{type(exc).__name__}: {exc}"
             continue
         finally:
-            port.KB_PORT_PROBE = None
+            set_probe(port, None)
         run.stages = list(probe.runs.values())
         run.comparison = result.as_dict()
         return run
