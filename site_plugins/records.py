@@ -100,8 +100,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         records = list(catalog.records())
         self.digests = catalog.digests()
         rules = load_rules()
+        reports = check_examples(sorted(rules, key=lambda r: str(r.code)), catalog, records)
         self.data = SiteData.from_records(records, rules, config.use_directory_urls)
-        self.data.rule_reports = check_examples(self.data.rules, catalog)
+        self.data.rule_reports = reports
         _no_instant_without_site_url(config)
         self.pages = PageCache(self.root, config)
         return config
