@@ -258,7 +258,7 @@ def test_search_stems_follow_an_edit_as_a_fresh_build_sees_it(
     warm = search_index._stems(edited)
     assert split == [EDITED]
     assert warm["reconfigurations"] != "reconfigurations"
-    for stored in (tmp_path / "cache").glob("site-*-words-*.json"):
+    for stored in (tmp_path / "cache").glob("site-*-stems-*.json"):
         stored.write_text(stored.read_text().replace('"norm"', '"nrom"'), "utf-8")
     split.clear()
     assert search_index._stems(edited) == warm
