@@ -116,6 +116,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             index: Any = getattr(plugin, "search_index", None)
             if name.endswith("search") and hasattr(index, "add_entry_from_context"):
                 index.add_entry_from_context = self._search_titles
+                _attributes_cleaned_only_where_present(config, plugin)
 
     def _search_titles(self, page: Page) -> None:
         src = page.file.src_uri
@@ -302,6 +303,30 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         if self.root is not None:
             server.watch(str(self.root))
         return server
+
+
+#: What Material's search plugin strips from every page (with an optional space before).
+_VALUED_SEARCH_ATTRIBUTE = re.compile(r'data-search-\w+="[^"]+"')
+
+
+def _attributes_cleaned_only_where_present(config: MkDocsConfig, plugin: Any) -> None:
+    """Material's search plugin indexes each page (kb's titles, above) and then strips
+    its ``data-search-*="…"`` attributes with a regular expression tried at every
+    character of the page (a tenth of a second per build, rebuilds included); a page with
+    no such attribute (found by its literal start) is left as that pass would leave it."""
+    events = config.plugins.events["page_context"]
+    material = plugin.on_page_context
+
+    def page_context(context: Any, *, page: Page, config: MkDocsConfig, nav: Any) -> Any:
+        if _VALUED_SEARCH_ATTRIBUTE.search(page.content or ""):
+            return material(context, page=page, config=config, nav=nav)
+        if plugin.config.enabled:
+            plugin.search_index.add_entry_from_context(page)
+        return None
+
+    for i, method in enumerate(events):
+        if method == material:
+            events[i] = page_context
 
 
 #: Material's search worker in the page configuration (its hash changes per release).
