@@ -159,6 +159,48 @@ def test_a_page_depends_on_what_it_asked_of_every_record_not_on_all_of_them() ->
     assert made == ["npu_a", "npu_a"]
 
 
+def test_a_page_listing_every_record_depends_on_the_fields_it_reads_of_them() -> None:
+    """A page made from every operator's summary is made again when a summary changes,
+    not when a description does; one that uses the records whole, on any change."""
+    from site_plugins.common import SiteData
+    from site_plugins.reads import Generation
+
+    store: dict[str, dict[str, Any]] = {}
+    made: list[str] = []
+
+    def pages(b_summary: str, b_description: str) -> tuple[str, str]:
+        records = [
+            {"kind": "operator", "name": "npu_a", "summary": "A.", "description": "Aa."},
+            {
+                "kind": "operator",
+                "name": "npu_b",
+                "summary": b_summary,
+                "description": b_description,
+            },
+        ]
+        data = SiteData.from_records(records)
+        data.generation = Generation(
+            data.buckets(), data.reads, "base", store.get, store.__setitem__
+        )
+
+        def summaries() -> str:
+            made.append("summaries")
+            return " ".join(op["summary"] for op in data.operators.values())
+
+        def whole() -> str:
+            made.append("whole")
+            return str(sorted(len(dict(op)) for _, op in data.operators.items()))
+
+        return data.page("index.md", summaries), data.page("whole.md", whole)
+
+    assert pages("B.", "Bb.") == ("A. B.", "[4, 4]")
+    assert made == ["summaries", "whole"]
+    assert pages("B.", "Bb, reworded.") == ("A. B.", "[4, 4]")
+    assert made == ["summaries", "whole", "whole"]  # the description: only the whole reader
+    assert pages("B, reworded.", "Bb, reworded.") == ("A. B, reworded.", "[4, 4]")
+    assert made == ["summaries", "whole", "whole", "summaries", "whole"]
+
+
 def test_every_derived_answer_at_once_equals_each_asked_alone() -> None:
     """A build checks a stored page's derived reads from one pass per question; each
     answer must be what the page itself got asking for one name (shipped records)."""
