@@ -268,3 +268,46 @@ def test_a_damaged_page_entry_is_rendered_again_never_served(
     _build(config, records, tmp_path / "healed", cache, monkeypatch)
     assert _files(tmp_path / "healed") == first
     assert renders == []  # the store was replaced, and serves again
+
+
+def test_stored_pages_are_fetched_once_and_their_use_refreshed_once_a_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renderings a build will ask for come in one query and are not read again when
+    MkDocs asks; a damaged one is not fetched; a page's last use is written again only
+    once it is a day old, and a page unused for the keeping time is dropped."""
+    import sqlite3
+    import time
+    from types import SimpleNamespace
+
+    from site_plugins import page_cache
+
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    config = SimpleNamespace()
+    first = page_cache.PageCache(tmp_path, config)
+    for key in ("fresh", "old", "rotten", "gone"):
+        first.keep(key, {"content": key})
+    first.close(commit=True)
+    con = sqlite3.connect(first.path)
+    now = time.time()
+    with con:
+        con.execute("UPDATE pages SET used = ? WHERE key = 'fresh'", (now - 3600,))
+        con.execute("UPDATE pages SET used = ? WHERE key = 'old'", (now - 2 * 86400,))
+        con.execute("UPDATE pages SET payload = '{}' WHERE key = 'rotten'")
+        con.execute("UPDATE pages SET used = ? WHERE key = 'gone'", (now - 15 * 86400,))
+
+    cache = page_cache.PageCache(tmp_path, config)
+    queries: list[str] = []
+    cache._con.set_trace_callback(queries.append)  # type: ignore[union-attr]
+    cache.fetch(["fresh", "old", "rotten", "missing"])
+    assert len([q for q in queries if q.startswith("SELECT")]) == 1
+    queries.clear()
+    assert cache._load("fresh") == {"content": "fresh"} and cache._load("old") is not None
+    assert queries == []  # served from what was fetched
+    assert cache._load("rotten") is None  # its digest fails: never served
+    cache.close(commit=True)
+    used = dict(con.execute("SELECT key, used FROM pages"))
+    assert used["fresh"] == pytest.approx(now - 3600)  # used within the day: not rewritten
+    assert used["old"] > now - 60  # a day old: its use is noted again
+    assert "gone" not in used
+    con.close()
