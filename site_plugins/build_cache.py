@@ -7,10 +7,10 @@ neither unless an example reads that record; the search index (every term's scor
 record, computed by whoosh) took ~20 s of each build.  Each output is stored in kb's cache
 directory with what it was made from: the code version (every file of the kb package
 outside its records, the site plugin's modules, the Python version), the snippet, and
-for an example what it read of the records, logged through :class:`ReadLog` (each record
-got by name, each name list, and of each kind iterated the fields read) and compared by
+for an example what it read of the records, logged through :class:`ReadLog` (of each record
+got by name and of each kind iterated the fields read, each name list) and compared by
 digest on the next build.  So a one-word edit of one record reruns only the examples
-that read that record, or that field of every record.
+that read that field of that record, or of every record.
 
 Files are written like the search index's: under a lock, into a marked temp dir, then
 renamed into place; each carries a digest of its payload, checked on load.  A missing,
@@ -41,7 +41,8 @@ except ImportError:  # pragma: no cover - every CPython has _blake2
 CACHE_VERSION = "1"
 SITE_PLUGINS_DIR = Path(__file__).resolve().parent
 
-Read = tuple[str, str]  # (what was asked: get | names | records | fields | all, of what)
+#: (what was asked: get | get-fields | names | records | fields | all, of what)
+Read = tuple[str, str]
 
 
 def digest(*parts: str) -> str:
@@ -97,6 +98,11 @@ class _Fields(dict):  # type: ignore[type-arg]
         self._usage.names.add(str(key))
         return super().__contains__(key)
 
+    def __bool__(self) -> bool:
+        # not a read of any field: a record body always has its name, which every
+        # digest of what was read of it includes
+        return dict.__len__(self) > 0
+
 
 def _reads_whole(name: str) -> Callable[..., Any]:
     base = getattr(dict, name)
@@ -147,12 +153,19 @@ class ReadLog:
         self._reads: set[Read] = set()
         #: Per kind iterated: the fields read of its records (or that all were).
         self.fields: dict[str, _Usage] = {}
+        #: Per record got by name: the fields read of it (or that all were).
+        self.gets: dict[str, _Usage] = {}
 
     @property
     def reads(self) -> set[Read]:
         """What was read; an iterated kind as ``records`` (whole bodies) or
         ``fields`` (the named top-level fields of every record of the kind)."""
         out = set(self._reads)
+        for spelling, usage in self.gets.items():
+            if usage.whole:
+                out.add(("get", spelling))
+            else:
+                out.add(("get-fields", _json([spelling, sorted(usage.names)])))
         for kind, usage in self.fields.items():
             if usage.whole:
                 out.add(("records", kind))
@@ -161,8 +174,13 @@ class ReadLog:
         return out
 
     def get(self, spelling: str) -> dict[str, Any] | None:
-        self._reads.add(("get", spelling))
-        return self._catalog.get(spelling)  # type: ignore[no-any-return]
+        """The record ``spelling`` names, noting which of its fields are read (a check
+        that reads an operator's signature does not rerun when its description changes)."""
+        body = self._catalog.get(spelling)
+        if body is None:
+            self._reads.add(("get", spelling))
+            return None
+        return _Fields(body, self.gets.setdefault(spelling, _Usage()))
 
     def names(self, kind: str | None = None) -> list[str]:
         self._reads.add(("names", kind or ""))
@@ -175,6 +193,11 @@ class ReadLog:
             yield _Fields(rec, usage)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "content":
+            # the identity of every record: a reader keys a process memo on it (kb check's
+            # fitting chains), whose hit would hide the reads behind it; without it the
+            # reader computes afresh through this log, which notes what that reads
+            raise AttributeError(name)
         self._reads.add(("all", ""))
         return getattr(self._catalog, name)
 
@@ -182,17 +205,25 @@ class ReadLog:
 class ReadDigests:
     """The digest of each read against the current catalog, computed once per build."""
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: Any, records: Iterable[dict[str, Any]] | None = None) -> None:
+        """``records``: every body of ``catalog`` as it gives them, when already decoded."""
         self.catalog = catalog
         self._done: dict[Read, str] = {}
         self._bodies: dict[str, list[dict[str, Any]]] = {}
+        if records is not None:
+            every = sorted(records, key=lambda r: (str(r.get("kind")), str(r.get("name"))))
+            self._bodies[""] = every
+            for rec in every:
+                self._bodies.setdefault(str(rec.get("kind")), []).append(rec)
         self._row_digests: dict[str, str] | None = None
 
     def _records(self, kind: str) -> list[dict[str, Any]]:
         """Every body of ``kind`` ("": all), read from the catalog once per build (the
         examples ask for a few dozen different field sets of the same records)."""
         if kind not in self._bodies:
-            self._bodies[kind] = list(self.catalog.records(kind or None))
+            self._bodies[kind] = (
+                [] if "" in self._bodies else list(self.catalog.records(kind or None))
+            )
         return self._bodies[kind]
 
     def __call__(self, read: Read) -> str:
@@ -200,6 +231,12 @@ class ReadDigests:
             what, arg = read
             if what == "get":
                 value: object = self.catalog.get(arg)
+            elif what == "get-fields":
+                spelling, names = json.loads(arg)
+                body = self.catalog.get(spelling)
+                value = None
+                if body is not None:
+                    value = [body.get("name"), {n: body[n] for n in names if n in body}]
             elif what == "names":
                 value = self.catalog.names(arg or None)
             elif what == "records":  # every body of a kind: their row digests say as much

@@ -39,6 +39,8 @@ from site_plugins.reads import Generation
 CACHE_VERSION = "1"
 #: Entries unused for this long are dropped after a build.
 KEEP_SECONDS = 14 * 24 * 3600
+#: An entry's last use is written again once it is this old (not after every build).
+REFRESH_SECONDS = 24 * 3600
 LIBRARIES = (
     "mkdocs",
     "mkdocs-material",
@@ -149,6 +151,8 @@ class PageCache:
         self.finished: set[str] = set()  # pages whose whole output came from the cache
         self.output_keys: dict[str, str] = {}
         self.prerendered: dict[str, dict[str, Any]] = {}  # rendered by site_plugins.prerender
+        self.fetched: dict[str, dict[str, Any]] = {}  # loaded ahead of use (fetch)
+        self.now = time.time()
         self.warnings = _Warnings(config)
         logging.getLogger("mkdocs").addHandler(self.warnings)
         self._con: sqlite3.Connection | None = None
@@ -168,16 +172,22 @@ class PageCache:
     def _load(self, key: str) -> dict[str, Any] | None:
         if key in self.prerendered:
             return self.prerendered[key]
+        if key in self.fetched:
+            return self.fetched[key]
         if self._con is None:
             return None
         try:
             row = self._con.execute(
-                "SELECT payload, digest FROM pages WHERE key = ?", (key,)
+                "SELECT payload, digest, used FROM pages WHERE key = ?", (key,)
             ).fetchone()
         except sqlite3.Error:
             self._con = None
             return None
-        if row is None or digest(row[0]) != row[1]:
+        return self._checked(key, row)
+
+    def _checked(self, key: str, row: tuple[Any, ...] | None) -> dict[str, Any] | None:
+        """The payload of a stored row that passes its digest, else None."""
+        if row is None or not isinstance(row[0], str) or digest(row[0]) != row[1]:
             return None
         try:
             payload = json.loads(row[0])
@@ -185,8 +195,30 @@ class PageCache:
             return None
         if not isinstance(payload, dict):
             return None
-        self.used.add(key)
+        if not isinstance(row[2], (int, float)) or row[2] < self.now - REFRESH_SECONDS:
+            self.used.add(key)  # its last use is refreshed after the build
         return payload
+
+    def fetch(self, keys: list[str]) -> None:
+        """Load the stored payloads of ``keys`` in a few queries (not one per key): what
+        this build will ask for, checked as :meth:`_load` checks them."""
+        if self._con is None:
+            return
+        wanted = [k for k in dict.fromkeys(keys) if k not in self.fetched]
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            try:
+                rows = self._con.execute(
+                    f"SELECT key, payload, digest, used FROM pages WHERE key IN ({marks})", part
+                ).fetchall()
+            except sqlite3.Error:
+                self._con = None
+                return
+            for key, *row in rows:
+                payload = self._checked(key, tuple(row))
+                if payload is not None:
+                    self.fetched[key] = payload
 
     def _remember(self, key: str, payload: dict[str, Any], src_uri: str) -> None:
         if src_uri not in self.warnings.pages:
@@ -214,7 +246,7 @@ class PageCache:
             return
         try:
             if commit and not self.warnings.any:
-                now = time.time()
+                now = self.now
                 with con:
                     con.executemany(
                         "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?)",
@@ -251,12 +283,10 @@ class PageCache:
         Markdown and front matter MkDocs reads from them."""
         from mkdocs.utils.meta import get_data
 
-        out = {}
-        for src, text in pages.items():
-            markdown, meta = get_data(text)
-            if self._load(self.render_key(src, meta, markdown)) is None:
-                out[src] = (markdown, meta)
-        return out
+        read = {src: get_data(text) for src, text in pages.items()}
+        keys = {src: self.render_key(src, meta, markdown) for src, (markdown, meta) in read.items()}
+        self.fetch(list(keys.values()))  # MkDocs asks for each again when it renders the page
+        return {src: read[src] for src, key in keys.items() if self._load(key) is None}
 
     def adopt(
         self, src_uri: str, read: tuple[str, dict[str, Any]], payload: dict[str, Any]

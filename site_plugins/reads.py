@@ -4,10 +4,12 @@ The page generators get the records through :class:`~site_plugins.common.SiteDat
 buckets (operators, chains, trees, playbooks) are :class:`Bucket` dicts: while a page is
 being generated each one notes what is asked of it.  Getting one record by name reads that
 record; asking whether a name is there, iterating or counting reads the bucket's names;
-``values()`` and ``items()`` read every record of the kind.  A page's stored Markdown is
-reused while each of its reads gives the same digest, so a one-word edit of one operator
-regenerates that operator's page and the pages that list every operator (indexes,
-matrices), not the other three hundred.  Any other way into a bucket (``json.dumps`` of
+``values()`` and ``items()`` read, of every record of the kind, the fields the page reads
+of any of them (every field when one is used whole: iterated, copied, compared).  A
+page's stored Markdown is reused while each of its reads gives the same digest, so a
+one-word edit of one operator's description regenerates that operator's page and the few
+that get it by name, and an edit of its summary also the pages that list every
+operator's summary (indexes), not the other three hundred.  Any other way into a bucket (``json.dumps`` of
 it, say) reaches the plain dict and is not noted: generators read records through the
 methods above.
 """
@@ -19,13 +21,29 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-Read = tuple[str, str, str]  # (record | names | all, kind, name)
+from site_plugins.build_cache import _Fields, _Usage
+
+#: (record | names | fields | all | derived, kind or question, name, fields or argument)
+Read = tuple[str, str, str]
 
 
 class Reads:
     """The reads of the page being generated (None between pages)."""
 
     current: set[Read] | None = None
+    #: Per kind iterated, ``(kind, "")``: the fields the page reads of its records;
+    #: None between pages.
+    fields: dict[tuple[str, str], _Usage] | None = None
+
+    def noted(self) -> set[Read]:
+        """What the page read: ``current`` and its field reads, as reads."""
+        out = set(self.current or ())
+        for (kind, _), usage in (self.fields or {}).items():
+            if usage.whole:
+                out.add(("all", kind, ""))
+            else:
+                out.add(("fields", kind, json.dumps(sorted(usage.names))))
+        return out
 
 
 class Bucket(dict):  # type: ignore[type-arg]
@@ -39,6 +57,19 @@ class Bucket(dict):  # type: ignore[type-arg]
     def _note(self, what: str, name: str = "") -> None:
         if self._reads.current is not None:
             self._reads.current.add((what, self.kind, name))
+
+    def _each(self, name: str) -> Any:
+        """The record ``name`` as one of the kind's records iterated, noting the fields
+        read of it (for the kind: the page reads those fields of every record)."""
+        rec = dict.__getitem__(self, name)
+        fields = self._reads.fields
+        if fields is None or not isinstance(rec, dict):
+            self._note("record", name)
+            return rec
+        usage = fields.get((self.kind, ""))
+        if usage is None:
+            usage = fields[(self.kind, "")] = _Usage()
+        return _Fields(rec, usage)
 
     def __getitem__(self, name: str) -> Any:
         self._note("record", name)
@@ -65,12 +96,16 @@ class Bucket(dict):  # type: ignore[type-arg]
         return super().keys()
 
     def values(self) -> Any:
-        self._note("all")
-        return super().values()
+        if self._reads.current is None:
+            return super().values()
+        self._note("names")
+        return [self._each(name) for name in dict.keys(self)]
 
     def items(self) -> Any:
-        self._note("all")
-        return super().items()
+        if self._reads.current is None:
+            return super().items()
+        self._note("names")
+        return [(name, self._each(name)) for name in dict.keys(self)]
 
 
 def _chains_using(buckets: dict[str, dict[str, Any]], operator: str) -> list[str]:
@@ -176,6 +211,7 @@ class Generation:
         self._load = load
         self._keep = keep
         self._digests: dict[Read, str] = {}
+        self._columns: dict[tuple[str, str], str] = {}
         self._answers: dict[str, dict[object, list[str]] | None] = {}
         self.made: list[str] = []  # pages generated afresh in this build
 
@@ -192,12 +228,25 @@ class Generation:
                 value: object = [[n, self._record(self.buckets[home], n)] for n in names]
             elif what == "record":
                 value = self._record(bucket, name)
+            elif what == "fields":  # (fields, kind, fields): of every record of the kind
+                value = [self._column(kind, field) for field in json.loads(name)]
             elif what == "names":
                 value = sorted(dict.keys(bucket))
             else:
                 value = [[n, self._record(bucket, n)] for n in sorted(dict.keys(bucket))]
             self._digests[read] = _digest(value)
         return self._digests[read]
+
+    def _column(self, kind: str, field: str) -> str:
+        """The digest of ``field`` of every record of ``kind`` (with their names),
+        computed once per build: pages ask for many sets of the same fields."""
+        key = (kind, field)
+        if key not in self._columns:
+            bucket = self.buckets.get(kind, {})
+            self._columns[key] = _digest(
+                [[n, rec[field]] if field in rec else [n] for n, rec in sorted(dict.items(bucket))]
+            )
+        return self._columns[key]
 
     def _record(self, bucket: dict[str, Any], name: str) -> object:
         """A record as compared: its catalog digest, else its body (None: no such record)."""
@@ -223,11 +272,12 @@ class Generation:
         if stored is not None and self._still(stored.get("reads")):
             return str(stored.get("text", ""))
         outer, self.reads.current = self.reads.current, set()
+        outer_fields, self.reads.fields = self.reads.fields, {}
         try:
             text = make()
-            seen = self.reads.current
+            seen = self.reads.noted()
         finally:
-            self.reads.current = outer
+            self.reads.current, self.reads.fields = outer, outer_fields
         if outer is not None:
             outer |= seen
         self._keep(key, {"reads": [[*r, self.digest_of(r)] for r in sorted(seen)], "text": text})

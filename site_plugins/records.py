@@ -100,8 +100,9 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         records = list(catalog.records())
         self.digests = catalog.digests()
         rules = load_rules()
+        reports = check_examples(sorted(rules, key=lambda r: str(r.code)), catalog, records)
         self.data = SiteData.from_records(records, rules, config.use_directory_urls)
-        self.data.rule_reports = check_examples(self.data.rules, catalog)
+        self.data.rule_reports = reports
         _no_instant_without_site_url(config)
         self.pages = PageCache(self.root, config)
         return config
@@ -115,6 +116,7 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
             index: Any = getattr(plugin, "search_index", None)
             if name.endswith("search") and hasattr(index, "add_entry_from_context"):
                 index.add_entry_from_context = self._search_titles
+                _attributes_cleaned_only_where_present(config, plugin)
 
     def _search_titles(self, page: Page) -> None:
         src = page.file.src_uri
@@ -301,6 +303,30 @@ class RecordsPlugin(BasePlugin[RecordsConfig]):
         if self.root is not None:
             server.watch(str(self.root))
         return server
+
+
+#: What Material's search plugin strips from every page (with an optional space before).
+_VALUED_SEARCH_ATTRIBUTE = re.compile(r'data-search-\w+="[^"]+"')
+
+
+def _attributes_cleaned_only_where_present(config: MkDocsConfig, plugin: Any) -> None:
+    """Material's search plugin indexes each page (kb's titles, above) and then strips
+    its ``data-search-*="…"`` attributes with a regular expression tried at every
+    character of the page (a tenth of a second per build, rebuilds included); a page with
+    no such attribute (found by its literal start) is left as that pass would leave it."""
+    events = config.plugins.events["page_context"]
+    material = plugin.on_page_context
+
+    def page_context(context: Any, *, page: Page, config: MkDocsConfig, nav: Any) -> Any:
+        if _VALUED_SEARCH_ATTRIBUTE.search(page.content or ""):
+            return material(context, page=page, config=config, nav=nav)
+        if plugin.config.enabled:
+            plugin.search_index.add_entry_from_context(page)
+        return None
+
+    for i, method in enumerate(events):
+        if method == material:
+            events[i] = page_context
 
 
 #: Material's search worker in the page configuration (its hash changes per release).

@@ -30,25 +30,38 @@ def load_rules(module: str = REGISTRY) -> list[RuleUnit]:
     return list(registry.RULES)
 
 
-def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
+def check_examples(
+    rules: Sequence[RuleUnit], catalog: Any, records: Sequence[dict[str, Any]] | None = None
+) -> dict[str, str]:
     """What ``kb check`` (candidate lists) or ``kb scan`` (Python) prints for each rule's
     failing example, run at build time.
 
     Shown on the rule page, so the example output is the tool's, not a copy of it.  A
     report is reused from the last build while the code, the snippet and every record
-    it read are the same (:mod:`site_plugins.build_cache`).
+    it read are the same (:mod:`site_plugins.build_cache`); while the catalog's whole
+    content is what the stored reports were last proven against, no read is compared.
+    ``records``: every body of the catalog, when the caller has them decoded already.
     """
     if not rules:
         return {}
     name = build_cache.examples_name(catalog)
     stored = build_cache.load(name)
-    reads = build_cache.ReadDigests(catalog)
+    proven = stored.get("content") == catalog.content
+    before = stored.get("entries")
+    if not isinstance(before, dict):
+        before = {}
+    reads = build_cache.ReadDigests(catalog, records)
     entries: dict[str, dict[str, Any]] = {}
     for rule in rules:
         front = "scan" if _scan_only(rule) else "check"
         key = build_cache.example_key(rule.code, front, rule.fail)
-        entry = stored.get(rule.code)
-        if isinstance(entry, dict) and entry.get("key") == key and reads.still(entry.get("reads")):
+        entry = before.get(rule.code)
+        if (
+            isinstance(entry, dict)
+            and entry.get("key") == key
+            and isinstance(entry.get("text"), str)
+            and (proven or reads.still(entry.get("reads")))
+        ):
             entries[rule.code] = entry
             continue
         reading = build_cache.ReadLog(catalog)
@@ -62,8 +75,11 @@ def check_examples(rules: Sequence[RuleUnit], catalog: Any) -> dict[str, str]:
             log.warning(f"kb check/scan failed on the failing example of {rule.code}: {exc!r}")
             continue
         entries[rule.code] = {"key": key, "reads": reads.of(reading.reads), "text": text}
-    if entries != stored:
-        build_cache.store(name, entries)
+    # every entry kept is proven against this content: the next build with the same
+    # content compares nothing
+    payload = {"content": catalog.content, "entries": entries}
+    if payload != stored:
+        build_cache.store(name, payload)
     return {code: str(entry["text"]) for code, entry in entries.items()}
 
 

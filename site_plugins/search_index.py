@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,41 +101,41 @@ def _scheme_words() -> dict[str, list[str]]:
 
 def _stems(catalog: Catalog) -> dict[str, str]:
     """Each record word whose stem differs from it (the worker cannot run Porter)."""
-    words: set[str] = set()
-    for found in _record_words(catalog).values():
-        words.update(found)
+    out: dict[str, str] = {}
+    for stems in _record_stems(catalog).values():
+        out.update((word, stem) for word, stem in stems.items() if stem != word)
     for step in steps._step_words():
-        words.update(step[0].split("_"))
-    out = {}
-    for word in words:
-        stem = textanalysis.stem(word)
-        if stem != word:
-            out[word] = stem
+        for word in step[0].split("_"):
+            stem = textanalysis.stem(word)
+            if stem != word:
+                out[word] = stem
     return out
 
 
-def _record_words(catalog: Catalog) -> dict[str, list[str]]:
-    """Each record's words (by its row digest), split from what the index reads of it.
+def _record_stems(catalog: Catalog) -> dict[str, dict[str, str]]:
+    """Each record's words and their stems (by its row digest), split from what the
+    index reads of it.
 
-    Kept in the cache beside the pages: a one-record edit splits one record's text, not
-    all of them.  Keyed by the code (what a word is) and each record's content digest;
-    the store's own digest catches a damaged file, which is then split again."""
-    name = f"words-{root_key(Path(catalog.root))}"
+    Kept in the cache beside the pages: a one-record edit splits and stems one record's
+    text, not all of them.  Keyed by the code (what a word and its stem are) and each
+    record's content digest; the store's own digest catches a damaged file, which is
+    then split again."""
+    name = f"stems-{root_key(Path(catalog.root))}"
     stored = build_cache.load(name)
     code = build_cache.code_version()
-    known = stored.get("words") if stored.get("code") == code else None
+    known = stored.get("stems") if stored.get("code") == code else None
     if not isinstance(known, dict):
         known = {}
-    out: dict[str, list[str]] = {}
-    digests = catalog.digests()
-    for rec_name, rec_digest in sorted(digests.items()):
-        words = known.get(rec_digest)
-        if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
+    out: dict[str, dict[str, str]] = {}
+    for rec_name, rec_digest in sorted(catalog.digests().items()):
+        stems = known.get(rec_digest)
+        if not (isinstance(stems, dict) and all(isinstance(v, str) for v in stems.values())):
             rec = catalog.get(rec_name)
             words = sorted(_words(rec)) if rec is not None else []
-        out[rec_digest] = words
+            stems = {word: textanalysis.stem(word) for word in words}
+        out[rec_digest] = stems
     if out != known:
-        build_cache.store(name, {"code": code, "words": out})
+        build_cache.store(name, {"code": code, "stems": out})
     return out
 
 
@@ -174,23 +175,11 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
                     ],
                 ]
             )
-        terms: set[str] = set()
-        if isinstance(session, TermTable):
-            terms.update(session.terms())
-        else:
-            reader = session.searcher.reader()
-            for field in TEXT_FIELDS:
-                terms.update(
-                    t if isinstance(t, str) else t.decode("utf-8")
-                    for t in reader.field_terms(field)
-                )
         shards: list[dict[str, Any]] = [{"t": {}, "s": {}, "p": {}} for _ in range(SHARDS)]
-        for term in sorted(terms):
-            scores = session.token_scores(term)
-            flat: list[float] = []
-            for docnum in sorted(scores):
-                flat += [docnum, round(scores[docnum], DIGITS)]
-            shards[shard_of(term)]["t"][term] = flat
+        for term, scored in _every_score(session):
+            shards[shard_of(term)]["t"][term] = [
+                value for docnum, score in scored for value in (docnum, round(score, DIGITS))
+            ]
         for docnum, doc in session.stored.items():
             for phrase in (doc.get("phrases") or "").split("|"):
                 if phrase:
@@ -211,6 +200,23 @@ def build(catalog: Catalog, data: SiteData, pages: list[list[str]]) -> dict[str,
     for i, shard in enumerate(shards):
         out[f"{DIRECTORY}/s{i}.json"] = _dump(shard)
     return out
+
+
+def _every_score(
+    session: fulltext.Session | TermTable,
+) -> Iterator[tuple[str, list[tuple[int, float]]]]:
+    """Every term, sorted, with its ``(document, score)`` pairs in document order."""
+    if isinstance(session, TermTable):
+        yield from session.every_score()  # one pass over the table, no query per term
+        return
+    terms: set[str] = set()
+    reader = session.searcher.reader()
+    for field in TEXT_FIELDS:
+        terms.update(
+            t if isinstance(t, str) else t.decode("utf-8") for t in reader.field_terms(field)
+        )
+    for term in sorted(terms):
+        yield term, sorted(session.token_scores(term).items())
 
 
 def _usual_url(doc: dict[str, Any], data: SiteData) -> str | None:

@@ -226,6 +226,11 @@ def test_the_term_table_scores_what_whoosh_scores() -> None:
             assert table.token_scores(term) == session.token_scores(term), term
         assert table.stored == session.stored
         assert table.token_scores("no-such-term-anywhere") == {}
+        # the one-pass read the site's search shards are made from gives the same rows
+        every = list(table.every_score())
+        assert [t for t, _ in every] == terms == table.terms()
+        for term, pairs in every[::37]:
+            assert pairs == sorted(table.token_scores(term).items()), term
     finally:
         table.close()
         session.close()

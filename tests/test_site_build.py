@@ -8,7 +8,9 @@ import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
+import pytest
 from site_builds import FIXTURES, FixtureSite, RealSite, build, fixture_config
 
 from kb.catalog.compiled import open_catalog
@@ -273,3 +275,50 @@ def test_search_index_is_lean(real_site: RealSite) -> None:
     shards = sorted(directory.glob("s*.json"))
     assert len(shards) >= 64
     assert max(p.stat().st_size for p in shards) <= 30_000
+
+
+def test_search_attributes_are_stripped_only_from_pages_that_have_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Material's search plugin strips ``data-search-*="…"`` attributes from every page
+    with a regular expression tried at each character; the kb plugin runs that pass only
+    on a page holding such an attribute, and every page is still indexed by kb's titles
+    hook.  (Valueless ``data-search-exclude`` is not what the pass strips.)"""
+    from types import SimpleNamespace
+
+    from material.plugins.search import plugin as material_search
+    from mkdocs.config import load_config
+
+    config = load_config(str(Path(__file__).resolve().parent.parent / "mkdocs.yml"))
+    for name, plugin in config.plugins.items():
+        if name.endswith("search"):
+            plugin.on_config(config)  # makes Material's index, as a build would
+    ours = config.plugins["kb-records"]
+    ours.on_pre_build(config=config)
+    passes: list[str] = []
+    real_sub = material_search.re.sub
+
+    def counted(pattern: Any, repl: Any, string: str, *args: Any, **kwargs: Any) -> str:
+        passes.append(string)
+        return str(real_sub(pattern, repl, string, *args, **kwargs))
+
+    monkeypatch.setattr(material_search.re, "sub", counted)
+
+    def page(content: str) -> Any:
+        return SimpleNamespace(
+            content=content,
+            file=SimpleNamespace(src_uri="guides/x.md"),
+            url="guides/x/",
+            meta={},
+            title="X",
+            toc=[],
+        )
+
+    plain = page('<h2 id="a" data-search-exclude>A</h2><p>words</p>')
+    valued = page('<p data-search-boost="2">words</p>')
+    for each in (plain, valued):
+        config.plugins.on_page_context({}, page=each, config=config, nav=None)
+    assert plain.content == '<h2 id="a" data-search-exclude>A</h2><p>words</p>'
+    assert valued.content == "<p>words</p>"
+    assert passes == ['<p data-search-boost="2">words</p>']
+    assert [e["location"] for e in ours.other_pages] == ["guides/x/", "guides/x/"]

@@ -49,15 +49,25 @@ def _codes(ran: list[str]) -> set[str]:
     return {r.code for r in RULES if r.fail in ran}
 
 
-def _sees_edit(read: list[str], catalog: Any) -> bool:
-    """Does a stored read see the edit (the description of one operator)?"""
+def _sees_edit(read: list[str], catalog: Any, field: str) -> bool:
+    """Does a stored read see an edit of ``field`` of one operator?"""
     what, arg, _ = read
     if what == "get":
         return bool(catalog.resolve(arg) == EDITED)
+    if what == "get-fields":
+        spelling, names = json.loads(arg)
+        return bool(catalog.resolve(spelling) == EDITED) and field in names
     if what == "fields":
         kind, names = json.loads(arg)
-        return kind in ("operator", "") and "description" in names
-    return what == "records" and arg in ("operator", "")
+        return kind in ("operator", "") and field in names
+    return what == "all" or (what == "records" and arg in ("operator", ""))
+
+
+def _edit(tree: Path, old: str, new: str) -> None:
+    path = tree / "operators" / "norm" / f"{EDITED}.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), "utf-8")
 
 
 def test_examples_rerun_only_when_what_they_read_changed(tree: Path, runs: list[str]) -> None:
@@ -69,24 +79,62 @@ def test_examples_rerun_only_when_what_they_read_changed(tree: Path, runs: list[
     assert rules.check_examples(RULES, catalog) == first
     assert runs == []
 
-    stored = build_cache.load(build_cache.examples_name(catalog))
-    readers = {
-        code
-        for code, entry in stored.items()
-        if any(_sees_edit(r, catalog) for r in entry["reads"])
-    }
-    assert readers and readers != set(stored)
-    path = tree / "operators" / "norm" / f"{EDITED}.yaml"
-    text = path.read_text(encoding="utf-8")
-    path.write_text(text.replace("replace a hand-written", "replace a handwritten"), "utf-8")
-    edited = open_catalog(tree)
-    assert edited.content != catalog.content
+    for field, old, new in (
+        # read by no example: checks read an operator's parameters, not its prose
+        ("description", "replace a hand-written", "replace a handwritten"),
+        ("parameters", "Added under the square root", "Added below the square root"),
+    ):
+        stored = build_cache.load(build_cache.examples_name(catalog))["entries"]
+        readers = {
+            code
+            for code, entry in stored.items()
+            if any(_sees_edit(r, catalog, field) for r in entry["reads"])
+        }
+        assert readers != set(stored)
+        assert bool(readers) == (field == "parameters")
+        _edit(tree, old, new)
+        edited = open_catalog(tree)
+        assert edited.content != catalog.content
 
+        runs.clear()
+        again = rules.check_examples(RULES, edited)
+        assert _codes(runs) == readers
+        build_cache.store(build_cache.examples_name(edited), {})  # forget: run all afresh
+        assert rules.check_examples(RULES, edited) == again
+        catalog = edited
+
+
+def test_examples_are_trusted_without_comparing_reads_only_on_the_same_content(
+    tree: Path, runs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reports proven against the catalog's content are reused without one read being
+    compared; a stored content of another catalog proves nothing."""
+    catalog = open_catalog(tree)
+    some = [r for r in RULES if r.code in ("KB003", "KB104", "KB303")]
+    first = rules.check_examples(some, catalog)
+    compared: list[object] = []
+    real = build_cache.ReadDigests.still
+
+    def still(self: Any, stored: object) -> bool:
+        compared.append(stored)
+        return bool(real(self, stored))
+
+    monkeypatch.setattr(build_cache.ReadDigests, "still", still)
     runs.clear()
-    again = rules.check_examples(RULES, edited)
-    assert _codes(runs) == readers
-    build_cache.store(build_cache.examples_name(edited), {})  # forget: run all afresh
-    assert rules.check_examples(RULES, edited) == again
+    assert rules.check_examples(some, catalog) == first
+    assert runs == [] and compared == []
+    name = build_cache.examples_name(catalog)
+    payload = build_cache.load(name)
+    build_cache.store(name, {**payload, "content": "another"})
+    assert rules.check_examples(some, catalog) == first
+    assert runs == [] and len(compared) == len(some)
+    # on another content, a report whose reads no longer give what they gave runs again
+    entries = payload["entries"]
+    entries["KB104"]["reads"] = [[w, a, "0" * 32] for w, a, _ in entries["KB104"]["reads"]]
+    build_cache.store(name, {"content": "another", "entries": entries})
+    compared.clear()
+    assert rules.check_examples(some, catalog) == first
+    assert _codes(runs) == {"KB104"}
 
 
 def test_a_damaged_cache_is_rebuilt(tree: Path, runs: list[str]) -> None:
@@ -161,6 +209,30 @@ def test_a_record_read_whole_counts_every_field(tree: Path) -> None:
     assert ("records", "operator") in log.reads
 
 
+def test_a_record_got_by_name_counts_the_fields_read(tree: Path) -> None:
+    """A record got by name is compared by the fields read of it (its truth reads none);
+    a copy reads it whole; the catalog's content, a memo key, is not offered (a memo hit
+    would hide the reads behind it) and reads nothing."""
+    log = build_cache.ReadLog(open_catalog(tree))
+    body = log.get(f"torch_npu.{EDITED}")
+    assert body and body["parameters"] and "returns" in body
+    assert log.reads == {
+        ("get-fields", json.dumps([f"torch_npu.{EDITED}", ["parameters", "returns"]]))
+    }
+    assert getattr(log, "content", "") == ""
+    assert log.get("no_such_operator") is None
+    assert ("get", "no_such_operator") in log.reads
+    assert {**body}["name"] == EDITED
+    assert ("get", f"torch_npu.{EDITED}") in log.reads
+    assert not any(what in ("get-fields", "all") for what, _ in log.reads)
+    digests = build_cache.ReadDigests(open_catalog(tree))
+    _edit(tree, "replace a hand-written", "replace a handwritten")
+    edited = build_cache.ReadDigests(open_catalog(tree))
+    fields = ("get-fields", json.dumps([EDITED, ["parameters"]]))
+    prose = ("get-fields", json.dumps([EDITED, ["description"]]))
+    assert digests(fields) == edited(fields) and digests(prose) != edited(prose)
+
+
 def test_search_stems_follow_an_edit_as_a_fresh_build_sees_it(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,7 +258,7 @@ def test_search_stems_follow_an_edit_as_a_fresh_build_sees_it(
     warm = search_index._stems(edited)
     assert split == [EDITED]
     assert warm["reconfigurations"] != "reconfigurations"
-    for stored in (tmp_path / "cache").glob("site-*-words-*.json"):
+    for stored in (tmp_path / "cache").glob("site-*-stems-*.json"):
         stored.write_text(stored.read_text().replace('"norm"', '"nrom"'), "utf-8")
     split.clear()
     assert search_index._stems(edited) == warm

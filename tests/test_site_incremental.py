@@ -159,6 +159,48 @@ def test_a_page_depends_on_what_it_asked_of_every_record_not_on_all_of_them() ->
     assert made == ["npu_a", "npu_a"]
 
 
+def test_a_page_listing_every_record_depends_on_the_fields_it_reads_of_them() -> None:
+    """A page made from every operator's summary is made again when a summary changes,
+    not when a description does; one that uses the records whole, on any change."""
+    from site_plugins.common import SiteData
+    from site_plugins.reads import Generation
+
+    store: dict[str, dict[str, Any]] = {}
+    made: list[str] = []
+
+    def pages(b_summary: str, b_description: str) -> tuple[str, str]:
+        records = [
+            {"kind": "operator", "name": "npu_a", "summary": "A.", "description": "Aa."},
+            {
+                "kind": "operator",
+                "name": "npu_b",
+                "summary": b_summary,
+                "description": b_description,
+            },
+        ]
+        data = SiteData.from_records(records)
+        data.generation = Generation(
+            data.buckets(), data.reads, "base", store.get, store.__setitem__
+        )
+
+        def summaries() -> str:
+            made.append("summaries")
+            return " ".join(op["summary"] for op in data.operators.values())
+
+        def whole() -> str:
+            made.append("whole")
+            return str(sorted(len(dict(op)) for _, op in data.operators.items()))
+
+        return data.page("index.md", summaries), data.page("whole.md", whole)
+
+    assert pages("B.", "Bb.") == ("A. B.", "[4, 4]")
+    assert made == ["summaries", "whole"]
+    assert pages("B.", "Bb, reworded.") == ("A. B.", "[4, 4]")
+    assert made == ["summaries", "whole", "whole"]  # the description: only the whole reader
+    assert pages("B, reworded.", "Bb, reworded.") == ("A. B, reworded.", "[4, 4]")
+    assert made == ["summaries", "whole", "whole", "summaries", "whole"]
+
+
 def test_every_derived_answer_at_once_equals_each_asked_alone() -> None:
     """A build checks a stored page's derived reads from one pass per question; each
     answer must be what the page itself got asking for one name (shipped records)."""
@@ -226,3 +268,46 @@ def test_a_damaged_page_entry_is_rendered_again_never_served(
     _build(config, records, tmp_path / "healed", cache, monkeypatch)
     assert _files(tmp_path / "healed") == first
     assert renders == []  # the store was replaced, and serves again
+
+
+def test_stored_pages_are_fetched_once_and_their_use_refreshed_once_a_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renderings a build will ask for come in one query and are not read again when
+    MkDocs asks; a damaged one is not fetched; a page's last use is written again only
+    once it is a day old, and a page unused for the keeping time is dropped."""
+    import sqlite3
+    import time
+    from types import SimpleNamespace
+
+    from site_plugins import page_cache
+
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    config = SimpleNamespace()
+    first = page_cache.PageCache(tmp_path, config)
+    for key in ("fresh", "old", "rotten", "gone"):
+        first.keep(key, {"content": key})
+    first.close(commit=True)
+    con = sqlite3.connect(first.path)
+    now = time.time()
+    with con:
+        con.execute("UPDATE pages SET used = ? WHERE key = 'fresh'", (now - 3600,))
+        con.execute("UPDATE pages SET used = ? WHERE key = 'old'", (now - 2 * 86400,))
+        con.execute("UPDATE pages SET payload = '{}' WHERE key = 'rotten'")
+        con.execute("UPDATE pages SET used = ? WHERE key = 'gone'", (now - 15 * 86400,))
+
+    cache = page_cache.PageCache(tmp_path, config)
+    queries: list[str] = []
+    cache._con.set_trace_callback(queries.append)  # type: ignore[union-attr]
+    cache.fetch(["fresh", "old", "rotten", "missing"])
+    assert len([q for q in queries if q.startswith("SELECT")]) == 1
+    queries.clear()
+    assert cache._load("fresh") == {"content": "fresh"} and cache._load("old") is not None
+    assert queries == []  # served from what was fetched
+    assert cache._load("rotten") is None  # its digest fails: never served
+    cache.close(commit=True)
+    used = dict(con.execute("SELECT key, used FROM pages"))
+    assert used["fresh"] == pytest.approx(now - 3600)  # used within the day: not rewritten
+    assert used["old"] > now - 60  # a day old: its use is noted again
+    assert "gone" not in used
+    con.close()

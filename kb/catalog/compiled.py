@@ -172,6 +172,10 @@ def build(root: Path, target: Path, meta: dict[str, str]) -> None:
     """Write a complete cache file at ``target`` (a fresh path in a private temp dir)."""
     con = sqlite3.connect(target)
     try:
+        # a private file, renamed into place only once complete, and every row checked
+        # on read: no rollback journal or flush to disk is needed while writing it
+        con.execute("PRAGMA journal_mode = OFF")
+        con.execute("PRAGMA synchronous = OFF")
         _fill(con, root, meta)
     finally:
         con.close()

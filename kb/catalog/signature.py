@@ -7,6 +7,7 @@ Used by the importer, the drift report and the record tests: a record's structur
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 _ALIAS = re.compile(r"\((\w+)(!?)\)")
@@ -85,7 +86,10 @@ def _matching_paren(text: str, start: int) -> int:
     raise SchemaError(f"unbalanced parentheses in {text!r}")
 
 
+@lru_cache(maxsize=4096)
 def parse_schema(text: str) -> Schema:
+    """The parts of a schema string; the same text parsed once per process (a compile
+    reads each signature and release schema several times; the result is immutable)."""
     text = text.strip()
     open_at = text.find("(")
     if open_at <= 0:

@@ -24,6 +24,7 @@ import math
 import sqlite3
 import sys
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,16 @@ class TermTable:
     def terms(self) -> list[str]:
         """Every term of the index, sorted."""
         return [t for (t,) in self._con.execute("SELECT term FROM terms ORDER BY term")]
+
+    def every_score(self) -> Iterator[tuple[str, list[tuple[int, float]]]]:
+        """Every term, sorted, with what :meth:`token_scores` gives for it as
+        ``(document, score)`` pairs in document order: one pass over the table."""
+        rows = self._con.execute("SELECT term, docs, scores FROM terms ORDER BY term")
+        for term, docs_blob, scores_blob in rows:
+            docs, scores = _unpacked("i", docs_blob), _unpacked("d", scores_blob)
+            if len(docs) != len(scores):
+                raise ValueError(f"the term table's row for {term!r} is damaged")
+            yield term, sorted(zip(docs, scores, strict=True))
 
     def close(self) -> None:
         self._con.close()

@@ -105,7 +105,7 @@ def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[st
     for release, schema in schemas:
         params = schema_params(record, schema)
         if params is not None:
-            problems = bind(site, {**record, "parameters": params}).problems
+            problems = bind(site, record, params).problems
             per.append((release, {(p.code, p.where.line, p.where.column) for p in problems}))
     if not per:
         return out
@@ -140,10 +140,14 @@ def bind_releases(site: CallSite, record: dict[str, Any], schemas: list[tuple[st
     return out
 
 
-def bind(site: CallSite, record: dict[str, Any]) -> Bound:
-    """The candidate view of a call and its binding problems against ``record``."""
+def bind(
+    site: CallSite, record: dict[str, Any], parameters: list[dict[str, Any]] | None = None
+) -> Bound:
+    """The candidate view of a call and its binding problems against ``record`` (or
+    against ``parameters`` in place of its own: one release's schema)."""
     out = Bound()
-    params: list[dict[str, Any]] = list(record.get("parameters") or [])
+    given_params = record.get("parameters") if parameters is None else parameters
+    params: list[dict[str, Any]] = list(given_params or [])
     if not params:
         for name, entry in site.keywords.items():
             _put(out, name, None, entry)

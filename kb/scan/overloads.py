@@ -105,7 +105,7 @@ def bind_call(
         return bound  # accepted, or the overload is named: no other one is reached
     chosen: tuple[Bound, list[dict[str, Any]]] | None = None
     for params in _alternatives(site, ctx, record):
-        other = bind(site, {**record, "parameters": params})
+        other = bind(site, record, params)
         misfit = _misfit(other, site, params)
         if misfit < best:
             best, chosen = misfit, (other, params)
