@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import attention, cachewrite, experts, hooks, norms, residual
+from kb.port import attention, cachewrite, expertmods, experts, hooks, norms, residual
 from kb.port.modules import ModuleSpans
 from kb.port.spans import (
     Stage,
@@ -437,6 +437,8 @@ class Porter(ModuleSpans, cst.CSTTransformer):
 
     # -- whole forwards -------------------------------------------------------------------
     def _experts(self, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
+        if s.facts.get("weights") == "one module per expert":
+            return expertmods.rewrite(self, cls, s)
         body = list(cls.body.body)
         idx = next((i for i, st in enumerate(body) if _named(st, "forward")), None)
         fwd = body[idx] if idx is not None else None
