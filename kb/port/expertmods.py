@@ -131,26 +131,11 @@ def expert_glu(cls: cst.ClassDef) -> tuple[str, str, str] | str:
     )
     if fwd is None:
         return f"the expert class {cls.name.value} has no forward"
-    env = _env(fwd)
-    returns: list[cst.BaseExpression] = []
-
-    class _R(cst.CSTVisitor):
-        def visit_Return(self, r: cst.Return) -> None:
-            if r.value is not None:
-                returns.append(r.value)
-
-    fwd.visit(_R())
-    if len(returns) != 1:
-        return f"the expert class {cls.name.value} returns in {len(returns)} places"
-    out = returns[0]
-    for _ in range(4):
-        if isinstance(out, cst.Name) and out.value in env:
-            out = env[out.value]
+    out = _returned(fwd)
+    if out is None:
+        return f"the expert class {cls.name.value} does not return one value from its forward"
     down = projection(out, linears)
     inner = one_arg(out)
-    for _ in range(4):
-        if isinstance(inner, cst.Name) and inner.value in env:
-            inner = env[inner.value]
     parts = glu_parts(inner, linears) if isinstance(inner, cst.BinaryOperation) else None
     if down is None or parts is None:
         return (
@@ -162,6 +147,47 @@ def expert_glu(cls: cst.ClassDef) -> tuple[str, str, str] | str:
     if gate is None or up is None or gate[1] != up[1]:
         return f"the expert class {cls.name.value}: gate and up are not projections of one input"
     return gate[0], up[0], down[0]
+
+
+class _Inline(cst.CSTTransformer):
+    """Names replaced by the values assigned to them earlier (attribute and keyword names
+    kept)."""
+
+    def __init__(self, env: dict[str, cst.BaseExpression]) -> None:
+        self.env = env
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        value = self.env.get(updated.value)
+        return (
+            value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            if value is not None and not isinstance(value, cst.Name)
+            else (value or updated)
+        )
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _returned(fn: cst.FunctionDef) -> cst.BaseExpression | None:
+    """The one returned value of a straight-line function, its names replaced by what
+    was assigned to them before."""
+    env: dict[str, cst.BaseExpression] = {}
+    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+    for st in body:
+        if not isinstance(st, cst.SimpleStatementLine):
+            continue
+        for small in st.body:
+            if isinstance(small, cst.Return):
+                return None if small.value is None else small.value.visit(_Inline(env))
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                value = small.value.visit(_Inline(env))
+                if isinstance(target, cst.Name) and isinstance(value, cst.BaseExpression):
+                    env[target.value] = value
+    return None
 
 
 def _expert_callees(loop: cst.For, lists: dict[str, str]) -> tuple[set[str], str]:
@@ -261,7 +287,9 @@ def read_loop(
         if not calls:
             continue
         if not owner:
-            owner = next(a for a in lists if any(code(c.func).startswith(f"self.{a}[") for c in calls))
+            owner = next(
+                a for a in lists if any(code(c.func).startswith(f"self.{a}[") for c in calls)
+            )
         if len(calls) != 1 or len(adds) != 1:
             return f"the expert loop calls {len(calls)} expert(s) and adds {len(adds)} result(s)"
         acc, added = adds[0]
@@ -277,7 +305,16 @@ def read_loop(
         weights = _root(scale, env)
         ids = _ids(fn, st, env)
         known = set(outer) | params
-        missing = [n for n, v in (("hidden states", x), ("weights", weights), ("ids", ids), ("accumulator", acc)) if v not in known]
+        missing = [
+            n
+            for n, v in (
+                ("hidden states", x),
+                ("weights", weights),
+                ("ids", ids),
+                ("accumulator", acc),
+            )
+            if v not in known
+        ]
         if missing:
             return f"cannot trace the loop's {', '.join(missing)} to names of {fn.name.value}"
         return i, {"acc": acc, "x": x, "weights": weights, "ids": ids}, owner

@@ -444,11 +444,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         fwd = body[idx] if idx is not None else None
         found: experts.Loop | str = "no forward"
         if isinstance(fwd, cst.FunctionDef):
-            found = (
-                experts.read(fwd, str(s.facts.get("glu", "")))
-                if s.facts.get("activation") == "silu"
-                else f"activation {s.facts.get('activation')!r}: SwiGLU experts only"
-            )
+            found = experts.read(fwd, s.facts)
         if isinstance(found, str) or not isinstance(fwd, cst.FunctionDef) or idx is None:
             why = found if isinstance(found, str) else "no forward"
             self.notes.setdefault(cls.name.value, []).append(
@@ -458,8 +454,10 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         self.result.helpers.append("_kb_moe_experts")
         fused = (
             f"_kb_moe_experts({found.x}, {found.ids}, {found.weights}, {found.gate_up}, "
-            f"{found.down})"
+            f"{found.down}{found.biases}{found.act})"
         )
+        if found.act:
+            self.notes.setdefault(cls.name.value, []).append(experts.ACT_NOTE.format(found.act[6:]))
         self.cls.append(cls.name.value)
         unfused = f"self._kb_unfused_forward({', '.join(_passing(fwd.params))})"
         stage = self._emit(s, fwd, fused, unfused, covers=["swiglu"])
