@@ -94,18 +94,49 @@ def _module_lists(init: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> dict[
         for t, v in _env_self(st):
             if not (isinstance(v, cst.Call) and dotted(v.func).endswith("ModuleList")):
                 continue
-            found: list[str] = []
-
-            class _C(cst.CSTVisitor):
-                def visit_Call(self, c: cst.Call) -> None:
-                    name = dotted(c.func)
-                    if name in classes:
-                        found.append(name)
-
-            v.visit(_C())
+            found = _built(v, classes)
             if len(set(found)) == 1:
                 out[t] = found[0]
     return out
+
+
+def _built(node: cst.CSTNode, classes: dict[str, cst.ClassDef]) -> list[str]:
+    """The file's classes called under ``node``."""
+    found: list[str] = []
+
+    class _C(cst.CSTVisitor):
+        def visit_Call(self, c: cst.Call) -> None:
+            if dotted(c.func) in classes:
+                found.append(dotted(c.func))
+
+    node.visit(_C())
+    return found
+
+
+def _calls_and_adds(
+    loop: cst.For, callees: set[str]
+) -> tuple[list[cst.Call], list[tuple[str, cst.BaseExpression]]]:
+    """The expert calls in ``loop`` and its sums into a tensor: (accumulator, added)."""
+    calls: list[cst.Call] = []
+    adds: list[tuple[str, cst.BaseExpression]] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, c: cst.Call) -> None:
+            if _is_expert(c, callees):
+                calls.append(c)
+            if (
+                dotted(c.func).endswith(".index_add_")
+                and len(c.args) == 3
+                and code(c.args[0].value) == "0"
+            ):
+                adds.append((code(c.func).rsplit(".", 1)[0], c.args[2].value))
+
+        def visit_AugAssign(self, a: cst.AugAssign) -> None:
+            if isinstance(a.operator, cst.AddAssign) and isinstance(a.target, cst.Subscript):
+                adds.append((code(a.target.value), a.value))
+
+    loop.visit(_V())
+    return calls, adds
 
 
 def _env_self(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
@@ -181,7 +212,8 @@ def _returned(fn: cst.FunctionDef) -> cst.BaseExpression | None:
             continue
         for small in st.body:
             if isinstance(small, cst.Return):
-                return None if small.value is None else small.value.visit(_Inline(env))
+                value = None if small.value is None else small.value.visit(_Inline(env))
+                return value if isinstance(value, cst.BaseExpression) else None
             if isinstance(small, cst.Assign) and len(small.targets) == 1:
                 target = small.targets[0].target
                 value = small.value.visit(_Inline(env))
@@ -195,7 +227,7 @@ def _expert_callees(loop: cst.For, lists: dict[str, str]) -> tuple[set[str], str
     callees: set[str] = set()
     owner = ""
     it = loop.iter
-    target = loop.target
+    target: cst.BaseExpression = loop.target
     if isinstance(it, cst.Call) and dotted(it.func) == "enumerate" and it.args:
         if isinstance(target, cst.Tuple) and len(target.elements) == 2:
             target = target.elements[1].value
@@ -268,22 +300,7 @@ def read_loop(
             continue
         callees, owner = _expert_callees(st, lists)
         env = _env(st.body)
-        calls: list[cst.Call] = []
-        adds: list[tuple[str, cst.BaseExpression]] = []
-
-        class _V(cst.CSTVisitor):
-            def visit_Call(self, c: cst.Call) -> None:
-                if _is_expert(c, callees):
-                    calls.append(c)
-                if dotted(c.func).endswith(".index_add_") and len(c.args) == 3:
-                    if code(c.args[0].value) == "0":
-                        adds.append((code(c.func).rsplit(".", 1)[0], c.args[2].value))
-
-            def visit_AugAssign(self, a: cst.AugAssign) -> None:
-                if isinstance(a.operator, cst.AddAssign) and isinstance(a.target, cst.Subscript):
-                    adds.append((code(a.target.value), a.value))
-
-        st.visit(_V())
+        calls, adds = _calls_and_adds(st, callees)
         if not calls:
             continue
         if not owner:
@@ -353,19 +370,26 @@ def _ids(fn: cst.FunctionDef, loop: cst.For, env: dict[str, Any]) -> str:
                 found.append(_root(c.args[0].value, {}))
 
         def visit_Comparison(self, c: cst.Comparison) -> None:
-            if len(c.comparisons) == 1 and isinstance(c.comparisons[0].operator, cst.Equal):
-                if code(c.comparisons[0].comparator) in targets:
-                    found.append(_root(c.left, env))
+            one = c.comparisons[0]
+            if (
+                len(c.comparisons) == 1
+                and isinstance(one.operator, cst.Equal)
+                and code(one.comparator) in targets
+            ):
+                found.append(_root(c.left, env))
 
     fn.visit(_V())
     return found[0] if found else ""
 
 
-def rewrite(porter: Any, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
-    """The class with its expert loop as one ``_kb_stage``; a note when it cannot be."""
+def rewrite(porter: Any, cls: cst.ClassDef, s: Stage) -> cst.ClassDef | None:
+    """The class with its expert loop as one ``_kb_stage``; a note when it cannot be; None
+    when the class keeps no module list of the file's classes (stacked weights)."""
     name = cls.name.value
     original = porter.classes.get(name, cls)
     lists = _module_lists(original, porter.classes)
+    if not lists:
+        return None
     why = "no module list of a class of this file (the experts) in __init__"
     body = list(cls.body.body)
     for k, fn in enumerate(body):
@@ -425,12 +449,16 @@ def _write(
     }
     porter.notes.setdefault(name, []).append(STACK_NOTE.format(lst=f"self.{owner}", owner="self"))
     loop = fn.body.body[index]
+    assert isinstance(loop, cst.For)
     inner = cst.parse_module(
         f"def {helper}({acc}):\n    {acc} = {acc}.clone()\n    pass\n    return {acc}\n"
     ).body[0]
     assert isinstance(inner, cst.FunctionDef) and isinstance(inner.body, cst.IndentedBlock)
-    stmts = list(inner.body.body)
-    stmts[1] = loop.with_changes(leading_lines=[])
+    stmts: list[cst.BaseStatement] = [
+        *inner.body.body[:1],
+        loop.with_changes(leading_lines=[]),
+        *inner.body.body[2:],
+    ]
     inner = inner.with_changes(
         body=inner.body.with_changes(body=stmts), leading_lines=loop.leading_lines
     )

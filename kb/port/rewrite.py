@@ -437,8 +437,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
 
     # -- whole forwards -------------------------------------------------------------------
     def _experts(self, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
-        if s.facts.get("weights") == "one module per expert":
-            return expertmods.rewrite(self, cls, s)
+        ported = expertmods.rewrite(self, cls, s)  # None: no list of expert modules
+        if ported is not None:
+            return ported
         body = list(cls.body.body)
         idx = next((i for i, st in enumerate(body) if _named(st, "forward")), None)
         fwd = body[idx] if idx is not None else None

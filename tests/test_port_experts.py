@@ -1,0 +1,140 @@
+"""kb port writes expert loops over one module per expert, and experts that add biases, as
+the routed pass (routing init, grouped matmuls, finalize); kb verify proves them and fails,
+naming the stage, when the port computes something else (fixtures: tests/data/port
+moe_modules and moe_stacked_bias)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("libcst")
+
+from kb.api.port import port, verify
+
+pytestmark = pytest.mark.heavy
+
+DATA = Path(__file__).parent / "data" / "port"
+MODELS = ("moe_modules", "moe_stacked_bias")
+
+
+@pytest.fixture(scope="module")
+def ported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
+    root = tmp_path_factory.mktemp("experts")
+    out = {}
+    for name in MODELS:
+        target = root / f"{name}_npu.py"
+        out[name] = (target, port(str(DATA / f"{name}.py"), str(target), product="atlas-a2"))
+    return out
+
+
+def test_a_loop_over_expert_modules_becomes_the_routed_pass(ported: dict) -> None:
+    path, doc = ported["moe_modules"]
+    stages = doc["files"][0]["stages"]
+    assert stages["TopKExperts.moe_experts_loop"]["mapping"] == "moe_experts_loop"
+    assert "BiasedExperts.moe_experts_loop" in stages
+    text = path.read_text()
+    # the gate is the projection the activation reaches (lift), not the one named first
+    assert "_kb_stacked_experts(self, 'experts', ('lift', 'proj_in', 'proj_out'))" in text
+    # the loop stays, unchanged, as the unfused side; the parameters keep their names
+    assert "acc.index_add_(0, token_idx, y.to(acc.dtype))" in text
+    assert "self.proj_in = nn.Linear(hidden_size, intermediate_size, bias=bias)" in text
+    notes = doc["files"][0]["notes"]
+    assert any("clear self._kb_stacked" in n for n in notes["TopKExperts"])
+    # routing weights on the experts' inputs: not the routed pass's computation
+    assert any("scale the experts' inputs" in n for n in notes["ScaledInputExperts"])
+    assert "ScaledInputExperts.moe_experts_loop" not in stages
+
+
+def test_stacked_experts_with_biases_pass_them_to_the_grouped_matmuls(ported: dict) -> None:
+    path, doc = ported["moe_stacked_bias"]
+    text = path.read_text()
+    # the clamped GLU runs as the model writes it, between the two fused matmuls
+    assert "self.w_in, self.w_out, self.b_in, self.b_out, act=self.squash)" in text
+    assert "torch.cat([self.b_gate, self.b_up], dim=1), self.b_down)" in text
+    notes = doc["files"][0]["notes"]
+    assert any("stays in torch (self.squash)" in n for n in notes["ClampedExperts"])
+    assert not any("not written yet" in n for ns in notes.values() for n in ns)
+
+
+#: the expert stages each fixture's port must write and verify
+EXPERT_STAGES = {
+    "moe_modules": {"TopKExperts.moe_experts_loop", "BiasedExperts.moe_experts_loop"},
+    "moe_stacked_bias": {"ClampedExperts.moe_experts_loop", "LinearBiasExperts.moe_experts_loop"},
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_verify_passes_in_fp32_and_bf16(name: str, ported: dict) -> None:
+    path, _ = ported[name]
+    doc = verify(str(DATA / f"{name}.py"), str(path), str(DATA / f"{name}.json"))
+    assert doc["passed"], doc["failures"]
+    ran = [r for r in doc["runs"] if not r["not_run"]]
+    assert {(r["dtype"], r["phase"]) for r in ran} == {
+        ("float32", "prefill"),
+        ("bfloat16", "prefill"),
+    }
+    for run in ran:
+        measured = {s["stage"] for s in run["stages"] if not s["rejected"]}
+        assert EXPERT_STAGES[name] <= measured
+
+
+WRONG = [
+    # one module per expert: the up projection activated in place of the gate
+    (
+        "moe_modules",
+        "('lift', 'proj_in', 'proj_out'))).reshape(acc.shape)",
+        "('proj_in', 'lift', 'proj_out'))).reshape(acc.shape)",
+        "TopKExperts.moe_experts_loop",
+    ),
+    # one module per expert: the experts' biases dropped (the stacked weights only)
+    (
+        "moe_modules",
+        "*_kb_stacked_experts(self, 'experts', ('lift', 'proj_in', 'proj_out'))).reshape(acc.shape).to(acc.dtype), lambda: _kb_expert_loop_3",
+        "*_kb_stacked_experts(self, 'experts', ('lift', 'proj_in', 'proj_out'))[:2]).reshape(acc.shape).to(acc.dtype), lambda: _kb_expert_loop_3",
+        "BiasedExperts.moe_experts_loop",
+    ),
+    # one module per expert: the routing weights not applied
+    (
+        "moe_modules",
+        "_kb_moe_experts(tokens, ids, weights,",
+        "_kb_moe_experts(tokens, ids, torch.ones_like(weights),",
+        "TopKExperts.moe_experts_loop",
+    ),
+    # stacked experts: the gate/up bias dropped before the clamped GLU
+    (
+        "moe_stacked_bias",
+        "self.w_in, self.w_out, self.b_in, self.b_out,",
+        "self.w_in, self.w_out, None, self.b_out,",
+        "ClampedExperts.moe_experts_loop",
+    ),
+    # stacked experts: the down projection's bias dropped
+    (
+        "moe_stacked_bias",
+        "torch.cat([self.b_gate, self.b_up], dim=1), self.b_down)",
+        "torch.cat([self.b_gate, self.b_up], dim=1), None)",
+        "LinearBiasExperts.moe_experts_loop",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "old", "new", "named"), WRONG)
+def test_a_wrong_expert_port_fails_naming_the_stage(
+    name: str, old: str, new: str, named: str, ported: dict, tmp_path: Path
+) -> None:
+    path, _ = ported[name]
+    text = path.read_text()
+    assert old in text
+    wrong = tmp_path / f"{name}_wrong.py"
+    wrong.write_text(text.replace(old, new, 1))
+    doc = verify(
+        str(DATA / f"{name}.py"),
+        str(wrong),
+        str(DATA / f"{name}.json"),
+        dtypes=("bfloat16",),
+        phases=("prefill",),
+    )
+    assert not doc["passed"]
+    assert any(named in f["message"] for f in doc["failures"]), doc["failures"]
