@@ -26,7 +26,8 @@ from typing import Any
 
 import libcst as cst
 
-from kb.port.spans import Stage, _init_facts, code, dotted, glu_parts, one_arg, projection
+from kb.port import expertsorted
+from kb.port.spans import Stage, _init_facts, _passing, code, dotted, glu_parts, one_arg, projection
 
 STACK_NOTE = (
     "the experts' weights are stacked from {lst} at the first fused call and kept on the "
@@ -86,10 +87,11 @@ def _root(node: cst.BaseExpression, env: dict[str, cst.BaseExpression], depth: i
 
 
 def _module_lists(init: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> dict[str, str]:
-    """Module-list attribute -> the file's class its elements are built from."""
+    """Module-list attribute -> the file's class its elements are built from (in any
+    method: __init__ or a setup method it calls)."""
     out: dict[str, str] = {}
     for st in init.body.body:
-        if not (isinstance(st, cst.FunctionDef) and st.name.value == "__init__"):
+        if not isinstance(st, cst.FunctionDef):  # __init__ or a setup method it calls
             continue
         for t, v in _env_self(st):
             if not (isinstance(v, cst.Call) and dotted(v.func).endswith("ModuleList")):
@@ -307,6 +309,9 @@ def read_loop(
             owner = next(
                 a for a in lists if any(code(c.func).startswith(f"self.{a}[") for c in calls)
             )
+        if len(calls) == 1 and not adds:  # tokens sorted by expert, the outputs put back
+            found = expertsorted.read(fn, outer)
+            return found if isinstance(found, str) else (-1, found, owner)
         if len(calls) != 1 or len(adds) != 1:
             return f"the expert loop calls {len(calls)} expert(s) and adds {len(adds)} result(s)"
         acc, added = adds[0]
@@ -416,6 +421,35 @@ def rewrite(porter: Any, cls: cst.ClassDef, s: Stage) -> cst.ClassDef | None:
     return cls
 
 
+def _weights_note(porter: Any, name: str, owner: str, glu: tuple[str, str, str]) -> None:
+    porter.result.weights[f"{name}.{owner}"] = {
+        "merge": "stacked on a new first axis at the first fused call (biases too): gate_up "
+        "[E, H, 2I] gate first, down [E, I, H]",
+        "from": [f"{owner}.*.{n}.weight" for n in glu],
+        "prerequisite": "stacked-expert-weights",
+    }
+    porter.notes.setdefault(name, []).append(STACK_NOTE.format(lst=f"self.{owner}", owner="self"))
+
+
+def _write_method(
+    porter: Any, cls: cst.ClassDef, s: Stage, k: int, fn: cst.FunctionDef, fused: str
+) -> cst.ClassDef:
+    """The method's body becomes the stage; the original is kept as _kb_unfused_<name>."""
+    name, method = cls.name.value, fn.name.value
+    unfused = f"self._kb_unfused_{method}({', '.join(_passing(fn.params))})"
+    porter.cls.append(name)
+    stage = porter._emit(s, fn, fused, unfused, covers=["swiglu"])
+    porter.cls.pop()
+    porter.result.done.add((name, "swiglu"))
+    new_fn = fn.with_changes(body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Return(stage)])]))
+    old = fn.with_changes(
+        name=cst.Name(f"_kb_unfused_{method}"), leading_lines=[cst.EmptyLine()], decorators=[]
+    )
+    body = list(cls.body.body)
+    body[k : k + 1] = [new_fn, old]
+    return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
 def _write(
     porter: Any,
     cls: cst.ClassDef,
@@ -428,10 +462,14 @@ def _write(
     glu: tuple[str, str, str],
 ) -> cst.ClassDef:
     name = cls.name.value
-    acc = parts["acc"]
     gate, up, down = glu
     porter.result.helpers += ["_kb_moe_experts", "_kb_stacked_experts"]
     stacked = f"_kb_stacked_experts(self, {owner!r}, {(gate, up, down)!r})"
+    _weights_note(porter, name, owner, glu)
+    if index < 0:  # the whole method is the routed pass
+        routed = f"_kb_moe_experts({parts['x']}, {parts['ids']}, {parts['weights']}, *{stacked})"
+        return _write_method(porter, cls, s, k, fn, routed)
+    acc = parts["acc"]
     fused = (
         f"{acc} + _kb_moe_experts({parts['x']}, {parts['ids']}, {parts['weights']}, "
         f"*{stacked}).reshape({acc}.shape).to({acc}.dtype)"
@@ -441,13 +479,6 @@ def _write(
     stage = porter._emit(s, fn.body.body[index], fused, f"{helper}({acc})", covers=["swiglu"])
     porter.cls.pop()
     porter.result.done.add((name, "swiglu"))
-    porter.result.weights[f"{name}.{owner}"] = {
-        "merge": "stacked on a new first axis at the first fused call (biases too): gate_up "
-        "[E, H, 2I] gate first, down [E, I, H]",
-        "from": [f"{owner}.*.{n}.weight" for n in glu],
-        "prerequisite": "stacked-expert-weights",
-    }
-    porter.notes.setdefault(name, []).append(STACK_NOTE.format(lst=f"self.{owner}", owner="self"))
     loop = fn.body.body[index]
     assert isinstance(loop, cst.For)
     inner = cst.parse_module(
