@@ -46,6 +46,9 @@ def test_a_loop_over_expert_modules_becomes_the_routed_pass(ported: dict) -> Non
     # routing weights on the experts' inputs: not the routed pass's computation
     assert any("scale the experts' inputs" in n for n in notes["ScaledInputExperts"])
     assert "ScaledInputExperts.moe_experts_loop" not in stages
+    # tokens sorted by expert: the whole method is the routed pass, the original kept
+    assert "def _kb_unfused_grouped(self, x, expert_ids, expert_weights):" in text
+    assert "_kb_moe_experts(x, expert_ids, expert_weights, *_kb_stacked_experts(" in text
 
 
 def test_stacked_experts_with_biases_pass_them_to_the_grouped_matmuls(ported: dict) -> None:
@@ -61,7 +64,11 @@ def test_stacked_experts_with_biases_pass_them_to_the_grouped_matmuls(ported: di
 
 #: the expert stages each fixture's port must write and verify
 EXPERT_STAGES = {
-    "moe_modules": {"TopKExperts.moe_experts_loop", "BiasedExperts.moe_experts_loop"},
+    "moe_modules": {
+        "TopKExperts.moe_experts_loop",
+        "BiasedExperts.moe_experts_loop",
+        "SortedExperts.moe_experts_loop",
+    },
     "moe_stacked_bias": {"ClampedExperts.moe_experts_loop", "LinearBiasExperts.moe_experts_loop"},
 }
 
@@ -102,6 +109,13 @@ WRONG = [
         "_kb_moe_experts(tokens, ids, weights,",
         "_kb_moe_experts(tokens, ids, torch.ones_like(weights),",
         "TopKExperts.moe_experts_loop",
+    ),
+    # tokens sorted by expert: the routing weights of the wrong slot (ids read as weights)
+    (
+        "moe_modules",
+        "_kb_moe_experts(x, expert_ids, expert_weights,",
+        "_kb_moe_experts(x, expert_ids, expert_weights.flip(-1),",
+        "SortedExperts.moe_experts_loop",
     ),
     # stacked experts: the gate/up bias dropped before the clamped GLU
     (

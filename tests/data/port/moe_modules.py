@@ -6,7 +6,8 @@ loops over every expert index in a method of its own (one_hot masks, a float32
 accumulator); ``BiasedExperts`` iterates the module list itself, its experts add biases
 and the sum is written with ``acc[rows] += ...``; ``ScaledInputExperts`` scales the
 experts' inputs by the routing weights (not their outputs), which the routed pass does
-not compute, so the port leaves it as it is."""
+not compute, so the port leaves it as it is; ``SortedExperts`` sorts the tokens by expert,
+runs each expert on its slice, puts the outputs back in order and sums them weighted."""
 
 import torch
 import torch.nn.functional as F
@@ -90,6 +91,38 @@ class ScaledInputExperts(nn.Module):
         return acc
 
 
+class SortedExperts(nn.Module):
+    def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int):
+        super().__init__()
+        self.experts = nn.ModuleList(
+            GatedExpert(hidden_size, intermediate_size) for _ in range(num_experts)
+        )
+
+    @torch.no_grad()
+    def grouped(self, x, expert_ids, expert_weights):
+        k = expert_ids.shape[1]
+        flat = expert_ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        counts = torch.bincount(flat, minlength=len(self.experts)).tolist()
+        gathered = x[order // k]
+        pieces = []
+        start = 0
+        for e, n in enumerate(counts):
+            end = start + n
+            if n == 0:
+                continue
+            expert = self.experts[e]
+            pieces.append(expert(gathered[start:end]))
+            start = end
+        joined = torch.cat(pieces)
+        back = torch.empty_like(joined)
+        back[order] = joined
+        return (back.view(*expert_ids.shape, -1) * expert_weights[..., None]).sum(1)
+
+    def forward(self, tokens, ids, weights):
+        return self.grouped(tokens, ids, weights)
+
+
 class ModuleMoE(nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int, top_k: int):
         super().__init__()
@@ -98,11 +131,12 @@ class ModuleMoE(nn.Module):
         self.plain = TopKExperts(hidden_size, intermediate_size, num_experts)
         self.biased = BiasedExperts(hidden_size, intermediate_size, num_experts)
         self.scaled = ScaledInputExperts(hidden_size, intermediate_size, num_experts)
+        self.sorted = SortedExperts(hidden_size, intermediate_size, num_experts)
 
     def forward(self, hidden_states):
         b, s, h = hidden_states.shape
         flat = hidden_states.reshape(-1, h)
         ids, weights = pick(self.router, flat, self.top_k)
         out = self.plain(flat, ids, weights) + self.biased(flat, ids, weights)
-        out = out + self.scaled(flat, ids, weights)
+        out = out + self.scaled(flat, ids, weights) + self.sorted(flat, ids, weights)
         return out.reshape(b, s, h)
