@@ -152,3 +152,34 @@ def test_a_wrong_expert_port_fails_naming_the_stage(
     )
     assert not doc["passed"]
     assert any(named in f["message"] for f in doc["failures"]), doc["failures"]
+
+
+def test_stacked_expert_weights_are_built_once_and_rebuilt_after_a_reload() -> None:
+    import torch
+    from torch import nn
+
+    from kb.port.expertmods import HELPERS
+
+    scope: dict = {"torch": torch}
+    exec(HELPERS["_kb_stacked_experts"], scope)
+    stacked = scope["_kb_stacked_experts"]
+
+    class Expert(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.g, self.u = nn.Linear(4, 3, bias=False), nn.Linear(4, 3, bias=False)
+            self.d = nn.Linear(3, 4, bias=False)
+
+    owner = nn.Module()
+    owner.experts = nn.ModuleList(Expert() for _ in range(2))
+    gate_up, down, b_gate_up, b_down = stacked(owner, "experts", ("g", "u", "d"))
+    assert gate_up.shape == (2, 4, 6) and down.shape == (2, 3, 4)
+    assert b_gate_up is None and b_down is None
+    assert torch.equal(gate_up[1, :, :3], owner.experts[1].g.weight.T)  # gate half first
+    assert torch.equal(gate_up[1, :, 3:], owner.experts[1].u.weight.T)
+    assert stacked(owner, "experts", ("g", "u", "d"))[0] is gate_up  # kept, not rebuilt
+    with torch.no_grad():
+        owner.experts[0].d.weight.add_(1.0)  # a reload in place
+    again = stacked(owner, "experts", ("g", "u", "d"))
+    assert again[0] is not gate_up
+    assert torch.equal(again[1][0], owner.experts[0].d.weight.T)
