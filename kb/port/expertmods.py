@@ -27,7 +27,18 @@ from typing import Any
 import libcst as cst
 
 from kb.port import expertsorted
-from kb.port.spans import Stage, _init_facts, _passing, code, dotted, glu_parts, one_arg, projection
+from kb.port.expertsorted import _root
+from kb.port.spans import (
+    Stage,
+    _assigns,
+    _init_facts,
+    _passing,
+    code,
+    dotted,
+    glu_parts,
+    one_arg,
+    projection,
+)
 
 STACK_NOTE = (
     "the experts' weights are stacked from {lst} at the first fused call and kept on the "
@@ -70,20 +81,6 @@ def _env(node: cst.CSTNode) -> dict[str, cst.BaseExpression]:
 
     node.visit(_V())
     return out
-
-
-def _root(node: cst.BaseExpression, env: dict[str, cst.BaseExpression], depth: int = 0) -> str:
-    """The name outside the loop an expression is taken from (subscripts, attribute and
-    method calls followed), '' for anything else."""
-    if depth > 12:
-        return ""
-    if isinstance(node, cst.Name):
-        return _root(env[node.value], env, depth + 1) if node.value in env else node.value
-    if isinstance(node, cst.Subscript | cst.Attribute):
-        return _root(node.value, env, depth + 1)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return _root(node.func.value, env, depth + 1)
-    return ""
 
 
 def _module_lists(init: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> dict[str, str]:
@@ -142,17 +139,8 @@ def _calls_and_adds(
 
 
 def _env_self(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
-    out: list[tuple[str, cst.BaseExpression]] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, a: cst.Assign) -> None:
-            for t in a.targets:
-                name = dotted(t.target)
-                if name.startswith("self.") and name.count(".") == 1:
-                    out.append((name[5:], a.value))
-
-    fn.visit(_V())
-    return out
+    """(attribute, value) of each ``self.<attribute> = value`` in ``fn``."""
+    return [(n[5:], v) for n, v in _assigns(fn) if n.startswith("self.") and n.count(".") == 1]
 
 
 def expert_glu(cls: cst.ClassDef) -> tuple[str, str, str] | str:

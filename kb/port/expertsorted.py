@@ -20,6 +20,8 @@ from kb.port.spans import code, dotted
 
 
 def _root(node: Any, env: dict[str, Any], depth: int = 0) -> str:
+    """The name an expression is taken from, through ``env``'s assignments, subscripts,
+    attribute and method calls ('' for anything else)."""
     if depth > 12:
         return ""
     if isinstance(node, cst.Name):
