@@ -54,11 +54,16 @@ def test_a_loop_over_expert_modules_becomes_the_routed_pass(ported: dict) -> Non
 def test_stacked_experts_with_biases_pass_them_to_the_grouped_matmuls(ported: dict) -> None:
     path, doc = ported["moe_stacked_bias"]
     text = path.read_text()
-    # the clamped GLU runs as the model writes it, between the two fused matmuls
-    assert "self.w_in, self.w_out, self.b_in, self.b_out, act=self.squash)" in text
+    # the clamped GLU reads as exactly npu_clipped_swiglu's formula: called between the
+    # two fused matmuls with the method's own alpha, limit and shift
+    assert (
+        "self.w_in, self.w_out, self.b_in, self.b_out, act=lambda _kb_h: "
+        "torch_npu.npu_clipped_swiglu(_kb_h, alpha=self.alpha, limit=self.limit, bias=1, "
+        "interleaved=True))"
+    ) in text
     assert "torch.cat([self.b_gate, self.b_up], dim=1), self.b_down)" in text
     notes = doc["files"][0]["notes"]
-    assert any("stays in torch (self.squash)" in n for n in notes["ClampedExperts"])
+    assert any("(self.squash) reads as npu_clipped_swiglu" in n for n in notes["ClampedExperts"])
     assert not any("not written yet" in n for ns in notes.values() for n in ns)
 
 
@@ -124,6 +129,13 @@ WRONG = [
         "self.w_in, self.w_out, None, self.b_out,",
         "ClampedExperts.moe_experts_loop",
     ),
+    # stacked experts: the clamped GLU's halves read as [gate | up] (they interleave)
+    (
+        "moe_stacked_bias",
+        "bias=1, interleaved=True)",
+        "bias=1, interleaved=False)",
+        "ClampedExperts.moe_experts_loop",
+    ),
     # stacked experts: the down projection's bias dropped
     (
         "moe_stacked_bias",
@@ -183,3 +195,39 @@ def test_stacked_expert_weights_are_built_once_and_rebuilt_after_a_reload() -> N
     again = stacked(owner, "experts", ("g", "u", "d"))
     assert again[0] is not gate_up
     assert torch.equal(again[1][0], owner.experts[0].d.weight.T)
+
+
+CLAMPED = """
+def act(self, h):
+    a, b = h[..., ::2], h[..., 1::2]
+    a = a.clamp(min=None, max=self.limit)
+    b = b.clamp(min=-self.limit, max=self.limit)
+    glu = a * torch.sigmoid(a * self.alpha)
+    return (b + 1) * glu
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("", ""),  # the formula itself
+        ("a.clamp(min=None, max=self.limit)", "a.clamp(min=-self.limit, max=self.limit)"),
+        ("return (b + 1) * glu", "return 2 * (b + 1) * glu"),
+        ("h[..., ::2], h[..., 1::2]", "h[..., 1::2], h[..., ::2]"),
+        ("b.clamp(min=-self.limit, max=self.limit)", "b.clamp(min=-self.cap, max=self.cap)"),
+        ("torch.sigmoid(a * self.alpha)", "torch.sigmoid(b * self.alpha)"),
+    ],
+)
+def test_a_clamped_glu_is_fused_only_when_it_is_the_operators_formula(old: str, new: str) -> None:
+    import libcst as cst
+
+    from kb.port.clippedglu import fused
+
+    method = cst.parse_module(CLAMPED.replace(old, new) if old else CLAMPED).body[0]
+    assert isinstance(method, cst.FunctionDef)
+    found = fused(method)
+    if not old:
+        assert found is not None
+        assert found[1] == {"alpha": "self.alpha", "limit": "self.limit", "bias": "1"}
+    else:
+        assert found is None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from kb.port import clippedglu
 from kb.port.spans import code, dotted, one_arg
 
 
@@ -30,7 +31,8 @@ class Loop:
     gate_up: str  # [E, H, 2I], gate half first
     down: str  # [E, I, H]
     biases: str = ""  # ", b_gate_up, b_down" when the experts add biases
-    act: str = ""  # ", act=<callable>" when the activation stays in torch
+    act: str = ""  # ", act=<callable>": the activation between the grouped matmuls
+    note: str = ""  # what the port did with that activation
 
 
 class _Reader(cst.CSTVisitor):
@@ -128,7 +130,9 @@ def _stored(attr: str, how: str) -> str:
     return f"self.{attr}.transpose(1, 2)" if how == "linear" else f"self.{attr}"
 
 
-def read(fwd: cst.FunctionDef, facts: dict[str, object]) -> Loop | str:
+def read(
+    fwd: cst.FunctionDef, facts: dict[str, object], cls: cst.ClassDef | None = None
+) -> Loop | str:
     """The loop's parts, or why the forward is not one this rewrite can write."""
     glu, clamped = str(facts.get("glu", "")), bool(facts.get("clamped_glu"))
     if not clamped and facts.get("activation") != "silu":
@@ -152,7 +156,7 @@ def read(fwd: cst.FunctionDef, facts: dict[str, object]) -> Loop | str:
     for attr, how in r.applied:
         if attr not in [a for a, _ in order]:
             order.append((attr, how))
-    act = ""
+    act = note = ""
     if clamped:  # the model's own activation between the matmuls, unfused
         if len(order) != 2:
             return "a clamped GLU over other than one packed gate/up weight"
@@ -160,6 +164,20 @@ def read(fwd: cst.FunctionDef, facts: dict[str, object]) -> Loop | str:
         act = r.called.get(left, "")
         if not act or not (act.startswith("self.") or act.isidentifier()):
             return "cannot tell which call computes the clamped activation"
+        method = next(
+            (
+                m
+                for m in (cls.body.body if cls is not None else [])
+                if isinstance(m, cst.FunctionDef) and f"self.{m.name.value}" == act
+            ),
+            None,
+        )
+        clipped = clippedglu.fused(method) if method is not None else None
+        if clipped is not None:
+            note = CLIPPED_NOTE.format(act, **clipped[1])
+            act = clipped[0]
+        else:
+            note = ACT_NOTE.format(act)
     if len(order) == 2:
         (gu, how_gu), (down, how_down) = order
         packed, b_gu = _stored(gu, how_gu), r.bias_of.get(gu, "")
@@ -200,11 +218,16 @@ def read(fwd: cst.FunctionDef, facts: dict[str, object]) -> Loop | str:
         _stored(down, how_down),
         biases,
         f", act={act}" if act else "",
+        note,
     )
 
 
 ACT_NOTE = (
     "the experts' clamped GLU stays in torch ({}) between the two fused grouped matmuls: "
     "npu_swiglu has no clamp, and npu_clipped_swiglu (min(A, limit) * sigmoid(alpha * A) * "
-    "(clip(B, -limit, limit) + bias)) is used only once the activation is read as exactly that"
+    "(clip(B, -limit, limit) + bias)) is used only where the activation reads as exactly that"
+)
+CLIPPED_NOTE = (
+    "the experts' clamped GLU ({}) reads as npu_clipped_swiglu's formula: called between "
+    "the grouped matmuls with alpha={alpha}, limit={limit}, bias={bias}, interleaved=True"
 )

@@ -445,7 +445,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         fwd = body[idx] if idx is not None else None
         found: experts.Loop | str = "no forward"
         if isinstance(fwd, cst.FunctionDef):
-            found = experts.read(fwd, s.facts)
+            found = experts.read(fwd, s.facts, cls)
         if isinstance(found, str) or not isinstance(fwd, cst.FunctionDef) or idx is None:
             why = found if isinstance(found, str) else "no forward"
             self.notes.setdefault(cls.name.value, []).append(
@@ -457,8 +457,8 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             f"_kb_moe_experts({found.x}, {found.ids}, {found.weights}, {found.gate_up}, "
             f"{found.down}{found.biases}{found.act})"
         )
-        if found.act:
-            self.notes.setdefault(cls.name.value, []).append(experts.ACT_NOTE.format(found.act[6:]))
+        if found.note:
+            self.notes.setdefault(cls.name.value, []).append(found.note)
         self.cls.append(cls.name.value)
         unfused = f"self._kb_unfused_forward({', '.join(_passing(fwd.params))})"
         stage = self._emit(s, fwd, fused, unfused, covers=["swiglu"])
