@@ -79,7 +79,8 @@ def read(fn: cst.FunctionDef, env: dict[str, Any]) -> dict[str, str] | str:
                 and isinstance(index.value.operator, cst.FloorDivide)
                 and code(index.value.left) == order
             ):
-                x = _root(s.value, env)
+                # a parameter rebound later (the result kept in its name) is read as given
+                x = code(s.value) if code(s.value) in params else _root(s.value, env)
 
         def visit_Assign(self, a: cst.Assign) -> None:
             nonlocal unsorted
