@@ -7,7 +7,8 @@ accumulator); ``BiasedExperts`` iterates the module list itself, its experts add
 and the sum is written with ``acc[rows] += ...``; ``ScaledInputExperts`` scales the
 experts' inputs by the routing weights (not their outputs), which the routed pass does
 not compute, so the port leaves it as it is; ``SortedExperts`` sorts the tokens by expert,
-runs each expert on its slice, puts the outputs back in order and sums them weighted."""
+runs each expert on its slice, puts the outputs back in order and sums them weighted
+(the result kept in the name its input came in)."""
 
 import torch
 import torch.nn.functional as F
@@ -117,7 +118,8 @@ class SortedExperts(nn.Module):
         joined = torch.cat(pieces)
         back = torch.empty_like(joined)
         back[order] = joined
-        return (back.view(*expert_ids.shape, -1) * expert_weights[..., None]).sum(1)
+        x = (back.view(*expert_ids.shape, -1) * expert_weights[..., None]).sum(1)
+        return x
 
     def forward(self, tokens, ids, weights):
         return self.grouped(tokens, ids, weights)
