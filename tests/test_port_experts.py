@@ -43,6 +43,8 @@ def test_a_loop_over_expert_modules_becomes_the_routed_pass(ported: dict) -> Non
     assert "self.proj_in = nn.Linear(hidden_size, intermediate_size, bias=bias)" in text
     notes = doc["files"][0]["notes"]
     assert any("clear self._kb_stacked" in n for n in notes["TopKExperts"])
+    # a name bound before the loop and rebound in it reaches the kept loop by value
+    assert "def _kb_expert_loop_3(acc, seen=seen):" in text
     # routing weights on the experts' inputs: not the routed pass's computation
     assert any("scale the experts' inputs" in n for n in notes["ScaledInputExperts"])
     assert "ScaledInputExperts.moe_experts_loop" not in stages
@@ -231,3 +233,25 @@ def test_a_clamped_glu_is_fused_only_when_it_is_the_operators_formula(old: str, 
         assert found[1] == {"alpha": "self.alpha", "limit": "self.limit", "bias": "1"}
     else:
         assert found is None
+
+
+def test_a_loop_whose_names_are_read_after_it_is_left_with_a_note() -> None:
+    import libcst as cst
+
+    from kb.port.expertmods import read_loop
+
+    src = """
+def forward(self, x, ids, w):
+    acc = torch.zeros_like(x)
+    for e, expert in enumerate(self.experts):
+        rows, slot = torch.where(ids == e)
+        acc.index_add_(0, rows, expert(x[rows]) * w[rows, slot, None])
+    return acc + rows.sum()
+"""
+    fn = cst.parse_module(src).body[0]
+    assert isinstance(fn, cst.FunctionDef)
+    found = read_loop(fn, {"experts": "Expert"})
+    assert isinstance(found, str) and "read after it (rows)" in found
+    fixed = cst.parse_module(src.replace("acc + rows.sum()", "acc")).body[0]
+    assert isinstance(fixed, cst.FunctionDef)
+    assert not isinstance(read_loop(fixed, {"experts": "Expert"}), str)

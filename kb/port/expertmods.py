@@ -327,8 +327,30 @@ def read_loop(
         ]
         if missing:
             return f"cannot trace the loop's {', '.join(missing)} to names of {fn.name.value}"
-        return i, {"acc": acc, "x": x, "weights": weights, "ids": ids}, owner
+        bound = (set(env) | _names(st.target)) - {acc}
+        later = bound & set().union(*(_names(s) for s in body[i + 1 :]))
+        if later:
+            return f"names the loop binds are read after it ({', '.join(sorted(later))})"
+        before = params.union(*(set(_env(s)) for s in body[:i]))
+        carried = ",".join(sorted(bound & before))  # rebound in the loop: passed in by value
+        return i, {"acc": acc, "x": x, "weights": weights, "ids": ids, "carried": carried}, owner
     return None
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    """Every name under ``node`` (attribute names left out)."""
+    out: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Attribute(self, a: cst.Attribute) -> bool:
+            a.value.visit(self)
+            return False
+
+    node.visit(_V())
+    return out
 
 
 def _contains_product(node: cst.CSTNode, env: dict[str, Any], depth: int = 0) -> bool:
@@ -469,8 +491,9 @@ def _write(
     porter.result.done.add((name, "swiglu"))
     loop = fn.body.body[index]
     assert isinstance(loop, cst.For)
+    carried = "".join(f", {n}={n}" for n in parts["carried"].split(",") if n)
     inner = cst.parse_module(
-        f"def {helper}({acc}):\n    {acc} = {acc}.clone()\n    pass\n    return {acc}\n"
+        f"def {helper}({acc}{carried}):\n    {acc} = {acc}.clone()\n    pass\n    return {acc}\n"
     ).body[0]
     assert isinstance(inner, cst.FunctionDef) and isinstance(inner.body, cst.IndentedBlock)
     stmts: list[cst.BaseStatement] = [

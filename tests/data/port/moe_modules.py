@@ -4,7 +4,8 @@ The expert MLP activates the projection called ``lift`` and multiplies it with
 ``proj_in``: the gate is what the activation reaches, whatever its name.  ``TopKExperts``
 loops over every expert index in a method of its own (one_hot masks, a float32
 accumulator); ``BiasedExperts`` iterates the module list itself, its experts add biases
-and the sum is written with ``acc[rows] += ...``; ``ScaledInputExperts`` scales the
+and the sum is written with ``acc[rows] += ...`` (a counter bound before the loop is rebound
+in it); ``ScaledInputExperts`` scales the
 experts' inputs by the routing weights (not their outputs), which the routed pass does
 not compute, so the port leaves it as it is; ``SortedExperts`` sorts the tokens by expert,
 runs each expert on its slice, puts the outputs back in order and sums them weighted
@@ -69,8 +70,10 @@ class BiasedExperts(nn.Module):
 
     def forward(self, tokens, ids, weights):
         acc = torch.zeros_like(tokens)
+        seen = 0  # rows routed so far (rebound in the loop)
         for e, expert in enumerate(self.experts):
             rows, slot = torch.where(ids == e)
+            seen = seen + rows.numel()
             if rows.numel() == 0:
                 continue
             acc[rows] += expert(tokens[rows]) * weights[rows, slot, None]
