@@ -31,6 +31,8 @@ MODELS = (
 CACHED = ("slot_cache_llm", "index_cache_llm", "pos_cache_llm", "step_cache_llm")
 #: flash-attn / xformers calls (tests/test_port_flashattn.py verifies them)
 FLASH = ("flash_llm", "xformers_dit")
+#: expert loops (tests/test_port_experts.py verifies them)
+EXPERTS = ("moe_modules", "moe_stacked_bias")
 
 
 def _port(name: str, out: Path) -> dict:
@@ -255,7 +257,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
     doc = port(str(DATA), str(tmp_path / "out"), product="atlas-a2")
     written = {Path(f["target"]).name for f in doc["files"]}
-    assert written == {f"{m}.py" for m in MODELS + CACHED + FLASH} | {
+    assert written == {f"{m}.py" for m in MODELS + CACHED + FLASH + EXPERTS} | {
         "modeling_tiny.py",
         "modeling_split.py",
         "layers.py",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kb.port import cachewrite, flashattn, norms
+from kb.port import cachewrite, expertmods, flashattn, norms
 
 SWITCH = "KB_PORT_UNFUSED"
 
@@ -107,28 +107,6 @@ def _kb_add_then(norm, total):
     """The original order: the sum, then the norm module on it: (normalised, sum)."""
     return norm(total), total
 ''',
-    "_kb_moe_experts": '''
-
-def _kb_moe_experts(x, ids, weights, w_gate_up, w_down):
-    """Every expert in one routed pass: tokens sorted by expert, two grouped matmuls around
-    SwiGLU, the rows weighted and summed back (expert ids outside [0, E) are dropped)."""
-    shape = x.shape
-    rows = x.reshape(-1, shape[-1])
-    ids = ids.reshape(rows.shape[0], -1).to(torch.int32)
-    experts = w_gate_up.shape[0]
-    expanded, order, counts, _ = torch_npu.npu_moe_init_routing_v2(
-        rows, ids, active_num=ids.numel(), expert_num=experts, expert_tokens_num_type=1,
-        expert_tokens_num_flag=True, active_expert_range=[0, experts], quant_mode=-1)
-    h = torch_npu.npu_grouped_matmul([expanded], [w_gate_up.to(x.dtype)], group_list=counts,
-                                     split_item=3, group_type=0, group_list_type=1)[0]
-    h = torch_npu.npu_swiglu(h)
-    h = torch_npu.npu_grouped_matmul([h], [w_down.to(x.dtype)], group_list=counts,
-                                     split_item=3, group_type=0, group_list_type=1)[0]
-    out = torch_npu.npu_moe_finalize_routing(
-        h, None, None, None, weights.reshape(ids.shape).to(h.dtype), order, None,
-        drop_pad_mode=2)
-    return out.reshape(shape).to(x.dtype)
-''',
     "_kb_topk_softmax": '''
 
 def _kb_topk_softmax(logits, k, dtype):
@@ -145,6 +123,7 @@ def _kb_topk_softmax(logits, k, dtype):
 HELPERS.update(norms.HELPERS)
 HELPERS.update(cachewrite.HELPERS)
 HELPERS.update(flashattn.HELPERS)
+HELPERS.update(expertmods.HELPERS)
 
 
 def head(stages: dict[str, dict[str, Any]], weights: dict[str, Any], helpers: list[str]) -> str:

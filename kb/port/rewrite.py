@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import attention, cachewrite, experts, hooks, norms, residual
+from kb.port import attention, cachewrite, expertmods, experts, hooks, norms, residual
 from kb.port.modules import ModuleSpans
 from kb.port.spans import (
     Stage,
@@ -442,16 +442,15 @@ class Porter(ModuleSpans, cst.CSTTransformer):
 
     # -- whole forwards -------------------------------------------------------------------
     def _experts(self, cls: cst.ClassDef, s: Stage) -> cst.ClassDef:
+        ported = expertmods.rewrite(self, cls, s)  # None: no list of expert modules
+        if ported is not None:
+            return ported
         body = list(cls.body.body)
         idx = next((i for i, st in enumerate(body) if _named(st, "forward")), None)
         fwd = body[idx] if idx is not None else None
         found: experts.Loop | str = "no forward"
         if isinstance(fwd, cst.FunctionDef):
-            found = (
-                experts.read(fwd, str(s.facts.get("glu", "")))
-                if s.facts.get("activation") == "silu"
-                else f"activation {s.facts.get('activation')!r}: SwiGLU experts only"
-            )
+            found = experts.read(fwd, s.facts, cls)
         if isinstance(found, str) or not isinstance(fwd, cst.FunctionDef) or idx is None:
             why = found if isinstance(found, str) else "no forward"
             self.notes.setdefault(cls.name.value, []).append(
@@ -461,8 +460,10 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         self.result.helpers.append("_kb_moe_experts")
         fused = (
             f"_kb_moe_experts({found.x}, {found.ids}, {found.weights}, {found.gate_up}, "
-            f"{found.down})"
+            f"{found.down}{found.biases}{found.act})"
         )
+        if found.note:
+            self.notes.setdefault(cls.name.value, []).append(found.note)
         self.cls.append(cls.name.value)
         unfused = f"self._kb_unfused_forward({', '.join(_passing(fwd.params))})"
         stage = self._emit(s, fwd, fused, unfused, covers=["swiglu"])
