@@ -12,7 +12,7 @@ from typing import Any
 
 import libcst as cst
 
-from kb.port import eager
+from kb.port import eager, guards, window
 from kb.port.spans import SDPA, code, dotted, keyword
 
 
@@ -29,6 +29,9 @@ def sdpa(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
         return updated
     mask = keyword(updated, "attn_mask", 3) or "None"
     scale = keyword(updated, "scale", 6) or "None"
+    windowed = _windowed(self, s, original, updated, [q, k, v], scale)
+    if windowed is not None:
+        return windowed
     causal = s.facts.get("causal")
     if causal is True:
         sparse: str = "3"
@@ -62,13 +65,18 @@ def written(self: Any, original: cst.CSTNode, updated: cst.BaseExpression) -> cs
     att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
     if not att or not self.fn:
         return updated
-    found = eager.read(updated, self.counter + 1, self._resolve)
+    found, tests = guards.read_guarded(
+        self, window.enclosing(self), lambda r: eager.read(updated, self.counter + 1, r)
+    )
     if found is None:
         return updated
     names = [found.query, found.key, found.value]
     if any(self._stale(n, found.at) for n in names[:2]):
         return updated  # reassigned names: the values read then are not the ones now
     s = att[0]
+    windowed = _windowed(self, s, original, updated, names, found.scale, tests)
+    if windowed is not None:
+        return windowed
     causal = s.facts.get("causal")
     sparse = 3 if causal is True else 0
     mask = "None" if sparse == 3 or found.mask is None else found.mask
@@ -79,4 +87,33 @@ def written(self: Any, original: cst.CSTNode, updated: cst.BaseExpression) -> cs
     )
     op = "npu_fused_infer_attention_score"
     extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
-    return self._emit(s, original, fused, code(updated), **extra)
+    if tests:
+        extra["unfused_when"] = tests
+    return self._emit(s, original, guards.guarded(fused, code(updated), tests), code(updated), **extra)
+
+
+def _windowed(
+    self: Any,
+    s: Any,
+    original: cst.CSTNode,
+    updated: cst.BaseExpression,
+    qkv: list[str],
+    scale: str,
+    tests: tuple[str, ...] | list[str] = (),
+) -> cst.BaseExpression | None:
+    """The fused call of a module that keeps a sliding window (:mod:`kb.port.window`);
+    the span unchanged, with a note, when the window cannot be passed; None without one."""
+    if s.facts.get("causal") is not True:
+        return None
+    try:
+        fused, extra = window.window_call(self, s, *qkv, scale)
+    except window.Unported as exc:
+        self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {exc}")
+        return updated
+    if fused is None:
+        return None
+    if tests:
+        extra["unfused_when"] = list(tests)
+    op = "npu_fused_infer_attention_score"
+    fused = guards.guarded(fused, code(updated), list(tests))
+    return self._emit(s, original, fused, code(updated), input_layout="BNSD", operator=op, **extra)

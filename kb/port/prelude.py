@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kb.port import cachewrite, norms
+from kb.port import cachewrite, norms, window
 
 SWITCH = "KB_PORT_UNFUSED"
 
@@ -144,6 +144,7 @@ def _kb_topk_softmax(logits, k, dtype):
 
 HELPERS.update(norms.HELPERS)
 HELPERS.update(cachewrite.HELPERS)
+HELPERS.update(window.HELPERS)
 
 
 def head(stages: dict[str, dict[str, Any]], weights: dict[str, Any], helpers: list[str]) -> str:

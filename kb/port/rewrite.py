@@ -78,6 +78,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         """The file's classes, for what a layer's norm attribute is."""
         self.classes = {st.name.value: st for st in node.body if isinstance(st, cst.ClassDef)}
+        self.module_node = node
         self.fns = norms.one_return_functions(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

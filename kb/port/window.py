@@ -1,0 +1,137 @@
+"""Sliding-window attention: the window a layer keeps, passed to the fused kernel.
+
+The reader's facts (:mod:`kb.scan.model.match_window`) say which attribute holds a
+layer's window (None on layers that see every earlier key) and whether a window of W keys
+counts the current one.  The port passes that attribute's value at run time, so each
+layer gets its own window, and the helper turns it into the kernel's band:
+
+* ``sparse_mode=4`` with the compressed 2048 x 2048 mask, ``next_tokens=0`` and
+  ``pre_tokens`` = the earlier keys a query sees: W - 1 when the window counts the current
+  key (the row ``attention_sliding_window``), W when it does not.  The band keeps
+  ``-pre_tokens <= j - i - (Skv - Sq) <= next_tokens`` (:mod:`kb.reference.masks`, mode 4).
+  Sources: Ascend/op-plugin 517f2e7d0f20,
+  docs/zh/custom_APIs/torch_npu/torch_npu-npu_fused_infer_attention_score.md:204-216
+  (pre_tokens/next_tokens, "invalid when Q_S=1"; sparse_mode 4 = band with the optimised
+  mask) and op_plugin/config/op_plugin_functions.yaml:6177 (``int pre_tokens=2147483647,
+  int next_tokens=2147483647``, ``int sparse_mode=0``).
+* one query row (decode): the kernel ignores the band there (same page), so the helper
+  passes only the keys the window keeps and no mask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from kb.port.spans import Stage
+
+HELPERS: dict[str, str] = {
+    "_kb_window_attention": '''
+
+def _kb_window_attention(query, key, value, scale=None, window=None, counts_current=True):
+    """Causal attention on [B, N, S, D] tensors; with a window, each query sees only the
+    last keys of it (counts_current: the window of W keys includes the query's own)."""
+    if window is None:
+        return _kb_attention(query, key, value, None, scale, sparse_mode=3)
+    pre = window - 1 if counts_current else window
+    scale = query.shape[-1] ** -0.5 if scale is None else scale
+    if query.shape[2] == 1:  # one query row: the kernel ignores pre/next tokens
+        key, value = key[:, :, -(pre + 1):], value[:, :, -(pre + 1):]
+        return _kb_attention(query, key, value, None, scale, sparse_mode=0)
+    band = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
+    out = torch_npu.npu_fused_infer_attention_score(
+        query,
+        key,
+        value,
+        atten_mask=band,
+        num_heads=query.shape[1],
+        num_key_value_heads=key.shape[1],
+        input_layout="BNSD",
+        scale=scale,
+        sparse_mode=4,
+        pre_tokens=pre,
+        next_tokens=0,
+    )
+    return out[0]
+''',
+}
+
+
+def _owner_passes(cls: cst.ClassDef | None, attr: str) -> bool:
+    """The class hands ``attr=self.attr`` to a call (its attention function)."""
+    if cls is None:
+        return False
+    found = []
+
+    class Seek(cst.CSTVisitor):
+        def visit_Arg(self, node: cst.Arg) -> None:
+            v = node.value
+            if (
+                node.keyword is not None
+                and node.keyword.value == attr
+                and isinstance(v, cst.Attribute)
+                and isinstance(v.value, cst.Name)
+                and v.value.value == "self"
+                and v.attr.value == attr
+            ):
+                found.append(node)
+
+    cls.visit(Seek())
+    return bool(found)
+
+
+def enclosing(porter: Any) -> cst.FunctionDef | None:
+    """The enclosing function's definition (module level or in the enclosing class)."""
+    if not porter.fn:
+        return None
+    body = porter.module_node.body
+    if porter.cls:
+        cls = porter.classes.get(porter.cls[-1])
+        body = cls.body.body if cls is not None else []
+    return next(
+        (st for st in body if isinstance(st, cst.FunctionDef) and st.name.value == porter.fn[-1]),
+        None,
+    )
+
+
+def window_call(
+    porter: Any, s: Stage, q: str, k: str, v: str, scale: str
+) -> tuple[str | None, dict[str, Any]]:
+    """(the fused call for a windowed module, extra stage args), or (None, {}) when the
+    module keeps no window; raises :class:`Unported` with the reason the port cannot
+    pass the window."""
+    expr = s.facts.get("sliding_window")
+    if not expr:
+        return None, {}
+    counts = s.facts.get("window_counts_current")
+    if counts not in (True, False):
+        raise Unported(
+            f"the window ({expr}) is not passed: whether it counts the current key is not "
+            "known (the file builds its window mask with no builder kb knows)"
+        )
+    attr = str(expr).split(".", 1)[-1]
+    if porter.cls and porter.cls[-1] == s.module:
+        value = f"self.{attr}"
+    else:
+        fn = enclosing(porter)
+        star = fn.params.star_kwarg if fn is not None else None
+        if not (star is not None and _owner_passes(porter.classes.get(s.module), attr)):
+            raise Unported(
+                f"the window ({expr}) is not passed: {s.module} does not hand {attr}= to "
+                "this function's keyword arguments"
+            )
+        value = f"{star.name.value}.get({attr!r})"
+    porter.result.helpers += ["_kb_attention", "_kb_window_attention"]
+    fused = f"_kb_window_attention({q}, {k}, {v}, {scale}, window={value}, counts_current={counts})"
+    extra = {
+        "sparse_mode": f"4 if {value} is not None else 3",
+        "pre_tokens": f"{value} - 1" if counts else value,
+        "next_tokens": 0,
+        "window": value,
+    }
+    return fused, extra
+
+
+class Unported(Exception):
+    """A windowed attention the port leaves as it is (the message says why)."""
