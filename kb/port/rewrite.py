@@ -217,7 +217,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         """``cache[:, :, pos] = k`` (:mod:`kb.port.cachewrite`)."""
         s = self._cache_stage()
         found = cachewrite.slot_write(updated, self._resolve, self.counter + 1) if s else None
-        if s is None or found is None:
+        if s is None or found is None or cachewrite.plain_container(self, found[0]):
             return updated
         cache, axis, pos, key, value = found
         sid = self._register(s, original, args={"dim": axis, "indices": pos})
