@@ -89,7 +89,9 @@ def written(self: Any, original: cst.CSTNode, updated: cst.BaseExpression) -> cs
     extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
     if tests:
         extra["unfused_when"] = tests
-    return self._emit(s, original, guards.guarded(fused, code(updated), tests), code(updated), **extra)
+    return self._emit(
+        s, original, guards.guarded(fused, code(updated), tests), code(updated), **extra
+    )
 
 
 def _windowed(
@@ -106,7 +108,8 @@ def _windowed(
     if s.facts.get("causal") is not True:
         return None
     try:
-        fused, extra = window.window_call(self, s, *qkv, scale)
+        q, k, v = qkv
+        fused, extra = window.window_call(self, s, q, k, v, scale)
     except window.Unported as exc:
         self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {exc}")
         return updated

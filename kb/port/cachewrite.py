@@ -187,4 +187,3 @@ def plain_container(porter: Any, target: str) -> bool:
 
     cls.visit(Seek())
     return any(found)
-

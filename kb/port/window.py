@@ -129,6 +129,7 @@ def window_call(
         "pre_tokens": f"{value} - 1" if counts else value,
         "next_tokens": 0,
         "window": value,
+        "counts_current": counts,
     }
     return fused, extra
 

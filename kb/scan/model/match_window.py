@@ -17,6 +17,7 @@ attention as it is.
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -56,6 +57,61 @@ def _builders_called(path: str) -> tuple[str, ...]:
     return tuple(n for n in MASK_BUILDERS if re.search(rf"\b{n}\s*\(", text))
 
 
+def _windowed(node: ast.expr) -> bool:
+    """An expression that names a window (``window``, ``self.sliding_window``, ...)."""
+    return any(
+        "window" in (n.id if isinstance(n, ast.Name) else n.attr)
+        for n in ast.walk(node)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+def _rule(cmp: ast.Compare) -> bool | None:
+    """Whether one comparison of positions with a window keeps W keys counting the
+    current one (True), W + 1 (False), or is no such comparison (None):
+    ``k > q - W`` / ``q - k < W`` keep distances below W, ``>=`` / ``<=`` up to W."""
+    if len(cmp.ops) != 1:
+        return None
+    op, left, right = cmp.ops[0], cmp.left, cmp.comparators[0]
+
+    def sub(x: ast.expr) -> bool:
+        return isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
+
+    for a, b, mirrored in ((left, right, False), (right, left, True)):
+        if isinstance(b, ast.BinOp) and sub(b) and _windowed(b.right) and not _windowed(a):
+            if _windowed(b.left):
+                continue
+            keep: tuple[type, type] = (ast.Gt, ast.GtE)  # k > q - W
+        elif sub(a) and _windowed(b) and not _windowed(a):
+            keep = (ast.Lt, ast.LtE)  # q - k < W
+        else:
+            continue
+        if mirrored:
+            keep = (ast.Lt, ast.LtE) if keep[0] is ast.Gt else (ast.Gt, ast.GtE)
+        return True if isinstance(op, keep[0]) else False if isinstance(op, keep[1]) else None
+    return None
+
+
+@lru_cache(maxsize=64)
+def _written_rule(path: str) -> tuple[bool | None, int]:
+    """(the rule, its line) of the window comparisons written in the file; (None, 0) when
+    there are none or they disagree."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None, 0
+    found = [
+        (r, n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Compare)
+        for r in [_rule(n)]
+        if r is not None
+    ]
+    if not found or len({r for r, _ in found}) > 1:
+        return None, 0
+    return found[0]
+
+
 def _sizes(value: object) -> list[int]:
     """The integer sizes an attribute's value can take (an Alt's options included)."""
     if isinstance(value, Const):
@@ -84,7 +140,17 @@ def window_facts(owner: Inst | None, node: Node) -> dict[str, Fact]:
         )
         out = {"sliding_window": Fact.at(f"self.{attr}", node, why)}
         called = _builders_called(node.file)
-        if called:
+        written, line = _written_rule(node.file)
+        if written is not None:
+            keys = (
+                "the query and the window - 1 keys before it"
+                if written
+                else ("the query and the window's keys before it")
+            )
+            out["window_counts_current"] = Fact(
+                written, node.file, line, f"the file's window mask keeps {keys}"
+            )
+        elif called:
             counts, source = MASK_BUILDERS[called[0]]
             out["window_counts_current"] = Fact.at(counts, node, f"{called[0]}: {source}")
         else:

@@ -1,0 +1,111 @@
+"""Sliding-window attention: the reader's window facts, the port's per-layer window
+(sparse_mode=4 and pre_tokens from whether the model's window counts the current key),
+an optional softcap step that keeps the original code where it runs, and wrong ports
+that fail naming the stage (fixture: tests/data/port/window_llm.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("libcst")
+
+from kb.api.port import port, verify
+from kb.port.porting import plan_of
+from kb.scan.engine import ScanOptions
+
+pytestmark = pytest.mark.heavy
+
+DATA = Path(__file__).parent / "data" / "port"
+MODEL, CONFIG = DATA / "window_llm.py", DATA / "window_llm.json"
+CALL = "_kb_window_attention(q, k, v, self.scale, window=self.sliding_window, counts_current="
+
+
+def _facts(path: Path) -> dict:
+    _, inventory = plan_of([str(path)], ScanOptions())
+    return next(dict(m.facts) for m in inventory if m.name == "Attention")
+
+
+def _one_more_key(tmp_path: Path) -> Path:
+    """The fixture with a window of W keys before the query (W + 1 in all)."""
+    text = MODEL.read_text()
+    old = "(k > q - window)"
+    assert old in text
+    path = tmp_path / "window_plus_one.py"
+    path.write_text(text.replace(old, "(k >= q - window)"))
+    return path
+
+
+def test_the_reader_reads_the_window_and_its_rule_from_the_mask(tmp_path: Path) -> None:
+    facts = _facts(MODEL)
+    assert facts["sliding_window"] == "self.sliding_window"
+    assert facts["window_counts_current"] is True
+    assert _facts(_one_more_key(tmp_path))["window_counts_current"] is False
+
+
+@pytest.fixture(scope="module")
+def ported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("window") / "window_npu.py"
+    doc = port(str(MODEL), str(out), product="atlas-a2")
+    stage = doc["files"][0]["stages"]["Attention.attention_gqa_tnd"]
+    assert stage["args"]["pre_tokens"] == "self.sliding_window - 1"
+    assert stage["args"]["unfused_when"] == ["self.softcap is not None"]
+    return out
+
+
+def _verify(ported: Path, config: Path = CONFIG, original: Path = MODEL) -> dict:
+    return verify(str(original), str(ported), str(config), dtypes=("bfloat16",))
+
+
+def test_the_window_port_passes_per_layer(ported: Path) -> None:
+    text = ported.read_text()
+    assert CALL + "True)" in text
+    doc = _verify(ported)
+    assert doc["passed"], doc["failures"]
+    run = next(r for r in doc["runs"] if not r["not_run"])
+    attn = next(s for s in run["stages"] if s["stage"] == "Attention.attention_gqa_tnd")
+    assert not attn["rejected"] and attn["calls"] == 2  # a windowed and a full layer
+
+
+def test_a_window_of_one_more_key_is_ported_as_such(tmp_path: Path) -> None:
+    original = _one_more_key(tmp_path)
+    out = tmp_path / "plus_one_npu.py"
+    port(str(original), str(out), product="atlas-a2")
+    assert CALL + "False)" in out.read_text()
+    doc = _verify(out, original=original)
+    assert doc["passed"], doc["failures"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("window=self.sliding_window", "window=None"),  # the window dropped
+        ("counts_current=True", "counts_current=False"),  # one key too many
+    ],
+)
+def test_a_wrong_window_fails_naming_the_stage(
+    ported: Path, tmp_path: Path, old: str, new: str
+) -> None:
+    wrong = tmp_path / "window_wrong.py"
+    text = ported.read_text()
+    assert old in text
+    wrong.write_text(text.replace(old, new))
+    doc = _verify(wrong)
+    assert not doc["passed"]
+    assert any("Attention.attention_gqa_tnd" in f["message"] for f in doc["failures"])
+
+
+def test_a_softcap_keeps_the_original_attention(ported: Path, tmp_path: Path) -> None:
+    config = tmp_path / "capped.json"
+    config.write_text(CONFIG.read_text().replace("}", ', "softcap": 0.05}'))
+    assert _verify(ported, config)["passed"]
+    guard = "(torch.matmul(probs, v)) if (self.softcap is not None) else "
+    text = ported.read_text()
+    assert guard in text
+    dropped = tmp_path / "no_guard.py"
+    dropped.write_text(text.replace(guard, ""))
+    doc = _verify(dropped, config)
+    assert not doc["passed"]
+    assert any("Attention.attention_gqa_tnd" in f["message"] for f in doc["failures"])
