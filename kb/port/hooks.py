@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kb.port import attention
+from kb.port import attention, rope_halves
 
 CallHook = Callable[[Any, Any, Any], Any]
 ClassHook = Callable[[Any, str, Any], Any]
@@ -19,6 +19,7 @@ ClassHook = Callable[[Any, str, Any], Any]
 CALLS: list[CallHook] = [
     attention.sdpa,
     attention.written_out,
+    rope_halves.cat_rope,
 ]
 
 CLASSES: list[ClassHook] = []
