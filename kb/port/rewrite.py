@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import attention, cachewrite, experts, hooks, norms, residual
+from kb.port import attention, cachewrite, experts, hooks, norms, residual, rope_halves
 from kb.port.modules import ModuleSpans
 from kb.port.spans import (
     Stage,
@@ -37,7 +37,7 @@ from kb.port.spans import (
 NORM_ROWS = {"rms_norm", "rms_norm_one_plus_w"}
 GLU_ROWS = {"swiglu", "geglu"}
 GELU_ROWS = {"gelu_tanh", "gelu"}
-ROPE_ROWS = {"rope_half", "rope_interleave"}
+ROPE_ROWS = {"rope_half", "rope_interleave", "rope_deinterleave"}
 ROUTER_ROWS = {"router_softmax_topk"}
 RESIDUAL_ROWS = {"add_rms_norm"}
 #: mappings rewritten as an expert loop's whole forward (:mod:`kb.port.experts`)
@@ -238,9 +238,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             return cst.parse_expression(self._adaln(adaln[0], original, found_ln, code(updated)))
         rope = self._candidates(ROPE_ROWS)
         parts = rope_parts(updated) if rope else None
-        if rope and parts is not None:
+        mode = rope_halves.mode_of(self, rope[0], parts[0]) if rope and parts else None
+        if rope and parts is not None and mode is not None:
             s = rope[0]
-            mode = s.args.get("rotary_mode") or s.mapping.removeprefix("rope_")
             x, c, sn = parts
             self.result.helpers.append("_kb_rotary")
             return self._emit(

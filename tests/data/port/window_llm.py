@@ -32,6 +32,20 @@ def positions_mask(s, window, dtype):
     return torch.zeros(s, s, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
 
 
+def rotate_halves(x, cos, sin):
+    """RoPE on the two halves of x; cos/sin are as wide as a half."""
+    first, second = torch.chunk(x, 2, dim=-1)
+    out_first = first * cos - second * sin
+    out_second = second * cos + first * sin
+    return torch.cat((out_first, out_second), dim=-1)
+
+
+def half_tables(head_dim, seq_len, dtype):
+    inv = 1.0 / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    ang = torch.outer(torch.arange(seq_len).float(), inv)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
 class Attention(nn.Module):
     def __init__(self, args: ModelArgs, layer_id: int):
         super().__init__()
@@ -49,9 +63,12 @@ class Attention(nn.Module):
 
     def forward(self, x, mask):
         b, s, _ = x.shape
+        cos, sin = half_tables(self.head_dim, s, x.dtype)
         q = self.wq(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        q = rotate_halves(q, cos, sin)
+        k = rotate_halves(k, cos, sin)
         k = k.repeat_interleave(self.n_rep, dim=1)
         v = v.repeat_interleave(self.n_rep, dim=1)
         scores = torch.matmul(q, k.transpose(2, 3)) * self.scale
