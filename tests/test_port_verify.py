@@ -253,7 +253,11 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
     doc = port(str(DATA), str(tmp_path / "out"), product="atlas-a2")
     written = {Path(f["target"]).name for f in doc["files"]}
-    assert written == {f"{m}.py" for m in MODELS + CACHED} | {"modeling_tiny.py", "window_llm.py"}
+    assert written == {f"{m}.py" for m in MODELS + CACHED} | {
+        "modeling_tiny.py",
+        "window_llm.py",
+        "mla_rope.py",
+    }
     assert (tmp_path / "out" / "tiny_pkg" / "configuration_tiny.py").exists()  # copied
     assert not (tmp_path / "out" / "dense_llm.json").exists()  # only Python is ported
     assert "_kb_stage(" in (tmp_path / "out" / "moe_block.py").read_text()

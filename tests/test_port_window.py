@@ -1,7 +1,8 @@
-"""Sliding-window attention: the reader's window facts, the port's per-layer window
-(sparse_mode=4 and pre_tokens from whether the model's window counts the current key),
-an optional softcap step that keeps the original code where it runs, and wrong ports
-that fail naming the stage (fixture: tests/data/port/window_llm.py)."""
+"""Sliding-window attention and RoPE written on halves or lanes: the reader's window
+facts, the port's per-layer window (sparse_mode=4 and pre_tokens from whether the model's
+window counts the current key), an optional softcap step that keeps the original code
+where it runs, the rotations of chunked halves and of an MLA's even/odd lanes, and wrong
+ports that fail naming the stage (fixtures: tests/data/port/window_llm.py, mla_rope.py)."""
 
 from __future__ import annotations
 
@@ -45,11 +46,16 @@ def test_the_reader_reads_the_window_and_its_rule_from_the_mask(tmp_path: Path) 
     assert _facts(_one_more_key(tmp_path))["window_counts_current"] is False
 
 
+def _attention_stage(doc: dict) -> tuple[str, dict]:
+    stages = doc["files"][0]["stages"]
+    return next((k, v) for k, v in stages.items() if v["mapping"].startswith("attention_"))
+
+
 @pytest.fixture(scope="module")
 def ported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("window") / "window_npu.py"
     doc = port(str(MODEL), str(out), product="atlas-a2")
-    stage = doc["files"][0]["stages"]["Attention.attention_gqa_tnd"]
+    _, stage = _attention_stage(doc)
     assert stage["args"]["pre_tokens"] == "self.sliding_window - 1"
     assert stage["args"]["unfused_when"] == ["self.softcap is not None"]
     return out
@@ -65,8 +71,10 @@ def test_the_window_port_passes_per_layer(ported: Path) -> None:
     doc = _verify(ported)
     assert doc["passed"], doc["failures"]
     run = next(r for r in doc["runs"] if not r["not_run"])
-    attn = next(s for s in run["stages"] if s["stage"] == "Attention.attention_gqa_tnd")
+    attn = next(s for s in run["stages"] if ".attention_" in s["stage"])
     assert not attn["rejected"] and attn["calls"] == 2  # a windowed and a full layer
+    rope = next(s for s in run["stages"] if s["stage"] == "rotate_halves.rope_half")
+    assert not rope["rejected"] and rope["calls"] == 4
 
 
 def test_a_window_of_one_more_key_is_ported_as_such(tmp_path: Path) -> None:
@@ -94,7 +102,7 @@ def test_a_wrong_window_fails_naming_the_stage(
     wrong.write_text(text.replace(old, new))
     doc = _verify(wrong)
     assert not doc["passed"]
-    assert any("Attention.attention_gqa_tnd" in f["message"] for f in doc["failures"])
+    assert any("Attention.attention_" in f["message"] for f in doc["failures"])
 
 
 def test_a_softcap_keeps_the_original_attention(ported: Path, tmp_path: Path) -> None:
@@ -108,4 +116,40 @@ def test_a_softcap_keeps_the_original_attention(ported: Path, tmp_path: Path) ->
     dropped.write_text(text.replace(guard, ""))
     doc = _verify(dropped, config)
     assert not doc["passed"]
-    assert any("Attention.attention_gqa_tnd" in f["message"] for f in doc["failures"])
+    assert any("Attention.attention_" in f["message"] for f in doc["failures"])
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "named"),
+    [
+        # halves rotated as adjacent pairs
+        (
+            "window_llm",
+            "torch.cat((sin, sin), -1), 'half')",
+            "torch.cat((sin, sin), -1), 'interleave')",
+            "rotate_halves.rope_half",
+        ),
+        # the MLA's lanes rotated as adjacent pairs
+        (
+            "mla_rope",
+            "torch.cat((sin, sin), -1), 'half')",
+            "torch.cat((sin, sin), -1), 'interleave')",
+            "lanes_rotated.rope_deinterleave",
+        ),
+        # the lanes left interleaved (the input as it came, not de-interleaved)
+        ("mla_rope", "_kb_rotary(torch.cat((q1, q2), -1)", "_kb_rotary(q", "rope_deinterleave"),
+    ],
+)
+def test_a_wrong_rotation_fails_naming_the_stage(
+    tmp_path: Path, name: str, old: str, new: str, named: str
+) -> None:
+    out = tmp_path / f"{name}_npu.py"
+    port(str(DATA / f"{name}.py"), str(out), product="atlas-a2")
+    text = out.read_text()
+    assert old in text
+    config = DATA / f"{name}.json"
+    assert verify(str(DATA / f"{name}.py"), str(out), str(config), dtypes=("float32",))["passed"]
+    out.write_text(text.replace(old, new, 1))
+    doc = _verify(out, config, DATA / f"{name}.py")
+    assert not doc["passed"]
+    assert any(named in f["message"] for f in doc["failures"]), doc["failures"]

@@ -76,14 +76,25 @@ def _halves(fn: cst.FunctionDef | None, a: str, b: str) -> tuple[str, str] | Non
                 continue
             if isinstance(value, cst.Tuple) and len(value.elements) == 2:
                 got = [_lanes(e.value) for e in value.elements]
-                if got[0] and got[1] and got[0][0] == got[1][0] and got[0][1] == "even":
-                    if got[1][1] == "odd":
-                        return f"torch.cat(({a}, {b}), -1)", "rope_deinterleave"
+                first, second = got
+                if (
+                    first
+                    and second
+                    and first[0] == second[0]
+                    and (first[1], second[1])
+                    == (
+                        "even",
+                        "odd",
+                    )
+                ):
+                    return f"torch.cat(({a}, {b}), -1)", "rope_deinterleave"
                 continue
             if not (isinstance(value, cst.Call) and dotted(value.func).endswith("chunk")):
                 continue
-            method = isinstance(value.func, cst.Attribute) and dotted(value.func) != "torch.chunk"
-            x = code(value.func.value) if method else keyword(value, "input", 0)  # type: ignore[union-attr]
+            func = value.func
+            method = isinstance(func, cst.Attribute) and dotted(func) != "torch.chunk"
+            x = code(func.value) if isinstance(func, cst.Attribute) and method else None
+            x = x or keyword(value, "input", 0)
             pieces = keyword(value, "chunks", 0 if method else 1)
             dim = keyword(value, "dim", 1 if method else 2)
             if x and pieces == "2" and dim == "-1":
@@ -116,9 +127,7 @@ def cat_rope(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpres
         return None
     _, _, c, s = rot
     self.result.helpers.append("_kb_rotary")
-    fused = (
-        f"_kb_rotary({found[0]}, torch.cat(({c}, {c}), -1), torch.cat(({s}, {s}), -1), 'half')"
-    )
+    fused = f"_kb_rotary({found[0]}, torch.cat(({c}, {c}), -1), torch.cat(({s}, {s}), -1), 'half')"
     return self._emit(
         stage, original, fused, code(updated), rotary_mode="half", operator="npu_rotary_mul"
     )
@@ -140,8 +149,8 @@ def _deinterleaved(node: cst.BaseExpression) -> bool:
     last axis first, then the odd ones (DeepSeek's MLA puts its rope lanes in that order
     before a rotate-half rotation)."""
     outer = _method(node, ("reshape", "view"))
-    turn = _method(outer.func.value, ("transpose",)) if outer else None  # type: ignore[union-attr]
-    pairs = _method(turn.func.value, ("view", "reshape")) if turn else None  # type: ignore[union-attr]
+    turn = _method(outer.func.value, ("transpose",)) if outer else None  # type: ignore[attr-defined]
+    pairs = _method(turn.func.value, ("view", "reshape")) if turn else None  # type: ignore[attr-defined]
     if turn is None or pairs is None or not pairs.args:
         return False
     axes = {code(a.value) for a in turn.args}

@@ -53,7 +53,9 @@ class LatentAttention(nn.Module):
         self.q_proj = nn.Linear(args.dim, self.n_heads * (self.nope + self.rope), bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(args.dim, self.kv_rank + self.rope, bias=False)
         self.kv_a_layernorm = nn.LayerNorm(self.kv_rank)
-        self.kv_b_proj = nn.Linear(self.kv_rank, self.n_heads * (self.nope + self.v_dim), bias=False)
+        self.kv_b_proj = nn.Linear(
+            self.kv_rank, self.n_heads * (self.nope + self.v_dim), bias=False
+        )
         self.o_proj = nn.Linear(self.n_heads * self.v_dim, args.dim, bias=False)
 
     def forward(self, x, cos, sin):
@@ -86,7 +88,9 @@ class Transformer(nn.Module):
 
     def forward(self, tokens):
         h = self.tok_embeddings(tokens)
-        cos, sin = tables(self.args.qk_rope_head_dim, tokens.shape[1], self.args.rope_theta, h.dtype)
+        cos, sin = tables(
+            self.args.qk_rope_head_dim, tokens.shape[1], self.args.rope_theta, h.dtype
+        )
         for layer in self.layers:
             h = h + layer(h, cos, sin)
         return self.output(h)
