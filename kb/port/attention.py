@@ -74,6 +74,8 @@ def written(self: Any, original: cst.CSTNode, updated: cst.BaseExpression) -> cs
     if any(self._stale(n, found.at) for n in names[:2]):
         return updated  # reassigned names: the values read then are not the ones now
     s = att[0]
+    if found.sink is not None or s.facts.get("sinks"):
+        return _sinked(self, s, original, updated, names, found, tests)
     windowed = _windowed(self, s, original, updated, names, found.scale, tests)
     if windowed is not None:
         return windowed
@@ -120,3 +122,37 @@ def _windowed(
     op = "npu_fused_infer_attention_score"
     fused = guards.guarded(fused, code(updated), list(tests))
     return self._emit(s, original, fused, code(updated), input_layout="BNSD", operator=op, **extra)
+
+
+def _sinked(
+    self: Any,
+    s: Any,
+    original: cst.CSTNode,
+    updated: cst.BaseExpression,
+    qkv: list[str],
+    found: eager.Eager,
+    tests: list[str],
+) -> cst.BaseExpression:
+    """Attention with learned sinks into the v2 kernel's learnable_sink; the span as it
+    is, with a note, where the sink was not read (a call without it computes another
+    softmax) or the attention is not causal."""
+    why = ""
+    if found.sink is None:
+        why = "the module has learned sinks, and the span's sink column was not read"
+    elif s.facts.get("causal") is not True:
+        why = "the sink attention is ported for causal attention only"
+    if why:
+        self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {why}")
+        return updated
+    assert found.sink is not None
+    q, k, v = qkv
+    try:
+        fused, extra = window.sink_call(self, s, q, k, v, found.scale, found.sink)
+    except window.Unported as exc:
+        self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {exc}")
+        return updated
+    if tests:
+        extra["unfused_when"] = list(tests)
+    op = "npu_fused_infer_attention_score_v2"
+    fused = guards.guarded(fused, code(updated), list(tests))
+    return self._emit(s, original, fused, code(updated), operator=op, **extra)

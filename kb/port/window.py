@@ -55,6 +55,39 @@ def _kb_window_attention(query, key, value, scale=None, window=None, counts_curr
     )
     return out[0]
 ''',
+    "_kb_sink_attention": '''
+
+def _kb_sink_attention(query, key, value, sink, scale=None, window=None, counts_current=True):
+    """Causal attention on [B, N, S, D] tensors with one learned sink logit per query head
+    (its column joins every row's softmax and adds nothing to the output), through the
+    v2 kernel's learnable_sink in the TND layout; a window as _kb_window_attention."""
+    b, n, sq, d = query.shape
+    scale = d ** -0.5 if scale is None else scale
+    mode, pre = 3, 2147483647
+    if window is not None:
+        mode, pre = 4, window - 1 if counts_current else window
+        if sq == 1:  # one query row: the kernel ignores pre/next tokens
+            key, value = key[:, :, -(pre + 1):], value[:, :, -(pre + 1):]
+    skv = key.shape[2]
+    band = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
+    out = torch_npu.npu_fused_infer_attention_score_v2(
+        query.transpose(1, 2).reshape(b * sq, n, d),
+        key.transpose(1, 2).reshape(b * skv, key.shape[1], d),
+        value.transpose(1, 2).reshape(b * skv, value.shape[1], value.shape[-1]),
+        atten_mask=band,
+        actual_seq_qlen=[sq * (i + 1) for i in range(b)],
+        actual_seq_kvlen=[skv * (i + 1) for i in range(b)],
+        learnable_sink=sink.to(query.dtype),
+        num_query_heads=n,
+        num_key_value_heads=key.shape[1],
+        softmax_scale=scale,
+        input_layout="TND",
+        sparse_mode=mode,
+        pre_tokens=pre,
+        next_tokens=0,
+    )[0]
+    return out.reshape(b, sq, n, -1).transpose(1, 2)
+''',
 }
 
 
@@ -95,15 +128,12 @@ def enclosing(porter: Any) -> cst.FunctionDef | None:
     )
 
 
-def window_call(
-    porter: Any, s: Stage, q: str, k: str, v: str, scale: str
-) -> tuple[str | None, dict[str, Any]]:
-    """(the fused call for a windowed module, extra stage args), or (None, {}) when the
-    module keeps no window; raises :class:`Unported` with the reason the port cannot
-    pass the window."""
+def window_of(porter: Any, s: Stage) -> tuple[str, bool] | None:
+    """(the window's value where the span runs, whether it counts the current key), None
+    when the module keeps no window; raises :class:`Unported` when it cannot be passed."""
     expr = s.facts.get("sliding_window")
     if not expr:
-        return None, {}
+        return None
     counts = s.facts.get("window_counts_current")
     if counts not in (True, False):
         raise Unported(
@@ -112,26 +142,60 @@ def window_call(
         )
     attr = str(expr).split(".", 1)[-1]
     if porter.cls and porter.cls[-1] == s.module:
-        value = f"self.{attr}"
-    else:
-        fn = enclosing(porter)
-        star = fn.params.star_kwarg if fn is not None else None
-        if not (star is not None and _owner_passes(porter.classes.get(s.module), attr)):
-            raise Unported(
-                f"the window ({expr}) is not passed: {s.module} does not hand {attr}= to "
-                "this function's keyword arguments"
-            )
-        value = f"{star.name.value}.get({attr!r})"
-    porter.result.helpers += ["_kb_attention", "_kb_window_attention"]
-    fused = f"_kb_window_attention({q}, {k}, {v}, {scale}, window={value}, counts_current={counts})"
-    extra = {
+        return f"self.{attr}", bool(counts)
+    fn = enclosing(porter)
+    star = fn.params.star_kwarg if fn is not None else None
+    if not (star is not None and _owner_passes(porter.classes.get(s.module), attr)):
+        raise Unported(
+            f"the window ({expr}) is not passed: {s.module} does not hand {attr}= to "
+            "this function's keyword arguments"
+        )
+    return f"{star.name.value}.get({attr!r})", bool(counts)
+
+
+def _window_args(win: tuple[str, bool] | None) -> dict[str, Any]:
+    if win is None:
+        return {"sparse_mode": 3}
+    value, counts = win
+    return {
         "sparse_mode": f"4 if {value} is not None else 3",
         "pre_tokens": f"{value} - 1" if counts else value,
         "next_tokens": 0,
         "window": value,
         "counts_current": counts,
     }
-    return fused, extra
+
+
+def window_call(
+    porter: Any, s: Stage, q: str, k: str, v: str, scale: str
+) -> tuple[str | None, dict[str, Any]]:
+    """(the fused call for a windowed module, extra stage args), or (None, {}) when the
+    module keeps no window; raises :class:`Unported` with the reason the port cannot
+    pass the window."""
+    win = window_of(porter, s)
+    if win is None:
+        return None, {}
+    porter.result.helpers += ["_kb_attention", "_kb_window_attention"]
+    value, counts = win
+    fused = f"_kb_window_attention({q}, {k}, {v}, {scale}, window={value}, counts_current={counts})"
+    return fused, _window_args(win)
+
+
+def sink_call(
+    porter: Any, s: Stage, q: str, k: str, v: str, scale: str, sink: str
+) -> tuple[str, dict[str, Any]]:
+    """The fused call of a causal attention with one learned sink logit per head (and the
+    module's window, if it keeps one): npu_fused_infer_attention_score_v2's learnable_sink
+    (the row's optional argument; the kernel's reference joins the sink column to each
+    row's softmax and leaves it out of the output, :func:`kb.reference.attention.attend`)."""
+    win = window_of(porter, s)
+    value, counts = win if win is not None else ("None", True)
+    porter.result.helpers.append("_kb_sink_attention")
+    fused = (
+        f"_kb_sink_attention({q}, {k}, {v}, {sink}, {scale}, window={value}, "
+        f"counts_current={counts})"
+    )
+    return fused, {**_window_args(win), "learnable_sink": sink, "input_layout": "TND"}
 
 
 class Unported(Exception):
