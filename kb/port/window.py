@@ -114,6 +114,24 @@ def _owner_passes(cls: cst.ClassDef | None, attr: str) -> bool:
     return bool(found)
 
 
+def _hands_window(cls: cst.ClassDef | None) -> str:
+    """``name=value`` of a keyword naming a window that the class passes to a call (its
+    value not a literal None), '' when there is none."""
+    if cls is None:
+        return ""
+    found: list[str] = []
+
+    class Seek(cst.CSTVisitor):
+        def visit_Arg(self, node: cst.Arg) -> None:
+            if node.keyword is not None and "window" in node.keyword.value:
+                value = cst.Module([]).code_for_node(node.value).strip()
+                if value != "None":
+                    found.append(f"{node.keyword.value}={value}")
+
+    cls.visit(Seek())
+    return found[0] if found else ""
+
+
 def enclosing(porter: Any) -> cst.FunctionDef | None:
     """The enclosing function's definition (module level or in the enclosing class)."""
     if not porter.fn:
@@ -133,6 +151,12 @@ def window_of(porter: Any, s: Stage) -> tuple[str, bool] | None:
     when the module keeps no window; raises :class:`Unported` when it cannot be passed."""
     expr = s.facts.get("sliding_window")
     if not expr:
+        handed = _hands_window(porter.classes.get(s.module))
+        if handed:
+            raise Unported(
+                f"{s.module} hands {handed} to its attention call, and the reader found no "
+                "window attribute to pass per layer (the port would drop the window)"
+            )
         return None
     counts = s.facts.get("window_counts_current")
     if counts not in (True, False):
