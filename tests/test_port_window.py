@@ -153,3 +153,51 @@ def test_a_wrong_rotation_fails_naming_the_stage(
     doc = _verify(out, config, DATA / f"{name}.py")
     assert not doc["passed"]
     assert any(named in f["message"] for f in doc["failures"]), doc["failures"]
+
+
+BODY = """        scores = torch.matmul(q, k.transpose(2, 3)) * self.scale
+        if self.softcap is not None:
+            scores = scores / self.softcap
+            scores = torch.tanh(scores) * self.softcap
+        scores = scores + mask
+        probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+        out = torch.matmul(probs, v)
+"""
+ATTEND = """
+
+def attend(q, k, v, mask, scale, **kwargs):
+    scores = torch.matmul(q, k.transpose(2, 3)) * scale
+    scores = scores + mask
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    return torch.matmul(probs, v)
+"""
+
+
+def _handed(tmp_path: Path, passed: str) -> Path:
+    """The fixture with its attention in a function the class hands ``passed`` to (the way
+    library models call their attention functions)."""
+    text = MODEL.read_text()
+    assert BODY in text
+    text = text.replace(BODY, f"        out = attend(q, k, v, mask, self.scale, {passed})\n")
+    text = text.replace("\n\nclass Attention(", ATTEND + "\n\nclass Attention(")
+    path = tmp_path / "window_handed.py"
+    path.write_text(text)
+    return path
+
+
+def test_a_window_handed_to_the_attention_function_reaches_it(tmp_path: Path) -> None:
+    original = _handed(tmp_path, "sliding_window=self.sliding_window")
+    out = tmp_path / "handed_npu.py"
+    port(str(original), str(out), product="atlas-a2")
+    assert "window=kwargs.get('sliding_window'), counts_current=True)" in out.read_text()
+    doc = _verify(out, original=original)
+    assert doc["passed"], doc["failures"]
+
+
+def test_a_window_without_a_per_layer_attribute_is_left_as_it_is(tmp_path: Path) -> None:
+    original = _handed(tmp_path, "sliding_window=getattr(self, 'span', None)")
+    doc = port(str(original), str(tmp_path / "left_npu.py"), product="atlas-a2")
+    entry = doc["files"][0]
+    assert not any(v["mapping"].startswith("attention_") for v in entry["stages"].values())
+    notes = entry["notes"]["Attention"]
+    assert any("not rewritten" in n and "window" in n for n in notes), notes
