@@ -35,25 +35,11 @@ def _kb_window_attention(query, key, value, scale=None, window=None, counts_curr
     if window is None:
         return _kb_attention(query, key, value, None, scale, sparse_mode=3)
     pre = window - 1 if counts_current else window
-    scale = query.shape[-1] ** -0.5 if scale is None else scale
     if query.shape[2] == 1:  # one query row: the kernel ignores pre/next tokens
         key, value = key[:, :, -(pre + 1):], value[:, :, -(pre + 1):]
         return _kb_attention(query, key, value, None, scale, sparse_mode=0)
-    band = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
-    out = torch_npu.npu_fused_infer_attention_score(
-        query,
-        key,
-        value,
-        atten_mask=band,
-        num_heads=query.shape[1],
-        num_key_value_heads=key.shape[1],
-        input_layout="BNSD",
-        scale=scale,
-        sparse_mode=4,
-        pre_tokens=pre,
-        next_tokens=0,
-    )
-    return out[0]
+    return _kb_attention(query, key, value, None, scale, sparse_mode=4, pre_tokens=pre,
+                         next_tokens=0)
 ''',
     "_kb_sink_attention": '''
 
