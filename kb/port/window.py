@@ -16,6 +16,12 @@ layer gets its own window, and the helper turns it into the kernel's band:
   int next_tokens=2147483647``, ``int sparse_mode=0``).
 * one query row (decode): the kernel ignores the band there (same page), so the helper
   passes only the keys the window keeps and no mask.
+* learned sinks: npu_fused_infer_attention_score_v2's ``learnable_sink`` (bfloat16, shape
+  (Q_N,): docs/zh/custom_APIs/torch_npu/torch_npu-npu_fused_infer_attention_score_v2.md:126
+  and its constraints from :298; ``Tensor? learnable_sink=None`` in
+  op_plugin/config/op_plugin_functions.yaml:6194, same commit); kb.reference's attention
+  joins the sink column to each row's softmax and leaves it out of the output, the
+  computation the ported code writes.
 """
 
 from __future__ import annotations
