@@ -201,3 +201,43 @@ def test_a_window_without_a_per_layer_attribute_is_left_as_it_is(tmp_path: Path)
     assert not any(v["mapping"].startswith("attention_") for v in entry["stages"].values())
     notes = entry["notes"]["Attention"]
     assert any("not rewritten" in n and "window" in n for n in notes), notes
+
+
+SINKS = DATA / "sink_llm.py"
+
+
+def test_the_plan_proposes_the_sink_attention_for_layers_of_both_kinds() -> None:
+    """The sinks chain passes sparse_mode per layer (4 with a window, else 3): the plan
+    proves and proposes the layers without one; the port passes each layer's window."""
+    plan, _ = plan_of([str(SINKS)], ScanOptions())
+    entry = next(e for e in plan if e.get("module") == "Attention")
+    attention = [s for s in entry["stages"] if s["stage"] == "attention"]
+    assert attention and attention[0]["args"]["sparse_mode"] == 3
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (None, None),
+        ("self.sinks.reshape(-1), self.scale", "torch.full_like(self.sinks, -1e4), self.scale"),
+        ("window=self.sliding_window", "window=None"),
+    ],
+)
+def test_sink_attention_passes_and_a_dropped_sink_or_window_fails(
+    tmp_path: Path, old: str | None, new: str | None
+) -> None:
+    out = tmp_path / "sink_npu.py"
+    doc = port(str(SINKS), str(out), product="atlas-a2")
+    sid, stage = _attention_stage(doc)
+    assert stage["operator"] == "npu_fused_infer_attention_score_v2"
+    assert stage["args"]["learnable_sink"] == "self.sinks.reshape(-1)"
+    if old is not None and new is not None:
+        text = out.read_text()
+        assert old in text
+        out.write_text(text.replace(old, new))
+    got = _verify(out, DATA / "sink_llm.json", SINKS)
+    if old is None:
+        assert got["passed"], got["failures"]
+    else:
+        assert not got["passed"]
+        assert any(sid in f["message"] for f in got["failures"]), got["failures"]
