@@ -71,8 +71,5 @@ def test_a_learned_sink_column_is_read_with_its_per_head_tensor() -> None:
     assert found is not None
     assert (found.query, found.key, found.value, found.scale) == ("q", "k", "v", "scale")
     assert found.sink == "self.sinks.reshape(-1)" and found.mask == "mask"
-
-
-def test_a_softmax_over_a_joined_column_that_is_kept_is_not_attention() -> None:
-    """Without the sink's probability dropped, p @ v has one row too many: not attention."""
+    # without the sink's probability dropped, p @ v has one row too many: not attention
     assert _read(SINK_TAIL + "torch.matmul(p, v)\n") is None
