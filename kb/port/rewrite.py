@@ -100,6 +100,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             f"stage {s.mapping} ({s.operator}) not rewritten: {_missing(s)}"
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
+            and not any(
+                n.startswith(f"stage {s.mapping} not rewritten: ") for n in self.notes.get(name, [])
+            )
         ]
         if missed:
             self.notes.setdefault(name, []).extend(missed)
