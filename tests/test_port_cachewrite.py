@@ -122,3 +122,28 @@ def test_a_cache_grown_by_cat_gets_a_note_saying_what_to_keep(tmp_path) -> None:
     assert "paged-kv-cache" in said[0] and "npu_scatter_nd_update_" in said[0]
     ported = (tmp_path / "out.py").read_text()
     assert "_kb_stage_inplace(" not in ported.split("def _kb_stage_inplace", 1)[-1]
+
+
+class _Porter:
+    """What cachewrite.plain_container reads of the running port: the enclosing class."""
+
+    def __init__(self, source: str) -> None:
+        module = cst.parse_module(source)
+        self.classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+        self.cls = list(self.classes)
+
+
+@pytest.mark.parametrize(
+    ("init", "plain"),
+    [
+        ("self.kind = {}", True),  # a lookup table: rope_type[layer_type] = ...
+        ("self.kind = dict()", True),
+        ("self.kind = []", True),
+        ("self.kind = torch.zeros(2, 8)", False),  # a tensor: a write by position
+    ],
+)
+def test_an_item_stored_into_a_table_the_class_sets_up_is_no_cache_write(
+    init: str, plain: bool
+) -> None:
+    source = f"class Rotary:\n    def __init__(self):\n        {init}\n"
+    assert cachewrite.plain_container(_Porter(source), "self.kind") is plain

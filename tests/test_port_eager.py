@@ -54,3 +54,22 @@ def test_a_method_softmax_and_a_divided_scale() -> None:
 def test_a_positive_fill_is_no_mask() -> None:
     assert _read("s = a @ c.mT\ns = s.masked_fill(m, -1e9)\nw = s.softmax(-1)\nw @ d\n")
     assert _read("s = a @ c.mT\ns = s.masked_fill(m, 0.0)\nw = s.softmax(-1)\nw @ d\n") is None
+
+
+SINK_TAIL = (
+    "s = torch.matmul(q, k.transpose(2, 3)) * scale\n"
+    "s = s + mask\n"
+    "extra = self.sinks.reshape(1, -1, 1, 1).expand(b, -1, n, 1)\n"
+    "c = torch.cat([s, extra], dim=-1)\n"
+    "c = c - c.max(dim=-1, keepdim=True).values\n"
+    "p = F.softmax(c, dim=-1)\n"
+)
+
+
+def test_a_learned_sink_column_is_read_with_its_per_head_tensor() -> None:
+    found = _read(SINK_TAIL + "w = p[..., :-1]\ntorch.matmul(w, v)\n")
+    assert found is not None
+    assert (found.query, found.key, found.value, found.scale) == ("q", "k", "v", "scale")
+    assert found.sink == "self.sinks.reshape(-1)" and found.mask == "mask"
+    # without the sink's probability dropped, p @ v has one row too many: not attention
+    assert _read(SINK_TAIL + "torch.matmul(p, v)\n") is None

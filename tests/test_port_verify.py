@@ -261,6 +261,9 @@ def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
         "modeling_tiny.py",
         "modeling_split.py",
         "layers.py",
+        "window_llm.py",
+        "mla_rope.py",
+        "sink_llm.py",
     }
     assert (tmp_path / "out" / "tiny_pkg" / "configuration_tiny.py").exists()  # copied
     assert not (tmp_path / "out" / "dense_llm.json").exists()  # only Python is ported

@@ -12,7 +12,7 @@ from typing import Any
 
 import libcst as cst
 
-from kb.port import eager
+from kb.port import eager, guards, window
 from kb.port.spans import SDPA, code, dotted, keyword
 
 
@@ -30,6 +30,9 @@ def sdpa(self: Any, original: cst.Call, updated: cst.Call) -> cst.BaseExpression
         return updated
     mask = keyword(updated, "attn_mask", 3) or "None"
     scale = keyword(updated, "scale", 6) or "None"
+    windowed = _windowed(self, s, original, updated, [q, k, v], scale)
+    if windowed is not None:
+        return windowed
     causal = s.facts.get("causal")
     flag = keyword(updated, "is_causal", 5) or "False"
     if causal in (True, "caller") and flag not in ("True", "False"):
@@ -67,13 +70,20 @@ def written(self: Any, original: cst.CSTNode, updated: cst.BaseExpression) -> cs
     att = [s for s in self._candidates_kind("attention") if s.mapping.startswith("attention_")]
     if not att or not self.fn:
         return updated
-    found = eager.read(updated, self.counter + 1, self._resolve)
+    found, tests = guards.read_guarded(
+        self, window.enclosing(self), lambda r: eager.read(updated, self.counter + 1, r)
+    )
     if found is None:
         return updated
     names = [found.query, found.key, found.value]
     if any(self._stale(n, found.at) for n in names[:2]):
         return updated  # reassigned names: the values read then are not the ones now
     s = att[0]
+    if found.sink is not None or s.facts.get("sinks"):
+        return _sinked(self, s, original, updated, names, found, tests)
+    windowed = _windowed(self, s, original, updated, names, found.scale, tests)
+    if windowed is not None:
+        return windowed
     causal = s.facts.get("causal")
     sparse = 3 if causal is True else 0
     mask = "None" if sparse == 3 or found.mask is None else found.mask
@@ -84,4 +94,70 @@ def written(self: Any, original: cst.CSTNode, updated: cst.BaseExpression) -> cs
     )
     op = "npu_fused_infer_attention_score"
     extra = {"input_layout": "BNSD", "sparse_mode": sparse, "operator": op}
-    return self._emit(s, original, fused, code(updated), **extra)
+    if tests:
+        extra["unfused_when"] = tests
+    return self._emit(
+        s, original, guards.guarded(fused, code(updated), tests), code(updated), **extra
+    )
+
+
+def _windowed(
+    self: Any,
+    s: Any,
+    original: cst.CSTNode,
+    updated: cst.BaseExpression,
+    qkv: list[str],
+    scale: str,
+    tests: tuple[str, ...] | list[str] = (),
+) -> cst.BaseExpression | None:
+    """The fused call of a module that keeps a sliding window (:mod:`kb.port.window`);
+    the span unchanged, with a note, when the window cannot be passed; None without one."""
+    if s.facts.get("causal") is not True:
+        return None
+    try:
+        q, k, v = qkv
+        fused, extra = window.window_call(self, s, q, k, v, scale)
+    except window.Unported as exc:
+        self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {exc}")
+        return updated
+    if fused is None:
+        return None
+    if tests:
+        extra["unfused_when"] = list(tests)
+    op = "npu_fused_infer_attention_score"
+    fused = guards.guarded(fused, code(updated), list(tests))
+    return self._emit(s, original, fused, code(updated), input_layout="BNSD", operator=op, **extra)
+
+
+def _sinked(
+    self: Any,
+    s: Any,
+    original: cst.CSTNode,
+    updated: cst.BaseExpression,
+    qkv: list[str],
+    found: eager.Eager,
+    tests: list[str],
+) -> cst.BaseExpression:
+    """Attention with learned sinks into the v2 kernel's learnable_sink; the span as it
+    is, with a note, where the sink was not read (a call without it computes another
+    softmax) or the attention is not causal."""
+    why = ""
+    if found.sink is None:
+        why = "the module has learned sinks, and the span's sink column was not read"
+    elif s.facts.get("causal") is not True:
+        why = "the sink attention is ported for causal attention only"
+    if why:
+        self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {why}")
+        return updated
+    assert found.sink is not None
+    q, k, v = qkv
+    try:
+        fused, extra = window.sink_call(self, s, q, k, v, found.scale, found.sink)
+    except window.Unported as exc:
+        self.notes.setdefault(s.module, []).append(f"stage {s.mapping} not rewritten: {exc}")
+        return updated
+    if tests:
+        extra["unfused_when"] = list(tests)
+    op = "npu_fused_infer_attention_score_v2"
+    fused = guards.guarded(fused, code(updated), list(tests))
+    return self._emit(s, original, fused, code(updated), operator=op, **extra)

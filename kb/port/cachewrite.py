@@ -20,7 +20,7 @@ from typing import Any
 
 import libcst as cst
 
-from kb.port.spans import code, keyword
+from kb.port.spans import code, dotted, keyword
 
 ROWS = {"cache_write_scatter"}
 
@@ -191,3 +191,24 @@ def _kb_stage_inplace(stage, target, fused, unfused):
     return target
 ''',
 }
+
+
+def plain_container(porter: Any, target: str) -> bool:
+    """``self.X`` that the enclosing class sets to a dict, list or set (``{}``, ``[]``,
+    ``dict()``, ...): an item stored into it is a lookup table's entry, not a cache write."""
+    cls = porter.classes.get(porter.cls[-1]) if porter.cls else None
+    if cls is None or not target.startswith("self."):
+        return False
+    found: list[bool] = []
+
+    class Seek(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(code(t.target) == target for t in node.targets):
+                v = node.value
+                found.append(
+                    isinstance(v, (cst.Dict, cst.List, cst.Set, cst.DictComp, cst.ListComp))
+                    or (isinstance(v, cst.Call) and dotted(v.func) in ("dict", "list", "set"))
+                )
+
+    cls.visit(Seek())
+    return any(found)

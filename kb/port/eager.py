@@ -31,6 +31,8 @@ class Eager:
     scale: str
     mask: str | None
     at: int = 0  # where q @ kᵀ reads q and k (names reassigned after it are stale)
+    #: a learned per-head sink logit joined to the scores (its [N] tensor), or None
+    sink: str | None = None
 
 
 def _args(node: cst.Call) -> list[cst.BaseExpression]:
@@ -92,6 +94,9 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
         return None
     probs, value = pv
     node, pos = _follow(probs, at, resolve)
+    dropped = _last_column_dropped(node)
+    if dropped is not None:  # p[..., :-1]: a sink column's probability left out
+        node, pos = _follow(dropped, pos, resolve)
     if not (isinstance(node, cst.Call) and dotted(node.func).endswith("softmax")):
         return None
     func = node.func
@@ -101,6 +106,12 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
         scores, pos = _follow(_args(node)[0], pos, resolve)
     else:
         return None
+    sink = None
+    if dropped is not None:
+        joined = _sink_joined(scores, pos, resolve)
+        if joined is None:
+            return None
+        scores, sink, pos = joined
     mask: str | None = None
     scale = "None"
     for _ in range(4):
@@ -132,7 +143,53 @@ def read(call: cst.BaseExpression, at: int, resolve: Resolve) -> Eager | None:
     key = _untransposed(qk[1], pos, resolve)
     if key is None:
         return None
-    return Eager(code(qk[0]), code(key), code(value), scale, mask, pos)
+    return Eager(code(qk[0]), code(key), code(value), scale, mask, pos, sink)
+
+
+def _last_column_dropped(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``p`` of ``p[..., :-1]``."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 2):
+        return None
+    first, last = node.slice[0].slice, node.slice[1].slice
+    if not (isinstance(first, cst.Index) and code(first.value) == "..."):
+        return None
+    if isinstance(last, cst.Slice) and last.lower is None and last.step is None and last.upper:
+        return node.value if code(last.upper).replace(" ", "") == "-1" else None
+    return None
+
+
+def _sink_joined(
+    scores: cst.BaseExpression, pos: int, resolve: Resolve
+) -> tuple[cst.BaseExpression, str, int] | None:
+    """(the scores, the sink's [N] tensor, position) of ``cat([scores, sink], -1)``, through
+    ``c - c.max(-1, keepdim=True).values`` (a shift softmax does not see); the sink followed
+    back through reshape/expand/view to the tensor they broadcast."""
+    if (
+        isinstance(scores, cst.BinaryOperation)
+        and isinstance(scores.operator, cst.Subtract)
+        and ".max(" in code(scores.right)
+        and code(scores.right).startswith(code(scores.left))
+    ):
+        scores, pos = _follow(scores.left, pos, resolve)
+    if not (isinstance(scores, cst.Call) and dotted(scores.func).endswith("cat")):
+        return None
+    args = _args(scores)
+    dim = next((code(a.value) for a in scores.args if a.keyword and a.keyword.value == "dim"), None)
+    dim = dim or (code(args[1]) if len(args) > 1 else None)
+    seq = args[0] if args else None
+    if dim != "-1" or not isinstance(seq, (cst.List, cst.Tuple)) or len(seq.elements) != 2:
+        return None
+    inner, inner_pos = _follow(seq.elements[0].value, pos, resolve)
+    sink, _ = _follow(seq.elements[1].value, pos, resolve)
+    for _ in range(4):
+        if not (isinstance(sink, cst.Call) and isinstance(sink.func, cst.Attribute)):
+            break
+        if sink.func.attr.value not in ("reshape", "view", "expand", "unsqueeze", "to"):
+            break
+        sink = sink.func.value
+    if isinstance(sink, cst.Call):
+        return None
+    return inner, f"{code(sink)}.reshape(-1)", inner_pos
 
 
 def _masked_fill(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kb.port import attention, flashattn
+from kb.port import attention, flashattn, rope_halves
 
 CallHook = Callable[[Any, Any, Any], Any]
 ClassHook = Callable[[Any, str, Any], Any]
@@ -20,6 +20,7 @@ CALLS: list[CallHook] = [
     attention.sdpa,
     flashattn.call,
     attention.written_out,
+    rope_halves.cat_rope,
 ]
 
 CLASSES: list[ClassHook] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kb.port import cachewrite, expertmods, flashattn, norms
+from kb.port import cachewrite, expertmods, flashattn, norms, window
 
 SWITCH = "KB_PORT_UNFUSED"
 
@@ -54,12 +54,14 @@ def _kb_rotary(x, cos, sin, mode):
 ''',
     "_kb_attention": '''
 
-def _kb_attention(query, key, value, attn_mask=None, scale=None, sparse_mode=0):
+def _kb_attention(query, key, value, attn_mask=None, scale=None, sparse_mode=0,
+                  pre_tokens=2147483647, next_tokens=2147483647):
     """Softmax attention on [B, N, S, D] tensors through the fused inference kernel.
-    sparse_mode=3 is the causal mask aligned to the last query (the compressed 2048 x 2048
-    mask); otherwise a boolean mask keeps True, an additive mask keeps its finite entries."""
+    sparse_mode=3 is the causal mask aligned to the last query, 4 the band of pre/next
+    tokens around it (both with the compressed 2048 x 2048 mask); otherwise a boolean mask
+    keeps True, an additive mask keeps its finite entries."""
     mask = None
-    if sparse_mode == 3:
+    if sparse_mode in (3, 4):
         mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=query.device), 1)
     elif attn_mask is not None:
         mask = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask < -1e4
@@ -75,6 +77,8 @@ def _kb_attention(query, key, value, attn_mask=None, scale=None, sparse_mode=0):
         input_layout="BNSD",
         scale=head_dim**-0.5 if scale is None else scale,
         sparse_mode=sparse_mode,
+        pre_tokens=pre_tokens,
+        next_tokens=next_tokens,
     )
     return out[0]
 ''',
@@ -124,6 +128,7 @@ HELPERS.update(norms.HELPERS)
 HELPERS.update(cachewrite.HELPERS)
 HELPERS.update(flashattn.HELPERS)
 HELPERS.update(expertmods.HELPERS)
+HELPERS.update(window.HELPERS)
 
 
 def head(stages: dict[str, dict[str, Any]], weights: dict[str, Any], helpers: list[str]) -> str:

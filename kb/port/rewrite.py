@@ -16,7 +16,16 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kb.port import attention, cachewrite, expertmods, experts, hooks, norms, residual
+from kb.port import (
+    attention,
+    cachewrite,
+    expertmods,
+    experts,
+    hooks,
+    norms,
+    residual,
+    rope_halves,
+)
 from kb.port.modules import ModuleSpans
 from kb.port.spans import (
     Stage,
@@ -37,7 +46,7 @@ from kb.port.spans import (
 NORM_ROWS = {"rms_norm", "rms_norm_one_plus_w"}
 GLU_ROWS = {"swiglu", "geglu"}
 GELU_ROWS = {"gelu_tanh", "gelu"}
-ROPE_ROWS = {"rope_half", "rope_interleave"}
+ROPE_ROWS = {"rope_half", "rope_interleave", "rope_deinterleave"}
 ROUTER_ROWS = {"router_softmax_topk"}
 RESIDUAL_ROWS = {"add_rms_norm"}
 #: mappings rewritten as an expert loop's whole forward (:mod:`kb.port.experts`)
@@ -79,6 +88,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         """The file's classes, for what a layer's norm attribute is."""
         self.classes = {st.name.value: st for st in node.body if isinstance(st, cst.ClassDef)}
+        self.module_node = node
         self.fns = norms.one_return_functions(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -100,6 +110,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             f"stage {s.mapping} ({s.operator}) not rewritten: {_missing(s)}"
             for s in self.by_module.get(name, [])
             if (s.module, s.mapping) not in self.result.done
+            and not any(
+                n.startswith(f"stage {s.mapping} not rewritten: ") for n in self.notes.get(name, [])
+            )
         ]
         if missed:
             self.notes.setdefault(name, []).extend(missed)
@@ -221,7 +234,7 @@ class Porter(ModuleSpans, cst.CSTTransformer):
         """``cache[:, :, pos] = k`` (:mod:`kb.port.cachewrite`)."""
         s = self._cache_stage()
         found = cachewrite.slot_write(updated, self._resolve, self.counter + 1) if s else None
-        if s is None or found is None:
+        if s is None or found is None or cachewrite.plain_container(self, found[0]):
             return updated
         cache, axis, pos, key, value = found
         sid = self._register(s, original, args={"dim": axis, "indices": pos})
@@ -242,9 +255,9 @@ class Porter(ModuleSpans, cst.CSTTransformer):
             return cst.parse_expression(self._adaln(adaln[0], original, found_ln, code(updated)))
         rope = self._candidates(ROPE_ROWS)
         parts = rope_parts(updated) if rope else None
-        if rope and parts is not None:
+        mode = rope_halves.mode_of(self, rope[0], parts[0]) if rope and parts else None
+        if rope and parts is not None and mode is not None:
             s = rope[0]
-            mode = s.args.get("rotary_mode") or s.mapping.removeprefix("rope_")
             x, c, sn = parts
             self.result.helpers.append("_kb_rotary")
             return self._emit(

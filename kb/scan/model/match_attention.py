@@ -28,6 +28,7 @@ from kb.scan.model.dataflow import (
 from kb.scan.model.graph import UNKNOWN, Alt, Const, Inst, Node, Seq, Sym
 from kb.scan.model.match_dense import Fact, Match, Norm
 from kb.scan.model.match_rope import rope_of
+from kb.scan.model.match_window import window_facts
 from kb.scan.model.ops import SHAPE_OPS
 
 _PRODUCTS = frozenset({"matmul", "einsum"})
@@ -559,5 +560,7 @@ def attention_matches(graph: Graph, norms: list[Norm]) -> list[Match]:
                 True, k_proj[0], "keys and values project other states than the queries"
             )
         facts["causal"] = causality(core, cache, owner_module(nodes), cross)
+        if core.window is None and facts["causal"].value is True:
+            facts.update(window_facts(owner_module(nodes), core.node))
         out.append(Match("attention", nodes, facts, parts))
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from typing import Any
 
 from kb.lint.context import Context
@@ -126,7 +127,7 @@ def stage(
                 "rotary layout undecided (half or interleaved): confirm before choosing rotary_mode"
             )
     names = rec.params(ctx, op)
-    args = dict(st.get("args") or {})
+    args = {**_layer_choice(st.get("passed")), **dict(st.get("args") or {})}
     layout = str(args.get("input_layout") or args.get("layout") or ids.DEFAULT_LAYOUT)
     row = _row(ctx, n, op, chain, layout)
     passed = set(st.get("passed") or ())
@@ -195,6 +196,18 @@ def stage(
             )
     if notes:
         out["notes"] = notes
+    return out
+
+
+def _layer_choice(passed: Any) -> dict[str, int]:
+    """Integer arguments a chain passes as ``A if window else B`` (a per-layer choice such
+    as ``sparse_mode: "4 if sliding_window else 3"``): B, the layers without the window;
+    the window's own value is the port's per layer (the plan notes the window)."""
+    out: dict[str, int] = {}
+    for key, value in passed.items() if isinstance(passed, dict) else ():
+        found = re.fullmatch(r"\s*-?\d+ if \w*window\w* else (-?\d+)\s*", str(value))
+        if found:
+            out[key] = int(found.group(1))
     return out
 
 
