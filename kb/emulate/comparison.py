@@ -182,13 +182,50 @@ def _floor(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).tiny) * 16 if dtype.is_floating_point else 0.0
 
 
+def _ties(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    original: list[torch.Tensor],
+    port: list[torch.Tensor],
+    precision: torch.dtype | None = None,
+) -> int | None:
+    """How many ids differ where the values they come with agree (a top-k's ids beside its
+    values: two experts with equal scores, either one a right choice); None when an id
+    differs where the values differ too, or when no values of the same shape come with
+    them.  ``precision``: the dtype the values were computed from, when coarser than
+    their own (float32 weights of a softmax over bfloat16 logits)."""
+    pair = next(
+        (
+            (x, y)
+            for x, y in zip(original, port, strict=False)
+            if x.is_floating_point() and x.shape == a.shape and y.shape == b.shape
+        ),
+        None,
+    )
+    if pair is None:
+        return None
+    # equal values: what the same score gives on both sides, up to two units of the
+    # values' last place (the two sides round the softmax in their own order)
+    ulp = float(torch.finfo(pair[0].dtype).eps) * 2
+    if precision is not None and precision.is_floating_point:
+        ulp = max(ulp, float(torch.finfo(precision).eps) * 2)
+    x, y = pair[0].double(), pair[1].double()
+    differ = a.long() != b.long()
+    close = (x - y).abs() <= ulp * torch.maximum(x.abs(), y.abs()) + _floor(pair[0].dtype)
+    if not bool(close[differ].all()):
+        return None
+    return int(differ.sum())
+
+
 def diff(
     name: str,
     original: list[torch.Tensor],
     port: list[torch.Tensor],
     tolerance: dict[torch.dtype, tuple[float, float]],
+    precision: torch.dtype | None = None,
 ) -> ModuleDiff:
-    """Worst element of ``port`` against ``original`` (tensor by tensor)."""
+    """Worst element of ``port`` against ``original`` (tensor by tensor); ``precision``:
+    the dtype the run computes in (ids tied within its rounding are ties)."""
     worst_abs, worst_rel, ok, note = 0.0, 0.0, True, ""
     ref = original[0] if original else None
     dtype = ref.dtype if ref is not None else torch.float32
@@ -201,7 +238,11 @@ def diff(
             continue
         if not (a.is_floating_point() or b.is_floating_point()):
             if not torch.equal(a.long(), b.long()):  # ids: int64 here, int32 there
-                ok, note = False, " (integer outputs differ)"
+                ties = _ties(a, b, original, port, precision)
+                if ties is None:
+                    ok, note = False, " (integer outputs differ)"
+                else:
+                    note = note or f" ({ties} tied choice(s): other ids with equal values)"
             continue
         x, y = a.double(), b.double()
         err = (x - y).abs()

@@ -122,9 +122,12 @@ class Run:
 class _Probe:
     """``KB_PORT_PROBE``: both sides of a stage on the same tensors, worst error kept."""
 
-    def __init__(self, stages: dict[str, dict[str, Any]], tolerance: dict[Any, Any]) -> None:
+    def __init__(
+        self, stages: dict[str, dict[str, Any]], tolerance: dict[Any, Any], dtype: Any = None
+    ) -> None:
         self.info = stages
         self.tolerance = tolerance
+        self.dtype = dtype
         self.runs: dict[str, StageRun] = {}
 
     def __call__(self, stage: str, fused: Any, unfused: Any) -> Any:
@@ -144,7 +147,7 @@ class _Probe:
             run.passed = False
             run.note = run.note or f" (the fused call raised {type(exc).__name__}: {exc})"
             return want
-        d = diff(stage, _tensors(want), _tensors(got), self.tolerance)
+        d = diff(stage, _tensors(want), _tensors(got), self.tolerance, self.dtype)
         run.calls += 1
         run.max_abs, run.max_rel = max(run.max_abs, d.max_abs), max(run.max_rel, d.max_rel)
         run.rtol, run.atol = d.rtol, d.atol
@@ -446,7 +449,7 @@ def _run(
     last = ""
     table = tolerance(dtype)
     if phase == "decode" and not drive:
-        set_probe(port, _Probe(stages, table))  # a call the kernel refuses runs unfused
+        set_probe(port, _Probe(stages, table, dtype))  # a call the kernel refuses runs unfused
         try:
             a, b, options = _decoders(a, b, options[0][0], seed, cache_arg)
         except Exception as exc:
@@ -460,7 +463,7 @@ def _run(
         else [lambda o=o: _split(o) for o in options]
     )
     for call in calls:
-        probe = _Probe(stages, table)
+        probe = _Probe(stages, table, dtype)
         try:
             args, named = call()
             set_probe(port, probe)
