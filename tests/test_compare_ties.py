@@ -55,3 +55,38 @@ def test_values_rounded_through_the_run_dtype_still_tie() -> None:
 
     d = diff("router", original, port, tolerance(torch.bfloat16), torch.bfloat16)
     assert d.passed and "tied" in d.note
+
+
+def _module(name: str, *, equal: bool, ops: tuple[str, ...]) -> dict:
+    return {
+        "name": name,
+        "max_abs": 0.0026,
+        "max_rel": 0.5,
+        "passed": False,
+        "tolerance": {"rtol": 0.05, "atol": 0.05},
+        "inputs_match": True,
+        "inputs_equal": equal,
+        "calls": [{"op": op} for op in ops],
+    }
+
+
+def test_a_routing_module_fed_close_inputs_is_not_where_an_error_starts() -> None:
+    """A near tie routed otherwise after upstream rounding: the router and experts stages
+    are compared on equal inputs; the module's own output cannot be, unless its inputs are
+    equal, and the model's output still counts."""
+    from kb.port.verify import Run, StageRun
+
+    router = StageRun(
+        "Moe.router_softmax_topk",
+        {"mapping": "router_softmax_topk", "operator": "npu_moe_gating_top_k_softmax"},
+    )
+    ops = ("npu_moe_gating_top_k_softmax", "npu_grouped_matmul")
+    run = Run("M", "bfloat16", "prefill", stages=[router])
+    run.comparison = {"modules": [_module("layers.0.mlp", equal=False, ops=ops)]}
+    assert run.failing_modules == []
+    run.comparison = {"modules": [_module("layers.0.mlp", equal=True, ops=ops)]}
+    assert [m["name"] for m in run.failing_modules] == ["layers.0.mlp"]  # equal inputs
+    run.comparison = {"modules": [_module("layers.0.mlp", equal=False, ops=ops[1:])]}
+    assert [m["name"] for m in run.failing_modules] == ["layers.0.mlp"]  # no routing inside
+    run.comparison = {"modules": [_module("(output)", equal=False, ops=ops)]}
+    assert [m["name"] for m in run.failing_modules] == ["(output)"]

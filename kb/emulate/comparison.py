@@ -48,6 +48,8 @@ class ModuleDiff:
     note: str = ""
     #: the module got the inputs the original's did (else its error is inherited)
     inputs_match: bool = True
+    #: ... bit for bit (within tolerance is not enough for a choice among near ties)
+    inputs_equal: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +63,7 @@ class ModuleDiff:
             "calls": [c.as_dict() for c in self.calls],
             "note": self.note,
             "inputs_match": self.inputs_match,
+            "inputs_equal": self.inputs_equal,
         }
 
 
@@ -319,6 +322,10 @@ def compare(
             seen, before = rec_p.seen[name][i], rec_o.seen[name][i]
             d = diff(name, before.outputs, seen.outputs, table)
             d.inputs_match = diff(name, before.inputs, seen.inputs, table).passed
+            d.inputs_equal = len(before.inputs) == len(seen.inputs) and all(
+                x.shape == y.shape and torch.equal(x, y.to(x.dtype))
+                for x, y in zip(before.inputs, seen.inputs, strict=False)
+            )
             d.calls = rt.trace.since(*seen.calls)
             modules.append(d)
     root = diff(
