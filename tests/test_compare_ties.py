@@ -90,3 +90,27 @@ def test_a_routing_module_fed_close_inputs_is_not_where_an_error_starts() -> Non
     assert [m["name"] for m in run.failing_modules] == ["layers.0.mlp"]  # no routing inside
     run.comparison = {"modules": [_module("(output)", equal=False, ops=ops)]}
     assert [m["name"] for m in run.failing_modules] == ["(output)"]
+
+
+def test_an_unported_router_choosing_otherwise_on_close_inputs_is_inherited() -> None:
+    from kb.port.verify import Run
+
+    gate = _module("layers.1.mlp.gate", equal=False, ops=())
+    gate["note"] = " (integer outputs differ)"
+    run = Run("M", "bfloat16", "prefill")
+    run.comparison = {"modules": [gate]}
+    assert run.failing_modules == []
+    run.comparison = {"modules": [{**gate, "inputs_equal": True}]}  # equal inputs: it starts
+    assert [m["name"] for m in run.failing_modules] == ["layers.1.mlp.gate"]
+    run.comparison = {"modules": [{**gate, "calls": [{"op": "npu_grouped_matmul"}]}]}
+    assert [m["name"] for m in run.failing_modules] == ["layers.1.mlp.gate"]  # port code ran
+
+
+def test_ids_first_take_the_tolerance_of_their_values() -> None:
+    """A router module's outputs: ids, then float32 weights, in a bfloat16 run."""
+    from kb.port.verify import tolerance
+
+    original = [torch.tensor([[0, 1]]), torch.tensor([[0.5, 0.25]])]
+    port = [torch.tensor([[0, 1]]), torch.tensor([[0.5003, 0.25]])]
+    d = diff("gate", original, port, tolerance(torch.bfloat16), torch.bfloat16)
+    assert d.passed and d.dtype == "float32" and d.rtol == 0.05

@@ -230,7 +230,8 @@ def diff(
     """Worst element of ``port`` against ``original`` (tensor by tensor); ``precision``:
     the dtype the run computes in (ids tied within its rounding are ties)."""
     worst_abs, worst_rel, ok, note = 0.0, 0.0, True, ""
-    ref = original[0] if original else None
+    # the tolerance is the values' (a router gives its ids first, then their weights)
+    ref = next((t for t in original if t.is_floating_point()), original[0] if original else None)
     dtype = ref.dtype if ref is not None else torch.float32
     rtol, atol = tolerance.get(dtype, TOLERANCE[torch.float32])
     if len(original) != len(port):
