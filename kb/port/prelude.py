@@ -56,8 +56,8 @@ def _kb_rotary(x, cos, sin, mode):
 
 def _kb_attention(query, key, value, attn_mask=None, scale=None, sparse_mode=0,
                   pre_tokens=2147483647, next_tokens=2147483647):
-    """Softmax attention on [B, N, S, D] tensors through the fused inference kernel.
-    sparse_mode=3 is the causal mask aligned to the last query, 4 the band of pre/next
+    """Softmax attention on [B, N, S, D] tensors through the fused inference kernel
+    (float32, which it does not take, through npu_fusion_attention).  sparse_mode=3 is the causal mask aligned to the last query, 4 the band of pre/next
     tokens around it (both with the compressed 2048 x 2048 mask); otherwise a boolean mask
     keeps True, an additive mask keeps its finite entries."""
     mask = None
@@ -67,6 +67,11 @@ def _kb_attention(query, key, value, attn_mask=None, scale=None, sparse_mode=0,
         mask = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask < -1e4
         mask = mask.expand(query.shape[0], 1, query.shape[2], key.shape[2]).contiguous()
     head_dim = query.shape[-1]
+    if query.dtype == torch.float32:  # the inference kernel takes no float32; this one does
+        return torch_npu.npu_fusion_attention(
+            query, key, value, query.shape[1], "BNSD", atten_mask=mask,
+            scale=head_dim**-0.5 if scale is None else scale, pre_tockens=pre_tokens,
+            next_tockens=next_tokens, sparse_mode=sparse_mode)[0]
     out = torch_npu.npu_fused_infer_attention_score(
         query,
         key,
