@@ -262,6 +262,7 @@ def test_port_of_a_folder_writes_every_file(tmp_path: Path) -> None:
         "modeling_split.py",
         "layers.py",
         "window_llm.py",
+        "config_window_llm.py",
         "mla_rope.py",
         "sink_llm.py",
     }

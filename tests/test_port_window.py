@@ -241,3 +241,32 @@ def test_sink_attention_passes_and_a_dropped_sink_or_window_fails(
     else:
         assert not got["passed"]
         assert any(sid in f["message"] for f in got["failures"]), got["failures"]
+
+
+def test_a_config_window_handed_by_keyword_is_passed_from_the_kwargs(tmp_path: Path) -> None:
+    """One window for every layer, from the config, handed by keyword to a module-level
+    attention function that takes it in ``**kwargs``: the port reads it there (it was left
+    unported before); dropping it fails naming the stage."""
+    model, config = DATA / "config_window_llm.py", DATA / "config_window_llm.json"
+    out = tmp_path / "cw_npu.py"
+    port(str(model), str(out), product="atlas-a2")
+    text = out.read_text()
+    call = "window=kwargs.get('sliding_window'), counts_current=True"
+    assert call in text
+    good = verify(str(model), str(out), str(config), dtypes=("bfloat16",), phases=("prefill",))
+    assert good["passed"], good["failures"]
+    wrong = tmp_path / "cw_wrong.py"
+    wrong.write_text(text.replace(call, "window=None, counts_current=True"))
+    bad = verify(str(model), str(wrong), str(config), dtypes=("bfloat16",), phases=("prefill",))
+    assert not bad["passed"]
+    assert any("attend.attention_gqa_bsnd" in f["message"] for f in bad["failures"])
+
+
+def test_counts_current_is_read_from_comparisons_or_a_named_builder() -> None:
+    from kb.scan.model.match_window import counts_current_in
+
+    assert counts_current_in("keep = k > q - window\n") is True
+    assert counts_current_in("keep = k >= q - window\n") is False
+    chosen = "fn = create_causal_mask if w is None else create_sliding_window_causal_mask\n"
+    assert counts_current_in(chosen) is True  # chosen as a value, called later
+    assert counts_current_in("mask = causal(q, k)\n") is None

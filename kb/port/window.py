@@ -124,6 +124,26 @@ def _hands_window(cls: cst.ClassDef | None) -> str:
     return found[0] if found else ""
 
 
+def _handed_through_kwargs(porter: Any, handed: str) -> tuple[str, bool] | None:
+    """A window the class hands by keyword (``sliding_window=<config value>``, one for
+    every layer) read where the span runs, from the function's ``**kwargs`` that receive
+    it; the current key counted as the file's window comparisons or mask builder say.
+    None when the span's function takes no ``**kwargs`` or the file does not say."""
+    from kb.scan.model.match_window import counts_current_in
+
+    if porter.cls:  # a method of the class itself: its value is not in a **kwargs
+        return None
+    fn = enclosing(porter)
+    star = fn.params.star_kwarg if fn is not None else None
+    if star is None:
+        return None
+    counts = counts_current_in(porter.module_node.code)
+    if counts is None:
+        return None
+    keyword = handed.split("=", 1)[0]
+    return f"{star.name.value}.get({keyword!r})", counts
+
+
 def enclosing(porter: Any) -> cst.FunctionDef | None:
     """The enclosing function's definition (module level or in the enclosing class)."""
     if not porter.fn:
@@ -144,12 +164,15 @@ def window_of(porter: Any, s: Stage) -> tuple[str, bool] | None:
     expr = s.facts.get("sliding_window")
     if not expr:
         handed = _hands_window(porter.classes.get(s.module))
-        if handed:
+        if not handed:
+            return None
+        passed = _handed_through_kwargs(porter, handed)
+        if passed is None:
             raise Unported(
                 f"{s.module} hands {handed} to its attention call, and the reader found no "
                 "window attribute to pass per layer (the port would drop the window)"
             )
-        return None
+        return passed
     counts = s.facts.get("window_counts_current")
     if counts not in (True, False):
         raise Unported(

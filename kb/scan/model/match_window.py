@@ -54,7 +54,30 @@ def _builders_called(path: str) -> tuple[str, ...]:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ()
+    return builders_in(text)
+
+
+def builders_in(text: str) -> tuple[str, ...]:
+    """The known mask builders ``text`` calls (by name)."""
     return tuple(n for n in MASK_BUILDERS if re.search(rf"\b{n}\s*\(", text))
+
+
+def counts_current_in(text: str) -> bool | None:
+    """Whether a window of W keys counts the current one, by the window comparisons
+    ``text`` writes or else the known mask builder it calls; None when neither says."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    rules = {r for n in ast.walk(tree) if isinstance(n, ast.Compare) for r in [_rule(n)]}
+    rules.discard(None)
+    if len(rules) == 1:
+        return bool(next(iter(rules)))
+    if rules:
+        return None  # the file's comparisons disagree
+    # a builder called, or chosen as a value and called later (``fn = a if x else b``)
+    named = [n for n in MASK_BUILDERS if re.search(rf"\b{n}\b(?!\s*=)", text)]
+    return MASK_BUILDERS[named[0]][0] if named else None
 
 
 def _windowed(node: ast.expr) -> bool:
