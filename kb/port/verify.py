@@ -19,6 +19,7 @@ from typing import Any
 
 from kb.port import positions
 from kb.port.build import CannotBuild, build, inputs, load_config, load_module, shrink
+from kb.port.judging import chose_on_close_inputs, routes_near_tie, tolerance
 from kb.port.package import forget_copies, reaches
 from kb.vocab.phases import INFERENCE_PHASES
 
@@ -105,8 +106,8 @@ class Run:
             if not m["passed"]
             and m["max_rel"] > m["tolerance"]["rtol"]
             and (m["inputs_match"] or m["name"] == "(output)")
-            and (m["name"] == "(output)" or not _routes_near_tie(m, routers))
-            and (m["name"] == "(output)" or not _chose_on_close_inputs(m))
+            and (m["name"] == "(output)" or not routes_near_tie(m, routers))
+            and (m["name"] == "(output)" or not chose_on_close_inputs(m))
         ]
 
     def as_dict(self) -> dict[str, Any]:
@@ -166,32 +167,6 @@ class _Probe:
             run.note = run.note or d.note
         del torch
         return got
-
-
-def _routes_near_tie(module: dict[str, Any], routers: set[str]) -> bool:
-    """A module whose inputs differ (within tolerance) and inside which a router ran."""
-    if module.get("inputs_equal", True):
-        return False
-    return any(c.get("op") in routers for c in module.get("calls", []))
-
-
-def _chose_on_close_inputs(module: dict[str, Any]) -> bool:
-    """A module of the original's code (no fused call ran in it) whose ids differ after
-    inputs close to but not equal to the original's: a choice among near ties, inherited."""
-    return (
-        not module.get("inputs_equal", True)
-        and not module.get("calls")
-        and "integer outputs differ" in module.get("note", "")
-    )
-
-
-def tolerance(dtype: Any) -> dict[Any, tuple[float, float]]:
-    """The dtype's tolerance table, no tighter than the run's dtype: a float32 result
-    computed from bfloat16 activations (a router's softmax) carries bfloat16's error."""
-    from kb.emulate.comparison import TOLERANCE
-
-    floor = TOLERANCE.get(dtype, (0.0, 0.0))
-    return {k: (max(v[0], floor[0]), max(v[1], floor[1])) for k, v in TOLERANCE.items()}
 
 
 def _tensors(value: Any) -> list[Any]:
