@@ -30,7 +30,8 @@ PROBE = (
 #: Modules no cold show or search needs: validation (pydantic, YAML), whoosh's engine,
 #: the stdlib's introspection behind dataclasses, textwrap, threads, argparse (a plain
 #: show or search line is read by kb.cli.fast) with the locale and shutil it loads, and
-#: the vocabulary tables a record view or a query without a dtype does not read (kb.vocab
+#: whoosh's stemmer (the index holds the stems its build gave), the vocabulary tables a
+#: record view or a query without a dtype does not read (kb.vocab
 #: loads each table on first use).
 NEVER = (
     "pydantic",
@@ -38,6 +39,7 @@ NEVER = (
     "kb.catalog.store",
     "whoosh.index",
     "whoosh.searching",
+    "whoosh.lang",  # the stemmer: a query's known words take their stems from the index
     "dataclasses",
     "inspect",
     "textwrap",

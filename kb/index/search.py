@@ -16,6 +16,7 @@ an index that lives in memory, or by a caller that passes its own index or sessi
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from kb.catalog.compiled import Catalog
@@ -60,19 +61,28 @@ def search(
     hits = name_hits(catalog, text, kinds)
     if answered_by_name(text, hits):
         return hits[:limit]
+    from kb.index.searchindex import open_index, open_terms
+
+    # the index on disk, opened before the query is tokenized: its build's stems answer
+    # the query's words, so a cold search imports no stemmer for them
+    first = open_terms(catalog) if session is None and ix is None else None
+    if first is not None:
+        with contextlib.suppress(Exception):  # a damaged table: the search below rebuilds it
+            first.prime_stems(text)
     toks = list(dict.fromkeys(tokens(text, query=True)))
     if not toks:
+        if first is not None:
+            first.close()
         return hits[:limit]
     from kb.index.fulltext import own_session_hits, text_hits
 
     seen = {h.name for h in hits}
     if session is not None:  # the caller's (kb mcp): it owns healing and closing
         return (hits + text_hits(session, text, toks, kinds, seen))[:limit]
-    from kb.index.searchindex import open_index, open_terms
 
     if ix is None:  # a verified index on disk answers without whoosh; else build it
         for rebuild in (False, True):
-            table = None if rebuild else open_terms(catalog)
+            table, first = (None if rebuild else first or open_terms(catalog)), None
             if table is None:
                 ix = open_index(catalog, rebuild=rebuild)
                 table = open_terms(catalog)

@@ -36,7 +36,7 @@ from kb.core.paths import cache_dir
 from kb.index import termtable
 from kb.index.termtable import TermTable
 
-INDEX_VERSION = "16"
+INDEX_VERSION = "17"
 _INDEX_NAME = re.compile(r"^index-(\d+)-([0-9a-f]{16})-([0-9a-f]{32})$")
 STAMP = "stamp.json"
 #: The stored fields of every document, by document number, for the ranking to read.

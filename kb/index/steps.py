@@ -37,6 +37,11 @@ def _step_words() -> tuple[tuple[str, frozenset[str], str], ...]:
     return tuple(out)
 
 
+def step_parts() -> list[str]:
+    """The words of the step vocabulary, as written (no stemming)."""
+    return sorted({p for step in get_args(Step) for p in step.split("_")})
+
+
 def named_steps(query_tokens: set[str]) -> frozenset[str]:
     """The steps a query names; a step inside a longer named one (add in residual add)
     is that one's, not a second step."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.index.fields import TEXT_BOOSTS, TEXT_FIELDS
-from kb.index.textanalysis import tokens
+from kb.index.textanalysis import known_stems, seen_stems, stem_candidates, tokens
 
 FILE = "terms.sqlite"
 
@@ -130,6 +130,13 @@ def write(recorder: Recorder, directory: Path) -> None:
             " WITHOUT ROWID"
         )
         con.executemany("INSERT INTO terms VALUES (?, ?, ?)", rows)
+        # the stems the build's analysis gave, for a query's words (no stemmer import);
+        # the step vocabulary every free-text query matches against is stemmed too
+        from kb.index.steps import named_steps
+
+        named_steps(set())  # stems the step vocabulary (recorded in this process)
+        con.execute("CREATE TABLE stems (word TEXT PRIMARY KEY, stem TEXT NOT NULL) WITHOUT ROWID")
+        con.executemany("INSERT INTO stems VALUES (?, ?)", sorted(seen_stems().items()))
         con.commit()
     finally:
         con.close()
@@ -165,6 +172,18 @@ class TermTable:
         if len(docs) != len(scores):
             raise ValueError(f"the term table's row for {token!r} is damaged")
         return dict(zip(docs, scores, strict=True))
+
+    def prime_stems(self, text: str) -> None:
+        """Hand :mod:`kb.index.textanalysis` the stems the build recorded for the words
+        of ``text`` (a query), so tokenizing it imports no stemmer for them."""
+        from kb.index.steps import step_parts
+
+        words = stem_candidates(text)[:64] + step_parts()
+        if not words:
+            return
+        marks = ",".join("?" * len(words))
+        rows = self._con.execute(f"SELECT word, stem FROM stems WHERE word IN ({marks})", words)
+        known_stems(dict(rows.fetchall()))
 
     def terms(self) -> list[str]:
         """Every term of the index, sorted."""

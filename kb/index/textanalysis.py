@@ -13,6 +13,8 @@ import functools
 import re
 from collections.abc import Iterator
 
+_LETTERS = re.compile(r"[a-z]+")
+
 #: The CJK ideograph blocks (unified, extension A, compatibility) as code point ranges.
 #: Tested with comparisons, not a regex class: compiling a class over these ~28,000
 #: code points costs several ms per pattern, on every cold ``kb search``.
@@ -126,15 +128,43 @@ _FOLD_STEMS = {
 }
 
 
+#: word -> stem of every word :func:`stem` gave in this process (an index build writes
+#: them beside its terms, so a later query stems its words without whoosh)
+_SEEN: dict[str, str] = {}
+#: word -> stem read from an index (:func:`known_stems`): what whoosh's stemmer gave
+_KNOWN: dict[str, str] = {}
+
+
 @functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """Porter stem of alphabetic words; identifiers and short words stay as they are."""
     if len(word) <= 3 or not word.isalpha():
         return word
-    from whoosh.lang.porter import stem as porter
+    stemmed = _KNOWN.get(word)
+    if stemmed is None:
+        from whoosh.lang.porter import stem as porter
 
-    stemmed = str(porter(word))
-    return _FOLD_STEMS.get(stemmed, stemmed)
+        stemmed = str(porter(word))
+        stemmed = _FOLD_STEMS.get(stemmed, stemmed)
+    _SEEN[word] = stemmed
+    return stemmed
+
+
+def seen_stems() -> dict[str, str]:
+    """Every (word, stem) :func:`stem` gave in this process."""
+    return dict(_SEEN)
+
+
+def known_stems(pairs: dict[str, str]) -> None:
+    """Stems already computed (by an index build, with the same function) for words a
+    query is about to stem: they are used in place of importing the stemmer."""
+    _KNOWN.update(pairs)
+
+
+def stem_candidates(text: str) -> list[str]:
+    """The words of ``text`` that :func:`stem` may be asked about (lower-case letters,
+    longer than three): what a query looks up before tokenizing."""
+    return sorted({w for w in _LETTERS.findall(text.lower()) if len(w) > 3})
 
 
 def latin_tokens(word: str) -> Iterator[str]:
