@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.port.spans import Stage
+from kb.scan.model.resolve import module_at
 
 #: the methods whose names count as what a class builds and calls
 _ENTRY = ("__init__", "forward", "__call__")
@@ -48,11 +49,10 @@ def module_file(base: Path, root: Path, module: str, level: int) -> Path | None:
             pkg = pkg.parent
     else:
         pkg = root.parent if (root / "__init__.py").exists() else root
-    target = pkg.joinpath(*module.split(".")) if module else pkg
-    for cand in (target.with_suffix(".py"), target / "__init__.py"):
-        if cand.is_file() and cand.resolve().is_relative_to(root):
-            return cand.resolve()
-    return None
+    found = module_at(str(pkg), [p for p in module.split(".") if p])
+    if found is None or not Path(found).resolve().is_relative_to(root):
+        return None
+    return Path(found).resolve()
 
 
 class Graph:

@@ -290,7 +290,7 @@ class Reach:
             base = os.path.dirname(importer)
             for _ in range(level - 1):
                 base = os.path.dirname(base)
-            return _module_at(base, parts)
+            return module_at(base, parts)
         from kb.scan.model.sitepackages import never_read
 
         if parts and never_read(parts[0]):  # torch beside the scanned package (a venv)
@@ -301,7 +301,7 @@ class Reach:
                 and not os.path.isfile(os.path.join(root, parts[0] + ".py"))
             ):
                 continue
-            found = _module_at(root, parts)
+            found = module_at(root, parts)
             if found is not None:
                 return found
         return None
@@ -312,7 +312,7 @@ class Reach:
 
         parts = [p for p in dotted.split(".") if p]
         base = package_parent(parts[0]) if parts and self.follow else None
-        return _module_at(base, parts) if base is not None else None
+        return module_at(base, parts) if base is not None else None
 
     def installed_class(self, dotted: str) -> tuple[ast.ClassDef, str] | None:
         """(the class, its file) for ``package.module.Class`` in an installed package."""
@@ -384,7 +384,7 @@ class Reach:
         sub = (
             self.module_file(f"{ref.dotted}.{name}", ref.file)
             if not ref.file.endswith("__init__.py")
-            else _module_at(os.path.dirname(ref.file), [name])
+            else module_at(os.path.dirname(ref.file), [name])
         )
         return ModuleRef(f"{ref.dotted}.{name}", sub) if sub is not None else None
 
@@ -402,7 +402,9 @@ def _by_affinity(stars: list[ast.ImportFrom], name: str) -> list[ast.ImportFrom]
     return sorted(stars, key=score)
 
 
-def _module_at(base: str, parts: list[str]) -> str | None:
+def module_at(base: str, parts: list[str]) -> str | None:
+    """The file of module ``parts`` below ``base`` (``.py`` or a package's
+    ``__init__.py``), None when there is none."""
     if not parts:
         init = os.path.join(base, "__init__.py")
         return init if os.path.exists(init) else None
