@@ -48,35 +48,26 @@ MASK_BUILDERS: dict[str, tuple[bool, str]] = {
 
 
 @lru_cache(maxsize=64)
-def _builders_called(path: str) -> tuple[str, ...]:
-    """The known mask builders the file at ``path`` calls (by name)."""
+def _file_text(path: str) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return ()
-    return builders_in(text)
+        return ""
 
 
 def builders_in(text: str) -> tuple[str, ...]:
-    """The known mask builders ``text`` calls (by name)."""
-    return tuple(n for n in MASK_BUILDERS if re.search(rf"\b{n}\s*\(", text))
+    """The known mask builders ``text`` names: called, or chosen as a value and called
+    later (``fn = create_causal_mask if w is None else create_sliding_window_causal_mask``)."""
+    return tuple(n for n in MASK_BUILDERS if re.search(rf"\b{n}\b(?!\s*=)", text))
 
 
 def counts_current_in(text: str) -> bool | None:
     """Whether a window of W keys counts the current one, by the window comparisons
-    ``text`` writes or else the known mask builder it calls; None when neither says."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    rules = {r for n in ast.walk(tree) if isinstance(n, ast.Compare) for r in [_rule(n)]}
-    rules.discard(None)
-    if len(rules) == 1:
-        return bool(next(iter(rules)))
-    if rules:
-        return None  # the file's comparisons disagree
-    # a builder called, or chosen as a value and called later (``fn = a if x else b``)
-    named = [n for n in MASK_BUILDERS if re.search(rf"\b{n}\b(?!\s*=)", text)]
+    ``text`` writes or else the known mask builder it names; None when neither says."""
+    written, _line = written_rule(text)
+    if written is not None:
+        return written
+    named = builders_in(text)
     return MASK_BUILDERS[named[0]][0] if named else None
 
 
@@ -115,13 +106,12 @@ def _rule(cmp: ast.Compare) -> bool | None:
     return None
 
 
-@lru_cache(maxsize=64)
-def _written_rule(path: str) -> tuple[bool | None, int]:
-    """(the rule, its line) of the window comparisons written in the file; (None, 0) when
+def written_rule(text: str) -> tuple[bool | None, int]:
+    """(the rule, its line) of the window comparisons written in ``text``; (None, 0) when
     there are none or they disagree."""
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
         return None, 0
     found = [
         (r, n.lineno)
@@ -162,8 +152,9 @@ def window_facts(owner: Inst | None, node: Node) -> dict[str, Fact]:
             f"; None when {value.why})" if per_layer and isinstance(value, Alt) else ")"
         )
         out = {"sliding_window": Fact.at(f"self.{attr}", node, why)}
-        called = _builders_called(node.file)
-        written, line = _written_rule(node.file)
+        text = _file_text(node.file)
+        called = builders_in(text)
+        written, line = written_rule(text)
         if written is not None:
             keys = (
                 "the query and the window - 1 keys before it"
