@@ -131,6 +131,8 @@ _FOLD_STEMS = {
 #: word -> stem of every word :func:`stem` gave in this process (an index build writes
 #: them beside its terms, so a later query stems its words without whoosh)
 _SEEN: dict[str, str] = {}
+#: far above the words of every record (a build stems about 3,000)
+_SEEN_LIMIT = 1 << 18
 #: word -> stem read from an index (:func:`known_stems`): what whoosh's stemmer gave
 _KNOWN: dict[str, str] = {}
 
@@ -146,7 +148,8 @@ def stem(word: str) -> str:
 
         stemmed = str(porter(word))
         stemmed = _FOLD_STEMS.get(stemmed, stemmed)
-    _SEEN[word] = stemmed
+    if len(_SEEN) < _SEEN_LIMIT:  # a long-running server's queries cannot grow it forever
+        _SEEN[word] = stemmed
     return stemmed
 
 
